@@ -1,0 +1,40 @@
+# conveyor: `make demo` and `make test` do all set-up on a fresh Debian machine with Python 3.11.
+SHELL := /bin/bash
+PY := $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+CODE_DIRS := runtime actors simulation cli benchmarks
+# Reinstall when the project file changes or a package gains or loses a module (editable strict mode links files).
+$(STAMP): pyproject.toml $(shell find $(CODE_DIRS) -type d -not -name __pycache__ 2>/dev/null)
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || { \
+		echo "python venv module missing; installing python3-venv"; \
+		apt-get update -qq && apt-get install -y -qq python3-venv && $(PY) -m venv $(VENV); }
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=strict
+	@touch $@
+
+.PHONY: install demo test test-slow lint typecheck bench clean
+install: $(STAMP)
+
+demo: install
+	$(BIN)/conveyor demo
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check . || true
+
+typecheck: install
+	$(BIN)/mypy
+
+test: install lint typecheck
+	$(BIN)/python -m pytest -m "not slow" -q
+
+test-slow: install
+	$(BIN)/python -m pytest -m slow -q
+
+bench: install
+	$(BIN)/python benchmarks/runtime.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

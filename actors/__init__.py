@@ -1,0 +1,1 @@
+"""conveyor's domain actors: broker, subscriber, storage, transactions, Pub/Sub front."""

@@ -1,0 +1,63 @@
+"""conveyor's actor kernel: one actor API on trio, on threads and in the simulator."""
+
+from ._actor import Actor as Actor
+from ._actor import Context as Context
+from ._errors import ActorDeadError as ActorDeadError
+from ._errors import ActorNameTaken as ActorNameTaken
+from ._errors import AskTimeout as AskTimeout
+from ._errors import ConveyorError as ConveyorError
+from ._errors import EscalatedError as EscalatedError
+from ._errors import MutableMessageError as MutableMessageError
+from ._immutability import ensure_immutable as ensure_immutable
+from ._messages import JobDone as JobDone
+from ._messages import JobFailed as JobFailed
+from ._messages import Terminated as Terminated
+from ._messages import TimerHandle as TimerHandle
+from ._ref import ActorRef as ActorRef
+from ._supervision import Directive as Directive
+from ._supervision import SupervisorStrategy as SupervisorStrategy
+from ._system import ActorSystemBase as ActorSystemBase
+from ._threads import ThreadSystem as ThreadSystem
+from ._trace import EventKind as EventKind
+from ._trace import RecordedMessage as RecordedMessage
+from ._trace import RefPath as RefPath
+from ._trace import TraceEvent as TraceEvent
+from ._trace import Tracer as Tracer
+from ._trace import dumps_jsonl as dumps_jsonl
+from ._trace import iter_jsonl as iter_jsonl
+from ._trace import read_jsonl as read_jsonl
+from ._trace import trace_hash as trace_hash
+from ._trace import write_jsonl as write_jsonl
+from ._trio import TrioSystem as TrioSystem
+
+__all__ = [
+    "Actor",
+    "ActorDeadError",
+    "ActorNameTaken",
+    "ActorRef",
+    "ActorSystemBase",
+    "AskTimeout",
+    "Context",
+    "ConveyorError",
+    "Directive",
+    "EscalatedError",
+    "EventKind",
+    "JobDone",
+    "JobFailed",
+    "MutableMessageError",
+    "RecordedMessage",
+    "RefPath",
+    "SupervisorStrategy",
+    "Terminated",
+    "ThreadSystem",
+    "TimerHandle",
+    "TraceEvent",
+    "Tracer",
+    "TrioSystem",
+    "dumps_jsonl",
+    "ensure_immutable",
+    "iter_jsonl",
+    "read_jsonl",
+    "trace_hash",
+    "write_jsonl",
+]

@@ -1,0 +1,147 @@
+"""Actor: the base class users subclass, and Context: everything an actor may touch."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, final
+
+from ._errors import ConveyorError
+from ._immutability import ensure_immutable
+from ._messages import TimerHandle, Unwatch, Watch
+from ._ref import ActorRef
+from ._supervision import SupervisorStrategy
+
+if TYPE_CHECKING:
+    from ._cell import ActorCell, CellBase
+
+
+class Actor:
+    """Subclass and implement ``receive``; state lives in instance attributes.
+
+    The same subclass runs on ``TrioSystem``, ``ThreadSystem`` and ``Simulation``
+    because it touches the world only through ``self.ctx``: it must not block, read
+    the clock, ``random``, files or the environment directly.
+    """
+
+    supervisor_strategy: ClassVar[SupervisorStrategy] = SupervisorStrategy()
+    """How this actor supervises the children it spawns."""
+
+    ctx: Context
+
+    def receive(self, message: Any) -> None:
+        """Handle one message. Must return quickly and never block."""
+        msg = f"{type(self).__qualname__} received {type(message).__qualname__} but does not implement receive()"
+        raise NotImplementedError(msg)
+
+    def on_start(self) -> None:
+        """Run once per incarnation, on the actor's own thread, before any message."""
+
+    def on_stop(self) -> None:
+        """Run once when the actor stops for good (not on restart)."""
+
+    def on_restart(self, error: Exception) -> None:
+        """Run on the fresh instance after a failure; the default calls ``on_start``."""
+        self.on_start()
+
+
+@final
+class Context:
+    """The actor's only door to the world: messaging, time, randomness, children, jobs."""
+
+    __slots__ = ("_cell", "_sender")
+
+    def __init__(self, cell: ActorCell) -> None:
+        self._cell = cell
+        self._sender: CellBase | None = None
+
+    @property
+    def self_ref(self) -> ActorRef:
+        """This actor's own ref."""
+        return self._cell.ref
+
+    @property
+    def sender(self) -> ActorRef | None:
+        """Who sent the message being handled; None for timers, jobs and outside code."""
+        sender = self._sender
+        return None if sender is None else sender.ref
+
+    def send(self, target: ActorRef, message: object) -> None:
+        """Send ``message`` to ``target``; order per (sender, receiver) pair is kept."""
+        ensure_immutable(message)
+        if type(target) is not ActorRef:
+            msg = f"send() target must be an ActorRef, got {type(target).__qualname__}"
+            raise TypeError(msg)
+        cell = self._cell
+        cell.system._send(cell, target._cell, message)  # noqa: SLF001
+
+    def reply(self, message: object) -> None:
+        """Send ``message`` to the sender of the message being handled."""
+        sender = self._sender
+        if sender is None:
+            msg = (
+                f"{self._cell.path} called reply() but the current message has no sender "
+                "(it came from a timer, a job or code outside any actor); use send() with an explicit ref"
+            )
+            raise ConveyorError(msg)
+        ensure_immutable(message)
+        cell = self._cell
+        cell.system._send(cell, sender, message)  # noqa: SLF001
+
+    def schedule(self, delay_s: float, message: object) -> TimerHandle:
+        """Deliver ``message`` to this actor after ``delay_s`` seconds of the system's clock."""
+        valid = isinstance(delay_s, (int, float)) and not isinstance(delay_s, bool)
+        if not valid or not math.isfinite(delay_s) or delay_s < 0:
+            msg = f"schedule() delay_s must be a finite number >= 0, got {delay_s!r}"
+            raise ValueError(msg)
+        ensure_immutable(message)
+        return self._cell.schedule(float(delay_s), message)
+
+    def cancel(self, handle: TimerHandle) -> bool:
+        """Cancel a timer; True if it had not fired yet."""
+        if type(handle) is not TimerHandle:
+            msg = f"cancel() expects a TimerHandle, got {type(handle).__qualname__}"
+            raise TypeError(msg)
+        return self._cell.cancel_timer(handle)
+
+    def now(self) -> float:
+        """Seconds on the system's clock (virtual in the Simulation)."""
+        return self._cell.system.now()
+
+    @property
+    def random(self) -> random.Random:
+        """The system's ``random.Random`` (seeded, hence replayable, in the Simulation)."""
+        return self._cell.system.random
+
+    def spawn(self, factory: Callable[[], Actor], *, name: str | None = None) -> ActorRef:
+        """Start a child built by ``factory``; this actor supervises it."""
+        cell = self._cell
+        return cell.system._spawn(cell, factory, name)  # noqa: SLF001
+
+    def watch(self, target: ActorRef) -> None:
+        """Receive ``Terminated(target, ...)`` when ``target`` stops (at once if it already has)."""
+        cell = self._cell
+        cell.watching[target._cell.uid] = None  # noqa: SLF001
+        cell.system._send(cell, target._cell, Watch(cell.ref))  # noqa: SLF001
+
+    def unwatch(self, target: ActorRef) -> None:
+        """Stop watching ``target``; a ``Terminated`` already on its way is dropped."""
+        cell = self._cell
+        cell.watching.pop(target._cell.uid, None)  # noqa: SLF001
+        cell.system._send(cell, target._cell, Unwatch(cell.ref))  # noqa: SLF001
+
+    def stop(self) -> None:
+        """Stop this actor once the current handler returns."""
+        self._cell.stop_requested = True
+
+    def run_job(self, fn: Callable[..., Any], *args: Any) -> int:
+        """Run blocking ``fn(*args)`` off the actor; ``JobDone`` / ``JobFailed`` come back.
+
+        Returns:
+            the job id carried by the resulting ``JobDone`` or ``JobFailed``.
+        """
+        if not callable(fn):
+            msg = f"run_job() needs a callable, got {type(fn).__qualname__}"
+            raise TypeError(msg)
+        return self._cell.start_job(fn, args)

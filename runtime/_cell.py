@@ -1,0 +1,320 @@
+"""ActorCell: the backend-independent life of one actor.
+
+This module is the one home of lifecycle and supervision: starting, handling a
+message, failing, restarting, stopping, watching. Backends only move messages
+into ``ActorCell.process`` (on the actor's own thread or task) and carry out the
+few primitives of ``ActorSystemBase``. Because every backend runs the same cell,
+an actor behaves the same on trio, on threads and in the simulator.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._actor import Actor, Context
+from ._errors import ActorDeadError, EscalatedError
+from ._messages import (
+    SYSTEM_MESSAGE_TYPES,
+    ChildTerminated,
+    Escalate,
+    Start,
+    Stop,
+    Terminated,
+    TimerFired,
+    TimerHandle,
+    Unwatch,
+    Watch,
+)
+from ._ref import ActorRef
+from ._supervision import Directive, RestartBudget, SupervisorStrategy
+from ._trace import EventKind
+
+if TYPE_CHECKING:
+    from ._system import ActorSystemBase
+
+log = logging.getLogger("conveyor.runtime")
+
+
+class CellBase:
+    """What every message target has: identity, a path, liveness, backend slots."""
+
+    __slots__ = ("alive", "backend_state", "mailbox", "name", "path", "ref", "scheduled", "system", "uid")
+
+    def __init__(self, system: ActorSystemBase, uid: int, name: str, path: str) -> None:
+        self.system = system
+        self.uid = uid
+        self.name = name
+        self.path = path
+        self.alive = True
+        self.ref = ActorRef(self)
+        # Slots that backends fill as they need: a mailbox deque and a ready flag
+        # (trio), a pykka shell (threads).
+        self.mailbox: Any = None
+        self.scheduled = False
+        self.backend_state: Any = None
+
+    def process(self, sender: CellBase | None, message: object) -> None:
+        """Handle one message on this target's own thread or task."""
+        raise NotImplementedError
+
+
+class PromiseCell(CellBase):
+    """The temporary sender of an ``ask``: its first message is the answer."""
+
+    __slots__ = ("error", "result", "settled")
+
+    def __init__(self, system: ActorSystemBase, uid: int) -> None:
+        super().__init__(system, uid, f"ask-{uid}", f"/ask-{uid}")
+        self.settled = False
+        self.result: object = None
+        self.error: BaseException | None = None
+
+    def process(self, sender: CellBase | None, message: object) -> None:
+        """Take the first reply; later ones are dead letters."""
+        if self.settled:
+            self.system._dead_letter(sender, self, message)  # noqa: SLF001
+            return
+        self.result = message
+        self.settle()
+
+    def fail(self, error: BaseException) -> None:
+        """Settle with an error (the actor failed on the question, or it was dead)."""
+        if not self.settled:
+            self.error = error
+            self.settle()
+
+    def settle(self) -> None:
+        """Mark settled and wake whoever waits; backends extend this."""
+        self.settled = True
+        self.alive = False
+
+
+class ActorCell(CellBase):
+    """One actor's identity across restarts: its instance, children, watchers, timers."""
+
+    __slots__ = (
+        "actor",
+        "budget",
+        "children",
+        "ctx",
+        "factory",
+        "next_job_id",
+        "parent",
+        "stop_requested",
+        "supervisor",
+        "termination",
+        "timers",
+        "watchers",
+        "watching",
+    )
+
+    def __init__(
+        self,
+        system: ActorSystemBase,
+        uid: int,
+        name: str,
+        parent: ActorCell | None,
+        factory: Callable[[], Actor],
+        supervisor: SupervisorStrategy,
+    ) -> None:
+        path = f"{parent.path if parent is not None else ''}/{name}"
+        super().__init__(system, uid, name, path)
+        self.parent = parent
+        self.factory = factory
+        self.supervisor = supervisor
+        self.budget = RestartBudget()
+        self.children: dict[str, ActorCell] = {}
+        self.watchers: dict[int, CellBase] = {}
+        self.watching: dict[int, None] = {}
+        self.timers: dict[int, None] = {}
+        self.stop_requested = False
+        self.termination: Terminated | None = None
+        self.next_job_id = 0
+        self.ctx = Context(self)
+        self.actor = self._instantiate()
+
+    def _instantiate(self) -> Actor:
+        actor = self.factory()
+        if not isinstance(actor, Actor):
+            msg = f"spawn() factory for {self.path} returned {type(actor).__qualname__}, not an Actor subclass instance"
+            raise TypeError(msg)
+        actor.ctx = self.ctx
+        return actor
+
+    # --- the hot path -----------------------------------------------------------------
+
+    def process(self, sender: CellBase | None, message: object) -> None:
+        """Deliver ``message`` to the actor; route failures to supervision."""
+        if not self.alive:
+            self.system._dead_letter(sender, self, message)  # noqa: SLF001
+            return
+        if type(message) in SYSTEM_MESSAGE_TYPES:
+            if type(message) is not TimerFired:
+                self._system_message(sender, message)
+            elif self.timer_fired(message.timer_id):
+                self._handle(None, message.message)
+        else:
+            if type(message) is Terminated and message.ref._cell.uid not in self.watching:  # noqa: SLF001
+                return  # unwatched meanwhile: the Terminated was already on its way
+            self._handle(sender, message)
+        if self.stop_requested and self.alive:
+            self.terminate("stopped", None)
+
+    def _handle(self, sender: CellBase | None, message: object) -> None:
+        self.ctx._sender = sender  # noqa: SLF001
+        tracer = self.system.tracer
+        if tracer is not None:
+            tracer.record(EventKind.DELIVERED, self.system.now(), sender, self, message)
+        try:
+            self.actor.receive(message)
+        except Exception as error:  # noqa: BLE001 - every failure goes to supervision, logged
+            self._failed(error, sender, message)
+        self.ctx._sender = None  # noqa: SLF001
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def _system_message(self, sender: CellBase | None, message: object) -> None:
+        match message:
+            case Start():
+                try:
+                    self.actor.on_start()
+                except Exception as error:  # noqa: BLE001
+                    self._failed(error, sender, message)
+            case Stop(reason=reason):
+                self.terminate(reason, None)
+            case Watch(watcher=watcher):
+                self.watchers[watcher._cell.uid] = watcher._cell  # noqa: SLF001
+            case Unwatch(watcher=watcher):
+                self.watchers.pop(watcher._cell.uid, None)  # noqa: SLF001
+            case ChildTerminated(child=child):
+                cell = child._cell  # noqa: SLF001
+                if self.children.get(cell.name) is cell:
+                    del self.children[cell.name]
+            case Escalate(child=child, error=error):
+                wrapped = EscalatedError(f"child {child.path} escalated {error!r}")
+                wrapped.__cause__ = error
+                self._failed(wrapped, sender, message)
+
+    def _failed(self, error: Exception, sender: CellBase | None, message: object) -> None:
+        system = self.system
+        log.error(
+            "actor %s failed handling %s: %r",
+            self.path,
+            type(message).__qualname__,
+            error,
+            exc_info=error,
+        )
+        tracer = system.tracer
+        if tracer is not None:
+            tracer.record(EventKind.FAILED, system.now(), sender, self, message, error=repr(error))
+        if isinstance(sender, PromiseCell):
+            sender.fail(error)
+        try:
+            directive = self.supervisor.decide(error)
+        except Exception as decider_error:  # noqa: BLE001
+            log.error("supervisor decider of %s raised %r; stopping the actor", self.path, decider_error)
+            directive = Directive.STOP
+        if directive is Directive.RESTART:
+            if self.budget.try_spend(system.now(), self.supervisor):
+                self._restart(error)
+                return
+            log.error(
+                "actor %s exceeded %d restarts within %ss; stopping it",
+                self.path,
+                self.supervisor.max_restarts,
+                self.supervisor.within_s,
+            )
+            self.terminate("failed", error)
+        elif directive is Directive.STOP:
+            self.terminate("failed", error)
+        else:
+            parent = self.parent
+            if parent is None:
+                system._root_failure(self, error)  # noqa: SLF001
+            else:
+                system._send(self, parent, Escalate(self.ref, error))  # noqa: SLF001
+            self.terminate("failed", error)
+
+    def _restart(self, error: Exception) -> None:
+        system = self.system
+        tracer = system.tracer
+        if tracer is not None:
+            tracer.record(EventKind.RESTARTED, system.now(), None, self, None, error=repr(error))
+        self._cancel_all_timers()
+        self._stop_children("stopped")
+        self.stop_requested = False
+        try:
+            self.actor = self._instantiate()
+            self.actor.on_restart(error)
+        except Exception as restart_error:  # noqa: BLE001
+            self._failed(restart_error, None, Start())
+
+    def terminate(self, reason: str, error: BaseException | None) -> None:
+        """Stop for good: children, timers, ``on_stop``, watchers, parent, leftover mail."""
+        if not self.alive:
+            return
+        system = self.system
+        self.alive = False
+        self.termination = Terminated(self.ref, reason, None if error is None else repr(error))
+        self._cancel_all_timers()
+        self._stop_children(reason if reason == "shutdown" else "stopped")
+        try:
+            self.actor.on_stop()
+        except Exception as stop_error:
+            log.error("actor %s raised in on_stop: %r", self.path, stop_error, exc_info=stop_error)
+        tracer = system.tracer
+        if tracer is not None:
+            tracer.record(EventKind.STOPPED, system.now(), None, self, self.termination)
+        for watcher in self.watchers.values():
+            system._send(self, watcher, self.termination)  # noqa: SLF001
+        self.watchers.clear()
+        if self.parent is not None:
+            system._send(self, self.parent, ChildTerminated(self.ref))  # noqa: SLF001
+        system._detach(self)  # noqa: SLF001
+
+    def _stop_children(self, reason: str) -> None:
+        for child in list(self.children.values()):
+            self.system._send(self, child, Stop(reason))  # noqa: SLF001
+        self.children.clear()
+
+    # --- timers and jobs ------------------------------------------------------------------
+
+    def schedule(self, delay_s: float, message: object) -> TimerHandle:
+        """Arm a timer owned by this cell (cancelled on restart and stop)."""
+        handle = self.system._schedule(self, delay_s, message)  # noqa: SLF001
+        self.timers[handle.timer_id] = None
+        return handle
+
+    def cancel_timer(self, handle: TimerHandle) -> bool:
+        """Cancel one of this cell's timers; True if it had not been delivered yet."""
+        if handle.timer_id not in self.timers:
+            return False
+        del self.timers[handle.timer_id]
+        self.system._cancel(handle)  # noqa: SLF001 - best effort: a queued TimerFired is dropped anyway
+        return True
+
+    def timer_fired(self, timer_id: int) -> bool:
+        """Forget a timer whose ``TimerFired`` arrived; False if it was cancelled meanwhile."""
+        if timer_id not in self.timers:
+            return False
+        del self.timers[timer_id]
+        return True
+
+    def _cancel_all_timers(self) -> None:
+        for timer_id in self.timers:
+            self.system._cancel(TimerHandle(timer_id))  # noqa: SLF001
+        self.timers.clear()
+
+    def start_job(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> int:
+        """Hand ``fn(*args)`` to the backend's job runner; return its id."""
+        self.next_job_id += 1
+        self.system._start_job(self, self.next_job_id, fn, args)  # noqa: SLF001
+        return self.next_job_id
+
+
+def fail_promise_if_asked(sender: CellBase | None, target: CellBase, message: object) -> None:
+    """A question that can never be answered fails its asker at once."""
+    if isinstance(sender, PromiseCell):
+        sender.fail(ActorDeadError(f"{target.path} stopped before handling {type(message).__qualname__}"))

@@ -1,0 +1,183 @@
+"""ActorSystemBase: what all three backends share, and the few hooks each must fill.
+
+The hooks (``_enqueue``, ``_schedule``, ``_cancel``, ``_start_job``, ``_attach``,
+``_detach``, ``_current_cell``, ``now``) are the whole backend protocol. Spawning,
+dead letters, tracing and root supervision are written once here.
+"""
+
+from __future__ import annotations
+
+import abc
+import itertools
+import logging
+import random
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ._actor import Actor
+from ._cell import ActorCell, CellBase, PromiseCell, fail_promise_if_asked
+from ._errors import ActorDeadError, ActorNameTaken
+from ._messages import SYSTEM_MESSAGE_TYPES, Start, Stop, Terminated, TimerHandle, Watch
+from ._ref import ActorRef
+from ._supervision import SupervisorStrategy
+from ._trace import EventKind, TraceEvent, Tracer
+
+log = logging.getLogger("conveyor.runtime")
+
+_NAME = re.compile(r"^[A-Za-z0-9_.:\-]+$")
+
+
+class ActorSystemBase(abc.ABC):
+    """Spawning, sending, dead letters and tracing, shared by every backend."""
+
+    def __init__(
+        self,
+        *,
+        supervisor_strategy: SupervisorStrategy | None = None,
+        trace: bool | Tracer = False,
+        seed: int | str | None = None,
+    ) -> None:
+        if supervisor_strategy is not None and not isinstance(supervisor_strategy, SupervisorStrategy):
+            msg = f"supervisor_strategy must be a SupervisorStrategy, got {type(supervisor_strategy).__qualname__}"
+            raise TypeError(msg)
+        self._strategy = supervisor_strategy or SupervisorStrategy()
+        self.tracer: Tracer | None = Tracer() if trace is True else (trace or None)
+        self._uids = itertools.count(1)
+        self._top: dict[str, ActorCell] = {}
+        self._random = random.Random(seed)
+        self.dead_letters = 0
+        """How many messages reached an actor after it stopped."""
+        self.failures: list[tuple[str, BaseException]] = []
+        """Escalations that reached the top: (actor path, error). Each is also logged."""
+
+    # --- public API shared by all backends ----------------------------------------------
+
+    @property
+    def random(self) -> random.Random:
+        """The system's random generator, handed to actors through ``ctx.random``."""
+        return self._random
+
+    @property
+    def trace(self) -> list[TraceEvent]:
+        """Events recorded so far (an empty list when tracing is off)."""
+        return [] if self.tracer is None else self.tracer.events
+
+    def spawn(self, factory: Callable[[], Actor], *, name: str | None = None) -> ActorRef:
+        """Start a top-level actor built by ``factory`` and supervised by the system."""
+        return self._spawn(None, factory, name)
+
+    def stop(self, ref: ActorRef) -> None:
+        """Ask ``ref`` to stop once it reaches this request (messages before it are handled)."""
+        if type(ref) is not ActorRef:
+            msg = f"stop() expects an ActorRef, got {type(ref).__qualname__}"
+            raise TypeError(msg)
+        self._send(self._current_cell(), ref._cell, Stop())  # noqa: SLF001
+
+    @abc.abstractmethod
+    def now(self) -> float:
+        """Seconds on this system's clock."""
+
+    # --- hooks each backend fills -------------------------------------------------------
+
+    @abc.abstractmethod
+    def _enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
+        """Queue ``message`` for ``target`` so that it reaches ``target.process`` later."""
+
+    @abc.abstractmethod
+    def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
+        """Arm a timer that queues ``message`` to ``cell`` after ``delay_s``."""
+
+    @abc.abstractmethod
+    def _cancel(self, handle: TimerHandle) -> bool:
+        """Disarm a timer; True if it had not fired."""
+
+    @abc.abstractmethod
+    def _start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """Run ``fn(*args)`` off the actor and queue ``JobDone`` / ``JobFailed`` to ``cell``."""
+
+    @abc.abstractmethod
+    def _current_cell(self) -> ActorCell | None:
+        """The actor whose handler is running on this thread or task, if any."""
+
+    def _attach(self, cell: CellBase) -> None:  # noqa: B027 - optional hook
+        """Give a new cell what the backend needs (mailbox, thread)."""
+
+    def _detach(self, cell: ActorCell) -> None:  # noqa: B027 - optional hook
+        """A cell has terminated: release what ``_attach`` gave it."""
+
+    # --- shared machinery -------------------------------------------------------------
+
+    def _spawn(self, parent: ActorCell | None, factory: Callable[[], Actor], name: str | None) -> ActorRef:
+        if not callable(factory):
+            msg = f"spawn() factory must be callable returning an Actor, got {type(factory).__qualname__}"
+            raise TypeError(msg)
+        uid = next(self._uids)
+        siblings = self._top if parent is None else parent.children
+        if name is None:
+            base = getattr(factory, "__name__", "actor").lower().strip("<>") or "actor"
+            name = f"{base}-{uid}"
+        elif not isinstance(name, str) or not _NAME.match(name):
+            msg = f"spawn() name must be a non-empty str of letters, digits, '_', '.', ':' or '-', got {name!r}"
+            raise ValueError(msg)
+        existing = siblings.get(name)
+        if existing is not None and existing.alive:
+            where = parent.path if parent is not None else "the system"
+            msg = f"an actor named {name!r} already runs under {where}; pick another name or stop it first"
+            raise ActorNameTaken(msg)
+        strategy = self._strategy if parent is None else parent.actor.supervisor_strategy
+        cell = ActorCell(self, uid, name, parent, factory, strategy)
+        siblings[name] = cell
+        self._attach(cell)
+        self._send(parent, cell, Start())
+        return cell.ref
+
+    def _new_promise(self, promise_type: type[PromiseCell] = PromiseCell) -> PromiseCell:
+        promise = promise_type(self, next(self._uids))
+        self._attach(promise)
+        return promise
+
+    def _send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+        tracer = self.tracer
+        if tracer is not None:
+            tracer.record(EventKind.SENT, self.now(), sender, target, message)
+        self._enqueue(target, sender, message)
+
+    def _tell(self, target: CellBase, message: object) -> None:
+        sender = self._current_cell()
+        if sender is None and not target.alive:
+            msg = f"{target.path} has stopped; tell() cannot deliver {type(message).__qualname__}"
+            raise ActorDeadError(msg)
+        self._send(sender, target, message)
+
+    def _dead_letter(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+        """A message reached a stopped target: count it, trace it, answer what must be answered.
+
+        ``dead_letters`` counts user messages only; the runtime's own lifecycle
+        notices (``Terminated``, system messages) to stopped actors are expected.
+        """
+        if type(message) not in SYSTEM_MESSAGE_TYPES and type(message) is not Terminated:
+            self.dead_letters += 1
+        tracer = self.tracer
+        if tracer is not None:
+            tracer.record(EventKind.DEAD_LETTER, self.now(), sender, target, message)
+        if type(message) is Watch and isinstance(target, ActorCell) and target.termination is not None:
+            self._send(target, message.watcher._cell, target.termination)  # noqa: SLF001
+            return
+        fail_promise_if_asked(sender, target, message)
+        log.debug("dead letter: %s -> %s: %s", getattr(sender, "path", None), target.path, type(message).__qualname__)
+
+    def _root_failure(self, cell: ActorCell, error: BaseException) -> None:
+        self.failures.append((cell.path, error))
+        log.critical("actor %s escalated %r to the system; it is stopped", cell.path, error)
+
+    def _live_cells(self) -> list[ActorCell]:
+        """Every live actor, parents before children."""
+        found: list[ActorCell] = []
+        stack = list(reversed(self._top.values()))
+        while stack:
+            cell = stack.pop()
+            if cell.alive:
+                found.append(cell)
+            stack.extend(reversed(cell.children.values()))
+        return found

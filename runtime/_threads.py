@@ -1,0 +1,290 @@
+"""ThreadSystem: each actor on its own pykka ``ThreadingActor`` thread.
+
+pykka supplies the thread and the inbox; conveyor's ``ActorCell`` supplies the
+behaviour, so actors act exactly as on trio and in the simulator. One timer thread
+serves every timer and a thread pool runs jobs. This backend is the one place
+where conveyor uses locks: a single condition guards liveness of inboxes and the
+count of queued messages, so no message slips into an inbox that nobody reads.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, final
+
+import pykka
+
+from ._cell import ActorCell, CellBase, PromiseCell
+from ._errors import ActorDeadError, AskTimeout, ConveyorError
+from ._immutability import ensure_immutable
+from ._messages import JobDone, JobFailed, Stop, TimerFired, TimerHandle
+from ._ref import ActorRef
+from ._supervision import SupervisorStrategy
+from ._system import ActorSystemBase
+from ._trace import EventKind, Tracer
+
+
+class _ThreadPromise(PromiseCell):
+    __slots__ = ("event",)
+
+    def __init__(self, system: ActorSystemBase, uid: int) -> None:
+        super().__init__(system, uid)
+        self.event = threading.Event()
+
+    def settle(self) -> None:
+        super().settle()
+        self.event.set()
+
+
+class _Shell(pykka.ThreadingActor):
+    """The pykka actor that owns one cell's thread and inbox."""
+
+    use_daemon_thread = True
+
+    def __init__(self, system: ThreadSystem, cell: ActorCell) -> None:
+        super().__init__()
+        self._system = system
+        self._cell = cell
+
+    def on_receive(self, message: Any) -> None:
+        sender, payload = message
+        cell = self._cell
+        system = self._system
+        local = system._local  # noqa: SLF001
+        local.cell = cell
+        try:
+            if cell.backend_state is _HALT and cell.alive:
+                cell.terminate("shutdown", None)
+            cell.process(sender, payload)
+        finally:
+            local.cell = None
+            system._processed()  # noqa: SLF001
+
+
+_HALT = object()
+
+
+@final
+class ThreadSystem(ActorSystemBase):
+    """An actor system on threads: usable from any plain thread; close with ``shutdown()``.
+
+    Also a context manager: ``with ThreadSystem() as system: ...``.
+
+    Args:
+        supervisor_strategy: how top-level actors are supervised.
+        trace: record trace events (``True``) or into the given ``Tracer``.
+        job_workers: threads in the pool that runs ``ctx.run_job`` work.
+        seed: seed of ``ctx.random``.
+    """
+
+    def __init__(
+        self,
+        *,
+        supervisor_strategy: SupervisorStrategy | None = None,
+        trace: bool | Tracer = False,
+        job_workers: int = 8,
+        seed: int | str | None = None,
+    ) -> None:
+        super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=seed)
+        self._lock = threading.Condition()
+        self._local = threading.local()
+        self._pending = 0
+        self._jobs = 0
+        self._closed = False
+        self._cells: dict[int, ActorCell] = {}
+        self._start_time = time.monotonic()
+        self._timers: list[tuple[float, int, ActorCell, object]] = []
+        self._live_timers: set[int] = set()
+        self._timer_ids = itertools.count(1)
+        self._timer_cond = threading.Condition()
+        self._timer_thread = threading.Thread(target=self._run_timers, name="conveyor-timers", daemon=True)
+        self._timer_thread.start()
+        self._executor = ThreadPoolExecutor(max_workers=job_workers, thread_name_prefix="conveyor-job")
+
+    def __enter__(self) -> ThreadSystem:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
+
+    # --- backend hooks ------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Seconds since the system was created (monotonic)."""
+        return time.monotonic() - self._start_time
+
+    def _current_cell(self) -> ActorCell | None:
+        cell: ActorCell | None = getattr(self._local, "cell", None)
+        return cell
+
+    def _attach(self, cell: CellBase) -> None:
+        if isinstance(cell, ActorCell):
+            with self._lock:
+                if self._closed:
+                    msg = f"cannot spawn {cell.path}: the ThreadSystem is shut down"
+                    raise ConveyorError(msg)
+                self._cells[cell.uid] = cell
+            cell.mailbox = _Shell.start(self, cell)
+
+    def _detach(self, cell: ActorCell) -> None:
+        with self._lock:
+            self._cells.pop(cell.uid, None)
+            shell = cell.mailbox
+            cell.mailbox = None
+            self._lock.notify_all()
+        # Behind every message already queued; the shell drains them as dead letters.
+        shell.stop(block=False)
+
+    def _enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
+        if isinstance(target, PromiseCell):
+            target.process(sender, message)
+            return
+        with self._lock:
+            shell = target.mailbox
+            if shell is not None:
+                self._pending += 1
+                shell.tell((sender, message))
+                return
+        self._dead_letter(sender, target, message)
+
+    def _dead_letter(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+        with self._lock:
+            super()._dead_letter(sender, target, message)
+
+    def _processed(self) -> None:
+        with self._lock:
+            self._pending -= 1
+            if self._pending == 0 and self._jobs == 0:
+                self._lock.notify_all()
+
+    def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
+        timer_id = next(self._timer_ids)
+        with self._timer_cond:
+            heapq.heappush(self._timers, (time.monotonic() + delay_s, timer_id, cell, message))
+            self._live_timers.add(timer_id)
+            self._timer_cond.notify()
+        return TimerHandle(timer_id)
+
+    def _cancel(self, handle: TimerHandle) -> bool:
+        with self._timer_cond:
+            if handle.timer_id in self._live_timers:
+                self._live_timers.discard(handle.timer_id)
+                return True
+            return False
+
+    def _run_timers(self) -> None:
+        timers = self._timers
+        while True:
+            due: list[tuple[int, ActorCell, object]] = []
+            with self._timer_cond:
+                if self._closed:
+                    return
+                now = time.monotonic()
+                while timers and timers[0][0] <= now:
+                    _, timer_id, cell, message = heapq.heappop(timers)
+                    if timer_id in self._live_timers:
+                        self._live_timers.discard(timer_id)
+                        due.append((timer_id, cell, message))
+                if not due:
+                    self._timer_cond.wait(timers[0][0] - now if timers else None)
+                    continue
+            for timer_id, cell, message in due:
+                tracer = self.tracer
+                if tracer is not None:
+                    tracer.record(EventKind.TIMER_FIRED, self.now(), None, cell, message)
+                self._enqueue(cell, None, TimerFired(timer_id, message))
+
+    def _start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        with self._lock:
+            if self._closed:
+                msg = f"{cell.path} started a job after the ThreadSystem shut down"
+                raise ConveyorError(msg)
+            self._jobs += 1
+        future = self._executor.submit(fn, *args)
+        future.add_done_callback(lambda done: self._job_finished(cell, job_id, done))
+
+    def _job_finished(self, cell: ActorCell, job_id: int, future: Future[Any]) -> None:
+        error = future.exception()
+        outcome = JobDone(job_id, future.result()) if error is None else JobFailed(job_id, error)
+        tracer = self.tracer
+        if tracer is not None:
+            tracer.record(EventKind.JOB_DONE, self.now(), None, cell, outcome)
+        self._enqueue(cell, None, outcome)
+        with self._lock:
+            self._jobs -= 1
+            if self._pending == 0 and self._jobs == 0:
+                self._lock.notify_all()
+
+    # --- public -----------------------------------------------------------------------
+
+    def ask(self, ref: ActorRef, message: object, timeout: float = 5.0) -> Any:
+        """Send ``message`` with a temporary sender and block until the first reply.
+
+        Must not be called from inside an actor (it would block that actor's thread).
+
+        Raises:
+            ActorDeadError: the actor is (or becomes, before answering) dead.
+            AskTimeout: no reply within ``timeout`` seconds.
+            Exception: whatever the actor raised while handling the question.
+        """
+        ensure_immutable(message)
+        if self._current_cell() is not None:
+            msg = "ask() blocks its caller; inside an actor use ctx.send() and handle the reply message"
+            raise ConveyorError(msg)
+        target = ref._cell  # noqa: SLF001
+        if not target.alive:
+            msg = f"{target.path} has stopped; cannot ask it {type(message).__qualname__}"
+            raise ActorDeadError(msg)
+        promise = self._new_promise(_ThreadPromise)
+        assert isinstance(promise, _ThreadPromise)
+        self._send(promise, target, message)
+        if not promise.event.wait(timeout):
+            promise.settle()
+            msg = f"no reply from {target.path} to {type(message).__qualname__} within {timeout}s"
+            raise AskTimeout(msg)
+        if promise.error is not None:
+            raise promise.error
+        return promise.result
+
+    def wait_quiet(self, timeout: float | None = None) -> bool:
+        """Block until no message is queued or handled and no job runs; False on timeout."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._pending == 0 and self._jobs == 0, timeout)
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Stop every actor promptly: each finishes its current message, runs ``on_stop``,
+        and its queued messages become dead letters. Then stop the timer thread and pool."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            cells = list(self._cells.values())
+            shells = [cell.mailbox for cell in cells if cell.mailbox is not None]
+        for cell in cells:
+            cell.backend_state = _HALT
+            self._enqueue(cell, None, Stop("shutdown"))
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._lock.wait_for(lambda: not self._cells, max(0.0, deadline - time.monotonic()))
+            leftover = list(self._cells.values())
+        for shell in shells:
+            shell.actor_stopped.wait(max(0.0, deadline - time.monotonic()))
+        with self._timer_cond:
+            self._timer_cond.notify_all()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._timer_thread.join(max(0.0, deadline - time.monotonic()))
+        if leftover:
+            names = ", ".join(cell.path for cell in leftover[:5])
+            msg = f"ThreadSystem.shutdown: {len(leftover)} actors did not stop within {timeout}s: {names}"
+            raise ConveyorError(msg)

@@ -1,0 +1,262 @@
+"""Trace events: immutable records of what happened, in memory or as JSON Lines.
+
+A trace is the evidence every checker reads. Events name actors by path, so a
+trace outlives the system that wrote it and can be compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import hashlib
+import importlib
+import io
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, final
+
+import attrs
+
+if TYPE_CHECKING:
+    from ._cell import CellBase
+
+
+class EventKind(enum.Enum):
+    """What a trace event records."""
+
+    SENT = "sent"
+    DELIVERED = "delivered"
+    TIMER_FIRED = "timer_fired"
+    FAILED = "failed"
+    RESTARTED = "restarted"
+    STOPPED = "stopped"
+    JOB_DONE = "job_done"
+    DEAD_LETTER = "dead_letter"
+
+
+@final
+@attrs.frozen
+class RefPath:
+    """An ``ActorRef`` as read back from a stored trace: only its path survives."""
+
+    path: str
+
+
+@final
+@attrs.frozen
+class RecordedMessage:
+    """A message read back from a trace whose class could not be rebuilt."""
+
+    type_name: str
+    fields: tuple[tuple[str, Any], ...]
+
+
+@final
+@attrs.frozen
+class TraceEvent:
+    """One thing that happened, at ``time`` seconds on the system's clock.
+
+    ``sender`` and ``receiver`` are actor paths; ``None`` means outside code, a
+    timer or a job. ``error`` holds the exception's repr for FAILED / RESTARTED.
+    """
+
+    kind: EventKind
+    time: float
+    sender: str | None
+    receiver: str | None
+    message: Any = attrs.field(eq=False)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``message`` is encoded by ``encode_value``."""
+        return {
+            "kind": self.kind.value,
+            "time": self.time,
+            "sender": self.sender,
+            "receiver": self.receiver,
+            "message": encode_value(self.message),
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TraceEvent:
+        """Rebuild an event written by ``to_json``."""
+        return cls(
+            kind=EventKind(data["kind"]),
+            time=float(data["time"]),
+            sender=data["sender"],
+            receiver=data["receiver"],
+            message=decode_value(data["message"]),
+            error=data.get("error"),
+        )
+
+
+class Tracer:
+    """Collects events in memory; systems call ``record`` only when tracing is on."""
+
+    __slots__ = ("events",)
+
+    def __init__(self) -> None:
+        self.events: list[TraceEvent] = []
+
+    def record(
+        self,
+        kind: EventKind,
+        time: float,
+        sender: CellBase | None,
+        receiver: CellBase | None,
+        message: object,
+        *,
+        error: str | None = None,
+    ) -> None:
+        """Append one event (list.append is atomic, so threads may share a tracer)."""
+        self.events.append(
+            TraceEvent(
+                kind,
+                time,
+                None if sender is None else sender.path,
+                None if receiver is None else receiver.path,
+                message,
+                error,
+            )
+        )
+
+
+# --- encoding -------------------------------------------------------------------------------
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def encode_value(value: Any) -> Any:
+    """Encode a message (or part of one) as JSON-ready data, deterministically."""
+    from ._ref import ActorRef
+
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, enum.Enum):
+        return {"$enum": _qualified(type(value)), "name": value.name}
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, bytes):
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, ActorRef):
+        return {"$ref": value.path}
+    if isinstance(value, RefPath):
+        return {"$ref": value.path}
+    if isinstance(value, RecordedMessage):
+        return {"$type": value.type_name, "fields": {k: encode_value(v) for k, v in value.fields}}
+    if attrs.has(type(value)):
+        fields = {a.name: encode_value(getattr(value, a.name)) for a in attrs.fields(type(value))}
+        return {"$type": _qualified(type(value)), "fields": fields}
+    if isinstance(value, tuple):
+        return {"$tuple": [encode_value(v) for v in value]}
+    if isinstance(value, frozenset):
+        items = [encode_value(v) for v in value]
+        items.sort(key=lambda item: json.dumps(item, sort_keys=True))
+        return {"$frozenset": items}
+    if isinstance(value, BaseException):
+        return {"$error": repr(value)}
+    return {"$repr": repr(value)}
+
+
+def _import_qualified(name: str) -> Any:
+    module_name, _, qualname = name.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def decode_value(data: Any) -> Any:
+    """Inverse of ``encode_value``; unknown classes come back as ``RecordedMessage``."""
+    if not isinstance(data, dict):
+        return data
+    if "$tuple" in data:
+        return tuple(decode_value(v) for v in data["$tuple"])
+    if "$frozenset" in data:
+        return frozenset(decode_value(v) for v in data["$frozenset"])
+    if "$bytes" in data:
+        return base64.b64decode(data["$bytes"])
+    if "$ref" in data:
+        return RefPath(data["$ref"])
+    if "$float" in data:
+        return float(data["$float"])
+    if "$enum" in data:
+        try:
+            return _import_qualified(data["$enum"])[data["name"]]
+        except (ImportError, AttributeError, KeyError):
+            return RecordedMessage(data["$enum"], (("name", data["name"]),))
+    if "$type" in data:
+        fields = {k: decode_value(v) for k, v in data["fields"].items()}
+        try:
+            cls = _import_qualified(data["$type"])
+            return cls(**fields)
+        except Exception:  # noqa: BLE001 - any failure to rebuild keeps the raw record
+            return RecordedMessage(data["$type"], tuple(fields.items()))
+    if "$error" in data:
+        return RecordedMessage("$error", (("repr", data["$error"]),))
+    if "$repr" in data:
+        return RecordedMessage("$repr", (("repr", data["$repr"]),))
+    msg = f"cannot decode trace value {data!r}"
+    raise ValueError(msg)
+
+
+def _line(event: TraceEvent) -> str:
+    return json.dumps(event.to_json(), sort_keys=True, separators=(",", ":"))
+
+
+def write_jsonl(events: Iterable[TraceEvent], destination: str | os.PathLike[str] | IO[str]) -> int:
+    """Write events one JSON object per line; return how many were written."""
+    if isinstance(destination, (str, os.PathLike)):
+        with Path(destination).open("w", encoding="utf-8") as handle:
+            return write_jsonl(events, handle)
+    count = 0
+    for event in events:
+        destination.write(_line(event))
+        destination.write("\n")
+        count += 1
+    return count
+
+
+def iter_jsonl(source: str | os.PathLike[str] | IO[str]) -> Iterator[TraceEvent]:
+    """Read events written by ``write_jsonl``, lazily."""
+    if isinstance(source, (str, os.PathLike)):
+        with Path(source).open(encoding="utf-8") as handle:
+            yield from iter_jsonl(handle)
+        return
+    for number, line in enumerate(source, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield TraceEvent.from_json(json.loads(line))
+        except (ValueError, KeyError) as error:
+            msg = f"trace line {number} is not a trace event: {error}"
+            raise ValueError(msg) from error
+
+
+def read_jsonl(source: str | os.PathLike[str] | IO[str]) -> list[TraceEvent]:
+    """Read a whole JSON Lines trace into memory."""
+    return list(iter_jsonl(source))
+
+
+def trace_hash(events: Iterable[TraceEvent]) -> str:
+    """SHA-256 of the canonical JSON Lines form: equal hashes mean identical traces."""
+    digest = hashlib.sha256()
+    for event in events:
+        digest.update(_line(event).encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def dumps_jsonl(events: Iterable[TraceEvent]) -> str:
+    """The canonical JSON Lines text of ``events``."""
+    buffer = io.StringIO()
+    write_jsonl(events, buffer)
+    return buffer.getvalue()

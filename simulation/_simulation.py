@@ -1,0 +1,285 @@
+"""Simulation: the actor system as a deterministic, single-threaded, virtual-time program.
+
+Every message waits in the FIFO channel of its (sender, receiver) pair; at each
+step the strategy picks which ready channel delivers next, which is exactly the
+freedom the real backends have (they only keep per-pair order). Timers and jobs
+complete at virtual times; when nothing is ready the clock jumps to the next one.
+One seed and one strategy give one trace, byte for byte.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections.abc import Callable, Sequence
+from typing import Any, final
+
+import attrs
+
+from conveyor.runtime import (
+    ActorDeadError,
+    ActorRef,
+    AskTimeout,
+    ConveyorError,
+    SupervisorStrategy,
+    TimerHandle,
+)
+from conveyor.runtime._cell import ActorCell, CellBase, PromiseCell
+from conveyor.runtime._immutability import ensure_immutable
+from conveyor.runtime._messages import JobDone, JobFailed, TimerFired
+from conveyor.runtime._system import ActorSystemBase
+from conveyor.runtime._trace import EventKind, trace_hash
+
+from ._channel import JOBS, OUTSIDE, TIMERS, Channel
+from ._strategies import RandomWalk, Strategy
+
+JobDuration = Callable[[random.Random], float]
+
+_TIMER = 0
+_JOB = 1
+
+
+def uniform_job_duration(low: float = 0.001, high: float = 0.05) -> JobDuration:
+    """Jobs take a uniformly drawn virtual duration between ``low`` and ``high`` seconds."""
+    if not 0 <= low <= high:
+        msg = f"job duration bounds must satisfy 0 <= low <= high, got low={low}, high={high}"
+        raise ValueError(msg)
+
+    def draw(rng: random.Random) -> float:
+        return rng.uniform(low, high)
+
+    return draw
+
+
+@final
+@attrs.frozen
+class RunResult:
+    """How a ``run`` ended.
+
+    Attributes:
+        steps: deliveries made by this call.
+        time: the virtual clock afterwards.
+        quiet: True if nothing was left to deliver, fire or finish (up to ``until``).
+    """
+
+    steps: int
+    time: float
+    quiet: bool
+
+
+@final
+class Simulation(ActorSystemBase):
+    """A deterministic actor system on a virtual clock.
+
+    Args:
+        seed: fixes ``ctx.random``, job durations and the default strategy.
+        strategy: picks the next ready channel; ``RandomWalk(seed)`` by default.
+        trace: record trace events (on by default: the trace is the evidence).
+        job_duration: draws each job's virtual duration from a seeded generator.
+        supervisor_strategy: how top-level actors are supervised.
+    """
+
+    def __init__(
+        self,
+        seed: int = 0,
+        strategy: Strategy | None = None,
+        *,
+        trace: bool = True,
+        job_duration: JobDuration | None = None,
+        supervisor_strategy: SupervisorStrategy | None = None,
+    ) -> None:
+        super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=f"actors:{seed}")
+        self.seed = seed
+        self.strategy: Strategy = strategy if strategy is not None else RandomWalk(seed)
+        self._job_rng = random.Random(f"jobs:{seed}")
+        self._job_duration = job_duration or uniform_job_duration()
+        self._now = 0.0
+        self._channels: dict[tuple[int, int], Channel] = {}
+        self._ready: list[Channel] = []
+        self._events: list[tuple[float, int, int, Any]] = []
+        self._event_seq = itertools.count()
+        self._live_timers: set[int] = set()
+        self._timer_ids = itertools.count(1)
+        self._current: ActorCell | None = None
+        self.schedule: list[int] = []
+        """The choices made so far; ``Replay(sim.schedule)`` reproduces this run."""
+        self.steps = 0
+        """Deliveries made since the simulation was created."""
+
+    # --- backend hooks ------------------------------------------------------------------
+
+    def now(self) -> float:
+        """The virtual clock, in seconds."""
+        return self._now
+
+    def _current_cell(self) -> ActorCell | None:
+        return self._current
+
+    def _enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
+        self._push(OUTSIDE if sender is None else sender.uid, sender, target, message)
+
+    def _push(self, sender_id: int, sender: CellBase | None, target: CellBase, message: object) -> None:
+        key = (sender_id, target.uid)
+        channel = self._channels.get(key)
+        if channel is None:
+            channel = self._channels[key] = Channel(key, sender, target)
+        channel.queue.append(message)
+        if channel.index < 0:
+            channel.index = len(self._ready)
+            self._ready.append(channel)
+
+    def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
+        timer_id = next(self._timer_ids)
+        self._live_timers.add(timer_id)
+        heapq.heappush(self._events, (self._now + delay_s, next(self._event_seq), _TIMER, (timer_id, cell, message)))
+        return TimerHandle(timer_id)
+
+    def _cancel(self, handle: TimerHandle) -> bool:
+        if handle.timer_id in self._live_timers:
+            self._live_timers.discard(handle.timer_id)
+            return True
+        return False
+
+    def _start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        duration = self._job_duration(self._job_rng)
+        if not duration >= 0:
+            msg = f"job_duration returned {duration!r}; it must be a number >= 0"
+            raise ValueError(msg)
+        heapq.heappush(self._events, (self._now + duration, next(self._event_seq), _JOB, (job_id, cell, fn, args)))
+
+    # --- stepping -----------------------------------------------------------------------
+
+    def _fire_due(self, until: float | None) -> bool:
+        """Jump the clock to the next timer or job and fire all due then; False if none."""
+        events = self._events
+        if not events:
+            return False
+        when = events[0][0]
+        if until is not None and when > until:
+            return False
+        self._now = max(self._now, when)
+        tracer = self.tracer
+        while events and events[0][0] <= self._now:
+            _, _, kind, payload = heapq.heappop(events)
+            if kind == _TIMER:
+                timer_id, cell, message = payload
+                if timer_id not in self._live_timers:
+                    continue
+                self._live_timers.discard(timer_id)
+                if tracer is not None:
+                    tracer.record(EventKind.TIMER_FIRED, self._now, None, cell, message)
+                self._push(TIMERS, None, cell, TimerFired(timer_id, message))
+            else:
+                job_id, cell, fn, args = payload
+                outcome: object
+                try:
+                    outcome = JobDone(job_id, fn(*args))
+                except Exception as error:  # noqa: BLE001 - the failure is the message
+                    outcome = JobFailed(job_id, error)
+                if tracer is not None:
+                    tracer.record(EventKind.JOB_DONE, self._now, None, cell, outcome)
+                self._push(JOBS, None, cell, outcome)
+        return True
+
+    def step(self, until: float | None = None) -> bool:
+        """Make one delivery, jumping the clock first if nothing is ready; False if idle."""
+        ready = self._ready
+        while not ready:
+            if not self._fire_due(until):
+                return False
+        count = len(ready)
+        if count == 1:
+            index = 0
+        else:
+            index = self.strategy.choose(ready)
+            self.schedule.append(index)
+        channel = ready[index]
+        queue = channel.queue
+        message = queue.popleft()
+        if not queue:
+            last = ready.pop()
+            if last is not channel:
+                ready[index] = last
+                last.index = index
+            channel.index = -1
+        receiver = channel.receiver
+        self.steps += 1
+        if isinstance(receiver, ActorCell):
+            self._current = receiver
+            try:
+                receiver.process(channel.sender, message)
+            finally:
+                self._current = None
+        else:
+            receiver.process(channel.sender, message)
+        return True
+
+    def run(self, until: float | None = None, max_steps: int | None = None) -> RunResult:
+        """Deliver until quiet, until virtual time ``until``, or for ``max_steps`` steps.
+
+        With ``until``, the clock ends at ``until`` if the run went quiet before it.
+        """
+        if max_steps is not None and max_steps < 0:
+            msg = f"max_steps must be >= 0, got {max_steps}"
+            raise ValueError(msg)
+        steps = 0
+        quiet = False
+        while max_steps is None or steps < max_steps:
+            if not self.step(until):
+                quiet = True
+                break
+            steps += 1
+        if quiet and until is not None and self._now < until:
+            self._now = until
+        return RunResult(steps=steps, time=self._now, quiet=quiet)
+
+    def ask(self, ref: ActorRef, message: object, timeout: float = 5.0, max_steps: int = 1_000_000) -> Any:
+        """Send ``message`` and run the simulation until the reply arrives.
+
+        Raises:
+            ActorDeadError: the actor is (or becomes, before answering) dead.
+            AskTimeout: ``timeout`` virtual seconds passed, or the system went quiet, without a reply.
+            Exception: whatever the actor raised while handling the question.
+        """
+        ensure_immutable(message)
+        target = ref._cell  # noqa: SLF001
+        if not target.alive:
+            msg = f"{target.path} has stopped; cannot ask it {type(message).__qualname__}"
+            raise ActorDeadError(msg)
+        promise = self._new_promise(PromiseCell)
+        self._send(promise, target, message)
+        deadline = self._now + timeout
+        steps = 0
+        while not promise.settled and steps < max_steps and self.step(deadline):
+            steps += 1
+        if not promise.settled:
+            promise.settle()
+            why = "the simulation went quiet" if steps < max_steps else f"{max_steps} steps passed"
+            if self._events and self._events[0][0] > deadline:
+                self._now = deadline
+                why = f"{timeout} virtual seconds passed"
+            msg = f"no reply from {target.path} to {type(message).__qualname__}: {why}"
+            raise AskTimeout(msg)
+        if promise.error is not None:
+            raise promise.error
+        return promise.result
+
+    # --- inspection ---------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Messages queued in channels, not yet delivered."""
+        return sum(len(channel.queue) for channel in self._ready)
+
+    @property
+    def ready_channels(self) -> Sequence[Channel]:
+        """The channels with messages, in the order the strategy sees them."""
+        return tuple(self._ready)
+
+    def trace_hash(self) -> str:
+        """SHA-256 of the canonical trace; equal across runs with one seed and strategy."""
+        if self.tracer is None:
+            msg = "trace_hash() needs a Simulation created with trace=True"
+            raise ConveyorError(msg)
+        return trace_hash(self.tracer.events)
