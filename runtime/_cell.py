@@ -40,6 +40,7 @@ log = logging.getLogger("conveyor.runtime")
 class CellBase:
     """What every message target has: identity, a path, liveness, backend slots."""
 
+    is_promise = False
     __slots__ = ("alive", "backend_state", "mailbox", "name", "path", "ref", "scheduled", "system", "uid")
 
     def __init__(self, system: ActorSystemBase, uid: int, name: str, path: str) -> None:
@@ -63,6 +64,7 @@ class CellBase:
 class PromiseCell(CellBase):
     """The temporary sender of an ``ask``: its first message is the answer."""
 
+    is_promise = True
     __slots__ = ("error", "result", "settled")
 
     def __init__(self, system: ActorSystemBase, uid: int) -> None:
@@ -106,6 +108,7 @@ class ActorCell(CellBase):
         "supervisor",
         "termination",
         "timers",
+        "unanswered",
         "watchers",
         "watching",
     )
@@ -129,6 +132,7 @@ class ActorCell(CellBase):
         self.watchers: dict[int, CellBase] = {}
         self.watching: dict[int, None] = {}
         self.timers: dict[int, None] = {}
+        self.unanswered: dict[int, PromiseCell] = {}
         self.stop_requested = False
         self.termination: Terminated | None = None
         self.next_job_id = 0
@@ -152,6 +156,9 @@ class ActorCell(CellBase):
             return
         if type(message) in SYSTEM_MESSAGE_TYPES:
             if type(message) is not TimerFired:
+                tracer = self.system.tracer
+                if tracer is not None:
+                    tracer.record(EventKind.DELIVERED, self.system.now(), sender, self, message)
                 self._system_message(sender, message)
             elif self.timer_fired(message.timer_id):
                 self._handle(None, message.message)
@@ -172,6 +179,16 @@ class ActorCell(CellBase):
         except Exception as error:  # noqa: BLE001 - every failure goes to supervision, logged
             self._failed(error, sender, message)
         self.ctx._sender = None  # noqa: SLF001
+        if sender is not None and sender.is_promise and not sender.settled:  # type: ignore[attr-defined]
+            self._remember_unanswered(sender)  # type: ignore[arg-type]
+
+    def _remember_unanswered(self, promise: PromiseCell) -> None:
+        """An ask handled without a reply yet: fail it fast if this actor stops first."""
+        unanswered = self.unanswered
+        if len(unanswered) >= 64:
+            for uid in [uid for uid, waiting in unanswered.items() if waiting.settled]:
+                del unanswered[uid]
+        unanswered[promise.uid] = promise
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -270,6 +287,9 @@ class ActorCell(CellBase):
         for watcher in self.watchers.values():
             system._send(self, watcher, self.termination)  # noqa: SLF001
         self.watchers.clear()
+        for promise in self.unanswered.values():
+            promise.fail(ActorDeadError(f"{self.path} stopped ({reason}) without answering"))
+        self.unanswered.clear()
         if self.parent is not None:
             system._send(self, self.parent, ChildTerminated(self.ref))  # noqa: SLF001
         system._detach(self)  # noqa: SLF001

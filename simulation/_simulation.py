@@ -265,6 +265,21 @@ class Simulation(ActorSystemBase):
             raise promise.error
         return promise.result
 
+    def shutdown(self) -> None:
+        """Stop every actor now, as the real systems do on exit: ``on_stop`` runs and
+        queued messages become dead letters; pending timers and jobs are dropped."""
+        for cell in reversed(self._live_cells()):
+            cell.terminate("shutdown", None)
+        while self._ready:
+            channel = self._ready.pop()
+            channel.index = -1
+            leftover = list(channel.queue)
+            channel.queue.clear()
+            for message in leftover:
+                channel.receiver.process(channel.sender, message)
+        self._events.clear()
+        self._live_timers.clear()
+
     # --- inspection ---------------------------------------------------------------------
 
     @property

@@ -1,0 +1,664 @@
+"""How fast conveyor's three backends move messages, beside their peers, in one process and one run.
+
+Why: the runtime's design choices (one dispatcher task per ``TrioSystem`` woken by
+``wait_task_rescheduled`` / ``reschedule``, pykka shells under ``ThreadSystem``, a
+channel-per-pair ``Simulation``) were made on measured costs. This script measures
+them again, together, so every figure has its peers from the same machine, the same
+interpreter and the same minute beside it; absolute numbers here are noisy (+-35%),
+ratios within one run much less so.
+
+What, all creating one ``attrs.frozen`` ``Ping`` per message (so message creation,
+the true floor, costs the same everywhere):
+
+1. bare limit: a ``collections.deque`` filled 100 messages at a time and drained into
+   a handler method; no scheduling at all.
+2. raw trio memory channel: producer ``await send_channel.send(Ping(i))``, consumer
+   ``async for``.
+3. the wake-up mechanism behind ``TrioSystem``: a deque mailbox drained by a trio task
+   that is woken only on empty -> non-empty, by ``wait_task_rescheduled`` /
+   ``reschedule`` ("park") versus by a ``trio.Event``.
+4. ``TrioSystem`` tell 1 -> 1 to a counting actor, then ``wait_quiet``.
+5. ``TrioSystem`` pipeline: outside -> A -> B -> C, end to end.
+6. ``TrioSystem`` ask round trip to an echo actor.
+7. raw pykka ``ThreadingActor``: tell throughput and ask round trip.
+8. ``ThreadSystem``: tell 1 -> 1 and ask round trip.
+9. ``Simulation`` (``trace=False``): deliveries per second, 4 sinks told up front and
+   a ping-pong pair.
+
+Every trio sender yields (``await trio.lowlevel.checkpoint()``) every 100 messages,
+as a real producer that shares the loop would. Each figure is the best of ``repeat``
+runs, each run preceded by ``gc.collect()``; set-up and spawning are outside the clock.
+The slow thread-based peers get a quarter of the messages so the default run stays short.
+
+Run: ``python benchmarks/runtime.py [--messages N] [--repeat R]`` (or ``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import pykka
+import trio
+from rich.console import Console
+from rich.table import Table
+
+from conveyor.runtime import Actor, ActorRef, ThreadSystem, TrioSystem
+from conveyor.simulation import Simulation
+
+YIELD_EVERY = 100
+"""Trio senders checkpoint after this many messages."""
+CHANNEL_BUFFER = 100
+"""``max_buffer_size`` of the raw trio channel (0, 100 and inf measure alike: every send checkpoints)."""
+SIM_SINKS = 4
+
+
+@attrs.frozen
+class Ping:
+    """The one message type of every measurement."""
+
+    n: int
+
+
+@attrs.frozen
+class GetCount:
+    """Asks a counting actor how many ``Ping`` it has handled."""
+
+
+@attrs.frozen
+class Serve:
+    """Starts a simulated ping-pong rally with ``peer``."""
+
+    peer: ActorRef
+
+
+# --- actors -----------------------------------------------------------------------------
+
+
+class Sink(Actor):
+    """Counts ``Ping``; answers ``GetCount`` with the count."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def receive(self, message: object) -> None:
+        if type(message) is Ping:
+            self.count += 1
+        elif type(message) is GetCount:
+            self.ctx.reply(self.count)
+
+
+class Forward(Actor):
+    """Passes every message on to ``target``."""
+
+    def __init__(self, target: ActorRef) -> None:
+        self.target = target
+
+    def receive(self, message: object) -> None:
+        self.ctx.send(self.target, message)
+
+
+class Echo(Actor):
+    """Replies with the message itself."""
+
+    def receive(self, message: object) -> None:
+        self.ctx.reply(message)
+
+
+class Player(Actor):
+    """Ping-pong: serves to a peer on ``Serve``, returns every ``Ping`` incremented."""
+
+    def receive(self, message: object) -> None:
+        if type(message) is Ping:
+            self.ctx.reply(Ping(message.n + 1))
+        elif type(message) is Serve:
+            self.ctx.send(message.peer, Ping(0))
+
+
+class PykkaSink(pykka.ThreadingActor):  # type: ignore[misc]
+    """Raw pykka peer of ``Sink`` and ``Echo``: counts and echoes ``Ping``, answers ``GetCount``."""
+
+    use_daemon_thread = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def on_receive(self, message: Any) -> Any:
+        if type(message) is Ping:
+            self.count += 1
+            return message  # a tell drops it, an ask gets it back
+        if type(message) is GetCount:
+            return self.count
+        return None
+
+
+# --- measuring helpers ------------------------------------------------------------------
+
+
+def _best(repeat: int, measure: Callable[[], float], *, lower_is_better: bool = False) -> float:
+    results = [measure() for _ in range(max(1, repeat))]
+    return min(results) if lower_is_better else max(results)
+
+
+async def _abest(repeat: int, measure: Callable[[], Awaitable[float]], *, lower_is_better: bool = False) -> float:
+    results = [await measure() for _ in range(max(1, repeat))]
+    return min(results) if lower_is_better else max(results)
+
+
+def _check(name: str, expected: int, got: object) -> None:
+    if got != expected:
+        msg = f"{name}: expected {expected} messages counted, got {got!r}"
+        raise RuntimeError(msg)
+
+
+# --- 1. bare limit ----------------------------------------------------------------------
+
+
+class _Handler:
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def handle(self, message: Ping) -> None:
+        self.count += 1
+
+
+def bench_bare(n: int) -> float:
+    """Messages/s through a deque into a handler method, 100 queued at a time."""
+    handler = _Handler()
+    mailbox: deque[Ping] = deque()
+    gc.collect()
+    start = time.perf_counter()
+    for first in range(0, n, YIELD_EVERY):
+        for i in range(first, min(first + YIELD_EVERY, n)):
+            mailbox.append(Ping(i))
+        while mailbox:
+            handler.handle(mailbox.popleft())
+    elapsed = time.perf_counter() - start
+    _check("bare loop", n, handler.count)
+    return n / elapsed
+
+
+# --- 2. raw trio channel ----------------------------------------------------------------
+
+
+async def bench_trio_channel(n: int) -> float:
+    """Messages/s from one trio task to another through a memory channel."""
+    send_channel, receive_channel = trio.open_memory_channel[Ping](CHANNEL_BUFFER)
+    count = 0
+
+    async def produce() -> None:
+        async with send_channel:
+            for i in range(n):
+                await send_channel.send(Ping(i))
+
+    async def consume() -> None:
+        nonlocal count
+        async with receive_channel:
+            async for _ in receive_channel:
+                count += 1
+
+    gc.collect()
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consume)
+        nursery.start_soon(produce)
+    elapsed = time.perf_counter() - start
+    _check("trio channel", n, count)
+    return n / elapsed
+
+
+# --- 3. wake-up mechanisms --------------------------------------------------------------
+
+
+class _ParkMailbox:
+    """A deque whose consumer parks with ``wait_task_rescheduled``; woken on empty -> non-empty."""
+
+    __slots__ = ("count", "parked", "queue")
+
+    def __init__(self) -> None:
+        self.queue: deque[Ping] = deque()
+        self.parked: trio.lowlevel.Task | None = None
+        self.count = 0
+
+    def put(self, message: Ping) -> None:
+        queue = self.queue
+        queue.append(message)
+        if len(queue) == 1:
+            parked = self.parked
+            if parked is not None:
+                self.parked = None
+                trio.lowlevel.reschedule(parked)
+
+    def handle(self, message: Ping) -> None:
+        self.count += 1
+
+    async def drain(self, n: int) -> None:
+        queue = self.queue
+        while True:
+            while queue:
+                self.handle(queue.popleft())
+            if self.count >= n:
+                return
+            self.parked = trio.lowlevel.current_task()
+
+            def abort(_: Any) -> trio.lowlevel.Abort:
+                self.parked = None
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
+
+
+class _EventMailbox:
+    """The same deque mailbox, its consumer woken by a fresh ``trio.Event``."""
+
+    __slots__ = ("count", "event", "queue")
+
+    def __init__(self) -> None:
+        self.queue: deque[Ping] = deque()
+        self.event: trio.Event | None = None
+        self.count = 0
+
+    def put(self, message: Ping) -> None:
+        queue = self.queue
+        queue.append(message)
+        if len(queue) == 1:
+            event = self.event
+            if event is not None:
+                self.event = None
+                event.set()
+
+    def handle(self, message: Ping) -> None:
+        self.count += 1
+
+    async def drain(self, n: int) -> None:
+        queue = self.queue
+        while True:
+            while queue:
+                self.handle(queue.popleft())
+            if self.count >= n:
+                return
+            event = self.event = trio.Event()
+            await event.wait()
+
+
+async def bench_wakeup(n: int, mailbox: _ParkMailbox | _EventMailbox) -> float:
+    """Messages/s from a trio task into ``mailbox``, drained by its own task."""
+
+    async def produce() -> None:
+        put = mailbox.put
+        checkpoint = trio.lowlevel.checkpoint
+        for i in range(n):
+            put(Ping(i))
+            if i % YIELD_EVERY == YIELD_EVERY - 1:
+                await checkpoint()
+
+    gc.collect()
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(mailbox.drain, n)
+        nursery.start_soon(produce)
+    elapsed = time.perf_counter() - start
+    _check(f"{type(mailbox).__name__}", n, mailbox.count)
+    return n / elapsed
+
+
+# --- 4-6. TrioSystem --------------------------------------------------------------------
+
+
+async def _tell_from_trio(ref: ActorRef, n: int) -> None:
+    tell = ref.tell
+    checkpoint = trio.lowlevel.checkpoint
+    for i in range(n):
+        tell(Ping(i))
+        if i % YIELD_EVERY == YIELD_EVERY - 1:
+            await checkpoint()
+
+
+async def bench_trio_tell(n: int) -> float:
+    """Messages/s told from a trio task to one counting actor, until ``wait_quiet``."""
+    async with TrioSystem() as system:
+        sink = system.spawn(Sink)
+        await system.wait_quiet()
+        gc.collect()
+        start = time.perf_counter()
+        await _tell_from_trio(sink, n)
+        await system.wait_quiet()
+        elapsed = time.perf_counter() - start
+        _check("TrioSystem tell", n, await system.ask(sink, GetCount(), timeout=30))
+    return n / elapsed
+
+
+async def bench_trio_pipeline(n: int) -> float:
+    """Messages/s end to end through outside -> A -> B -> C."""
+    async with TrioSystem() as system:
+        c = system.spawn(Sink, name="c")
+        b = system.spawn(lambda: Forward(c), name="b")
+        a = system.spawn(lambda: Forward(b), name="a")
+        await system.wait_quiet()
+        gc.collect()
+        start = time.perf_counter()
+        await _tell_from_trio(a, n)
+        await system.wait_quiet()
+        elapsed = time.perf_counter() - start
+        _check("TrioSystem pipeline", n, await system.ask(c, GetCount(), timeout=30))
+    return n / elapsed
+
+
+async def bench_trio_ask(asks: int) -> float:
+    """Microseconds per ``await system.ask(echo, Ping(i))``."""
+    async with TrioSystem() as system:
+        echo = system.spawn(Echo)
+        await system.wait_quiet()
+        ask = system.ask
+        gc.collect()
+        start = time.perf_counter()
+        for i in range(asks):
+            reply = await ask(echo, Ping(i))
+        elapsed = time.perf_counter() - start
+        _check("TrioSystem ask", asks - 1, reply.n)
+    return elapsed / asks * 1e6
+
+
+# --- 7. pykka ---------------------------------------------------------------------------
+
+
+def bench_pykka_tell(n: int) -> float:
+    """Messages/s told to a raw pykka actor, timed until an ask behind the last one returns."""
+    ref = PykkaSink.start()
+    try:
+        ref.ask(GetCount())
+        tell = ref.tell
+        gc.collect()
+        start = time.perf_counter()
+        for i in range(n):
+            tell(Ping(i))
+        counted = ref.ask(GetCount())
+        elapsed = time.perf_counter() - start
+    finally:
+        ref.stop()
+    _check("pykka tell", n, counted)
+    return n / elapsed
+
+
+def bench_pykka_ask(asks: int) -> float:
+    """Microseconds per blocking ``ref.ask(Ping(i))`` to a raw pykka actor."""
+    ref = PykkaSink.start()
+    try:
+        ref.ask(GetCount())
+        ask = ref.ask
+        gc.collect()
+        start = time.perf_counter()
+        for i in range(asks):
+            reply = ask(Ping(i))
+        elapsed = time.perf_counter() - start
+    finally:
+        ref.stop()
+    _check("pykka ask", asks - 1, reply.n)
+    return elapsed / asks * 1e6
+
+
+# --- 8. ThreadSystem --------------------------------------------------------------------
+
+
+def bench_thread_tell(n: int) -> float:
+    """Messages/s told to one counting actor on a ThreadSystem, until ``wait_quiet``."""
+    with ThreadSystem() as system:
+        sink = system.spawn(Sink)
+        if not system.wait_quiet(30):
+            msg = "ThreadSystem did not go quiet after spawn"
+            raise RuntimeError(msg)
+        tell = sink.tell
+        gc.collect()
+        start = time.perf_counter()
+        for i in range(n):
+            tell(Ping(i))
+        quiet = system.wait_quiet(60)
+        elapsed = time.perf_counter() - start
+        if not quiet:
+            msg = "ThreadSystem did not go quiet within 60 s"
+            raise RuntimeError(msg)
+        _check("ThreadSystem tell", n, system.ask(sink, GetCount(), timeout=30))
+    return n / elapsed
+
+
+def bench_thread_ask(asks: int) -> float:
+    """Microseconds per blocking ``system.ask(echo, Ping(i))`` on a ThreadSystem."""
+    with ThreadSystem() as system:
+        echo = system.spawn(Echo)
+        system.wait_quiet(30)
+        ask = system.ask
+        gc.collect()
+        start = time.perf_counter()
+        for i in range(asks):
+            reply = ask(echo, Ping(i))
+        elapsed = time.perf_counter() - start
+        _check("ThreadSystem ask", asks - 1, reply.n)
+    return elapsed / asks * 1e6
+
+
+# --- 9. Simulation ----------------------------------------------------------------------
+
+
+def bench_sim_sinks(n: int) -> float:
+    """Deliveries/s of ``sim.run()`` with ``SIM_SINKS`` sinks told ``n / SIM_SINKS`` each up front."""
+    sim = Simulation(seed=1, trace=False)
+    sinks = [sim.spawn(Sink) for _ in range(SIM_SINKS)]
+    sim.run()
+    per_sink = max(1, n // SIM_SINKS)
+    for first in range(0, per_sink * SIM_SINKS, SIM_SINKS):
+        for offset, sink in enumerate(sinks):
+            sink.tell(Ping(first + offset))
+    gc.collect()
+    start = time.perf_counter()
+    result = sim.run()
+    elapsed = time.perf_counter() - start
+    _check("Simulation sinks", per_sink * SIM_SINKS, result.steps)
+    for sink in sinks:
+        _check("Simulation sink", per_sink, sim.ask(sink, GetCount()))
+    return result.steps / elapsed
+
+
+def bench_sim_pingpong(n: int) -> float:
+    """Deliveries/s of ``sim.run(max_steps=n)`` with two actors returning one ``Ping``."""
+    sim = Simulation(seed=1, trace=False)
+    left = sim.spawn(Player)
+    right = sim.spawn(Player)
+    sim.run()
+    left.tell(Serve(right))
+    sim.run(max_steps=1)
+    gc.collect()
+    start = time.perf_counter()
+    result = sim.run(max_steps=n)
+    elapsed = time.perf_counter() - start
+    _check("Simulation ping-pong", n, result.steps)
+    return result.steps / elapsed
+
+
+# --- report -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Row:
+    key: str
+    label: str
+    count: int
+    latency: bool  # the figure is microseconds per round trip, not messages/s
+
+
+@attrs.frozen
+class _Target:
+    label: str
+    ratio: float  # measured / needed in the metric's own direction: >= 1 passes
+    measured: str
+    needed: str
+
+
+def _fmt_rate(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _fmt_us(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+def _targets(figures: dict[str, float]) -> list[_Target]:
+    pykka_tell = figures["pykka_tell_msgs_per_s"]
+    trio_tell = figures["trio_tell_msgs_per_s"]
+    thread_tell = figures["thread_tell_msgs_per_s"]
+    trio_ask = figures["trio_ask_us"]
+    return [
+        _Target("TrioSystem tell vs pykka tell", trio_tell / pykka_tell / 5, f"{trio_tell / pykka_tell:.2f}x", ">= 5x"),
+        _Target(
+            "TrioSystem tell vs raw trio channel",
+            trio_tell / figures["trio_channel_msgs_per_s"] / 6,
+            f"{trio_tell / figures['trio_channel_msgs_per_s']:.2f}x",
+            ">= 6x",
+        ),
+        _Target("TrioSystem ask round trip", 20 / trio_ask, f"{trio_ask:.2f} us", "<= 20 us"),
+        _Target(
+            "ThreadSystem tell vs pykka tell",
+            thread_tell / pykka_tell * 1.5,
+            f"{thread_tell / pykka_tell:.2f}x",
+            ">= 0.67x (1/1.5)",
+        ),
+        _Target(
+            "Simulation deliveries (4 sinks)",
+            figures["sim_deliveries_per_s"] / 300_000,
+            f"{figures['sim_deliveries_per_s']:,.0f}/s",
+            ">= 300,000/s",
+        ),
+        _Target(
+            "Simulation deliveries (ping-pong)",
+            figures["sim_pingpong_deliveries_per_s"] / 300_000,
+            f"{figures['sim_pingpong_deliveries_per_s']:,.0f}/s",
+            ">= 300,000/s",
+        ),
+    ]
+
+
+def _print_report(console: Console, rows: list[_Row], figures: dict[str, float], messages: int, repeat: int) -> None:
+    bare = figures["bare_loop_msgs_per_s"]
+    table = Table(title=f"conveyor runtime: {messages:,} messages, best of {repeat}", title_justify="left")
+    table.add_column("measurement")
+    table.add_column("messages", justify="right")
+    table.add_column("msg/s", justify="right")
+    table.add_column("us/msg", justify="right")
+    table.add_column("of bare", justify="right")
+    for row in rows:
+        value = figures[row.key]
+        rate = 1e6 / value if row.latency else value
+        table.add_row(row.label, f"{row.count:,}", _fmt_rate(rate), _fmt_us(1e6 / rate), f"{rate / bare:.1%}")
+    console.print(table)
+
+    checks = Table(title="targets (ratios measured in this run)", title_justify="left")
+    checks.add_column("target")
+    checks.add_column("measured", justify="right")
+    checks.add_column("needed", justify="right")
+    checks.add_column("result")
+    for target in _targets(figures):
+        passed = target.ratio >= 1
+        result = "[green]PASS[/green]" if passed else "[red]MISS[/red]"
+        checks.add_row(target.label, target.measured, target.needed, result)
+    console.print(checks)
+    park = figures["park_wakeup_msgs_per_s"]
+    event = figures["event_wakeup_msgs_per_s"]
+    console.print(
+        f"park/unpark vs trio.Event wake-up: {park / event:.2f}x; "
+        f"TrioSystem pipeline vs tell: {figures['trio_pipeline_msgs_per_s'] / figures['trio_tell_msgs_per_s']:.2f}x; "
+        f"ThreadSystem ask vs pykka ask: {figures['thread_ask_us'] / figures['pykka_ask_us']:.2f}x the time"
+    )
+
+
+def main(messages: int = 200_000, repeat: int = 3) -> dict[str, float]:
+    """Run every measurement, print the tables, return the figures by stable name.
+
+    Args:
+        messages: messages per throughput run (thread-based peers get a quarter).
+        repeat: runs per figure; the best is kept.
+
+    Returns:
+        ``*_msgs_per_s`` / ``*_deliveries_per_s`` throughputs and ``*_us`` round-trip
+        latencies, plus ``ratio_*`` entries for the targets.
+    """
+    if messages < 1 or repeat < 1:
+        msg = f"messages and repeat must be >= 1, got messages={messages}, repeat={repeat}"
+        raise ValueError(msg)
+    n = messages
+    slow_n = max(1, messages // 4)
+    asks = max(100, messages // 10)
+    slow_asks = max(100, messages // 20)
+    figures: dict[str, float] = {}
+
+    figures["bare_loop_msgs_per_s"] = _best(repeat, lambda: bench_bare(n))
+
+    async def trio_part() -> None:
+        figures["trio_channel_msgs_per_s"] = await _abest(repeat, lambda: bench_trio_channel(n))
+        figures["park_wakeup_msgs_per_s"] = await _abest(repeat, lambda: bench_wakeup(n, _ParkMailbox()))
+        figures["event_wakeup_msgs_per_s"] = await _abest(repeat, lambda: bench_wakeup(n, _EventMailbox()))
+        figures["trio_tell_msgs_per_s"] = await _abest(repeat, lambda: bench_trio_tell(n))
+        figures["trio_pipeline_msgs_per_s"] = await _abest(repeat, lambda: bench_trio_pipeline(n))
+        figures["trio_ask_us"] = await _abest(repeat, lambda: bench_trio_ask(asks), lower_is_better=True)
+
+    trio.run(trio_part)
+
+    figures["pykka_tell_msgs_per_s"] = _best(repeat, lambda: bench_pykka_tell(slow_n))
+    figures["pykka_ask_us"] = _best(repeat, lambda: bench_pykka_ask(slow_asks), lower_is_better=True)
+    figures["thread_tell_msgs_per_s"] = _best(repeat, lambda: bench_thread_tell(slow_n))
+    figures["thread_ask_us"] = _best(repeat, lambda: bench_thread_ask(slow_asks), lower_is_better=True)
+    figures["sim_deliveries_per_s"] = _best(repeat, lambda: bench_sim_sinks(n))
+    figures["sim_pingpong_deliveries_per_s"] = _best(repeat, lambda: bench_sim_pingpong(n))
+
+    sim_n = max(1, n // SIM_SINKS) * SIM_SINKS
+    rows = [
+        _Row("bare_loop_msgs_per_s", "bare limit: deque -> handler", n, latency=False),
+        _Row("trio_channel_msgs_per_s", "raw trio memory channel", n, latency=False),
+        _Row("park_wakeup_msgs_per_s", "deque + park/reschedule wake-up", n, latency=False),
+        _Row("event_wakeup_msgs_per_s", "deque + trio.Event wake-up", n, latency=False),
+        _Row("trio_tell_msgs_per_s", "TrioSystem tell 1->1", n, latency=False),
+        _Row("trio_pipeline_msgs_per_s", "TrioSystem pipeline A->B->C", n, latency=False),
+        _Row("trio_ask_us", "TrioSystem ask round trip", asks, latency=True),
+        _Row("pykka_tell_msgs_per_s", "pykka ThreadingActor tell", slow_n, latency=False),
+        _Row("pykka_ask_us", "pykka ThreadingActor ask", slow_asks, latency=True),
+        _Row("thread_tell_msgs_per_s", "ThreadSystem tell 1->1", slow_n, latency=False),
+        _Row("thread_ask_us", "ThreadSystem ask round trip", slow_asks, latency=True),
+        _Row("sim_deliveries_per_s", f"Simulation {SIM_SINKS} sinks (deliveries)", sim_n, latency=False),
+        _Row("sim_pingpong_deliveries_per_s", "Simulation ping-pong (deliveries)", n, latency=False),
+    ]
+    for target, key in zip(
+        _targets(figures),
+        (
+            "ratio_trio_tell_vs_pykka_tell",
+            "ratio_trio_tell_vs_trio_channel",
+            "ratio_trio_ask_target",
+            "ratio_thread_tell_vs_pykka_tell",
+            "ratio_sim_target",
+            "ratio_sim_pingpong_target",
+        ),
+        strict=True,
+    ):
+        figures[key] = target.ratio
+    console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 100)
+    _print_report(console, rows, figures, messages, repeat)
+    return figures
+
+
+def _cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--messages", type=int, default=200_000, help="messages per throughput run")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure; the best is reported")
+    args = parser.parse_args()
+    main(messages=args.messages, repeat=args.repeat)
+
+
+if __name__ == "__main__":
+    _cli()
