@@ -109,6 +109,7 @@ class ActorCell(CellBase):
         "termination",
         "timers",
         "unanswered",
+        "early",
         "watchers",
         "watching",
     )
@@ -133,6 +134,9 @@ class ActorCell(CellBase):
         self.watching: dict[int, None] = {}
         self.timers: dict[int, None] = {}
         self.unanswered: dict[int, PromiseCell] = {}
+        # Messages that overtook Start (possible when they come from another sender), held
+        # until on_start has run; None once started.
+        self.early: list[tuple[CellBase | None, object]] | None = []
         self.stop_requested = False
         self.termination: Terminated | None = None
         self.next_job_id = 0
@@ -153,6 +157,9 @@ class ActorCell(CellBase):
         """Deliver ``message`` to the actor; route failures to supervision."""
         if not self.alive:
             self.system._dead_letter(sender, self, message)  # noqa: SLF001
+            return
+        if self.early is not None and type(message) is not Start:
+            self.early.append((sender, message))
             return
         if type(message) in SYSTEM_MESSAGE_TYPES:
             if type(message) is not TimerFired:
@@ -195,10 +202,13 @@ class ActorCell(CellBase):
     def _system_message(self, sender: CellBase | None, message: object) -> None:
         match message:
             case Start():
+                early, self.early = self.early, None
                 try:
                     self.actor.on_start()
                 except Exception as error:  # noqa: BLE001
                     self._failed(error, sender, message)
+                for early_sender, early_message in early or ():
+                    self.process(early_sender, early_message)
             case Stop(reason=reason):
                 self.terminate(reason, None)
             case Watch(watcher=watcher):
@@ -274,6 +284,9 @@ class ActorCell(CellBase):
             return
         system = self.system
         self.alive = False
+        early, self.early = self.early, None
+        for early_sender, early_message in early or ():
+            system._dead_letter(early_sender, self, early_message)  # noqa: SLF001
         self.termination = Terminated(self.ref, reason, None if error is None else repr(error))
         self._cancel_all_timers()
         self._stop_children(reason if reason == "shutdown" else "stopped")

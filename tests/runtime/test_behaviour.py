@@ -418,3 +418,29 @@ async def test_trace_records_sent_and_delivered_in_pair_order(backend: Harness) 
     assert delivered == list(range(20))
     assert sent == list(range(20))
     assert all(e.sender is None for e in to_recorder)
+
+
+class StartAware(Actor):
+    def __init__(self) -> None:
+        self.started = False
+
+    def on_start(self) -> None:
+        self.started = True
+
+    def receive(self, message: Any) -> None:
+        self.ctx.reply(self.started)
+
+
+async def test_on_start_runs_before_any_message_from_any_sender(backend: Harness) -> None:
+    for _ in range(20):
+        actor = backend.spawn(StartAware)
+        assert await backend.ask(actor, "started?") is True
+
+
+def test_on_start_precedes_messages_in_every_simulated_interleaving() -> None:
+    from conveyor.simulation import Simulation
+
+    for seed in range(100):
+        sim = Simulation(seed=seed)
+        actor = sim.spawn(StartAware)
+        assert sim.ask(actor, "started?") is True, f"seed {seed}"

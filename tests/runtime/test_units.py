@@ -1,0 +1,162 @@
+"""Unit tests of the kernel's sans-IO pieces: immutability, supervision values, trace encoding."""
+
+from __future__ import annotations
+
+import enum
+import io
+import json
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conveyor.runtime import (
+    Directive,
+    EventKind,
+    MutableMessageError,
+    RecordedMessage,
+    RefPath,
+    SupervisorStrategy,
+    TraceEvent,
+    ensure_immutable,
+    read_jsonl,
+    trace_hash,
+    write_jsonl,
+)
+from conveyor.runtime._supervision import RestartBudget
+from conveyor.simulation import Simulation
+from tests.runtime.actors import Echo
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+@attrs.frozen
+class Inner:
+    values: tuple[int, ...]
+    tags: frozenset[str]
+
+
+@attrs.frozen
+class Outer:
+    name: str
+    inner: Inner
+    colour: Colour
+    body: bytes
+    ratio: float
+    nothing: None = None
+
+
+@attrs.frozen
+class Empty:
+    pass
+
+
+def sample() -> Outer:
+    return Outer("o", Inner((1, 2, 3), frozenset({"a", "b"})), Colour.RED, b"\x00\xff", 0.5)
+
+
+def test_deeply_immutable_messages_pass() -> None:
+    for message in (sample(), Empty(), (1, "a", b"b", None, 2.5, True, 3j), frozenset({1, 2}), Colour.RED, "s"):
+        ensure_immutable(message)
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ([1], "message is a builtins.list"),
+        (Inner((1,), frozenset({"x"})).__class__((1, [2]), frozenset()), r"message.values\[1\] is a builtins.list"),
+        ((1, {2: 3}), r"message\[1\] is a builtins.dict"),
+        (object(), "builtins.object"),
+    ],
+)
+def test_mutable_parts_are_named(message: object, expected: str) -> None:
+    with pytest.raises(MutableMessageError, match=expected) as caught:
+        ensure_immutable(message)
+    assert isinstance(caught.value, TypeError)
+    assert "attrs frozen" in str(caught.value)
+
+
+def test_non_frozen_attrs_class_is_refused() -> None:
+    @attrs.define
+    class Loose:
+        x: int
+
+    with pytest.raises(MutableMessageError, match="Loose"):
+        ensure_immutable(Loose(1))
+
+
+def test_supervisor_strategy_validates_at_construction() -> None:
+    with pytest.raises(ValueError, match="max_restarts must be an int >= 0"):
+        SupervisorStrategy(max_restarts=-1)
+    with pytest.raises(ValueError, match="within_s must be a finite number > 0"):
+        SupervisorStrategy(within_s=0)
+    with pytest.raises(TypeError):
+        SupervisorStrategy(directive="restart")  # type: ignore[arg-type]
+    bad = SupervisorStrategy(decider=lambda error: "stop")  # type: ignore[arg-type, return-value]
+    with pytest.raises(TypeError, match="must return a Directive"):
+        bad.decide(ValueError())
+
+
+def test_restart_budget_slides_its_window() -> None:
+    strategy = SupervisorStrategy(Directive.RESTART, max_restarts=2, within_s=10)
+    budget = RestartBudget()
+    assert budget.try_spend(0.0, strategy)
+    assert budget.try_spend(1.0, strategy)
+    assert not budget.try_spend(2.0, strategy)
+    assert budget.try_spend(10.5, strategy)  # the restart at 0.0 left the window
+
+
+def test_trace_round_trips_through_json_lines() -> None:
+    sim = Simulation(seed=4)
+    echo = sim.spawn(Echo, name="echo")
+    message = sample()
+    assert sim.ask(echo, message) == message
+    buffer = io.StringIO()
+    count = write_jsonl(sim.trace, buffer)
+    assert count == len(sim.trace) > 0
+    buffer.seek(0)
+    events = read_jsonl(buffer)
+    assert [(e.kind, e.time, e.sender, e.receiver, e.error) for e in events] == [
+        (e.kind, e.time, e.sender, e.receiver, e.error) for e in sim.trace
+    ]
+    delivered = [e for e in events if e.kind is EventKind.DELIVERED and e.receiver == "/echo"]
+    assert delivered[-1].message == message  # rebuilt as the real class
+    assert trace_hash(events) == trace_hash(sim.trace)
+
+
+def test_trace_survives_unknown_classes_and_refs() -> None:
+    line = json.dumps(
+        {
+            "kind": "sent",
+            "time": 1.5,
+            "sender": "/a",
+            "receiver": "/b",
+            "error": None,
+            "message": {"$type": "nowhere:Gone", "fields": {"who": {"$ref": "/c"}, "n": 1}},
+        }
+    )
+    (event,) = read_jsonl(io.StringIO(line + "\n"))
+    assert event.message == RecordedMessage("nowhere:Gone", (("who", RefPath("/c")), ("n", 1)))
+    with pytest.raises(ValueError, match="trace line 1 is not a trace event"):
+        read_jsonl(io.StringIO('{"kind": "nonsense"}\n'))
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text() | st.binary() | st.floats(allow_nan=False),
+        lambda children: st.lists(children, max_size=4).map(tuple) | st.frozensets(st.integers(), max_size=4),
+        max_leaves=12,
+    )
+)
+def test_any_immutable_value_round_trips(value: Any) -> None:
+    event = TraceEvent(EventKind.SENT, 0.0, None, "/x", value)
+    buffer = io.StringIO()
+    write_jsonl([event], buffer)
+    buffer.seek(0)
+    (back,) = read_jsonl(buffer)
+    assert back.message == value
+    assert trace_hash([back]) == trace_hash([event])
