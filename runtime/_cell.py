@@ -101,6 +101,7 @@ class ActorCell(CellBase):
         "budget",
         "children",
         "ctx",
+        "early",
         "factory",
         "next_job_id",
         "parent",
@@ -109,7 +110,6 @@ class ActorCell(CellBase):
         "termination",
         "timers",
         "unanswered",
-        "early",
         "watchers",
         "watching",
     )
