@@ -5,6 +5,10 @@ change after sending would become shared mutable state. A message may be: an
 attrs frozen instance whose field values are themselves allowed, a tuple or
 frozenset of allowed values, str, bytes, int, float, complex, bool, None, an
 ``enum.Enum`` member, or an ``ActorRef``.
+
+The check runs on every send, so it has a fast path: per attrs class, one C-level
+``attrgetter`` fetches the field values and a set lookup clears each scalar one.
+Anything else takes the slow path, which walks the value and names the culprit.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from ._errors import MutableMessageError
 _SCALARS: set[type] = {str, bytes, int, float, complex, bool, type(None)}
 SCALAR_TYPES = _SCALARS
 """Types whose instances are immutable leaves (read-only view for fast paths)."""
-# Per class: a getter returning the tuple of field values, for attrs frozen classes.
-_FROZEN_GETTERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+_ONE_FIELD: dict[type, Callable[[Any], Any]] = {}
+_FIELDS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 _REFUSED: set[type] = set()
+_ALLOWED = "attrs frozen instance, tuple, frozenset, str, bytes, int, float, bool, None, Enum or ActorRef"
 
 
 def register_immutable_type(cls: type) -> None:
@@ -33,37 +38,8 @@ def register_immutable_type(cls: type) -> None:
     _SCALARS.add(cls)
 
 
-def _frozen_getter(cls: type) -> Callable[[Any], tuple[Any, ...]] | None:
-    getter = _FROZEN_GETTERS.get(cls)
-    if getter is not None:
-        return getter
-    if cls in _REFUSED or not attrs.has(cls):
-        return None
-    params = attrs.fields(cls)
-    frozen = getattr(cls, "__setattr__", None) is _frozen_setattrs
-    if not frozen:
-        _REFUSED.add(cls)
-        return None
-    names = [a.name for a in params]
-    _FIELD_NAMES[cls] = tuple(names)
-    if not names:
-
-        def getter(_: Any) -> tuple[Any, ...]:
-            return ()
-
-    else:
-        # attrgetter with two or more names returns a tuple, all in C; a lone field is
-        # simply read twice rather than wrapped in a Python function.
-        getter = operator.attrgetter(*(names * 2 if len(names) == 1 else names))
-    _FROZEN_GETTERS[cls] = getter
-    return getter
-
-
-def ensure_immutable(message: object, *, _path: str = "message") -> None:
+def ensure_immutable(message: object) -> None:
     """Raise ``MutableMessageError`` (a ``TypeError``) unless ``message`` is deeply immutable.
-
-    Args:
-        message: the value about to be sent.
 
     Raises:
         MutableMessageError: naming the offending type and where it sits in the message.
@@ -71,27 +47,66 @@ def ensure_immutable(message: object, *, _path: str = "message") -> None:
     cls = type(message)
     if cls in _SCALARS:
         return
-    getter = _FROZEN_GETTERS.get(cls) or _frozen_getter(cls)
-    if getter is not None:
-        for index, value in enumerate(getter(message)):
-            if type(value) not in _SCALARS:
-                names = _FIELD_NAMES[cls]
-                ensure_immutable(value, _path=f"{_path}.{names[index % len(names)]}")
+    one = _ONE_FIELD.get(cls)
+    if one is not None:
+        if type(one(message)) in _SCALARS:
+            return
+    else:
+        values = _FIELDS.get(cls)
+        items: Any = values(message) if values is not None else None
+        if items is None and (cls is tuple or cls is frozenset):
+            items = message
+        if items is not None:
+            for value in items:
+                if type(value) not in _SCALARS:
+                    break
+            else:
+                return
+    _walk(message, "message")
+
+
+def _learn_attrs_class(cls: type) -> tuple[str, ...] | None:
+    """Cache the field getter of a frozen attrs class; None if ``cls`` is not one."""
+    names = _FIELD_NAMES.get(cls)
+    if names is not None:
+        return names
+    if cls in _REFUSED or not attrs.has(cls):
+        return None
+    if getattr(cls, "__setattr__", None) is not _frozen_setattrs:
+        _REFUSED.add(cls)
+        return None
+    names = tuple(a.name for a in attrs.fields(cls))
+    _FIELD_NAMES[cls] = names
+    if len(names) == 1:
+        _ONE_FIELD[cls] = operator.attrgetter(names[0])
+    elif names:
+        _FIELDS[cls] = operator.attrgetter(*names)
+    else:
+        _FIELDS[cls] = lambda _: ()
+    return names
+
+
+def _walk(value: object, path: str) -> None:
+    cls = type(value)
+    if cls in _SCALARS:
         return
-    if isinstance(message, (tuple, frozenset)):
-        for index, value in enumerate(message):
-            if type(value) not in _SCALARS:
-                ensure_immutable(value, _path=f"{_path}[{index}]")
+    names = _learn_attrs_class(cls)
+    if names is not None:
+        for name in names:
+            _walk(getattr(value, name), f"{path}.{name}")
         return
-    if isinstance(message, enum.Enum):
+    if isinstance(value, (tuple, frozenset)):
+        for index, item in enumerate(value):
+            _walk(item, f"{path}[{index}]")
+        return
+    if isinstance(value, enum.Enum):
         _SCALARS.add(cls)
         return
-    if isinstance(message, (str, bytes, int, float)) and not hasattr(message, "__dict__"):
+    if isinstance(value, (str, bytes, int, float)) and not hasattr(value, "__dict__"):
         return  # a slotted subclass of a builtin immutable
-    allowed = "attrs frozen instance, tuple, frozenset, str, bytes, int, float, bool, None, Enum or ActorRef"
     msg = (
-        f"{_path} is a {cls.__module__}.{cls.__qualname__}, which can change after it is sent; "
-        f"messages must be immutable ({allowed}). "
+        f"{path} is a {cls.__module__}.{cls.__qualname__}, which can change after it is sent; "
+        f"messages must be immutable ({_ALLOWED}). "
         "Use @attrs.frozen with tuple/frozenset fields instead of list/set/dict."
     )
     raise MutableMessageError(msg)

@@ -42,32 +42,44 @@ class _ThreadPromise(PromiseCell):
         self.event.set()
 
 
+class _Slot:
+    """Per-actor thread-backend state: the lock that makes "inbox open? put" atomic, counters."""
+
+    __slots__ = ("done", "halt", "lock", "sent")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sent = 0  # written under ``lock`` by senders
+        self.done = 0  # written only by the actor's own thread
+        self.halt = False
+
+
 class _Shell(pykka.ThreadingActor):
     """The pykka actor that owns one cell's thread and inbox."""
 
     use_daemon_thread = True
 
-    def __init__(self, system: ThreadSystem, cell: ActorCell) -> None:
+    def __init__(self, system: ThreadSystem, cell: ActorCell, slot: _Slot) -> None:
         super().__init__()
         self._system = system
         self._cell = cell
+        self._slot = slot
 
     def on_receive(self, message: Any) -> None:
         sender, payload = message
         cell = self._cell
-        system = self._system
-        local = system._local  # noqa: SLF001
+        slot = self._slot
+        local = self._system._local  # noqa: SLF001
         local.cell = cell
         try:
-            if cell.backend_state is _HALT and cell.alive:
+            if slot.halt and cell.alive:
                 cell.terminate("shutdown", None)
             cell.process(sender, payload)
         finally:
             local.cell = None
-            system._processed()  # noqa: SLF001
-
-
-_HALT = object()
+            slot.done += 1
+            if self._system._quiet_waiters and slot.done == slot.sent:  # noqa: SLF001
+                self._system._wake_quiet_waiters()  # noqa: SLF001
 
 
 @final
@@ -92,9 +104,9 @@ class ThreadSystem(ActorSystemBase):
         seed: int | str | None = None,
     ) -> None:
         super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=seed)
-        self._lock = threading.Condition()
+        self._lock = threading.Condition()  # guards the registry, job count and quiet waiters
         self._local = threading.local()
-        self._pending = 0
+        self._quiet_waiters = 0
         self._jobs = 0
         self._closed = False
         self._cells: dict[int, ActorCell] = {}
@@ -135,25 +147,30 @@ class ThreadSystem(ActorSystemBase):
                     msg = f"cannot spawn {cell.path}: the ThreadSystem is shut down"
                     raise ConveyorError(msg)
                 self._cells[cell.uid] = cell
-            cell.mailbox = _Shell.start(self, cell)
+            slot = _Slot()
+            cell.backend_state = slot
+            cell.mailbox = _Shell.start(self, cell, slot)
 
     def _detach(self, cell: ActorCell) -> None:
-        with self._lock:
-            self._cells.pop(cell.uid, None)
+        slot: _Slot = cell.backend_state
+        with slot.lock:
             shell = cell.mailbox
             cell.mailbox = None
-            self._lock.notify_all()
         # Behind every message already queued; the shell drains them as dead letters.
         shell.stop(block=False)
+        with self._lock:
+            self._cells.pop(cell.uid, None)
+            self._lock.notify_all()
 
     def _enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
-        if isinstance(target, PromiseCell):
+        if target.is_promise:
             target.process(sender, message)
             return
-        with self._lock:
+        slot: _Slot = target.backend_state
+        with slot.lock:
             shell = target.mailbox
             if shell is not None:
-                self._pending += 1
+                slot.sent += 1
                 shell.tell((sender, message))
                 return
         self._dead_letter(sender, target, message)
@@ -162,11 +179,18 @@ class ThreadSystem(ActorSystemBase):
         with self._lock:
             super()._dead_letter(sender, target, message)
 
-    def _processed(self) -> None:
+    def _is_quiet(self) -> bool:
+        if self._jobs:
+            return False
+        for cell in list(self._cells.values()):
+            slot: _Slot = cell.backend_state
+            if slot.sent != slot.done:
+                return False
+        return True
+
+    def _wake_quiet_waiters(self) -> None:
         with self._lock:
-            self._pending -= 1
-            if self._pending == 0 and self._jobs == 0:
-                self._lock.notify_all()
+            self._lock.notify_all()
 
     def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
         timer_id = next(self._timer_ids)
@@ -223,8 +247,7 @@ class ThreadSystem(ActorSystemBase):
         self._enqueue(cell, None, outcome)
         with self._lock:
             self._jobs -= 1
-            if self._pending == 0 and self._jobs == 0:
-                self._lock.notify_all()
+            self._lock.notify_all()
 
     # --- public -----------------------------------------------------------------------
 
@@ -259,8 +282,20 @@ class ThreadSystem(ActorSystemBase):
 
     def wait_quiet(self, timeout: float | None = None) -> bool:
         """Block until no message is queued or handled and no job runs; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            return self._lock.wait_for(lambda: self._pending == 0 and self._jobs == 0, timeout)
+            self._quiet_waiters += 1
+            try:
+                while not self._is_quiet():
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    # Woken when an actor drains its inbox; the short cap covers a wake-up that
+                    # raced with this check.
+                    self._lock.wait(0.01 if remaining is None else min(remaining, 0.01))
+                return True
+            finally:
+                self._quiet_waiters -= 1
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop every actor promptly: each finishes its current message, runs ``on_stop``,
@@ -272,7 +307,7 @@ class ThreadSystem(ActorSystemBase):
             cells = list(self._cells.values())
             shells = [cell.mailbox for cell in cells if cell.mailbox is not None]
         for cell in cells:
-            cell.backend_state = _HALT
+            cell.backend_state.halt = True
             self._enqueue(cell, None, Stop("shutdown"))
         deadline = time.monotonic() + timeout
         with self._lock:
