@@ -1,0 +1,82 @@
+"""ThreadSystem specifics: plain threads may use it, timers share one thread, shutdown is clean."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from conveyor.runtime import Actor, ConveyorError, ThreadSystem
+from tests.runtime.actors import Echo, Get, OrderChecker, Recorder, Seq
+
+
+def test_plain_threads_tell_concurrently_and_each_keeps_its_order() -> None:
+    with ThreadSystem() as system:
+        checker = system.spawn(OrderChecker)
+
+        def send(name: str) -> None:
+            for n in range(2_000):
+                checker.tell(Seq(name, n))
+
+        threads = [threading.Thread(target=send, args=(f"thread-{i}",)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert system.wait_quiet(10)
+        count, violations, _ = system.ask(checker, Get())
+    assert (count, violations) == (8_000, 0)
+
+
+class ManyTimers(Actor):
+    def on_start(self) -> None:
+        for n in range(200):
+            self.ctx.schedule(0.001 * (n % 20), n)
+        self.fired = 0
+
+    def receive(self, message: Any) -> None:
+        if isinstance(message, int):
+            self.fired += 1
+        else:
+            self.ctx.reply(self.fired)
+
+
+def test_timers_do_not_take_a_thread_each() -> None:
+    with ThreadSystem() as system:
+        threads_before = threading.active_count()
+        actor = system.spawn(ManyTimers)
+        system.wait_quiet(5)
+        assert threading.active_count() <= threads_before + 1  # the actor's own thread only
+        for _ in range(500):  # wait until every timer fired (at most 2.5 s)
+            if system.ask(actor, Get()) == 200:
+                break
+            threading.Event().wait(0.005)
+        assert system.ask(actor, Get()) == 200
+
+
+def test_shutdown_joins_every_actor_thread_and_refuses_new_work() -> None:
+    baseline = {t.ident for t in threading.enumerate()}
+    system = ThreadSystem()
+    refs = [system.spawn(Echo) for _ in range(10)]
+    assert all(system.ask(ref, "hi") == "hi" for ref in refs)
+    system.shutdown()
+    leftover = [t for t in threading.enumerate() if t.ident not in baseline and t.is_alive()]
+    # Pool threads of the job executor wind down by themselves; actor and timer threads are gone.
+    assert not [t for t in leftover if "conveyor-job" not in t.name]
+    with pytest.raises(ConveyorError, match="shut down"):
+        system.spawn(Recorder)
+    system.shutdown()  # idempotent
+
+
+def test_ask_from_inside_an_actor_is_refused() -> None:
+    class Asker(Actor):
+        def receive(self, message: Any) -> None:
+            try:
+                system.ask(self.ctx.self_ref, "x")
+            except ConveyorError as error:
+                self.ctx.reply(str(error))
+
+    with ThreadSystem() as system:
+        asker = system.spawn(Asker)
+        assert "inside an actor use ctx.send()" in system.ask(asker, "go")
