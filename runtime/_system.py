@@ -13,17 +13,20 @@ import logging
 import random
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ._actor import Actor
 from ._cell import ActorCell, CellBase, PromiseCell, fail_promise_if_asked
-from ._errors import ActorDeadError, ActorNameTaken
+from ._errors import ActorDeadError, ActorNameTaken, AskTimeout
+from ._immutability import ensure_immutable
 from ._messages import SYSTEM_MESSAGE_TYPES, Start, Stop, Terminated, TimerHandle, Watch
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
 from ._trace import EventKind, TraceEvent, Tracer
 
 log = logging.getLogger("conveyor.runtime")
+
+P = TypeVar("P", bound=PromiseCell)
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:\-]+$")
 
@@ -132,10 +135,31 @@ class ActorSystemBase(abc.ABC):
         self._send(parent, cell, Start())
         return cell.ref
 
-    def _new_promise(self, promise_type: type[PromiseCell] = PromiseCell) -> PromiseCell:
+    def _send_question(self, ref: ActorRef, message: object, promise_type: type[P]) -> P:
+        """Start an ``ask``: check the question, send it from a fresh promise, return the promise."""
+        if type(ref) is not ActorRef:
+            msg = f"ask() target must be an ActorRef, got {type(ref).__qualname__}"
+            raise TypeError(msg)
+        ensure_immutable(message)
+        target = ref._cell  # noqa: SLF001
+        if not target.alive:
+            msg = f"{target.path} has stopped; cannot ask it {type(message).__qualname__}"
+            raise ActorDeadError(msg)
         promise = promise_type(self, next(self._uids))
         self._attach(promise)
+        self._send(promise, target, message)
         return promise
+
+    @staticmethod
+    def _answer(promise: PromiseCell, ref: ActorRef, message: object, why_no_reply: str) -> Any:
+        """Finish an ``ask``: the reply, the actor's exception, or ``AskTimeout``."""
+        if not promise.settled:
+            promise.settle()  # a late reply becomes a dead letter
+            msg = f"no reply from {ref.path} to {type(message).__qualname__}: {why_no_reply}"
+            raise AskTimeout(msg)
+        if promise.error is not None:
+            raise promise.error
+        return promise.result
 
     def _send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
         tracer = self.tracer

@@ -9,8 +9,6 @@ count of queued messages, so no message slips into an inbox that nobody reads.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -21,12 +19,12 @@ from typing import Any, final
 import pykka
 
 from ._cell import ActorCell, CellBase, PromiseCell
-from ._errors import ActorDeadError, AskTimeout, ConveyorError
-from ._immutability import ensure_immutable
+from ._errors import ConveyorError
 from ._messages import JobDone, JobFailed, Stop, TimerFired, TimerHandle
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
 from ._system import ActorSystemBase
+from ._timers import TimerQueue
 from ._trace import EventKind, Tracer
 
 
@@ -111,9 +109,7 @@ class ThreadSystem(ActorSystemBase):
         self._closed = False
         self._cells: dict[int, ActorCell] = {}
         self._start_time = time.monotonic()
-        self._timers: list[tuple[float, int, ActorCell, object]] = []
-        self._live_timers: set[int] = set()
-        self._timer_ids = itertools.count(1)
+        self._timers = TimerQueue()  # guarded by _timer_cond
         self._timer_cond = threading.Condition()
         self._timer_thread = threading.Thread(target=self._run_timers, name="conveyor-timers", daemon=True)
         self._timer_thread.start()
@@ -193,35 +189,25 @@ class ThreadSystem(ActorSystemBase):
             self._lock.notify_all()
 
     def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
-        timer_id = next(self._timer_ids)
         with self._timer_cond:
-            heapq.heappush(self._timers, (time.monotonic() + delay_s, timer_id, cell, message))
-            self._live_timers.add(timer_id)
+            handle = self._timers.arm(time.monotonic() + delay_s, cell, message)
             self._timer_cond.notify()
-        return TimerHandle(timer_id)
+        return handle
 
     def _cancel(self, handle: TimerHandle) -> bool:
         with self._timer_cond:
-            if handle.timer_id in self._live_timers:
-                self._live_timers.discard(handle.timer_id)
-                return True
-            return False
+            return self._timers.cancel(handle)
 
     def _run_timers(self) -> None:
         timers = self._timers
         while True:
-            due: list[tuple[int, ActorCell, object]] = []
             with self._timer_cond:
                 if self._closed:
                     return
-                now = time.monotonic()
-                while timers and timers[0][0] <= now:
-                    _, timer_id, cell, message = heapq.heappop(timers)
-                    if timer_id in self._live_timers:
-                        self._live_timers.discard(timer_id)
-                        due.append((timer_id, cell, message))
+                due = timers.pop_due(time.monotonic())
                 if not due:
-                    self._timer_cond.wait(timers[0][0] - now if timers else None)
+                    deadline = timers.next_deadline()
+                    self._timer_cond.wait(None if deadline is None else deadline - time.monotonic())
                     continue
             for timer_id, cell, message in due:
                 tracer = self.tracer
@@ -261,24 +247,12 @@ class ThreadSystem(ActorSystemBase):
             AskTimeout: no reply within ``timeout`` seconds.
             Exception: whatever the actor raised while handling the question.
         """
-        ensure_immutable(message)
         if self._current_cell() is not None:
             msg = "ask() blocks its caller; inside an actor use ctx.send() and handle the reply message"
             raise ConveyorError(msg)
-        target = ref._cell  # noqa: SLF001
-        if not target.alive:
-            msg = f"{target.path} has stopped; cannot ask it {type(message).__qualname__}"
-            raise ActorDeadError(msg)
-        promise = self._new_promise(_ThreadPromise)
-        assert isinstance(promise, _ThreadPromise)
-        self._send(promise, target, message)
-        if not promise.event.wait(timeout):
-            promise.settle()
-            msg = f"no reply from {target.path} to {type(message).__qualname__} within {timeout}s"
-            raise AskTimeout(msg)
-        if promise.error is not None:
-            raise promise.error
-        return promise.result
+        promise = self._send_question(ref, message, _ThreadPromise)
+        promise.event.wait(timeout)
+        return self._answer(promise, ref, message, f"nothing within {timeout}s")
 
     def wait_quiet(self, timeout: float | None = None) -> bool:
         """Block until no message is queued or handled and no job runs; False on timeout."""

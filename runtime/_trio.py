@@ -13,8 +13,6 @@ dispatcher pass.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 from collections import deque
 from collections.abc import Callable
@@ -24,12 +22,12 @@ from typing import Any, final
 import trio
 
 from ._cell import ActorCell, CellBase, PromiseCell
-from ._errors import ActorDeadError, AskTimeout, ConveyorError
-from ._immutability import ensure_immutable
+from ._errors import ActorDeadError, ConveyorError
 from ._messages import JobDone, JobFailed, TimerFired, TimerHandle
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
 from ._system import ActorSystemBase
+from ._timers import TimerQueue
 from ._trace import EventKind, Tracer
 
 
@@ -98,9 +96,7 @@ class TrioSystem(ActorSystemBase):
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
         self._start_time = 0.0
-        self._timers: list[tuple[float, int, ActorCell, object]] = []
-        self._live_timers: set[int] = set()
-        self._timer_ids = itertools.count(1)
+        self._timers = TimerQueue()
         self._timer_wakeup = trio.Event()
         self._jobs = 0
         self._quiet_waiters: list[trio.Event] = []
@@ -211,20 +207,15 @@ class TrioSystem(ActorSystemBase):
                 trio.lowlevel.reschedule(parked)
 
     def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
-        timer_id = next(self._timer_ids)
+        earliest = self._timers.next_deadline()
         deadline = trio.current_time() + delay_s
-        earliest = self._timers[0][0] if self._timers else math.inf
-        heapq.heappush(self._timers, (deadline, timer_id, cell, message))
-        self._live_timers.add(timer_id)
-        if deadline < earliest:
+        handle = self._timers.arm(deadline, cell, message)
+        if earliest is None or deadline < earliest:
             self._timer_wakeup.set()
-        return TimerHandle(timer_id)
+        return handle
 
     def _cancel(self, handle: TimerHandle) -> bool:
-        if handle.timer_id in self._live_timers:
-            self._live_timers.discard(handle.timer_id)
-            return True
-        return False
+        return self._timers.cancel(handle)
 
     def _start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         if self._nursery is None or self._closed:
@@ -272,17 +263,10 @@ class TrioSystem(ActorSystemBase):
         timers = self._timers
         while True:
             self._timer_wakeup = trio.Event()
-            if timers:
-                with trio.move_on_at(timers[0][0]):
-                    await self._timer_wakeup.wait()
-            else:
+            deadline = timers.next_deadline()
+            with trio.move_on_at(math.inf if deadline is None else deadline):
                 await self._timer_wakeup.wait()
-            now = trio.current_time()
-            while timers and timers[0][0] <= now:
-                _, timer_id, cell, message = heapq.heappop(timers)
-                if timer_id not in self._live_timers:
-                    continue
-                self._live_timers.discard(timer_id)
+            for timer_id, cell, message in timers.pop_due(trio.current_time()):
                 tracer = self.tracer
                 if tracer is not None:
                     tracer.record(EventKind.TIMER_FIRED, self.now(), None, cell, message)
@@ -315,20 +299,7 @@ class TrioSystem(ActorSystemBase):
             AskTimeout: no reply within ``timeout`` seconds.
             Exception: whatever the actor raised while handling the question.
         """
-        ensure_immutable(message)
-        target = ref._cell  # noqa: SLF001
-        if not target.alive:
-            msg = f"{target.path} has stopped; cannot ask it {type(message).__qualname__}"
-            raise ActorDeadError(msg)
-        promise = self._new_promise(_TrioPromise)
-        assert isinstance(promise, _TrioPromise)
-        self._send(promise, target, message)
+        promise = self._send_question(ref, message, _TrioPromise)
         with trio.move_on_after(timeout):
             await promise.wait()
-        if not promise.settled:
-            promise.settle()
-            msg = f"no reply from {target.path} to {type(message).__qualname__} within {timeout}s"
-            raise AskTimeout(msg)
-        if promise.error is not None:
-            raise promise.error
-        return promise.result
+        return self._answer(promise, ref, message, f"nothing within {timeout}s")

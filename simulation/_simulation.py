@@ -18,26 +18,21 @@ from typing import Any, final
 import attrs
 
 from conveyor.runtime import (
-    ActorDeadError,
     ActorRef,
-    AskTimeout,
     ConveyorError,
     SupervisorStrategy,
     TimerHandle,
 )
 from conveyor.runtime._cell import ActorCell, CellBase, PromiseCell
-from conveyor.runtime._immutability import ensure_immutable
 from conveyor.runtime._messages import JobDone, JobFailed, TimerFired
 from conveyor.runtime._system import ActorSystemBase
+from conveyor.runtime._timers import TimerQueue
 from conveyor.runtime._trace import EventKind, trace_hash
 
 from ._channel import JOBS, OUTSIDE, TIMERS, Channel
 from ._strategies import RandomWalk, Strategy
 
 JobDuration = Callable[[random.Random], float]
-
-_TIMER = 0
-_JOB = 1
 
 
 def uniform_job_duration(low: float = 0.001, high: float = 0.05) -> JobDuration:
@@ -97,10 +92,9 @@ class Simulation(ActorSystemBase):
         self._now = 0.0
         self._channels: dict[tuple[int, int], Channel] = {}
         self._ready: list[Channel] = []
-        self._events: list[tuple[float, int, int, Any]] = []
-        self._event_seq = itertools.count()
-        self._live_timers: set[int] = set()
-        self._timer_ids = itertools.count(1)
+        self._timers = TimerQueue()
+        self._jobs: list[tuple[float, int, int, ActorCell, Callable[..., Any], tuple[Any, ...]]] = []
+        self._job_seq = itertools.count()
         self._current: ActorCell | None = None
         self.schedule: list[int] = []
         """The choices made so far; ``Replay(sim.schedule)`` reproduces this run."""
@@ -130,56 +124,52 @@ class Simulation(ActorSystemBase):
             self._ready.append(channel)
 
     def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
-        timer_id = next(self._timer_ids)
-        self._live_timers.add(timer_id)
-        heapq.heappush(self._events, (self._now + delay_s, next(self._event_seq), _TIMER, (timer_id, cell, message)))
-        return TimerHandle(timer_id)
+        return self._timers.arm(self._now + delay_s, cell, message)
 
     def _cancel(self, handle: TimerHandle) -> bool:
-        if handle.timer_id in self._live_timers:
-            self._live_timers.discard(handle.timer_id)
-            return True
-        return False
+        return self._timers.cancel(handle)
 
     def _start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         duration = self._job_duration(self._job_rng)
         if not duration >= 0:
             msg = f"job_duration returned {duration!r}; it must be a number >= 0"
             raise ValueError(msg)
-        heapq.heappush(self._events, (self._now + duration, next(self._event_seq), _JOB, (job_id, cell, fn, args)))
+        heapq.heappush(self._jobs, (self._now + duration, next(self._job_seq), job_id, cell, fn, args))
 
     # --- stepping -----------------------------------------------------------------------
 
+    def _next_event_time(self) -> float | None:
+        timer = self._timers.next_deadline()
+        job = self._jobs[0][0] if self._jobs else None
+        if timer is None:
+            return job
+        return timer if job is None else min(timer, job)
+
     def _fire_due(self, until: float | None) -> bool:
-        """Jump the clock to the next timer or job and fire all due then; False if none."""
-        events = self._events
-        if not events:
-            return False
-        when = events[0][0]
-        if until is not None and when > until:
+        """Jump the clock to the next timer or job and fire all due then; False if none.
+
+        At one instant, timers fire before jobs complete, each in arming order.
+        """
+        when = self._next_event_time()
+        if when is None or (until is not None and when > until):
             return False
         self._now = max(self._now, when)
         tracer = self.tracer
-        while events and events[0][0] <= self._now:
-            _, _, kind, payload = heapq.heappop(events)
-            if kind == _TIMER:
-                timer_id, cell, message = payload
-                if timer_id not in self._live_timers:
-                    continue
-                self._live_timers.discard(timer_id)
-                if tracer is not None:
-                    tracer.record(EventKind.TIMER_FIRED, self._now, None, cell, message)
-                self._push(TIMERS, None, cell, TimerFired(timer_id, message))
-            else:
-                job_id, cell, fn, args = payload
-                outcome: object
-                try:
-                    outcome = JobDone(job_id, fn(*args))
-                except Exception as error:  # noqa: BLE001 - the failure is the message
-                    outcome = JobFailed(job_id, error)
-                if tracer is not None:
-                    tracer.record(EventKind.JOB_DONE, self._now, None, cell, outcome)
-                self._push(JOBS, None, cell, outcome)
+        for timer_id, cell, message in self._timers.pop_due(self._now):
+            if tracer is not None:
+                tracer.record(EventKind.TIMER_FIRED, self._now, None, cell, message)
+            self._push(TIMERS, None, cell, TimerFired(timer_id, message))
+        jobs = self._jobs
+        while jobs and jobs[0][0] <= self._now:
+            _, _, job_id, cell, fn, args = heapq.heappop(jobs)
+            outcome: object
+            try:
+                outcome = JobDone(job_id, fn(*args))
+            except Exception as error:  # noqa: BLE001 - the failure is the message
+                outcome = JobFailed(job_id, error)
+            if tracer is not None:
+                tracer.record(EventKind.JOB_DONE, self._now, None, cell, outcome)
+            self._push(JOBS, None, cell, outcome)
         return True
 
     def step(self, until: float | None = None) -> bool:
@@ -242,28 +232,17 @@ class Simulation(ActorSystemBase):
             AskTimeout: ``timeout`` virtual seconds passed, or the system went quiet, without a reply.
             Exception: whatever the actor raised while handling the question.
         """
-        ensure_immutable(message)
-        target = ref._cell  # noqa: SLF001
-        if not target.alive:
-            msg = f"{target.path} has stopped; cannot ask it {type(message).__qualname__}"
-            raise ActorDeadError(msg)
-        promise = self._new_promise(PromiseCell)
-        self._send(promise, target, message)
+        promise = self._send_question(ref, message, PromiseCell)
         deadline = self._now + timeout
         steps = 0
         while not promise.settled and steps < max_steps and self.step(deadline):
             steps += 1
-        if not promise.settled:
-            promise.settle()
-            why = "the simulation went quiet" if steps < max_steps else f"{max_steps} steps passed"
-            if self._events and self._events[0][0] > deadline:
-                self._now = deadline
-                why = f"{timeout} virtual seconds passed"
-            msg = f"no reply from {target.path} to {type(message).__qualname__}: {why}"
-            raise AskTimeout(msg)
-        if promise.error is not None:
-            raise promise.error
-        return promise.result
+        why = "the simulation went quiet" if steps < max_steps else f"{max_steps} steps passed"
+        upcoming = self._next_event_time()
+        if not promise.settled and upcoming is not None and upcoming > deadline:
+            self._now = deadline
+            why = f"{timeout} virtual seconds passed"
+        return self._answer(promise, ref, message, why)
 
     def shutdown(self) -> None:
         """Stop every actor now, as the real systems do on exit: ``on_stop`` runs and
@@ -277,8 +256,8 @@ class Simulation(ActorSystemBase):
             channel.queue.clear()
             for message in leftover:
                 channel.receiver.process(channel.sender, message)
-        self._events.clear()
-        self._live_timers.clear()
+        self._jobs.clear()
+        self._timers.clear()
 
     # --- inspection ---------------------------------------------------------------------
 
