@@ -1,0 +1,1 @@
+"""Checkers: pure functions over traces."""
