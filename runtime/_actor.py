@@ -12,6 +12,7 @@ from ._immutability import ensure_immutable
 from ._messages import TimerHandle, Unwatch, Watch
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
+from ._trace import EventKind
 
 if TYPE_CHECKING:
     from ._cell import ActorCell, CellBase
@@ -104,6 +105,23 @@ class Context:
             msg = f"cancel() expects a TimerHandle, got {type(handle).__qualname__}"
             raise TypeError(msg)
         return self._cell.cancel_timer(handle)
+
+    @property
+    def tracing(self) -> bool:
+        """True when the system records a trace (so building notes is worth it)."""
+        return self._cell.system.tracer is not None
+
+    def note(self, event: object) -> None:
+        """Record ``event`` (an immutable value) in the trace as this actor's NOTE; free when off.
+
+        Notes carry what no message shows, such as a message expiring inside a queue,
+        so that checkers reading the trace can account for every message.
+        """
+        cell = self._cell
+        tracer = cell.system.tracer
+        if tracer is not None:
+            ensure_immutable(event)
+            tracer.record(EventKind.NOTE, cell.system.now(), cell, None, event)
 
     def now(self) -> float:
         """Seconds on the system's clock (virtual in the Simulation)."""

@@ -35,6 +35,8 @@ class EventKind(enum.Enum):
     STOPPED = "stopped"
     JOB_DONE = "job_done"
     DEAD_LETTER = "dead_letter"
+    NOTE = "note"
+    """An actor's own account of a decision (``ctx.note``), for checkers."""
 
 
 @final

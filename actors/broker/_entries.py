@@ -1,1 +1,549 @@
-"""Placeholder."""
+"""EntryList: the queue's strictly ordered entries, the one home of entry-state transitions.
+
+Sans-IO: it owns its state and is told the time; it sends nothing. The rules come
+from the Qpid seeds (001 and 000):
+
+* Entries keep publish order inside each priority level; a strict priority queue is
+  the levels laid end to end, highest first (Qpid's ``PriorityQueueList``), so an
+  entry's position is ``(rank, seq)`` with rank 0 the highest level.
+* States: AVAILABLE -> ACQUIRED(consumer, deadline) -> DEQUEUED on ack; back to
+  AVAILABLE on release, nack or lease expiry, *at its original position*;
+  DEAD_LETTERED past the delivery limit; EXPIRED past its TTL.
+* Each acquiring consumer has a pointer (its last seen position) and is given the next
+  AVAILABLE entry after it that matches its selector. The pointer moves past entries
+  the consumer can never take (acquired, removed, not matching); it stops in front of
+  entries it merely cannot take *now* (delayed, group owned by another consumer,
+  reserved for a higher-priority consumer). When an entry becomes available again, or
+  a higher-priority entry arrives, pointers past it move back
+  (``checkSubscriptionsNotAheadOfDelivery``).
+* Browsers walk entries in publish order and see each live one once.
+* A message group is owned by one consumer while it holds any of the group's entries.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import itertools
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Iterator
+from typing import final
+
+import attrs
+
+from ._model import HeaderValue, Message
+from ._selectors import MatchAll, Selector
+
+_BEFORE_ALL = (-1, -1)
+
+
+class EntryState(enum.Enum):
+    """Where an entry is in its life; the last three are final."""
+
+    AVAILABLE = "available"
+    ACQUIRED = "acquired"
+    DEQUEUED = "dequeued"
+    DEAD_LETTERED = "dead_lettered"
+    EXPIRED = "expired"
+
+
+_FINAL = frozenset({EntryState.DEQUEUED, EntryState.DEAD_LETTERED, EntryState.EXPIRED})
+
+
+def priority_level(priority: int, levels: int) -> int:
+    """Map a 0-9 message priority onto ``levels`` levels as Qpid's PriorityQueueList does.
+
+    With 10 levels each priority has its own; with fewer, the middle priorities share:
+    the offset ``5 - (levels + 1) // 2`` is subtracted and the result clamped.
+    """
+    offset = 5 - (levels + 1) // 2
+    return min(levels - 1, max(0, priority - offset))
+
+
+@final
+class Entry:
+    """One message in the queue. Owned and mutated by ``EntryList`` only."""
+
+    __slots__ = (
+        "available_at",
+        "consumer",
+        "deadline",
+        "delivery_count",
+        "expires_at",
+        "lease",
+        "message",
+        "position",
+        "seq",
+        "size",
+        "state",
+    )
+
+    def __init__(self, seq: int, rank: int, message: Message, now: float) -> None:
+        self.seq = seq
+        self.position = (rank, seq)
+        self.message = message
+        self.size = message.size
+        self.state = EntryState.AVAILABLE
+        self.consumer: int | None = None
+        self.deadline: float | None = None
+        self.delivery_count = 0
+        self.lease = 0  # bumped on every acquire / extend, so stale lease-heap items are ignored
+        self.available_at = now + message.delay_s if message.delay_s else 0.0
+        self.expires_at = now + message.ttl_s if message.ttl_s is not None else None
+
+    def __repr__(self) -> str:
+        return f"<Entry {self.seq} {self.state.value} at {self.position}>"
+
+
+@final
+@attrs.frozen
+class Returned:
+    """What came of giving entries back: available again, or dead-lettered (limit reached)."""
+
+    available: tuple[Entry, ...] = ()
+    dead_lettered: tuple[Entry, ...] = ()
+    expired: tuple[Entry, ...] = ()
+
+
+class _Level:
+    """One priority level: entries in seq order, with lazily removed final ones."""
+
+    __slots__ = ("dead", "entries", "head", "seqs")
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.seqs: list[int] = []
+        self.head = 0
+        self.dead = 0
+
+    def append(self, entry: Entry) -> None:
+        self.entries.append(entry)
+        self.seqs.append(entry.seq)
+
+    def after(self, seq: int) -> int:
+        """Index of the first entry with a larger seq."""
+        return bisect_right(self.seqs, seq, self.head)
+
+    def removed(self) -> None:
+        """An entry of this level reached a final state: trim the head, compact when sparse."""
+        self.dead += 1
+        entries = self.entries
+        while self.head < len(entries) and entries[self.head].state in _FINAL:
+            self.head += 1
+            self.dead -= 1
+        live = len(entries) - self.head
+        if self.head > 1024 or (self.dead > 64 and self.dead * 2 > live):
+            kept = [e for e in entries[self.head :] if e.state not in _FINAL]
+            self.entries = kept
+            self.seqs = [e.seq for e in kept]
+            self.head = 0
+            self.dead = 0
+
+
+@final
+class _Cursor:
+    """A consumer as the entry list sees it."""
+
+    __slots__ = ("acquiring", "held", "interested", "pointer", "priority", "selector")
+
+    def __init__(self, selector: Selector, priority: int, acquiring: bool, pointer: tuple[int, int]) -> None:
+        self.selector = selector
+        self.priority = priority
+        self.acquiring = acquiring
+        self.interested = True
+        self.pointer = pointer
+        self.held: dict[int, Entry] = {}
+
+
+@final
+class EntryList:
+    """The ordered entries of one queue, with every consumer's pointer and every lease.
+
+    Args:
+        priorities: number of strict priority levels (1-10).
+        max_deliveries: an entry given back after this many deliveries is dead-lettered.
+    """
+
+    def __init__(self, priorities: int = 10, max_deliveries: int | None = None) -> None:
+        if not 1 <= priorities <= 10:
+            msg = f"priorities must be from 1 to 10, got {priorities}"
+            raise ValueError(msg)
+        self.priorities = priorities
+        self.max_deliveries = max_deliveries
+        self._levels = [_Level() for _ in range(priorities)]  # index = rank (0 = highest)
+        self._seqs = itertools.count(1)
+        self._live: dict[int, Entry] = {}
+        self._cursors: dict[int, _Cursor] = {}
+        self._groups: dict[str, list[int]] = {}  # group -> [owner consumer, entries held]
+        self._leases: list[tuple[float, int, int]] = []  # (deadline, seq, lease)
+        self._ttls: list[tuple[float, int]] = []
+        self._delays: list[tuple[float, int]] = []
+        self.available = 0
+        self.acquired = 0
+        # counters
+        self.published = 0
+        self.delivered = 0
+        self.redelivered = 0
+        self.acked = 0
+        self.dead_lettered = 0
+        self.expired = 0
+
+    # --- entries in -------------------------------------------------------------------------
+
+    def publish(self, message: Message, now: float) -> Entry:
+        """Append ``message`` at the tail of its priority level and return its entry."""
+        rank = self.priorities - 1 - priority_level(message.priority, self.priorities)
+        entry = Entry(next(self._seqs), rank, message, now)
+        self._levels[rank].append(entry)
+        self._live[entry.seq] = entry
+        self.available += 1
+        self.published += 1
+        if entry.expires_at is not None:
+            heapq.heappush(self._ttls, (entry.expires_at, entry.seq))
+        if entry.available_at > now:
+            heapq.heappush(self._delays, (entry.available_at, entry.seq))
+        if rank < self.priorities - 1:
+            self._move_pointers_back(entry)
+        return entry
+
+    def get(self, tag: int) -> Entry | None:
+        """The live entry with this tag (seq), if any."""
+        return self._live.get(tag)
+
+    # --- consumers ----------------------------------------------------------------------------
+
+    def add_consumer(self, consumer_id: int, selector: Selector, priority: int, acquiring: bool) -> None:
+        """Register a consumer; its pointer starts before every entry (browsers: before every seq)."""
+        if consumer_id in self._cursors:
+            msg = f"consumer {consumer_id} is already registered"
+            raise ValueError(msg)
+        self._cursors[consumer_id] = _Cursor(selector, priority, acquiring, _BEFORE_ALL)
+
+    def remove_consumer(self, consumer_id: int, now: float) -> Returned:
+        """Unregister a consumer; everything it held returns, each entry at its own position."""
+        cursor = self._cursors.get(consumer_id)
+        if cursor is None:
+            return Returned()
+        returned = self.give_back(consumer_id, tuple(cursor.held), now, 0.0)
+        del self._cursors[consumer_id]
+        return returned
+
+    def set_interest(self, consumer_id: int, interested: bool) -> None:
+        """Record whether the consumer can take work now (credit); used for priority reservation."""
+        cursor = self._cursors.get(consumer_id)
+        if cursor is not None:
+            cursor.interested = interested
+
+    def held_by(self, consumer_id: int) -> int:
+        """How many entries the consumer holds."""
+        cursor = self._cursors.get(consumer_id)
+        return 0 if cursor is None else len(cursor.held)
+
+    # --- taking ---------------------------------------------------------------------------
+
+    def take(
+        self, consumer_id: int, now: float, max_messages: int, max_bytes: int, deadline: float
+    ) -> tuple[list[Entry], list[Entry]]:
+        """Acquire up to ``max_messages`` / ``max_bytes`` for an acquiring consumer, in queue order.
+
+        The first entry may exceed ``max_bytes`` alone (else a large message could never go).
+
+        Returns:
+            (entries acquired, entries found expired on the way).
+        """
+        cursor = self._cursors[consumer_id]
+        selector = cursor.selector
+        match_all = type(selector) is MatchAll
+        taken: list[Entry] = []
+        expired: list[Entry] = []
+        taken_bytes = 0
+        advancing = True
+        for entry in self._after(cursor.pointer):
+            state = entry.state
+            if state is EntryState.AVAILABLE:
+                if entry.expires_at is not None and entry.expires_at <= now:
+                    self._finish(entry, EntryState.EXPIRED)
+                    expired.append(entry)
+                elif not match_all and not selector.matches(entry.message.header_map()):
+                    pass
+                elif (
+                    entry.available_at > now
+                    or not self._group_allows(entry, consumer_id)
+                    or self._reserved_for_higher(entry, cursor)
+                ):
+                    advancing = False
+                    continue
+                else:
+                    if len(taken) >= max_messages or (taken and taken_bytes + entry.size > max_bytes):
+                        break
+                    self._acquire(entry, consumer_id, cursor, deadline)
+                    taken.append(entry)
+                    taken_bytes += entry.size
+            if advancing:
+                cursor.pointer = entry.position
+            if len(taken) >= max_messages:
+                break
+        return taken, expired
+
+    def browse(self, consumer_id: int, max_messages: int, max_bytes: int) -> list[Entry]:
+        """The next live entries after a browser's pointer, in publish order, without acquiring."""
+        cursor = self._cursors[consumer_id]
+        selector = cursor.selector
+        match_all = type(selector) is MatchAll
+        seen: list[Entry] = []
+        seen_bytes = 0
+        last_seq = cursor.pointer[1]
+        for entry in self._live_after_seq(last_seq):
+            seq = entry.seq
+            if match_all or selector.matches(entry.message.header_map()):
+                if len(seen) >= max_messages or (seen and seen_bytes + entry.size > max_bytes):
+                    break
+                seen.append(entry)
+                seen_bytes += entry.size
+            last_seq = seq
+        cursor.pointer = (0, last_seq)
+        return seen
+
+    def could_take_now(self, entry: Entry, now: float) -> bool:
+        """Whether some interested acquiring consumer could take ``entry`` right now (``immediate``)."""
+        if entry.available_at > now:
+            return False
+        headers = entry.message.header_map()
+        for consumer_id, cursor in self._cursors.items():
+            if (
+                cursor.acquiring
+                and cursor.interested
+                and cursor.selector.matches(headers)
+                and self._group_allows(entry, consumer_id)
+            ):
+                return True
+        return False
+
+    # --- settling ---------------------------------------------------------------------------
+
+    def ack(self, consumer_id: int, tags: Iterable[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Dequeue entries the consumer holds; returns (acked, not held by it)."""
+        cursor = self._cursors.get(consumer_id)
+        acked: list[int] = []
+        invalid: list[int] = []
+        for tag in tags:
+            entry = None if cursor is None else cursor.held.get(tag)
+            if entry is None:
+                invalid.append(tag)
+                continue
+            self._unhold(entry, cursor)  # type: ignore[arg-type]
+            self._finish(entry, EntryState.DEQUEUED)
+            self.acked += 1
+            acked.append(tag)
+        return tuple(acked), tuple(invalid)
+
+    def give_back(self, consumer_id: int, tags: Iterable[int], now: float, delay_s: float) -> Returned:
+        """Return held entries to AVAILABLE at their positions (after ``delay_s``), or dead-letter them."""
+        cursor = self._cursors.get(consumer_id)
+        if cursor is None:
+            return Returned()
+        entries = [cursor.held[tag] for tag in tags if tag in cursor.held]
+        return self._return(entries, now, lambda _: delay_s)
+
+    def give_back_with(self, consumer_id: int, tags: Iterable[int], now: float, delays: dict[int, float]) -> Returned:
+        """Like ``give_back`` with a delay per tag (retry backoff by delivery count)."""
+        cursor = self._cursors.get(consumer_id)
+        if cursor is None:
+            return Returned()
+        entries = [cursor.held[tag] for tag in tags if tag in cursor.held]
+        return self._return(entries, now, lambda entry: delays.get(entry.seq, 0.0))
+
+    def extend(self, consumer_id: int, tags: Iterable[int], deadline: float) -> tuple[int, ...]:
+        """Move the lease deadline of held entries; returns the tags extended."""
+        cursor = self._cursors.get(consumer_id)
+        extended: list[int] = []
+        for tag in tags:
+            entry = None if cursor is None else cursor.held.get(tag)
+            if entry is not None:
+                entry.deadline = deadline
+                entry.lease += 1
+                heapq.heappush(self._leases, (deadline, entry.seq, entry.lease))
+                extended.append(tag)
+        return tuple(extended)
+
+    # --- time -----------------------------------------------------------------------------------
+
+    def expire_leases(self, now: float) -> Returned:
+        """Every lease whose deadline passed: the entry returns (or is dead-lettered)."""
+        lapsed: list[Entry] = []
+        leases = self._leases
+        while leases and leases[0][0] <= now:
+            _, seq, lease = heapq.heappop(leases)
+            entry = self._live.get(seq)
+            if entry is not None and entry.state is EntryState.ACQUIRED and entry.lease == lease:
+                lapsed.append(entry)
+        return self._return(lapsed, now, lambda _: 0.0)
+
+    def expire_ttls(self, now: float) -> list[Entry]:
+        """Every AVAILABLE entry past its TTL becomes EXPIRED (acquired ones expire when returned)."""
+        expired: list[Entry] = []
+        ttls = self._ttls
+        while ttls and ttls[0][0] <= now:
+            _, seq = heapq.heappop(ttls)
+            entry = self._live.get(seq)
+            if entry is not None and entry.state is EntryState.AVAILABLE:
+                self._finish(entry, EntryState.EXPIRED)
+                expired.append(entry)
+        return expired
+
+    def release_delays(self, now: float) -> int:
+        """Forget delays that have passed; returns how many entries just became available."""
+        count = 0
+        delays = self._delays
+        while delays and delays[0][0] <= now:
+            _, seq = heapq.heappop(delays)
+            entry = self._live.get(seq)
+            if entry is not None and entry.state is EntryState.AVAILABLE and entry.available_at <= now:
+                count += 1
+        return count
+
+    def next_wakeup(self) -> float | None:
+        """The earliest time a lease lapses, a TTL passes or a delay ends, if any."""
+        candidates = [heap[0][0] for heap in (self._leases, self._ttls, self._delays) if heap]
+        return min(candidates) if candidates else None
+
+    # --- overflow ---------------------------------------------------------------------------
+
+    def drop_head(self) -> Entry | None:
+        """Dead-letter the AVAILABLE entry that would be delivered next (overflow drop-head)."""
+        for entry in self._after(_BEFORE_ALL):
+            if entry.state is EntryState.AVAILABLE:
+                self._finish(entry, EntryState.DEAD_LETTERED)
+                self.dead_lettered += 1
+                return entry
+        return None
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _after(self, pointer: tuple[int, int]) -> Iterator[Entry]:
+        """Live entries strictly after ``pointer``, in queue order."""
+        rank, seq = pointer
+        levels = self._levels
+        for level_rank in range(max(rank, 0), self.priorities):
+            level = levels[level_rank]
+            start = level.after(seq) if level_rank == rank else level.head
+            entries = level.entries
+            index = start
+            while index < len(entries):
+                entry = entries[index]
+                index += 1
+                if entry.state not in _FINAL:
+                    yield entry
+                if entries is not level.entries:  # compacted while iterating: resume by seq
+                    entries = level.entries
+                    index = level.after(entry.seq)
+
+    def _live_after_seq(self, seq: int) -> Iterator[Entry]:
+        """Live entries with a larger seq, in publish order across levels (lazily merged)."""
+
+        def level_entries(level: _Level) -> Iterator[Entry]:
+            entries = level.entries
+            for index in range(level.after(seq), len(entries)):
+                entry = entries[index]
+                if entry.state not in _FINAL:
+                    yield entry
+
+        return heapq.merge(*(level_entries(level) for level in self._levels), key=lambda entry: entry.seq)
+
+    def _group_allows(self, entry: Entry, consumer_id: int) -> bool:
+        group = entry.message.group
+        if group is None:
+            return True
+        owner = self._groups.get(group)
+        return owner is None or owner[0] == consumer_id
+
+    def _reserved_for_higher(self, entry: Entry, cursor: _Cursor) -> bool:
+        """A higher-priority consumer that wants work and matches would take this entry."""
+        headers: dict[str, HeaderValue] | None = None
+        for consumer_id, other in self._cursors.items():
+            if other.priority <= cursor.priority or not other.acquiring or not other.interested:
+                continue
+            if type(other.selector) is not MatchAll:
+                if headers is None:
+                    headers = entry.message.header_map()
+                if not other.selector.matches(headers):
+                    continue
+            if self._group_allows(entry, consumer_id):
+                return True
+        return False
+
+    def _acquire(self, entry: Entry, consumer_id: int, cursor: _Cursor, deadline: float) -> None:
+        entry.state = EntryState.ACQUIRED
+        entry.consumer = consumer_id
+        entry.deadline = deadline
+        entry.delivery_count += 1
+        entry.lease += 1
+        heapq.heappush(self._leases, (deadline, entry.seq, entry.lease))
+        cursor.held[entry.seq] = entry
+        self.available -= 1
+        self.acquired += 1
+        self.delivered += 1
+        if entry.delivery_count > 1:
+            self.redelivered += 1
+        group = entry.message.group
+        if group is not None:
+            owner = self._groups.get(group)
+            if owner is None:
+                self._groups[group] = [consumer_id, 1]
+            else:
+                owner[1] += 1
+
+    def _unhold(self, entry: Entry, cursor: _Cursor) -> None:
+        del cursor.held[entry.seq]
+        entry.consumer = None
+        entry.deadline = None
+        self.acquired -= 1
+        self.available += 1  # _finish or the caller settles the final count
+        group = entry.message.group
+        if group is not None:
+            owner = self._groups[group]
+            owner[1] -= 1
+            if owner[1] == 0:
+                del self._groups[group]
+
+    def _return(self, entries: list[Entry], now: float, delay_of: Callable[[Entry], float]) -> Returned:
+        available: list[Entry] = []
+        dead: list[Entry] = []
+        expired: list[Entry] = []
+        for entry in entries:
+            cursor = self._cursors.get(entry.consumer) if entry.consumer is not None else None
+            if cursor is not None:
+                self._unhold(entry, cursor)
+            entry.state = EntryState.AVAILABLE
+            if entry.expires_at is not None and entry.expires_at <= now:
+                self._finish(entry, EntryState.EXPIRED)
+                expired.append(entry)
+            elif self.max_deliveries is not None and entry.delivery_count >= self.max_deliveries:
+                self._finish(entry, EntryState.DEAD_LETTERED)
+                self.dead_lettered += 1
+                dead.append(entry)
+            else:
+                delay = delay_of(entry)
+                if delay > 0:
+                    entry.available_at = now + delay
+                    heapq.heappush(self._delays, (entry.available_at, entry.seq))
+                else:
+                    entry.available_at = 0.0
+                self._move_pointers_back(entry)
+                available.append(entry)
+        return Returned(tuple(available), tuple(dead), tuple(expired))
+
+    def _finish(self, entry: Entry, state: EntryState) -> None:
+        """Move an AVAILABLE entry to a final state and out of the live set."""
+        entry.state = state
+        self.available -= 1
+        if state is EntryState.EXPIRED:
+            self.expired += 1
+        del self._live[entry.seq]
+        self._levels[entry.position[0]].removed()
+
+    def _move_pointers_back(self, entry: Entry) -> None:
+        position = entry.position
+        for cursor in self._cursors.values():
+            if cursor.acquiring and cursor.pointer >= position:
+                cursor.pointer = (position[0], position[1] - 1)

@@ -1,1 +1,502 @@
-"""Placeholder."""
+"""The broker's values and protocol: every message its actors exchange, validated at construction.
+
+Commands are verbs (``Publish``, ``Ack``), replies and events past tense
+(``Published``, ``Delivered``). Bad input raises here, at the edge, naming the
+field and the allowed values, before anything reaches an actor.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any, final
+
+import attrs
+
+from conveyor.runtime import ActorRef
+
+from ._selectors import MatchAll, Selector, parse_selector
+
+HeaderValue = str | int | float | bool
+Headers = tuple[tuple[str, HeaderValue], ...]
+PRIORITY_MIN = 0
+PRIORITY_MAX = 9
+DEFAULT_PRIORITY = 4
+
+
+def _fail(owner: str, field: str, allowed: str, value: object) -> None:
+    msg = f"{owner}.{field} must be {allowed}, got {value!r}"
+    raise ValueError(msg)
+
+
+def _headers(value: Mapping[str, HeaderValue] | Iterable[tuple[str, HeaderValue]] | None) -> Headers:
+    """Normalise headers to a key-sorted tuple of pairs (hashable, deterministic)."""
+    if value is None:
+        return ()
+    pairs = list(value.items()) if isinstance(value, Mapping) else list(value)
+    seen: set[str] = set()
+    for pair in pairs:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            _fail("Message", "headers", "a mapping of str to str/int/float/bool", value)
+        key, item = pair
+        if not isinstance(key, str) or not key:
+            _fail("Message", "headers", "keyed by non-empty str", key)
+        if not isinstance(item, (str, int, float, bool)):
+            _fail("Message", f"headers[{key!r}]", "a str, int, float or bool", item)
+        if key in seen:
+            _fail("Message", "headers", "free of duplicate keys", key)
+        seen.add(key)
+    return tuple(sorted(pairs))
+
+
+def _check_body(instance: Message, attribute: attrs.Attribute[bytes], value: bytes) -> None:
+    if type(value) is not bytes:
+        _fail("Message", "body", "bytes", type(value).__name__)
+
+
+def _check_priority(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not int or not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        _fail(type(instance).__name__, attribute.name, f"an int from {PRIORITY_MIN} to {PRIORITY_MAX}", value)
+
+
+def _positive_seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        _fail(type(instance).__name__, attribute.name, "None or a finite number of seconds > 0", value)
+
+
+def _non_negative_seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        _fail(type(instance).__name__, attribute.name, "None or a finite number of seconds >= 0", value)
+
+
+def _non_empty_str(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        _fail(type(instance).__name__, attribute.name, "a non-empty str", value)
+
+
+def _optional_str(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (not isinstance(value, str) or not value):
+        _fail(type(instance).__name__, attribute.name, "None or a non-empty str", value)
+
+
+def _positive_int(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not int or value < 1:
+        _fail(type(instance).__name__, attribute.name, "an int >= 1", value)
+
+
+def _optional_positive_int(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None:
+        _positive_int(instance, attribute, value)
+
+
+def _tags(value: Iterable[int]) -> tuple[int, ...]:
+    tags = tuple(value)
+    for tag in tags:
+        if type(tag) is not int or tag < 1:
+            _fail("request", "tags", "delivery tags (ints >= 1)", tag)
+    return tags
+
+
+# --- values ---------------------------------------------------------------------------------
+
+
+@final
+@attrs.frozen
+class Message:
+    """What a publisher sends: body, headers and delivery options.
+
+    Attributes:
+        body: the payload, bytes only.
+        headers: str keys to str / int / float / bool values (a mapping is accepted).
+        priority: 0 (lowest) to 9; mapped onto the queue's priority levels as Qpid does.
+        ttl_s: seconds the message may wait in the queue before it expires.
+        delay_s: not-before time, as seconds after publish (delayed delivery).
+        group: message group; one consumer owns a group at a time.
+        message_id: the publisher's own id, carried through untouched.
+    """
+
+    body: bytes = attrs.field(validator=_check_body)
+    headers: Headers = attrs.field(default=(), converter=_headers)
+    priority: int = attrs.field(default=DEFAULT_PRIORITY, validator=_check_priority)
+    ttl_s: float | None = attrs.field(default=None, validator=_positive_seconds)
+    delay_s: float | None = attrs.field(default=None, validator=_non_negative_seconds)
+    group: str | None = attrs.field(default=None, validator=_optional_str)
+    message_id: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
+
+    @property
+    def size(self) -> int:
+        """Bytes counted against byte credit and limits: body plus header keys and values."""
+        return len(self.body) + sum(len(k) + len(str(v)) for k, v in self.headers)
+
+    def header_map(self) -> dict[str, HeaderValue]:
+        """The headers as a dict, for selectors."""
+        return dict(self.headers)
+
+
+@final
+@attrs.frozen
+class RetryPolicy:
+    """Exponential backoff before a nacked message is offered again: min * 2**(n-1), capped at max."""
+
+    min_backoff_s: float = attrs.field(default=0.1, validator=_non_negative_seconds)
+    max_backoff_s: float = attrs.field(default=60.0, validator=_non_negative_seconds)
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_backoff_s < self.min_backoff_s:
+            _fail("RetryPolicy", "max_backoff_s", f">= min_backoff_s ({self.min_backoff_s})", self.max_backoff_s)
+
+    def backoff(self, delivery_count: int) -> float:
+        """Delay before the next delivery of a message already delivered ``delivery_count`` times."""
+        exponent = min(max(delivery_count - 1, 0), 62)
+        return float(min(self.max_backoff_s, self.min_backoff_s * float(2**exponent)))
+
+
+class Overflow(enum.Enum):
+    """What a queue at ``max_length`` does with one more message."""
+
+    REJECT_PUBLISH = "reject-publish"
+    DROP_HEAD = "drop-head"
+
+
+@final
+@attrs.frozen
+class QueueConfig:
+    """A queue's settings, fixed at declaration.
+
+    Attributes:
+        name: the queue's name.
+        priorities: number of strict priority levels (1-10; Qpid's default 10).
+        ack_deadline_s: lease length of a delivery; past it the message is redelivered.
+        max_deliveries: delivery limit; a message returned after that many deliveries goes to
+            ``dead_letter`` (or is dropped and counted if there is none).
+        retry: backoff for nacked messages; None redelivers at once.
+        max_length: most messages ready in the queue; None for unbounded.
+        overflow: what happens past ``max_length``.
+        max_message_bytes: larger messages are refused at publish.
+        dead_letter: the queue actor that receives dead-lettered messages.
+    """
+
+    name: str = attrs.field(validator=_non_empty_str)
+    priorities: int = attrs.field(default=10)
+    ack_deadline_s: float = attrs.field(default=10.0, validator=_positive_seconds)
+    max_deliveries: int | None = attrs.field(default=None, validator=_optional_positive_int)
+    retry: RetryPolicy | None = attrs.field(default=None)
+    max_length: int | None = attrs.field(default=None, validator=_optional_positive_int)
+    overflow: Overflow = attrs.field(default=Overflow.REJECT_PUBLISH, validator=attrs.validators.instance_of(Overflow))
+    max_message_bytes: int = attrs.field(default=4 * 1024 * 1024, validator=_positive_int)
+    dead_letter: ActorRef | None = attrs.field(default=None)
+
+    @priorities.validator
+    def _check_priorities(self, attribute: attrs.Attribute[int], value: int) -> None:
+        if type(value) is not int or not 1 <= value <= 10:
+            _fail("QueueConfig", "priorities", "an int from 1 to 10", value)
+
+    @retry.validator
+    def _check_retry(self, attribute: attrs.Attribute[RetryPolicy | None], value: RetryPolicy | None) -> None:
+        if value is not None and not isinstance(value, RetryPolicy):
+            _fail("QueueConfig", "retry", "None or a RetryPolicy", value)
+
+    @dead_letter.validator
+    def _check_dead_letter(self, attribute: attrs.Attribute[ActorRef | None], value: ActorRef | None) -> None:
+        if value is not None and not isinstance(value, ActorRef):
+            _fail("QueueConfig", "dead_letter", "None or the ActorRef of a queue", value)
+
+
+@final
+@attrs.frozen
+class Delivery:
+    """One message handed to a consumer; ``tag`` names it in acks."""
+
+    queue: str
+    tag: int
+    message: Message
+    delivery_count: int
+    deadline: float | None
+    consumer_id: int
+
+    @property
+    def redelivered(self) -> bool:
+        """True from the second delivery on."""
+        return self.delivery_count > 1
+
+
+# --- publisher <-> queue --------------------------------------------------------------------
+
+
+@final
+@attrs.frozen
+class Publish:
+    """Enqueue ``message``; with ``immediate`` it is refused unless a consumer can take it now."""
+
+    message: Message = attrs.field(validator=attrs.validators.instance_of(Message))
+    immediate: bool = False
+
+
+@final
+@attrs.frozen
+class PublishBatch:
+    """Enqueue several messages in order with one reply."""
+
+    messages: tuple[Message, ...] = attrs.field(converter=tuple)
+
+    @messages.validator
+    def _check(self, attribute: attrs.Attribute[tuple[Message, ...]], value: tuple[Message, ...]) -> None:
+        if not value or not all(isinstance(m, Message) for m in value):
+            _fail("PublishBatch", "messages", "a non-empty sequence of Message", value)
+
+
+@final
+@attrs.frozen
+class Published:
+    """The queue took the message; ``tag`` is its place in the queue's order."""
+
+    queue: str
+    tag: int
+    message_id: str
+
+
+@final
+@attrs.frozen
+class PublishRejected:
+    """The queue refused the message; nothing was enqueued."""
+
+    queue: str
+    message_id: str
+    reason: str
+
+
+@final
+@attrs.frozen
+class BatchPublished:
+    """One outcome per message of a ``PublishBatch``, in order."""
+
+    outcomes: tuple[Published | PublishRejected, ...]
+
+
+# --- consumer <-> queue ---------------------------------------------------------------------
+
+
+def _selector(value: object) -> Selector:
+    return parse_selector(value)
+
+
+@final
+@attrs.frozen
+class Subscribe:
+    """Register ``consumer`` (a ConsumerActor) with the queue; answered by ``Subscribed``."""
+
+    consumer: ActorRef = attrs.field(validator=attrs.validators.instance_of(ActorRef))
+    priority: int = attrs.field(default=0)
+    selector: Selector = attrs.field(factory=MatchAll, converter=_selector)
+    acquiring: bool = True
+    interested: bool = True
+
+    @priority.validator
+    def _check_priority(self, attribute: attrs.Attribute[int], value: int) -> None:
+        if type(value) is not int:
+            _fail("Subscribe", "priority", "an int (higher is served first)", value)
+
+
+@final
+@attrs.frozen
+class Subscribed:
+    """The queue registered a consumer under ``consumer_id``."""
+
+    queue: str
+    consumer_id: int
+
+
+@final
+@attrs.frozen
+class Unsubscribe:
+    """Remove a consumer; everything it holds returns to the queue at its own position."""
+
+    consumer_id: int
+
+
+@final
+@attrs.frozen
+class SetInterest:
+    """A consumer starts or stops wanting work (credit, suspend / resume)."""
+
+    consumer_id: int
+    interested: bool
+
+
+@final
+@attrs.frozen
+class Pull:
+    """A notified consumer asks for up to ``max_messages`` / ``max_bytes`` of work."""
+
+    consumer_id: int
+    max_messages: int = attrs.field(validator=_positive_int)
+    max_bytes: int = attrs.field(validator=_positive_int)
+
+
+@final
+@attrs.frozen
+class Delivered:
+    """The queue's answer to ``Pull``; ``exhausted`` means nothing more is there for this consumer now."""
+
+    queue: str
+    deliveries: tuple[Delivery, ...]
+    exhausted: bool
+
+
+@final
+@attrs.frozen
+class Ack:
+    """Settle deliveries; with ``confirm`` the queue answers ``AckResult``."""
+
+    consumer_id: int
+    tags: tuple[int, ...] = attrs.field(converter=_tags)
+    confirm: bool = False
+
+
+@final
+@attrs.frozen
+class AckResult:
+    """Which tags were acked, and which were not held by that consumer any more (lease lapsed)."""
+
+    acked: tuple[int, ...]
+    invalid: tuple[int, ...]
+
+
+@final
+@attrs.frozen
+class Nack:
+    """Return deliveries for redelivery: after the queue's retry backoff, or ``delay_s`` if given."""
+
+    consumer_id: int
+    tags: tuple[int, ...] = attrs.field(converter=_tags)
+    delay_s: float | None = attrs.field(default=None, validator=_non_negative_seconds)
+
+
+@final
+@attrs.frozen
+class Release:
+    """Return deliveries at once, without backoff (e.g. a consumer closing)."""
+
+    consumer_id: int
+    tags: tuple[int, ...] = attrs.field(converter=_tags)
+
+
+@final
+@attrs.frozen
+class ModifyAckDeadline:
+    """Extend leases to ``seconds`` from now; 0 returns the messages at once (Pub/Sub's nack)."""
+
+    consumer_id: int
+    tags: tuple[int, ...] = attrs.field(converter=_tags)
+    seconds: float = attrs.field(default=0.0)
+
+    @seconds.validator
+    def _check(self, attribute: attrs.Attribute[float], value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 600:
+            _fail("ModifyAckDeadline", "seconds", "a number from 0 to 600", value)
+
+
+@final
+@attrs.frozen
+class GetStats:
+    """Ask a queue (``QueueStats``) or a consumer manager (``ConsumerListStats``) for a snapshot."""
+
+
+@final
+@attrs.frozen
+class ConsumerStats:
+    """One consumer's counters, as its queue sees them."""
+
+    consumer_id: int
+    path: str
+    priority: int
+    acquiring: bool
+    delivered: int
+    acked: int
+    in_flight: int
+
+
+@final
+@attrs.frozen
+class QueueStats:
+    """A queue's counters at one instant."""
+
+    queue: str
+    depth: int
+    in_flight: int
+    published: int
+    delivered: int
+    acked: int
+    redelivered: int
+    dead_lettered: int
+    expired: int
+    rejected: int
+    consumers: tuple[ConsumerStats, ...]
+
+
+DEAD_LETTER_REASON = "x-dead-letter-reason"
+"""Header of a dead-lettered message: why (``delivery-limit``, ``max-length``)."""
+DEAD_LETTER_QUEUE = "x-dead-letter-queue"
+"""Header of a dead-lettered message: the queue it came from."""
+DELIVERY_COUNT = "x-delivery-count"
+"""Header of a dead-lettered message: how often it had been delivered."""
+
+
+# --- queue <-> consumer manager <-> consumer ---------------------------------------------------
+
+
+@final
+@attrs.frozen
+class AddConsumer:
+    """Queue -> manager: a consumer joined."""
+
+    consumer_id: int
+    consumer: ActorRef
+    priority: int
+    acquiring: bool
+    interested: bool
+
+
+@final
+@attrs.frozen
+class RemoveConsumer:
+    """Queue -> manager: a consumer left."""
+
+    consumer_id: int
+
+
+@final
+@attrs.frozen
+class InterestChanged:
+    """Queue -> manager: a consumer's interest changed."""
+
+    consumer_id: int
+    interested: bool
+
+
+@final
+@attrs.frozen
+class WorkAvailable:
+    """Queue -> manager: new work appeared (publish, release, expiry of a delay, a freed group)."""
+
+
+@final
+@attrs.frozen
+class ConsumerExhausted:
+    """Queue -> manager: a notified consumer found nothing more; ``more_work`` if others might."""
+
+    consumer_id: int
+    more_work: bool
+
+
+@final
+@attrs.frozen
+class NotifyWork:
+    """Manager -> consumer: there may be work for you; pull until the queue says exhausted."""
+
+    queue: ActorRef

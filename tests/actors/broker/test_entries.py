@@ -1,0 +1,328 @@
+"""EntryList: the ordering rules of seeds 000/001, unit by unit and against a reference model."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from conveyor.actors.broker._entries import EntryList, EntryState, priority_level
+from conveyor.actors.broker._model import Message
+from conveyor.actors.broker._selectors import HeaderEquals, MatchAll
+
+ALL = MatchAll()
+FAR = 1e9
+
+
+def msg(n: int, priority: int = 4, **options: object) -> Message:
+    return Message(str(n).encode(), priority=priority, **options)  # type: ignore[arg-type]
+
+
+def bodies(entries: list) -> list[int]:  # type: ignore[type-arg]
+    return [int(entry.message.body) for entry in entries]
+
+
+def fresh(consumers: int = 1, **options: object) -> EntryList:
+    entries = EntryList(**options)  # type: ignore[arg-type]
+    for consumer in range(1, consumers + 1):
+        entries.add_consumer(consumer, ALL, 0, True)
+    return entries
+
+
+def test_priority_levels_map_as_qpid_does() -> None:
+    assert [priority_level(p, 10) for p in range(10)] == list(range(10))
+    assert [priority_level(p, 2) for p in range(10)] == [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
+    assert [priority_level(p, 3) for p in range(10)] == [0, 0, 0, 0, 1, 2, 2, 2, 2, 2]
+    assert [priority_level(p, 1) for p in range(10)] == [0] * 10
+
+
+def test_fifo_within_a_level_and_strict_priority_between_levels() -> None:
+    entries = fresh()
+    for n, priority in enumerate([4, 4, 9, 0, 9, 4]):
+        entries.publish(msg(n, priority), 0.0)
+    taken, _ = entries.take(1, 0.0, 10, 10**6, FAR)
+    assert bodies(taken) == [2, 4, 0, 1, 5, 3]
+
+
+def test_a_higher_priority_arrival_moves_pointers_back() -> None:
+    entries = fresh()
+    entries.publish(msg(0, 0), 0.0)
+    assert bodies(entries.take(1, 0.0, 1, 10**6, FAR)[0]) == [0]
+    entries.publish(msg(1, 0), 0.0)
+    entries.publish(msg(2, 9), 0.0)  # arrives after 1 but is logically before it
+    assert bodies(entries.take(1, 0.0, 2, 10**6, FAR)[0]) == [2, 1]
+
+
+def test_a_released_entry_returns_at_its_original_position_with_its_count() -> None:
+    entries = fresh(consumers=2)
+    for n in range(4):
+        entries.publish(msg(n), 0.0)
+    first, _ = entries.take(1, 0.0, 2, 10**6, FAR)  # 0, 1
+    second, _ = entries.take(2, 0.0, 1, 10**6, FAR)  # 2
+    assert bodies(first) == [0, 1] and bodies(second) == [2]
+    returned = entries.give_back(1, (first[1].seq,), 0.0, 0.0)
+    assert bodies(list(returned.available)) == [1]
+    # Consumer 2's pointer was past entry 1: it moved back, so 1 comes before 3.
+    again, _ = entries.take(2, 0.0, 2, 10**6, FAR)
+    assert bodies(again) == [1, 3]
+    assert again[0].delivery_count == 2
+    assert entries.redelivered == 1
+
+
+def test_delivery_limit_dead_letters_instead_of_returning() -> None:
+    entries = fresh(max_deliveries=2)
+    entries.publish(msg(0), 0.0)
+    for attempt in (1, 2):
+        (entry,), _ = entries.take(1, 0.0, 1, 10**6, FAR)
+        returned = entries.give_back(1, (entry.seq,), 0.0, 0.0)
+        if attempt == 1:
+            assert returned.available == (entry,)
+    assert returned.dead_lettered == (entry,)
+    assert entry.state is EntryState.DEAD_LETTERED
+    assert entries.take(1, 0.0, 1, 10**6, FAR)[0] == []
+    assert entries.dead_lettered == 1
+
+
+def test_ttl_expiry_by_timer_and_on_the_way() -> None:
+    entries = fresh()
+    entries.publish(msg(0, ttl_s=5.0), 0.0)
+    entries.publish(msg(1, ttl_s=50.0), 0.0)
+    entries.publish(msg(2), 0.0)
+    assert entries.next_wakeup() == 5.0
+    assert bodies(entries.expire_ttls(10.0)) == [0]
+    taken, expired = entries.take(1, 60.0, 10, 10**6, FAR)
+    assert bodies(taken) == [2] and bodies(expired) == [1]
+    assert entries.expired == 2 and entries.available == 0
+
+
+def test_delayed_entries_wait_without_being_skipped_for_good() -> None:
+    entries = fresh()
+    entries.publish(msg(0, delay_s=10.0), 0.0)
+    entries.publish(msg(1), 0.0)
+    assert bodies(entries.take(1, 0.0, 10, 10**6, FAR)[0]) == [1]
+    assert entries.take(1, 5.0, 10, 10**6, FAR)[0] == []
+    assert entries.release_delays(10.0) == 1
+    assert bodies(entries.take(1, 10.0, 10, 10**6, FAR)[0]) == [0]
+
+
+def test_nack_backoff_delays_the_return() -> None:
+    entries = fresh()
+    entries.publish(msg(0), 0.0)
+    (entry,), _ = entries.take(1, 0.0, 1, 10**6, FAR)
+    entries.give_back(1, (entry.seq,), 0.0, 3.0)
+    assert entries.take(1, 1.0, 1, 10**6, FAR)[0] == []
+    assert entries.next_wakeup() == 3.0
+    assert bodies(entries.take(1, 3.0, 1, 10**6, FAR)[0]) == [0]
+
+
+def test_selectors_skip_for_good_and_others_still_get_the_entry() -> None:
+    entries = EntryList()
+    entries.add_consumer(1, HeaderEquals("colour", "red"), 0, True)
+    entries.add_consumer(2, ALL, 0, True)
+    entries.publish(msg(0, headers={"colour": "blue"}), 0.0)
+    entries.publish(msg(1, headers={"colour": "red"}), 0.0)
+    assert bodies(entries.take(1, 0.0, 10, 10**6, FAR)[0]) == [1]
+    assert bodies(entries.take(2, 0.0, 10, 10**6, FAR)[0]) == [0]
+
+
+def test_a_group_has_one_owner_at_a_time_and_stays_in_order() -> None:
+    entries = fresh(consumers=2)
+    for n in range(4):
+        entries.publish(msg(n, group="g" if n < 3 else None), 0.0)
+    first, _ = entries.take(1, 0.0, 1, 10**6, FAR)
+    assert bodies(first) == [0]
+    assert bodies(entries.take(2, 0.0, 10, 10**6, FAR)[0]) == [3]  # g is owned by consumer 1
+    assert bodies(entries.take(1, 0.0, 10, 10**6, FAR)[0]) == [1, 2]  # the owner may take more
+    held = [entry.seq for entry in entries._cursors[1].held.values()]
+    entries.ack(1, held)
+    entries.publish(msg(4, group="g"), 0.0)
+    assert bodies(entries.take(2, 0.0, 10, 10**6, FAR)[0]) == [4]  # freed, so 2 may own it
+
+
+def test_lower_priority_consumer_waits_for_an_interested_higher_one() -> None:
+    entries = EntryList()
+    entries.add_consumer(1, ALL, 10, True)
+    entries.add_consumer(2, ALL, 0, True)
+    entries.publish(msg(0), 0.0)
+    assert entries.take(2, 0.0, 10, 10**6, FAR)[0] == []
+    entries.set_interest(1, False)  # no credit: the lower priority may serve
+    assert bodies(entries.take(2, 0.0, 10, 10**6, FAR)[0]) == [0]
+
+
+def test_browsers_see_each_live_entry_once_in_publish_order() -> None:
+    entries = fresh()
+    entries.add_consumer(9, ALL, 0, False)
+    for n, priority in enumerate([1, 9, 5]):
+        entries.publish(msg(n, priority), 0.0)
+    entries.take(1, 0.0, 1, 10**6, FAR)  # acquires 1 (priority 9): still live, still browsable
+    assert bodies(entries.browse(9, 2, 10**6)) == [0, 1]
+    entries.publish(msg(3), 0.0)
+    assert bodies(entries.browse(9, 10, 10**6)) == [2, 3]
+    assert entries.browse(9, 10, 10**6) == []
+    assert entries.acquired == 1  # browsing acquired nothing
+
+
+def test_byte_credit_allows_one_oversize_message_first() -> None:
+    entries = fresh()
+    entries.publish(Message(b"x" * 100), 0.0)
+    entries.publish(Message(b"y" * 10), 0.0)
+    assert [len(e.message.body) for e in entries.take(1, 0.0, 10, 50, FAR)[0]] == [100]
+    assert [len(e.message.body) for e in entries.take(1, 0.0, 10, 50, FAR)[0]] == [10]
+
+
+def test_leases_lapse_extend_and_invalidate_late_acks() -> None:
+    entries = fresh(consumers=2)
+    entries.publish(msg(0), 0.0)
+    entries.publish(msg(1), 0.0)
+    taken, _ = entries.take(1, 0.0, 2, 10**6, 10.0)
+    assert entries.extend(1, (taken[1].seq,), 30.0) == (taken[1].seq,)
+    returned = entries.expire_leases(10.0)
+    assert bodies(list(returned.available)) == [0]
+    assert entries.ack(1, (taken[0].seq, taken[1].seq)) == ((taken[1].seq,), (taken[0].seq,))
+    assert bodies(entries.take(2, 10.0, 10, 10**6, FAR)[0]) == [0]
+
+
+def test_removing_a_consumer_returns_everything_it_held() -> None:
+    entries = fresh(consumers=2)
+    for n in range(3):
+        entries.publish(msg(n), 0.0)
+    entries.take(1, 0.0, 2, 10**6, FAR)
+    returned = entries.remove_consumer(1, 0.0)
+    assert bodies(list(returned.available)) == [0, 1]
+    assert bodies(entries.take(2, 0.0, 10, 10**6, FAR)[0]) == [0, 1, 2]
+
+
+def test_drop_head_and_could_take_now() -> None:
+    entries = fresh()
+    entries.publish(msg(0), 0.0)
+    entries.publish(msg(1, 9), 0.0)
+    assert entries.could_take_now(entries.publish(msg(2), 0.0), 0.0)
+    dropped = entries.drop_head()
+    assert dropped is not None and bodies([dropped]) == [1]
+    entries.set_interest(1, False)
+    assert not entries.could_take_now(entries.publish(msg(3), 0.0), 0.0)
+
+
+# --- reference model ----------------------------------------------------------------------------
+
+
+class EntryListMachine(RuleBasedStateMachine):
+    """Random publish / take / ack / give back / lease lapse / consumer churn vs a list-based model.
+
+    Without selectors, groups, delays or consumer priorities, every take must return exactly the
+    first AVAILABLE entries in queue order: the pointer rules are invisible, and this checks them.
+    """
+
+    LIMIT = 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.levels = 3
+        self.entries = EntryList(priorities=self.levels, max_deliveries=self.LIMIT)
+        self.now = 0.0
+        # model: seq -> [rank, state, holder, count]
+        self.model: dict[int, list[object]] = {}
+        self.consumers: set[int] = set()
+        self.next_consumer = 1
+        self.counts = {"acked": 0, "dead": 0}
+
+    def _order(self) -> list[int]:
+        return sorted(self.model, key=lambda seq: (self.model[seq][0], seq))
+
+    @rule(priority=st.integers(0, 9))
+    def publish(self, priority: int) -> None:
+        entry = self.entries.publish(Message(b"m", priority=priority), self.now)
+        self.model[entry.seq] = [entry.position[0], "available", None, 0]
+
+    @rule()
+    def add_consumer(self) -> None:
+        self.entries.add_consumer(self.next_consumer, ALL, 0, True)
+        self.consumers.add(self.next_consumer)
+        self.next_consumer += 1
+
+    @precondition(lambda self: self.consumers)
+    @rule(data=st.data(), count=st.integers(1, 4))
+    def take(self, data: st.DataObject, count: int) -> None:
+        consumer = data.draw(st.sampled_from(sorted(self.consumers)))
+        taken, _ = self.entries.take(consumer, self.now, count, 10**9, self.now + 10)
+        expected = [seq for seq in self._order() if self.model[seq][1] == "available"][:count]
+        assert [entry.seq for entry in taken] == expected
+        for seq in expected:
+            self.model[seq][1:] = ["acquired", consumer, int(self.model[seq][3]) + 1]  # type: ignore[call-overload]
+
+    def _held(self, consumer: int) -> list[int]:
+        return [seq for seq, (_, state, holder, _) in self.model.items() if state == "acquired" and holder == consumer]
+
+    @precondition(lambda self: self.consumers)
+    @rule(data=st.data())
+    def ack(self, data: st.DataObject) -> None:
+        consumer = data.draw(st.sampled_from(sorted(self.consumers)))
+        held = self._held(consumer)
+        tags = data.draw(st.lists(st.sampled_from(held), unique=True)) if held else []
+        acked, invalid = self.entries.ack(consumer, tags)
+        assert list(acked) == tags and invalid == ()
+        for seq in tags:
+            del self.model[seq]
+            self.counts["acked"] += 1
+
+    def _return(self, seqs: list[int]) -> None:
+        for seq in seqs:
+            record = self.model[seq]
+            if int(record[3]) >= self.LIMIT:  # type: ignore[call-overload]
+                del self.model[seq]
+                self.counts["dead"] += 1
+            else:
+                record[1:3] = ["available", None]
+
+    @precondition(lambda self: self.consumers)
+    @rule(data=st.data())
+    def give_back(self, data: st.DataObject) -> None:
+        consumer = data.draw(st.sampled_from(sorted(self.consumers)))
+        held = self._held(consumer)
+        tags = data.draw(st.lists(st.sampled_from(held), unique=True)) if held else []
+        self.entries.give_back(consumer, tags, self.now, 0.0)
+        self._return(tags)
+
+    @rule()
+    def leases_lapse(self) -> None:
+        self.now += 10
+        lapsed = sorted(seq for seq, record in self.model.items() if record[1] == "acquired")
+        returned = self.entries.expire_leases(self.now)
+        assert sorted(e.seq for e in returned.available + returned.dead_lettered) == lapsed
+        self._return(lapsed)
+
+    @precondition(lambda self: self.consumers)
+    @rule(data=st.data())
+    def remove_consumer(self, data: st.DataObject) -> None:
+        consumer = data.draw(st.sampled_from(sorted(self.consumers)))
+        held = sorted(self._held(consumer))
+        returned = self.entries.remove_consumer(consumer, self.now)
+        assert sorted(e.seq for e in returned.available + returned.dead_lettered) == held
+        self._return(held)
+        self.consumers.discard(consumer)
+
+    @invariant()
+    def counters_account_for_every_message(self) -> None:
+        entries = self.entries
+        available = sum(1 for record in self.model.values() if record[1] == "available")
+        acquired = len(self.model) - available
+        assert (entries.available, entries.acquired) == (available, acquired)
+        assert (entries.acked, entries.dead_lettered) == (self.counts["acked"], self.counts["dead"])
+        assert entries.published == entries.acked + entries.dead_lettered + entries.available + entries.acquired
+
+    @invariant()
+    def no_available_entry_hides_behind_a_pointer(self) -> None:
+        for cursor in self.entries._cursors.values():
+            for seq, record in self.model.items():
+                if record[1] == "available":
+                    assert (record[0], seq) > cursor.pointer
+
+
+TestEntryListMachine = EntryListMachine.TestCase
+TestEntryListMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+
+def test_bad_priorities_are_refused() -> None:
+    with pytest.raises(ValueError, match="priorities must be from 1 to 10"):
+        EntryList(priorities=0)
