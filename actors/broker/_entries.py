@@ -70,6 +70,7 @@ class Entry:
         "deadline",
         "delivery_count",
         "expires_at",
+        "last_consumer",
         "lease",
         "message",
         "position",
@@ -85,6 +86,7 @@ class Entry:
         self.size = message.size
         self.state = EntryState.AVAILABLE
         self.consumer: int | None = None
+        self.last_consumer = 0  # who held it last (kept after a return, for reports)
         self.deadline: float | None = None
         self.delivery_count = 0
         self.lease = 0  # bumped on every acquire / extend, so stale lease-heap items are ignored
@@ -243,13 +245,14 @@ class EntryList:
 
     def take(
         self, consumer_id: int, now: float, max_messages: int, max_bytes: int, deadline: float
-    ) -> tuple[list[Entry], list[Entry]]:
+    ) -> tuple[list[Entry], list[Entry], bool]:
         """Acquire up to ``max_messages`` / ``max_bytes`` for an acquiring consumer, in queue order.
 
         The first entry may exceed ``max_bytes`` alone (else a large message could never go).
 
         Returns:
-            (entries acquired, entries found expired on the way).
+            (entries acquired, entries found expired on the way, whether a limit stopped the
+            walk, i.e. more might be there for this consumer).
         """
         cursor = self._cursors[consumer_id]
         selector = cursor.selector
@@ -258,6 +261,7 @@ class EntryList:
         expired: list[Entry] = []
         taken_bytes = 0
         advancing = True
+        limited = False
         for entry in self._after(cursor.pointer):
             state = entry.state
             if state is EntryState.AVAILABLE:
@@ -275,6 +279,7 @@ class EntryList:
                     continue
                 else:
                     if len(taken) >= max_messages or (taken and taken_bytes + entry.size > max_bytes):
+                        limited = True
                         break
                     self._acquire(entry, consumer_id, cursor, deadline)
                     taken.append(entry)
@@ -282,8 +287,9 @@ class EntryList:
             if advancing:
                 cursor.pointer = entry.position
             if len(taken) >= max_messages:
+                limited = True
                 break
-        return taken, expired
+        return taken, expired, limited
 
     def browse(self, consumer_id: int, max_messages: int, max_bytes: int) -> list[Entry]:
         """The next live entries after a browser's pointer, in publish order, without acquiring."""
@@ -304,17 +310,19 @@ class EntryList:
         cursor.pointer = (0, last_seq)
         return seen
 
-    def could_take_now(self, entry: Entry, now: float) -> bool:
-        """Whether some interested acquiring consumer could take ``entry`` right now (``immediate``)."""
-        if entry.available_at > now:
+    def could_take_now(self, message: Message) -> bool:
+        """Whether some interested acquiring consumer could take ``message`` at once (``immediate``)."""
+        if message.delay_s:
             return False
-        headers = entry.message.header_map()
+        headers = message.header_map()
+        group = message.group
+        owner = None if group is None else self._groups.get(group)
         for consumer_id, cursor in self._cursors.items():
             if (
                 cursor.acquiring
                 and cursor.interested
+                and (owner is None or owner[0] == consumer_id)
                 and cursor.selector.matches(headers)
-                and self._group_allows(entry, consumer_id)
             ):
                 return True
         return False
@@ -335,7 +343,18 @@ class EntryList:
             self._finish(entry, EntryState.DEQUEUED)
             self.acked += 1
             acked.append(tag)
+        self._compact_leases()
         return tuple(acked), tuple(invalid)
+
+    def _compact_leases(self) -> None:
+        """Drop lease-heap items of settled entries once they dominate (acks leave them behind)."""
+        if len(self._leases) > 4 * (self.acquired + 256):
+            self._leases = [
+                (entry.deadline, entry.seq, entry.lease)
+                for entry in self._live.values()
+                if entry.state is EntryState.ACQUIRED and entry.deadline is not None
+            ]
+            heapq.heapify(self._leases)
 
     def give_back(self, consumer_id: int, tags: Iterable[int], now: float, delay_s: float) -> Returned:
         """Return held entries to AVAILABLE at their positions (after ``delay_s``), or dead-letter them."""
@@ -475,6 +494,7 @@ class EntryList:
     def _acquire(self, entry: Entry, consumer_id: int, cursor: _Cursor, deadline: float) -> None:
         entry.state = EntryState.ACQUIRED
         entry.consumer = consumer_id
+        entry.last_consumer = consumer_id
         entry.deadline = deadline
         entry.delivery_count += 1
         entry.lease += 1

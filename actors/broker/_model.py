@@ -500,3 +500,41 @@ class NotifyWork:
     """Manager -> consumer: there may be work for you; pull until the queue says exhausted."""
 
     queue: ActorRef
+
+
+# --- notes: what a queue records in the trace for checkers (ctx.note) --------------------------
+
+
+@final
+@attrs.frozen
+class EntryEnqueued:
+    """Note: ``tag`` entered ``queue`` at this priority (and group)."""
+
+    queue: str
+    tag: int
+    priority: int
+    group: str | None
+    message_id: str
+
+
+@final
+@attrs.frozen
+class EntrySettled:
+    """Note: ``tag`` left ``queue`` for good: ``acked``, ``dead_lettered`` or ``expired``."""
+
+    queue: str
+    tag: int
+    outcome: str
+    consumer_id: int | None = None
+    reason: str = ""
+
+
+@final
+@attrs.frozen
+class EntryReturned:
+    """Note: ``tag`` went back to AVAILABLE at its position (release, nack, lease lapse, consumer gone)."""
+
+    queue: str
+    tag: int
+    consumer_id: int
+    reason: str

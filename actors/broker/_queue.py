@@ -1,1 +1,356 @@
-"""Placeholder."""
+"""QueueActor: a strictly ordered queue (seeds 000 and 001) as a thin shell around ``EntryList``.
+
+It turns messages into calls on the core and the core's results into messages:
+confirms to publishers, deliveries to consumers, notices to its consumer manager,
+dead letters to its dead-letter queue, and notes in the trace. One handler runs at
+a time, so the "immediate" race of seed 001 (a check and a dequeue interleaved with
+a concurrent delivery) cannot happen: the check and the enqueue are one step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, final
+
+import attrs
+
+from conveyor.runtime import Actor, ActorRef, Terminated, TimerHandle
+
+from ._consumer_lists import ConsumerListStats
+from ._entries import Entry, EntryList, Returned
+from ._manager import ConsumerManagerActor
+from ._model import (
+    DEAD_LETTER_QUEUE,
+    DEAD_LETTER_REASON,
+    DELIVERY_COUNT,
+    Ack,
+    AckResult,
+    AddConsumer,
+    BatchPublished,
+    ConsumerExhausted,
+    ConsumerStats,
+    Delivered,
+    Delivery,
+    EntryEnqueued,
+    EntryReturned,
+    EntrySettled,
+    GetStats,
+    InterestChanged,
+    Message,
+    ModifyAckDeadline,
+    Nack,
+    Overflow,
+    Publish,
+    PublishBatch,
+    Published,
+    PublishRejected,
+    Pull,
+    QueueConfig,
+    QueueStats,
+    Release,
+    RemoveConsumer,
+    SetInterest,
+    Subscribe,
+    Subscribed,
+    Unsubscribe,
+    WorkAvailable,
+)
+
+_WORK = WorkAvailable()
+
+
+@final
+@attrs.frozen
+class _Wake:
+    """The queue's own timer: leases, TTLs or delays are due."""
+
+
+@final
+class _Consumer:
+    """A registered consumer as the queue counts it."""
+
+    __slots__ = ("acked", "acquiring", "delivered", "path", "priority", "ref")
+
+    def __init__(self, ref: ActorRef, priority: int, acquiring: bool) -> None:
+        self.ref = ref
+        self.path = ref.path
+        self.priority = priority
+        self.acquiring = acquiring
+        self.delivered = 0
+        self.acked = 0
+
+
+@final
+class QueueActor(Actor):
+    """One queue: publish -> notify -> pull -> deliver -> ack, with leases, TTL, groups, limits."""
+
+    def __init__(self, config: QueueConfig) -> None:
+        if not isinstance(config, QueueConfig):
+            msg = f"QueueActor needs a QueueConfig, got {type(config).__qualname__}"
+            raise TypeError(msg)
+        self.config = config
+        self.name = config.name
+        self.entries = EntryList(config.priorities, config.max_deliveries)
+        self.consumers: dict[int, _Consumer] = {}
+        self.by_ref: dict[ActorRef, int] = {}
+        self.next_consumer_id = 1
+        self.rejected = 0
+        self.manager: ActorRef | None = None
+        self.wake_at: float | None = None
+        self.wake_handle: TimerHandle | None = None
+
+    def on_start(self) -> None:
+        """Spawn the consumer manager as a child."""
+        self.manager = self.ctx.spawn(lambda: ConsumerManagerActor(self.ctx.self_ref), name="consumers")
+
+    def receive(self, message: Any) -> None:
+        """Dispatch one request."""
+        match message:
+            case Publish(message=payload, immediate=immediate):
+                outcome = self._publish(payload, immediate)
+                if self.ctx.sender is not None:  # confirm to whoever can hear it
+                    self.ctx.reply(outcome)
+                self._work_and_wake()
+            case PublishBatch(messages=payloads):
+                outcomes = tuple(self._publish(payload, False) for payload in payloads)
+                if self.ctx.sender is not None:
+                    self.ctx.reply(BatchPublished(outcomes))
+                self._work_and_wake()
+            case Pull(consumer_id=consumer_id, max_messages=max_messages, max_bytes=max_bytes):
+                self._pull(consumer_id, max_messages, max_bytes)
+            case Ack(consumer_id=consumer_id, tags=tags, confirm=confirm):
+                self._ack(consumer_id, tags, confirm)
+            case Nack(consumer_id=consumer_id, tags=tags, delay_s=delay_s):
+                self._nack(consumer_id, tags, delay_s)
+            case Release(consumer_id=consumer_id, tags=tags):
+                self._returned(self.entries.give_back(consumer_id, tags, self.ctx.now(), 0.0), consumer_id, "release")
+            case ModifyAckDeadline(consumer_id=consumer_id, tags=tags, seconds=seconds):
+                if seconds == 0:
+                    self._nack(consumer_id, tags, None)
+                else:
+                    self.entries.extend(consumer_id, tags, self.ctx.now() + seconds)
+            case SetInterest(consumer_id=consumer_id, interested=interested):
+                self._set_interest(consumer_id, interested)
+            case Subscribe():
+                self._subscribe(message)
+            case Unsubscribe(consumer_id=consumer_id):
+                self._unsubscribe(consumer_id, "unsubscribed")
+            case Terminated(ref=ref):
+                gone = self.by_ref.get(ref)
+                if gone is not None:
+                    self._unsubscribe(gone, "consumer stopped")
+            case _Wake():
+                self._wake()
+            case GetStats():
+                self.ctx.reply(self.stats())
+            case Published() | PublishRejected() | ConsumerListStats():
+                pass  # answers from our dead-letter queue or manager; nothing to do
+
+    # --- publishing -----------------------------------------------------------------------
+
+    def _publish(self, payload: Message, immediate: bool) -> Published | PublishRejected:
+        config = self.config
+        entries = self.entries
+        if payload.size > config.max_message_bytes:
+            return self._reject(payload, f"message of {payload.size} bytes exceeds max_message_bytes="
+                                f"{config.max_message_bytes}")
+        if immediate and not entries.could_take_now(payload):
+            return self._reject(payload, "immediate: no consumer can take it now")
+        if config.max_length is not None and entries.available >= config.max_length:
+            if config.overflow is Overflow.REJECT_PUBLISH:
+                return self._reject(payload, f"queue is full (max_length={config.max_length})")
+            dropped = entries.drop_head()
+            if dropped is not None:
+                self._dead_letter(dropped, "max-length")
+        entry = entries.publish(payload, self.ctx.now())
+        if self.ctx.tracing:
+            self.ctx.note(EntryEnqueued(self.name, entry.seq, payload.priority, payload.group, payload.message_id))
+        return Published(self.name, entry.seq, payload.message_id)
+
+    def _reject(self, payload: Message, reason: str) -> PublishRejected:
+        self.rejected += 1
+        return PublishRejected(self.name, payload.message_id, reason)
+
+    # --- consumers ------------------------------------------------------------------------
+
+    def _subscribe(self, request: Subscribe) -> None:
+        consumer_id = self.next_consumer_id
+        self.next_consumer_id += 1
+        self.entries.add_consumer(consumer_id, request.selector, request.priority, request.acquiring)
+        self.entries.set_interest(consumer_id, request.interested)
+        self.consumers[consumer_id] = _Consumer(request.consumer, request.priority, request.acquiring)
+        self.by_ref[request.consumer] = consumer_id
+        self.ctx.watch(request.consumer)
+        assert self.manager is not None
+        self.ctx.send(
+            self.manager,
+            AddConsumer(consumer_id, request.consumer, request.priority, request.acquiring, request.interested),
+        )
+        self.ctx.send(request.consumer, Subscribed(self.name, consumer_id))
+        if self.entries.available:
+            self.ctx.send(self.manager, _WORK)
+
+    def _unsubscribe(self, consumer_id: int, reason: str) -> None:
+        record = self.consumers.pop(consumer_id, None)
+        if record is None:
+            return
+        del self.by_ref[record.ref]
+        self.ctx.unwatch(record.ref)
+        assert self.manager is not None
+        self.ctx.send(self.manager, RemoveConsumer(consumer_id))
+        self._returned(self.entries.remove_consumer(consumer_id, self.ctx.now()), consumer_id, reason)
+
+    def _set_interest(self, consumer_id: int, interested: bool) -> None:
+        if consumer_id not in self.consumers:
+            return
+        self.entries.set_interest(consumer_id, interested)
+        assert self.manager is not None
+        self.ctx.send(self.manager, InterestChanged(consumer_id, interested))
+        if self.entries.available:
+            # A consumer that wants work may find some; one that stopped wanting it may let a
+            # lower-priority consumer serve what it would have taken.
+            self.ctx.send(self.manager, _WORK)
+
+    def _pull(self, consumer_id: int, max_messages: int, max_bytes: int) -> None:
+        record = self.consumers.get(consumer_id)
+        if record is None:
+            return
+        entries = self.entries
+        now = self.ctx.now()
+        if record.acquiring:
+            deadline = now + self.config.ack_deadline_s
+            taken, expired, limited = entries.take(consumer_id, now, max_messages, max_bytes, deadline)
+            for entry in expired:
+                self._settled(entry, "expired", None)
+            deliveries = tuple(
+                Delivery(self.name, e.seq, e.message, e.delivery_count, deadline, consumer_id) for e in taken
+            )
+        else:
+            taken = entries.browse(consumer_id, max_messages, max_bytes)
+            limited = len(taken) >= max_messages
+            deliveries = tuple(Delivery(self.name, e.seq, e.message, e.delivery_count, None, consumer_id)
+                               for e in taken)
+        record.delivered += len(deliveries)
+        exhausted = not limited
+        self.ctx.reply(Delivered(self.name, deliveries, exhausted))
+        if exhausted:
+            assert self.manager is not None
+            self.ctx.send(self.manager, ConsumerExhausted(consumer_id, entries.available > 0))
+        if deliveries and record.acquiring:
+            self._arm_wake()
+
+    # --- settling -------------------------------------------------------------------------
+
+    def _ack(self, consumer_id: int, tags: tuple[int, ...], confirm: bool) -> None:
+        entries = self.entries
+        grouped = any((e := entries.get(tag)) is not None and e.message.group is not None for tag in tags)
+        acked, invalid = entries.ack(consumer_id, tags)
+        record = self.consumers.get(consumer_id)
+        if record is not None:
+            record.acked += len(acked)
+        if self.ctx.tracing:
+            for tag in acked:
+                self.ctx.note(EntrySettled(self.name, tag, "acked", consumer_id))
+        if confirm and self.ctx.sender is not None:
+            self.ctx.reply(AckResult(acked, invalid))
+        if grouped and entries.available:
+            assert self.manager is not None
+            self.ctx.send(self.manager, _WORK)  # a group may have been freed for other consumers
+
+    def _nack(self, consumer_id: int, tags: tuple[int, ...], delay_s: float | None) -> None:
+        now = self.ctx.now()
+        retry = self.config.retry
+        if delay_s is not None or retry is None:
+            returned = self.entries.give_back(consumer_id, tags, now, delay_s or 0.0)
+        else:
+            delays = {}
+            for tag in tags:
+                entry = self.entries.get(tag)
+                if entry is not None:
+                    delays[tag] = retry.backoff(entry.delivery_count)
+            returned = self.entries.give_back_with(consumer_id, tags, now, delays)
+        self._returned(returned, consumer_id, "nack")
+
+    def _returned(self, returned: Returned, consumer_id: int, reason: str) -> None:
+        if self.ctx.tracing:
+            for entry in returned.available:
+                self.ctx.note(EntryReturned(self.name, entry.seq, consumer_id, reason))
+        for entry in returned.expired:
+            self._settled(entry, "expired", consumer_id)
+        for entry in returned.dead_lettered:
+            self._dead_letter(entry, "delivery-limit", consumer_id)
+        self._work_and_wake()
+
+    def _settled(self, entry: Entry, outcome: str, consumer_id: int | None, reason: str = "") -> None:
+        if self.ctx.tracing:
+            self.ctx.note(EntrySettled(self.name, entry.seq, outcome, consumer_id, reason))
+
+    def _dead_letter(self, entry: Entry, reason: str, consumer_id: int | None = None) -> None:
+        self._settled(entry, "dead_lettered", consumer_id, reason)
+        target = self.config.dead_letter
+        if target is None:
+            return
+        original = entry.message
+        headers = dict(original.headers)
+        headers[DEAD_LETTER_REASON] = reason
+        headers[DEAD_LETTER_QUEUE] = self.name
+        headers[DELIVERY_COUNT] = entry.delivery_count
+        forwarded = attrs.evolve(original, headers=headers, ttl_s=None, delay_s=None)
+        self.ctx.send(target, Publish(forwarded))
+
+    # --- time -----------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        self.wake_at = None
+        self.wake_handle = None
+        now = self.ctx.now()
+        entries = self.entries
+        returned = entries.expire_leases(now)
+        if self.ctx.tracing:
+            for entry in returned.available:
+                self.ctx.note(EntryReturned(self.name, entry.seq, entry.last_consumer, "lease lapsed"))
+        for entry in returned.expired:
+            self._settled(entry, "expired", None)
+        for entry in returned.dead_lettered:
+            self._dead_letter(entry, "delivery-limit")
+        for entry in entries.expire_ttls(now):
+            self._settled(entry, "expired", None)
+        entries.release_delays(now)
+        self._work_and_wake()
+
+    def _work_and_wake(self) -> None:
+        if self.entries.available and self.manager is not None:
+            self.ctx.send(self.manager, _WORK)
+        self._arm_wake()
+
+    def _arm_wake(self) -> None:
+        """Keep one timer armed at the earliest lease, TTL or delay deadline."""
+        wakeup = self.entries.next_wakeup()
+        if wakeup is None or (self.wake_at is not None and self.wake_at <= wakeup):
+            return
+        if self.wake_handle is not None:
+            self.ctx.cancel(self.wake_handle)
+        self.wake_at = wakeup
+        self.wake_handle = self.ctx.schedule(max(0.0, wakeup - self.ctx.now()), _Wake())
+
+    # --- statistics -----------------------------------------------------------------------
+
+    def stats(self) -> QueueStats:
+        """A frozen snapshot of the queue's counters."""
+        entries = self.entries
+        consumers = tuple(
+            ConsumerStats(cid, c.path, c.priority, c.acquiring, c.delivered, c.acked, entries.held_by(cid))
+            for cid, c in self.consumers.items()
+        )
+        return QueueStats(
+            queue=self.name,
+            depth=entries.available,
+            in_flight=entries.acquired,
+            published=entries.published,
+            delivered=entries.delivered,
+            acked=entries.acked,
+            redelivered=entries.redelivered,
+            dead_lettered=entries.dead_lettered,
+            expired=entries.expired,
+            rejected=self.rejected,
+            consumers=consumers,
+        )

@@ -41,7 +41,7 @@ def test_fifo_within_a_level_and_strict_priority_between_levels() -> None:
     entries = fresh()
     for n, priority in enumerate([4, 4, 9, 0, 9, 4]):
         entries.publish(msg(n, priority), 0.0)
-    taken, _ = entries.take(1, 0.0, 10, 10**6, FAR)
+    taken, _, _ = entries.take(1, 0.0, 10, 10**6, FAR)
     assert bodies(taken) == [2, 4, 0, 1, 5, 3]
 
 
@@ -58,13 +58,13 @@ def test_a_released_entry_returns_at_its_original_position_with_its_count() -> N
     entries = fresh(consumers=2)
     for n in range(4):
         entries.publish(msg(n), 0.0)
-    first, _ = entries.take(1, 0.0, 2, 10**6, FAR)  # 0, 1
-    second, _ = entries.take(2, 0.0, 1, 10**6, FAR)  # 2
+    first, _, _ = entries.take(1, 0.0, 2, 10**6, FAR)  # 0, 1
+    second, _, _ = entries.take(2, 0.0, 1, 10**6, FAR)  # 2
     assert bodies(first) == [0, 1] and bodies(second) == [2]
     returned = entries.give_back(1, (first[1].seq,), 0.0, 0.0)
     assert bodies(list(returned.available)) == [1]
     # Consumer 2's pointer was past entry 1: it moved back, so 1 comes before 3.
-    again, _ = entries.take(2, 0.0, 2, 10**6, FAR)
+    again, _, _ = entries.take(2, 0.0, 2, 10**6, FAR)
     assert bodies(again) == [1, 3]
     assert again[0].delivery_count == 2
     assert entries.redelivered == 1
@@ -74,7 +74,7 @@ def test_delivery_limit_dead_letters_instead_of_returning() -> None:
     entries = fresh(max_deliveries=2)
     entries.publish(msg(0), 0.0)
     for attempt in (1, 2):
-        (entry,), _ = entries.take(1, 0.0, 1, 10**6, FAR)
+        (entry,), _, _ = entries.take(1, 0.0, 1, 10**6, FAR)
         returned = entries.give_back(1, (entry.seq,), 0.0, 0.0)
         if attempt == 1:
             assert returned.available == (entry,)
@@ -91,7 +91,7 @@ def test_ttl_expiry_by_timer_and_on_the_way() -> None:
     entries.publish(msg(2), 0.0)
     assert entries.next_wakeup() == 5.0
     assert bodies(entries.expire_ttls(10.0)) == [0]
-    taken, expired = entries.take(1, 60.0, 10, 10**6, FAR)
+    taken, expired, _ = entries.take(1, 60.0, 10, 10**6, FAR)
     assert bodies(taken) == [2] and bodies(expired) == [1]
     assert entries.expired == 2 and entries.available == 0
 
@@ -109,7 +109,7 @@ def test_delayed_entries_wait_without_being_skipped_for_good() -> None:
 def test_nack_backoff_delays_the_return() -> None:
     entries = fresh()
     entries.publish(msg(0), 0.0)
-    (entry,), _ = entries.take(1, 0.0, 1, 10**6, FAR)
+    (entry,), _, _ = entries.take(1, 0.0, 1, 10**6, FAR)
     entries.give_back(1, (entry.seq,), 0.0, 3.0)
     assert entries.take(1, 1.0, 1, 10**6, FAR)[0] == []
     assert entries.next_wakeup() == 3.0
@@ -130,7 +130,7 @@ def test_a_group_has_one_owner_at_a_time_and_stays_in_order() -> None:
     entries = fresh(consumers=2)
     for n in range(4):
         entries.publish(msg(n, group="g" if n < 3 else None), 0.0)
-    first, _ = entries.take(1, 0.0, 1, 10**6, FAR)
+    first, _, _ = entries.take(1, 0.0, 1, 10**6, FAR)
     assert bodies(first) == [0]
     assert bodies(entries.take(2, 0.0, 10, 10**6, FAR)[0]) == [3]  # g is owned by consumer 1
     assert bodies(entries.take(1, 0.0, 10, 10**6, FAR)[0]) == [1, 2]  # the owner may take more
@@ -175,7 +175,7 @@ def test_leases_lapse_extend_and_invalidate_late_acks() -> None:
     entries = fresh(consumers=2)
     entries.publish(msg(0), 0.0)
     entries.publish(msg(1), 0.0)
-    taken, _ = entries.take(1, 0.0, 2, 10**6, 10.0)
+    taken, _, _ = entries.take(1, 0.0, 2, 10**6, 10.0)
     assert entries.extend(1, (taken[1].seq,), 30.0) == (taken[1].seq,)
     returned = entries.expire_leases(10.0)
     assert bodies(list(returned.available)) == [0]
@@ -197,11 +197,12 @@ def test_drop_head_and_could_take_now() -> None:
     entries = fresh()
     entries.publish(msg(0), 0.0)
     entries.publish(msg(1, 9), 0.0)
-    assert entries.could_take_now(entries.publish(msg(2), 0.0), 0.0)
+    assert entries.could_take_now(msg(2))
+    assert not entries.could_take_now(msg(2, delay_s=1.0))
     dropped = entries.drop_head()
     assert dropped is not None and bodies([dropped]) == [1]
     entries.set_interest(1, False)
-    assert not entries.could_take_now(entries.publish(msg(3), 0.0), 0.0)
+    assert not entries.could_take_now(msg(3))
 
 
 # --- reference model ----------------------------------------------------------------------------
@@ -245,7 +246,7 @@ class EntryListMachine(RuleBasedStateMachine):
     @rule(data=st.data(), count=st.integers(1, 4))
     def take(self, data: st.DataObject, count: int) -> None:
         consumer = data.draw(st.sampled_from(sorted(self.consumers)))
-        taken, _ = self.entries.take(consumer, self.now, count, 10**9, self.now + 10)
+        taken, _, _ = self.entries.take(consumer, self.now, count, 10**9, self.now + 10)
         expected = [seq for seq in self._order() if self.model[seq][1] == "available"][:count]
         assert [entry.seq for entry in taken] == expected
         for seq in expected:
