@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from ._errors import ConveyorError
 from ._immutability import ensure_immutable
-from ._messages import TimerHandle, Unwatch, Watch
+from ._messages import Stop, TimerHandle, Unwatch, Watch
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
 from ._trace import EventKind
@@ -149,9 +149,21 @@ class Context:
         cell.watching.pop(target._cell.uid, None)  # noqa: SLF001
         cell.system._send(cell, target._cell, Unwatch(cell.ref))  # noqa: SLF001
 
-    def stop(self) -> None:
-        """Stop this actor once the current handler returns."""
-        self._cell.stop_requested = True
+    def stop(self, child: ActorRef | None = None) -> None:
+        """Stop this actor once the current handler returns, or stop one of its children.
+
+        Raises:
+            ConveyorError: ``child`` is not a child of this actor.
+        """
+        cell = self._cell
+        if child is None:
+            cell.stop_requested = True
+            return
+        target = child._cell  # noqa: SLF001
+        if cell.children.get(target.name) is not target:
+            msg = f"{cell.path} can stop itself or its children, not {child.path}"
+            raise ConveyorError(msg)
+        cell.system._send(cell, target, Stop())  # noqa: SLF001
 
     def run_job(self, fn: Callable[..., Any], *args: Any) -> int:
         """Run blocking ``fn(*args)`` off the actor; ``JobDone`` / ``JobFailed`` come back.

@@ -27,15 +27,19 @@ from ._model import GetStats as GetStats
 from ._model import Message as Message
 from ._model import ModifyAckDeadline as ModifyAckDeadline
 from ._model import Nack as Nack
+from ._model import NotifyWork as NotifyWork
 from ._model import Overflow as Overflow
 from ._model import Publish as Publish
 from ._model import PublishBatch as PublishBatch
 from ._model import Published as Published
 from ._model import PublishRejected as PublishRejected
+from ._model import Pull as Pull
+from ._model import QueueClosed as QueueClosed
 from ._model import QueueConfig as QueueConfig
 from ._model import QueueStats as QueueStats
 from ._model import Release as Release
 from ._model import RetryPolicy as RetryPolicy
+from ._model import SetInterest as SetInterest
 from ._model import Subscribe as Subscribe
 from ._model import Subscribed as Subscribed
 from ._model import Unsubscribe as Unsubscribe
@@ -89,11 +93,15 @@ __all__ = [
     "PublishRejected",
     "Published",
     "QueueActor",
+    "QueueClosed",
     "QueueConfig",
     "QueueStats",
     "Release",
     "Resume",
     "RetryPolicy",
+    "SetInterest",
+    "Pull",
+    "NotifyWork",
     "Selector",
     "SelectorError",
     "Subscribe",

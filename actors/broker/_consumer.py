@@ -102,6 +102,7 @@ class ConsumerActor(Actor):
         self.suspended = False
         self.pulling = False
         self.notified = False
+        self.renotified = False  # NotifyWork came while a pull was out: it survives that pull's "exhausted"
         self.reported_interest = True
         self.jobs: dict[int, int] = {}  # job id -> tag, for callback clients
 
@@ -119,6 +120,8 @@ class ConsumerActor(Actor):
         """Handle the queue's, the manager's and the client's messages."""
         match message:
             case NotifyWork():
+                if self.pulling:
+                    self.renotified = True
                 self.notified = True
                 self._pull()
             case Delivered(deliveries=deliveries, exhausted=exhausted):
@@ -136,6 +139,7 @@ class ConsumerActor(Actor):
             case Subscribed(consumer_id=consumer_id):
                 self.consumer_id = consumer_id
                 self._update_interest()
+                self._pull()  # the manager's NotifyWork may have arrived before Subscribed
             case Suspend():
                 self.suspended = True
                 self._update_interest()
@@ -195,7 +199,10 @@ class ConsumerActor(Actor):
             else:
                 self.ctx.run_job(client, delivery)
         if exhausted:
-            self.notified = False  # the manager put us at the back of Interested
+            # The manager put us at the back of Interested, unless it notified us again since
+            # (a NotifyWork and the queue's Delivered travel different channels, in either order).
+            self.notified = self.renotified
+        self.renotified = False
         self._update_interest()
         self._pull()
 

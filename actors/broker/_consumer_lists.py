@@ -131,7 +131,6 @@ def _check_int(name: str, value: object) -> None:
         raise TypeError(msg)
 
 
-@final
 class ConsumerLists:
     """The consumer lists of one queue: registers consumers and decides whom to notify of work.
 

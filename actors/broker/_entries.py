@@ -157,7 +157,6 @@ class _Cursor:
         self.held: dict[int, Entry] = {}
 
 
-@final
 class EntryList:
     """The ordered entries of one queue, with every consumer's pointer and every lease.
 
@@ -207,6 +206,10 @@ class EntryList:
         if rank < self.priorities - 1:
             self._move_pointers_back(entry)
         return entry
+
+    def live_tags(self) -> tuple[int, ...]:
+        """Tags of every entry not yet in a final state, in publish order."""
+        return tuple(self._live)
 
     def get(self, tag: int) -> Entry | None:
         """The live entry with this tag (seq), if any."""

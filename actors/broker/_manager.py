@@ -8,7 +8,7 @@ vain; a consumer that found nothing goes to the back of Interested.
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import Any
 
 from conveyor.runtime import Actor, ActorRef
 
@@ -24,15 +24,18 @@ from ._model import (
 )
 
 
-@final
 class ConsumerManagerActor(Actor):
     """Keeps the consumer lists of one queue and sends ``NotifyWork``."""
 
     def __init__(self, queue: ActorRef) -> None:
         self.queue = queue
-        self.lists = ConsumerLists()
+        self.lists = self.make_lists()
         self.refs: dict[int, ActorRef] = {}
         self.notify = NotifyWork(queue)
+
+    def make_lists(self) -> ConsumerLists:
+        """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
+        return ConsumerLists()
 
     def receive(self, message: Any) -> None:
         """Apply one change from the queue and notify whoever it selects."""

@@ -237,12 +237,16 @@ class Publish:
     immediate: bool = False
 
 
+def _message_tuple(value: Iterable[Message]) -> tuple[Message, ...]:
+    return tuple(value)
+
+
 @final
 @attrs.frozen
 class PublishBatch:
     """Enqueue several messages in order with one reply."""
 
-    messages: tuple[Message, ...] = attrs.field(converter=tuple)
+    messages: tuple[Message, ...] = attrs.field(converter=_message_tuple)
 
     @messages.validator
     def _check(self, attribute: attrs.Attribute[tuple[Message, ...]], value: tuple[Message, ...]) -> None:
@@ -508,13 +512,20 @@ class NotifyWork:
 @final
 @attrs.frozen
 class EntryEnqueued:
-    """Note: ``tag`` entered ``queue`` at this priority (and group)."""
+    """Note: ``tag`` entered ``queue`` (the message is shared, not copied)."""
 
     queue: str
     tag: int
-    priority: int
-    group: str | None
-    message_id: str
+    message: Message
+
+
+@final
+@attrs.frozen
+class QueueClosed:
+    """Note, written when the queue stops: the entries it still held (queued or in flight)."""
+
+    queue: str
+    remaining: tuple[int, ...]
 
 
 @final
@@ -538,3 +549,5 @@ class EntryReturned:
     tag: int
     consumer_id: int
     reason: str
+    available_at: float = 0.0
+    """When it may be delivered again (after a nack's backoff), on the queue's clock."""

@@ -44,6 +44,7 @@ from ._model import (
     Published,
     PublishRejected,
     Pull,
+    QueueClosed,
     QueueConfig,
     QueueStats,
     Release,
@@ -79,7 +80,6 @@ class _Consumer:
         self.acked = 0
 
 
-@final
 class QueueActor(Actor):
     """One queue: publish -> notify -> pull -> deliver -> ack, with leases, TTL, groups, limits."""
 
@@ -89,7 +89,7 @@ class QueueActor(Actor):
             raise TypeError(msg)
         self.config = config
         self.name = config.name
-        self.entries = EntryList(config.priorities, config.max_deliveries)
+        self.entries = self.make_entries(config)
         self.consumers: dict[int, _Consumer] = {}
         self.by_ref: dict[ActorRef, int] = {}
         self.next_consumer_id = 1
@@ -98,9 +98,22 @@ class QueueActor(Actor):
         self.wake_at: float | None = None
         self.wake_handle: TimerHandle | None = None
 
+    def make_entries(self, config: QueueConfig) -> EntryList:
+        """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
+        return EntryList(config.priorities, config.max_deliveries)
+
+    def make_manager(self) -> ConsumerManagerActor:
+        """The consumer manager child; a subclass may supply a variant."""
+        return ConsumerManagerActor(self.ctx.self_ref)
+
     def on_start(self) -> None:
         """Spawn the consumer manager as a child."""
-        self.manager = self.ctx.spawn(lambda: ConsumerManagerActor(self.ctx.self_ref), name="consumers")
+        self.manager = self.ctx.spawn(self.make_manager, name="consumers")
+
+    def on_stop(self) -> None:
+        """Record what is still in the queue, so a trace accounts for every message."""
+        if self.ctx.tracing:
+            self.ctx.note(QueueClosed(self.name, self.entries.live_tags()))
 
     def receive(self, message: Any) -> None:
         """Dispatch one request."""
@@ -128,6 +141,7 @@ class QueueActor(Actor):
                     self._nack(consumer_id, tags, None)
                 else:
                     self.entries.extend(consumer_id, tags, self.ctx.now() + seconds)
+                    self._arm_wake()  # a shortened lease must lapse before the timer already armed
             case SetInterest(consumer_id=consumer_id, interested=interested):
                 self._set_interest(consumer_id, interested)
             case Subscribe():
@@ -163,7 +177,7 @@ class QueueActor(Actor):
                 self._dead_letter(dropped, "max-length")
         entry = entries.publish(payload, self.ctx.now())
         if self.ctx.tracing:
-            self.ctx.note(EntryEnqueued(self.name, entry.seq, payload.priority, payload.group, payload.message_id))
+            self.ctx.note(EntryEnqueued(self.name, entry.seq, payload))
         return Published(self.name, entry.seq, payload.message_id)
 
     def _reject(self, payload: Message, reason: str) -> PublishRejected:
@@ -273,7 +287,7 @@ class QueueActor(Actor):
     def _returned(self, returned: Returned, consumer_id: int, reason: str) -> None:
         if self.ctx.tracing:
             for entry in returned.available:
-                self.ctx.note(EntryReturned(self.name, entry.seq, consumer_id, reason))
+                self.ctx.note(EntryReturned(self.name, entry.seq, consumer_id, reason, entry.available_at))
         for entry in returned.expired:
             self._settled(entry, "expired", consumer_id)
         for entry in returned.dead_lettered:

@@ -1,1 +1,27 @@
-"""Checkers: pure functions over traces."""
+"""Checkers: pure functions over traces, shared by tests, the simulator and the Spark sweep."""
+
+from ._broker import accounting as accounting
+from ._broker import browser_completeness as browser_completeness
+from ._broker import consumer_priority as consumer_priority
+from ._broker import fairness as fairness
+from ._broker import group_exclusivity as group_exclusivity
+from ._broker import jain_index as jain_index
+from ._broker import priority_order as priority_order
+from ._broker import strict_order as strict_order
+from ._queue_view import queue_paths as queue_paths
+from ._queue_view import queue_story as queue_story
+from ._result import CheckResult as CheckResult
+
+__all__ = [
+    "CheckResult",
+    "accounting",
+    "browser_completeness",
+    "consumer_priority",
+    "fairness",
+    "group_exclusivity",
+    "jain_index",
+    "priority_order",
+    "queue_paths",
+    "queue_story",
+    "strict_order",
+]

@@ -444,3 +444,34 @@ def test_on_start_precedes_messages_in_every_simulated_interleaving() -> None:
         sim = Simulation(seed=seed)
         actor = sim.spawn(StartAware)
         assert sim.ask(actor, "started?") is True, f"seed {seed}"
+
+
+class Nursery(Actor):
+    """Spawns a child on start; stops it (or a stranger) on request."""
+
+    def __init__(self) -> None:
+        self.child: Any = None
+
+    def on_start(self) -> None:
+        self.child = self.ctx.spawn(Echo, name="kid")
+
+    def receive(self, message: Any) -> None:
+        if message == "stop-child":
+            self.ctx.stop(self.child)
+            self.ctx.reply(self.child)
+        elif isinstance(message, tuple):
+            try:
+                self.ctx.stop(message[1])
+            except ConveyorError as error:
+                self.ctx.reply(str(error))
+
+
+async def test_an_actor_stops_its_child_but_not_a_stranger(backend: Harness) -> None:
+    parent = backend.spawn(Nursery, name="nursery")
+    stranger = backend.spawn(Echo, name="stranger")
+    child = await backend.ask(parent, "stop-child")
+    await backend.quiet()
+    assert not child.is_alive and parent.is_alive
+    answer = await backend.ask(parent, ("stop", stranger))
+    assert "can stop itself or its children, not /stranger" in answer
+    assert stranger.is_alive
