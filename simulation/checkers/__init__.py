@@ -3,6 +3,7 @@
 from ._broker import accounting as accounting
 from ._broker import browser_completeness as browser_completeness
 from ._broker import consumer_priority as consumer_priority
+from ._broker import drained as drained
 from ._broker import fairness as fairness
 from ._broker import group_exclusivity as group_exclusivity
 from ._broker import jain_index as jain_index
@@ -17,6 +18,7 @@ __all__ = [
     "accounting",
     "browser_completeness",
     "consumer_priority",
+    "drained",
     "fairness",
     "group_exclusivity",
     "jain_index",

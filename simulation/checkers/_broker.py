@@ -343,3 +343,33 @@ def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str) -> CheckResu
                 last_in_group[group] = max(last_in_group.get(group, 0), delivery.tag)
             view.hold(delivery)
     return CheckResult.of("group_exclusivity", violations, checked=checked)
+
+
+def drained(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
+    """Liveness at the end of a run that went quiet: nothing stays queued that a live consumer could take.
+
+    A message left behind while an acquiring consumer that matches it still runs is a stall
+    (a lost notification, a consumer that stopped pulling).
+    """
+    view = _Availability()
+    remaining: tuple[int, ...] | None = None
+    for obs in queue_story(trace, queue_path):
+        if obs.kind == "delivered":
+            for delivery, _ in _acquiring_deliveries(obs, view):
+                view.hold(delivery)
+        elif obs.kind == "closed":
+            remaining = obs.data.remaining
+            break
+        else:
+            view.apply(obs)
+    if remaining is None:
+        return CheckResult.of("drained", ["the queue never closed: run the system to quiet and shut it down"])
+    violations = []
+    for tag in remaining:
+        message = view.entries[tag][0]
+        takers = [
+            cid for cid, info in view.consumers.items() if info.acquiring and info.selector.matches(message.header_map())
+        ]
+        if takers:
+            violations.append(f"tag {tag} stayed queued while consumer {takers[0]} could take it (a stall)")
+    return CheckResult.of("drained", violations, remaining=len(remaining))

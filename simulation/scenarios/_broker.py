@@ -35,6 +35,7 @@ from conveyor.simulation.checkers import (
     accounting,
     browser_completeness,
     consumer_priority,
+    drained,
     group_exclusivity,
     priority_order,
     strict_order,
@@ -97,7 +98,7 @@ class BrokerScenario:
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
-        names = ["accounting", "priority_order", "consumer_priority"]
+        names = ["accounting", "drained", "priority_order", "consumer_priority"]
         if len(set(self.consumer_priorities or (0,))) == 1:
             names.append("strict_order")
         if self.groups:
@@ -285,6 +286,7 @@ def run_broker_simulation(
 
 _CHECKERS = {
     "accounting": accounting,
+    "drained": drained,
     "strict_order": strict_order,
     "priority_order": priority_order,
     "consumer_priority": consumer_priority,

@@ -32,6 +32,7 @@ from conveyor.simulation.checkers import (
     accounting,
     browser_completeness,
     consumer_priority,
+    drained,
     fairness,
     group_exclusivity,
     jain_index,
@@ -176,6 +177,25 @@ class FavouringQueue(QueueActor):
         return Favouritism(self.ctx.self_ref)
 
 
+class Tired(ConsumerManagerActor):
+    """Broken: stops notifying anyone after its tenth notification (a lost wake-up)."""
+
+    def make_lists(self) -> ConsumerLists:
+        class Drowsy(ConsumerLists):
+            calls = 0
+
+            def work_available(self) -> tuple[int, ...]:
+                self.calls += 1
+                return super().work_available() if self.calls <= 10 else ()
+
+        return Drowsy()
+
+
+class StallingQueue(QueueActor):
+    def make_manager(self) -> ConsumerManagerActor:
+        return Tired(self.ctx.self_ref)
+
+
 ONE_CONSUMER = BrokerScenario(
     messages=30, consumers=(ClientPolicy(),), priorities=(0, 4, 9), prefetch=5, publish_span_s=0.0
 )
@@ -229,6 +249,12 @@ def test_group_exclusivity_catches_a_queue_blind_to_groups() -> None:
     _green(group_exclusivity, GROUPED)
     result = _caught(group_exclusivity, GROUPED, _queue_with(GroupBlind))
     assert "held the group" in result.violations[0]
+
+
+def test_drained_catches_a_lost_wake_up() -> None:
+    _green(drained, EQUALS)
+    result = _caught(drained, EQUALS, StallingQueue)
+    assert "a stall" in result.violations[0]
 
 
 def test_fairness_catches_a_manager_with_a_favourite() -> None:
