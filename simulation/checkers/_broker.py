@@ -366,10 +366,8 @@ def drained(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
         return CheckResult.of("drained", ["the queue never closed: run the system to quiet and shut it down"])
     violations = []
     for tag in remaining:
-        message = view.entries[tag][0]
-        takers = [
-            cid for cid, info in view.consumers.items() if info.acquiring and info.selector.matches(message.header_map())
-        ]
+        headers = view.entries[tag][0].header_map()
+        takers = [cid for cid, info in view.consumers.items() if info.acquiring and info.selector.matches(headers)]
         if takers:
             violations.append(f"tag {tag} stayed queued while consumer {takers[0]} could take it (a stall)")
     return CheckResult.of("drained", violations, remaining=len(remaining))
