@@ -34,7 +34,11 @@ _ALLOWED = "attrs frozen instance, tuple, frozenset, str, bytes, int, float, boo
 
 
 def register_immutable_type(cls: type) -> None:
-    """Declare instances of ``cls`` immutable leaves (e.g. ``ActorRef``)."""
+    """Declare instances of ``cls`` immutable leaves, so sends skip looking inside them.
+
+    For identity objects (``ActorRef``) and for frozen classes whose validators already
+    guarantee every field is immutable (the broker's ``Message``).
+    """
     _SCALARS.add(cls)
 
 
@@ -44,25 +48,39 @@ def ensure_immutable(message: object) -> None:
     Raises:
         MutableMessageError: naming the offending type and where it sits in the message.
     """
-    cls = type(message)
-    if cls in _SCALARS:
+    if type(message) in _SCALARS or _is_immutable(message):
         return
+    _walk(message, "message")  # only to name the culprit
+
+
+def _is_immutable(value: object) -> bool:
+    """The fast check: no strings built, recursion only into nested values."""
+    cls = type(value)
+    if cls in _SCALARS:
+        return True
     one = _ONE_FIELD.get(cls)
     if one is not None:
-        if type(one(message)) in _SCALARS:
-            return
+        return _is_immutable(one(value))
+    values = _FIELDS.get(cls)
+    if values is not None:
+        items: Any = values(value)
+    elif cls is tuple or cls is frozenset:
+        items = value
+    elif cls in _REFUSED:
+        return False
+    elif _learn_attrs_class(cls) is not None:
+        return _is_immutable(value)
+    elif isinstance(value, (tuple, frozenset)):
+        items = value
+    elif isinstance(value, enum.Enum):
+        _SCALARS.add(cls)
+        return True
     else:
-        values = _FIELDS.get(cls)
-        items: Any = values(message) if values is not None else None
-        if items is None and (cls is tuple or cls is frozenset):
-            items = message
-        if items is not None:
-            for value in items:
-                if type(value) not in _SCALARS:
-                    break
-            else:
-                return
-    _walk(message, "message")
+        return isinstance(value, (str, bytes, int, float)) and not hasattr(value, "__dict__")
+    for item in items:
+        if type(item) not in _SCALARS and not _is_immutable(item):
+            return False
+    return True
 
 
 def _learn_attrs_class(cls: type) -> tuple[str, ...] | None:
@@ -70,10 +88,11 @@ def _learn_attrs_class(cls: type) -> tuple[str, ...] | None:
     names = _FIELD_NAMES.get(cls)
     if names is not None:
         return names
-    if cls in _REFUSED or not attrs.has(cls):
+    if cls in _REFUSED:
         return None
-    if getattr(cls, "__setattr__", None) is not _frozen_setattrs:
-        _REFUSED.add(cls)
+    if not attrs.has(cls) or getattr(cls, "__setattr__", None) is not _frozen_setattrs:
+        if not issubclass(cls, (tuple, frozenset, enum.Enum)):
+            _REFUSED.add(cls)  # remembered: the fast path asks no more
         return None
     names = tuple(a.name for a in attrs.fields(cls))
     _FIELD_NAMES[cls] = names

@@ -155,7 +155,7 @@ def encode_value(value: Any) -> Any:
     if isinstance(value, RecordedMessage):
         return {"$type": value.type_name, "fields": {k: encode_value(v) for k, v in value.fields}}
     if attrs.has(type(value)):
-        fields = {a.name: encode_value(getattr(value, a.name)) for a in attrs.fields(type(value))}
+        fields = {a.name: encode_value(getattr(value, a.name)) for a in attrs.fields(type(value)) if a.init}
         return {"$type": _qualified(type(value)), "fields": fields}
     if isinstance(value, tuple):
         return {"$tuple": [encode_value(v) for v in value]}

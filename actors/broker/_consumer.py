@@ -70,6 +70,13 @@ class ConsumerSettings:
             if type(value) is not int or value < 1:
                 msg = f"ConsumerSettings.{name} must be an int >= 1, got {value!r}"
                 raise ValueError(msg)
+        # Checked here, not first in on_start's Subscribe, where the consumer would already be spawned.
+        if type(self.priority) is not int:
+            msg = f"ConsumerSettings.priority must be an int (higher is served first), got {self.priority!r}"
+            raise ValueError(msg)
+        if type(self.acquiring) is not bool:
+            msg = f"ConsumerSettings.acquiring must be a bool (False for a browser), got {self.acquiring!r}"
+            raise ValueError(msg)
 
 
 Callback = Callable[[Delivery], object]

@@ -15,6 +15,7 @@ from typing import Any, final
 import attrs
 
 from conveyor.runtime import ActorRef
+from conveyor.runtime._immutability import register_immutable_type
 
 from ._selectors import MatchAll, Selector, parse_selector
 
@@ -127,15 +128,20 @@ class Message:
     delay_s: float | None = attrs.field(default=None, validator=_non_negative_seconds)
     group: str | None = attrs.field(default=None, validator=_optional_str)
     message_id: str = attrs.field(default="", validator=attrs.validators.instance_of(str))
+    size: int = attrs.field(init=False, eq=False, repr=False)
+    """Bytes counted against byte credit and limits: body plus header keys and values."""
 
-    @property
-    def size(self) -> int:
-        """Bytes counted against byte credit and limits: body plus header keys and values."""
-        return len(self.body) + sum(len(k) + len(str(v)) for k, v in self.headers)
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "size", len(self.body) + sum(len(k) + len(str(v)) for k, v in self.headers))
 
     def header_map(self) -> dict[str, HeaderValue]:
         """The headers as a dict, for selectors."""
         return dict(self.headers)
+
+
+# Every field of Message is validated immutable at construction (bytes, a tuple of str/scalar
+# pairs, numbers, str), so sends need not look inside it again.
+register_immutable_type(Message)
 
 
 @final

@@ -1,0 +1,45 @@
+"""The broker benchmark runs end to end on a tiny load and reports every figure (no timing assertions)."""
+
+from __future__ import annotations
+
+import math
+
+from conveyor.benchmarks.broker import main
+
+RATES = (
+    "asyncio_1c_msgs_per_s",
+    "asyncio_8c_msgs_per_s",
+    "trio_1c_msgs_per_s",
+    "trio_8c_msgs_per_s",
+    "trio_1c_batch_msgs_per_s",
+    "trio_1c_confirmed_msgs_per_s",
+    "sim_1c_msgs_per_s",
+    "sim_8c_msgs_per_s",
+)
+RATIOS = (
+    "ratio_trio_1c_vs_asyncio",
+    "ratio_trio_8c_vs_asyncio",
+    "ratio_trio_1c_batch_vs_asyncio",
+    "ratio_trio_1c_confirmed_vs_asyncio",
+    "ratio_sim_1c_vs_asyncio",
+    "ratio_sim_8c_vs_asyncio",
+)
+FAIRNESS = (
+    "fairness_asyncio_8c",
+    "fairness_trio_8c",
+    "fairness_sim_8c",
+)
+EXPECTED_KEYS = RATES + RATIOS + FAIRNESS
+
+
+def test_main_reports_every_figure() -> None:
+    figures = main(messages=2000, repeat=1)
+    missing = [key for key in EXPECTED_KEYS if key not in figures]
+    assert not missing, f"missing figures: {missing}"
+    for key, value in figures.items():
+        assert isinstance(value, float), f"{key} is {type(value).__qualname__}"
+        assert math.isfinite(value), f"{key} = {value}"
+        assert value > 0, f"{key} = {value}"
+    for key in FAIRNESS:
+        # Jain's index over 8 counts lies in [1/8, 1]; a little slack for rounding.
+        assert 1 / 8 - 1e-9 <= figures[key] <= 1 + 1e-9, f"{key} = {figures[key]}"
