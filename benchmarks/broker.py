@@ -344,7 +344,7 @@ async def bench_trio_confirmed(n: int) -> _Measured:
 def bench_sim(n: int, consumers: int) -> _Measured:
     """Messages/s of the same actors in the Simulation: ``n`` ``Publish`` told up front, then run."""
     name = f"Simulation x{consumers}"
-    sim = Simulation(seed=1, strategy=None, trace=False)
+    sim = Simulation(seed=1, strategy=RoundRobin(), trace=False)
     queue, clients = _build(sim, consumers)
     sim.run()
     tell = queue.tell

@@ -77,10 +77,7 @@ def _is_immutable(value: object) -> bool:
         return True
     else:
         return isinstance(value, (str, bytes, int, float)) and not hasattr(value, "__dict__")
-    for item in items:
-        if type(item) not in _SCALARS and not _is_immutable(item):
-            return False
-    return True
+    return all(type(item) in _SCALARS or _is_immutable(item) for item in items)
 
 
 def _learn_attrs_class(cls: type) -> tuple[str, ...] | None:
