@@ -8,7 +8,7 @@ import attrs
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from conveyor.actors.broker._consumer_lists import (
     ConsumerLists,
@@ -328,6 +328,15 @@ def test_a_consumer_notified_in_an_older_generation_counts_as_tried_when_it_runs
     assert lists.exhausted(2, more_work=True) == ()
 
 
+def test_a_re_added_id_is_a_new_consumer_that_has_not_been_tried() -> None:
+    lists = _lists(1)
+    assert lists.work_available() == (1,)
+    assert lists.exhausted(1, more_work=True) == ()
+    lists.remove(1)
+    lists.add(1)
+    assert lists.exhausted(1, more_work=True) == (1,)
+
+
 def test_exhausted_without_more_work_notifies_nobody() -> None:
     lists = _lists(1, 2)
     lists.work_available()
@@ -402,11 +411,15 @@ class _Model:
         if cid in self.notified:
             self.notified.remove(cid)
 
+    def _mark_tried(self, cid: int) -> None:
+        if cid not in self.tried:
+            self.tried.append(cid)
+
     def _notify(self, cid: int) -> int:
         self.interested.remove(cid)
         self.notified.append(cid)
         self.state[cid] = NOTIFIED
-        self.tried.append(cid)
+        self._mark_tried(cid)
         return cid
 
     def add(self, cid: int, priority: int, acquiring: bool, interested: bool) -> None:
@@ -450,7 +463,7 @@ class _Model:
             self.notified.remove(cid)
             self.interested.append(cid)
             self.state[cid] = INTERESTED
-            self.tried.append(cid)
+            self._mark_tried(cid)
         if not more_work:
             return ()
         for candidate in self._by_priority(self.interested):
@@ -509,13 +522,12 @@ class ConsumerListsMachine(RuleBasedStateMachine):
             return
         assert self.lists.exhausted(cid, more_work=more_work) == self.model.exhausted(cid, more_work)
 
+    @precondition(lambda self: self.model.notified)
     @rule(more_work=st.booleans())
     def a_notified_consumer_runs_dry(self, more_work: bool) -> None:
         """The common case, drawn more often than a random id would be."""
-        notified = self.model.notified_ids()
-        if notified:
-            cid = notified[0]
-            assert self.lists.exhausted(cid, more_work=more_work) == self.model.exhausted(cid, more_work)
+        cid = self.model.notified_ids()[0]
+        assert self.lists.exhausted(cid, more_work=more_work) == self.model.exhausted(cid, more_work)
 
     @invariant()
     def each_consumer_is_on_exactly_one_list(self) -> None:
