@@ -7,8 +7,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCKS = re.compile(r"(threading|trio|asyncio|multiprocessing)\.(R?Lock|Semaphore|Condition)\(|\bR?Lock\(\)")
+# The module-level random functions, not ``ctx.random.uniform(...)`` (the context's seeded generator).
 CLOCKS_AND_RANDOM = re.compile(
-    r"time\.(time|monotonic|perf_counter)\(|random\.(random|randint|choice|shuffle|uniform)\(|datetime\.now\("
+    r"time\.(time|monotonic|perf_counter)\(|(?<![\w.])random\.(random|randint|choice|shuffle|uniform)\("
+    r"|datetime\.now\("
 )
 
 
@@ -33,3 +35,5 @@ def test_actors_and_simulation_never_read_the_clock_or_global_random() -> None:
 def test_the_checks_can_fail(tmp_path: Path) -> None:
     assert LOCKS.search("guard = threading.Lock()")
     assert CLOCKS_AND_RANDOM.search("deadline = time.monotonic() + 5")
+    assert CLOCKS_AND_RANDOM.search("pick = random.choice(peers)")
+    assert not CLOCKS_AND_RANDOM.search("pick = self.ctx.random.choice(peers)")

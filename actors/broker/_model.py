@@ -43,8 +43,8 @@ def _headers(value: Mapping[str, HeaderValue] | Iterable[tuple[str, HeaderValue]
         key, item = pair
         if not isinstance(key, str) or not key:
             _fail("Message", "headers", "keyed by non-empty str", key)
-        if not isinstance(item, (str, int, float, bool)):
-            _fail("Message", f"headers[{key!r}]", "a str, int, float or bool", item)
+        if not isinstance(item, (str, int, float, bool)) or (isinstance(item, float) and not math.isfinite(item)):
+            _fail("Message", f"headers[{key!r}]", "a str, int, finite float or bool", item)
         if key in seen:
             _fail("Message", "headers", "free of duplicate keys", key)
         seen.add(key)
@@ -73,6 +73,22 @@ def _non_negative_seconds(instance: object, attribute: attrs.Attribute[Any], val
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         _fail(type(instance).__name__, attribute.name, "None or a finite number of seconds >= 0", value)
+
+
+def _seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        _fail(type(instance).__name__, attribute.name, "a finite number of seconds >= 0", value)
+
+
+def _positive_seconds_required(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        _fail(type(instance).__name__, attribute.name, "a finite number of seconds > 0", value)
+    _positive_seconds(instance, attribute, value)
+
+
+def _bool(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not bool:
+        _fail(type(instance).__name__, attribute.name, "True or False", value)
 
 
 def _non_empty_str(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -149,8 +165,8 @@ register_immutable_type(Message)
 class RetryPolicy:
     """Exponential backoff before a nacked message is offered again: min * 2**(n-1), capped at max."""
 
-    min_backoff_s: float = attrs.field(default=0.1, validator=_non_negative_seconds)
-    max_backoff_s: float = attrs.field(default=60.0, validator=_non_negative_seconds)
+    min_backoff_s: float = attrs.field(default=0.1, validator=_seconds)
+    max_backoff_s: float = attrs.field(default=60.0, validator=_seconds)
 
     def __attrs_post_init__(self) -> None:
         if self.max_backoff_s < self.min_backoff_s:
@@ -189,7 +205,7 @@ class QueueConfig:
 
     name: str = attrs.field(validator=_non_empty_str)
     priorities: int = attrs.field(default=10)
-    ack_deadline_s: float = attrs.field(default=10.0, validator=_positive_seconds)
+    ack_deadline_s: float = attrs.field(default=10.0, validator=_positive_seconds_required)
     max_deliveries: int | None = attrs.field(default=None, validator=_optional_positive_int)
     retry: RetryPolicy | None = attrs.field(default=None)
     max_length: int | None = attrs.field(default=None, validator=_optional_positive_int)
@@ -240,7 +256,7 @@ class Publish:
     """Enqueue ``message``; with ``immediate`` it is refused unless a consumer can take it now."""
 
     message: Message = attrs.field(validator=attrs.validators.instance_of(Message))
-    immediate: bool = False
+    immediate: bool = attrs.field(default=False, validator=_bool)
 
 
 def _message_tuple(value: Iterable[Message]) -> tuple[Message, ...]:
