@@ -28,6 +28,17 @@ def bench_runtime(
     run(messages=messages, repeat=repeat)
 
 
+@bench_app.command("broker")
+def bench_broker(
+    messages: int = typer.Option(100_000, min=1000, help="Messages per measurement."),
+    repeat: int = typer.Option(3, min=1, help="Runs per measurement; the best is reported."),
+) -> None:
+    """Publish -> deliver -> ack through one queue, beside an asyncio.Queue."""
+    from conveyor.benchmarks.broker import main as run
+
+    run(messages=messages, repeat=repeat)
+
+
 def main() -> None:
     """Entry point of the ``conveyor`` script."""
     app()

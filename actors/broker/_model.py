@@ -241,10 +241,26 @@ class Delivery:
     deadline: float | None
     consumer_id: int
 
+    def __attrs_post_init__(self) -> None:
+        # Checked once here, so every hop after may treat a Delivery as an immutable leaf.
+        if (
+            type(self.queue) is not str
+            or type(self.message) is not Message
+            or type(self.tag) is not int
+            or type(self.delivery_count) is not int
+            or type(self.consumer_id) is not int
+            or not (self.deadline is None or type(self.deadline) in (int, float))
+        ):
+            msg = f"Delivery fields must be str, int, Message, int, float or None, int; got {self!r}"
+            raise TypeError(msg)
+
     @property
     def redelivered(self) -> bool:
         """True from the second delivery on."""
         return self.delivery_count > 1
+
+
+register_immutable_type(Delivery)
 
 
 # --- publisher <-> queue --------------------------------------------------------------------

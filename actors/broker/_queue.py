@@ -69,13 +69,15 @@ class _Wake:
 class _Consumer:
     """A registered consumer as the queue counts it."""
 
-    __slots__ = ("acked", "acquiring", "delivered", "path", "priority", "ref")
+    __slots__ = ("acked", "acquiring", "delivered", "interested", "path", "priority", "pulling", "ref")
 
-    def __init__(self, ref: ActorRef, priority: int, acquiring: bool) -> None:
+    def __init__(self, ref: ActorRef, priority: int, acquiring: bool, interested: bool) -> None:
         self.ref = ref
         self.path = ref.path
         self.priority = priority
         self.acquiring = acquiring
+        self.interested = interested
+        self.pulling = False  # between a Pull and the answer that says exhausted
         self.delivered = 0
         self.acked = 0
 
@@ -191,7 +193,9 @@ class QueueActor(Actor):
         self.next_consumer_id += 1
         self.entries.add_consumer(consumer_id, request.selector, request.priority, request.acquiring)
         self.entries.set_interest(consumer_id, request.interested)
-        self.consumers[consumer_id] = _Consumer(request.consumer, request.priority, request.acquiring)
+        self.consumers[consumer_id] = _Consumer(
+            request.consumer, request.priority, request.acquiring, request.interested
+        )
         self.by_ref[request.consumer] = consumer_id
         self.ctx.watch(request.consumer)
         assert self.manager is not None
@@ -214,8 +218,12 @@ class QueueActor(Actor):
         self._returned(self.entries.remove_consumer(consumer_id, self.ctx.now()), consumer_id, reason)
 
     def _set_interest(self, consumer_id: int, interested: bool) -> None:
-        if consumer_id not in self.consumers:
+        record = self.consumers.get(consumer_id)
+        if record is None:
             return
+        record.interested = interested
+        if not interested:
+            record.pulling = False
         self.entries.set_interest(consumer_id, interested)
         assert self.manager is not None
         self.ctx.send(self.manager, InterestChanged(consumer_id, interested))
@@ -245,6 +253,7 @@ class QueueActor(Actor):
                                for e in taken)
         record.delivered += len(deliveries)
         exhausted = not limited
+        record.pulling = not exhausted
         self.ctx.reply(Delivered(self.name, deliveries, exhausted))
         if exhausted:
             assert self.manager is not None
@@ -332,9 +341,18 @@ class QueueActor(Actor):
         self._work_and_wake()
 
     def _work_and_wake(self) -> None:
-        if self.entries.available and self.manager is not None:
+        if self.entries.available and self.manager is not None and self._someone_to_wake():
             self.ctx.send(self.manager, _WORK)
         self._arm_wake()
+
+    def _someone_to_wake(self) -> bool:
+        """False when every consumer that wants work is already in a pulling run.
+
+        Such consumers pull again and take the new work themselves, so a WorkAvailable
+        could wake nobody; skipping it saves the manager a message per publish. A consumer
+        notified but not yet pulling counts as someone to wake, so no wake-up is lost.
+        """
+        return any(record.interested and not record.pulling for record in self.consumers.values())
 
     def _arm_wake(self) -> None:
         """Keep one timer armed at the earliest lease, TTL or delay deadline."""
