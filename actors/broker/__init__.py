@@ -1,5 +1,11 @@
 """The broker: a strictly ordered queue, its consumer manager and consumers, as actors (seeds 000, 001)."""
 
+from ._broker import BrokerActor as BrokerActor
+from ._broker import DeclareQueue as DeclareQueue
+from ._broker import LookupQueue as LookupQueue
+from ._broker import PublishTo as PublishTo
+from ._broker import QueueDeclared as QueueDeclared
+from ._broker import Refused as Refused
 from ._consumer import ConsumerActor as ConsumerActor
 from ._consumer import ConsumerSettings as ConsumerSettings
 from ._consumer import Resume as Resume
@@ -56,6 +62,12 @@ from ._selectors import SelectorError as SelectorError
 from ._selectors import parse_selector as parse_selector
 
 __all__ = [
+    "BrokerActor",
+    "DeclareQueue",
+    "LookupQueue",
+    "PublishTo",
+    "QueueDeclared",
+    "Refused",
     "DEAD_LETTER_QUEUE",
     "DEAD_LETTER_REASON",
     "DELIVERY_COUNT",

@@ -1003,3 +1003,26 @@ async def test_a_callback_that_always_fails_ends_in_the_dead_letter_queue(backen
     result = await stats(backend, queue)
     assert (result.depth, result.delivered, result.dead_lettered, result.acked) == (0, 2, 1, 0)
     assert (await stats(backend, dlq)).depth == 1
+
+
+# --- the broker's registry ---------------------------------------------------------------------------
+
+
+async def test_the_broker_declares_finds_and_refuses_unknown_queues(backend: Harness) -> None:
+    from conveyor.actors.broker import BrokerActor, DeclareQueue, LookupQueue, PublishTo, QueueDeclared, Refused
+
+    broker = backend.spawn(BrokerActor, name="broker")
+    declared = await backend.ask(broker, DeclareQueue(QueueConfig("orders")))
+    assert isinstance(declared, QueueDeclared) and declared.ref.path == "/broker/orders"
+    assert await backend.ask(broker, DeclareQueue(QueueConfig("orders"))) == declared  # idempotent
+    clash = await backend.ask(broker, DeclareQueue(QueueConfig("orders", priorities=2)))
+    assert clash == Refused("DeclareQueue", "queue 'orders' exists with another configuration")
+    assert await backend.ask(broker, LookupQueue("orders")) == declared
+    unknown = await backend.ask(broker, LookupQueue("ordres"))
+    assert unknown == Refused("LookupQueue", "unknown queue 'ordres'; declared queues: orders")
+    assert await backend.ask(broker, PublishTo("nope", msg("x"))) == Refused(
+        "PublishTo", "unknown queue 'nope'; declared queues: orders"
+    )
+    broker.tell(PublishTo("orders", msg("x")))
+    await backend.quiet()
+    assert (await stats(backend, declared.ref)).depth == 1
