@@ -124,7 +124,9 @@ class QueueActor(Actor):
                 outcome = self._publish(payload, immediate)
                 if self.ctx.sender is not None:  # confirm to whoever can hear it
                     self.ctx.reply(outcome)
-                self._work_and_wake()
+                self._signal_work()
+                if payload.ttl_s is not None or payload.delay_s:
+                    self._arm_wake()  # only a TTL or a delay adds a deadline at publish
             case PublishBatch(messages=payloads):
                 outcomes = tuple(self._publish(payload, False) for payload in payloads)
                 if self.ctx.sender is not None:
@@ -341,9 +343,12 @@ class QueueActor(Actor):
         self._work_and_wake()
 
     def _work_and_wake(self) -> None:
+        self._signal_work()
+        self._arm_wake()
+
+    def _signal_work(self) -> None:
         if self.entries.available and self.manager is not None and self._someone_to_wake():
             self.ctx.send(self.manager, _WORK)
-        self._arm_wake()
 
     def _someone_to_wake(self) -> bool:
         """False when every consumer that wants work is already in a pulling run.
