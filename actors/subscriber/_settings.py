@@ -1,0 +1,62 @@
+"""FlowControl: the subscriber's limits, validated at construction (seed 003's flow control)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, final
+
+import attrs
+
+MIB = 1024 * 1024
+
+
+def _fail(field: str, allowed: str, value: object) -> None:
+    msg = f"FlowControl.{field} must be {allowed}, got {value!r}"
+    raise ValueError(msg)
+
+
+def _positive_int(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not int or value < 1:
+        _fail(attribute.name, "an int >= 1", value)
+
+
+def _positive_seconds(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        _fail(attribute.name, "a finite number of seconds > 0", value)
+
+
+@final
+@attrs.frozen
+class FlowControl:
+    """How much a subscriber holds unfinished, and how its leases are extended.
+
+    Attributes:
+        max_messages: most unfinished messages (being processed, waiting for a worker, or on
+            hold behind an ordering key: all count, unlike the seed's client).
+        max_bytes: most unfinished bytes.
+        max_lease_duration_s: a message is no longer extended (left to expire and be
+            redelivered) once it has been leased this long.
+        min_duration_per_lease_extension_s: shortest extension asked of the server.
+        max_duration_per_lease_extension_s: longest extension asked of the server.
+        resume_threshold: the stream pauses at load >= 1 and resumes once load < this.
+    """
+
+    max_messages: int = attrs.field(default=1000, validator=_positive_int)
+    max_bytes: int = attrs.field(default=100 * MIB, validator=_positive_int)
+    max_lease_duration_s: float = attrs.field(default=3600.0, validator=_positive_seconds)
+    min_duration_per_lease_extension_s: float = attrs.field(default=10.0, validator=_positive_seconds)
+    max_duration_per_lease_extension_s: float = attrs.field(default=600.0, validator=_positive_seconds)
+    resume_threshold: float = attrs.field(default=0.8)
+
+    @resume_threshold.validator
+    def _check_threshold(self, attribute: attrs.Attribute[float], value: float) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+            _fail("resume_threshold", "a number in (0, 1]", value)
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_duration_per_lease_extension_s < self.min_duration_per_lease_extension_s:
+            _fail(
+                "max_duration_per_lease_extension_s",
+                f">= min_duration_per_lease_extension_s ({self.min_duration_per_lease_extension_s})",
+                self.max_duration_per_lease_extension_s,
+            )
