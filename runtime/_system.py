@@ -77,6 +77,20 @@ class ActorSystemBase(abc.ABC):
             raise TypeError(msg)
         self._send(self._current_cell(), ref._cell, Stop())  # noqa: SLF001
 
+    def tell_from_thread(self, ref: ActorRef, message: object) -> None:
+        """Send ``message`` from code that may run on another thread (a job, user code).
+
+        Thread-safe on every backend; a stopped target makes the message a dead letter
+        rather than an error, since the caller cannot know. The default is for backends
+        whose ``tell`` is already thread-safe or single-threaded.
+        """
+        ensure_immutable(message)
+        target = ref._cell  # noqa: SLF001
+        if target.alive:
+            self._send(None, target, message)
+        else:
+            self._dead_letter(None, target, message)
+
     @abc.abstractmethod
     def now(self) -> float:
         """Seconds on this system's clock."""

@@ -14,6 +14,7 @@ dispatcher pass.
 from __future__ import annotations
 
 import math
+import threading
 from collections import deque
 from collections.abc import Callable
 from types import TracebackType
@@ -23,6 +24,7 @@ import trio
 
 from ._cell import ActorCell, CellBase, PromiseCell
 from ._errors import ActorDeadError, ConveyorError
+from ._immutability import ensure_immutable
 from ._messages import JobDone, JobFailed, TimerFired, TimerHandle
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
@@ -101,6 +103,8 @@ class TrioSystem(ActorSystemBase):
         self._jobs = 0
         self._quiet_waiters: list[trio.Event] = []
         self._closed = False
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._trio_thread = 0
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -109,6 +113,8 @@ class TrioSystem(ActorSystemBase):
             msg = "a TrioSystem can be entered once"
             raise ConveyorError(msg)
         self._start_time = trio.current_time()
+        self._token = trio.lowlevel.current_trio_token()
+        self._trio_thread = threading.get_ident()
         self._nursery_cm = trio.open_nursery()
         self._nursery = await self._nursery_cm.__aenter__()
         self._nursery.start_soon(self._dispatch, name="conveyor-dispatcher")
@@ -126,6 +132,20 @@ class TrioSystem(ActorSystemBase):
         self._nursery.cancel_scope.cancel()
         result: bool | None = await self._nursery_cm.__aexit__(exc_type, exc, tb)
         return result
+
+    def tell_from_thread(self, ref: ActorRef, message: object) -> None:
+        """Send from any thread (e.g. a job's worker thread); runs on the trio thread soon."""
+        ensure_immutable(message)
+        if self._token is None:
+            msg = "tell_from_thread() needs a running TrioSystem (inside `async with`)"
+            raise ConveyorError(msg)
+        if threading.get_ident() == self._trio_thread:
+            super().tell_from_thread(ref, message)
+            return
+        try:
+            self._token.run_sync_soon(super().tell_from_thread, ref, message)
+        except trio.RunFinishedError:
+            self._dead_letter(None, ref._cell, message)  # noqa: SLF001
 
     def shutdown(self) -> None:
         """Stop every actor now; their queued messages become dead letters."""

@@ -475,3 +475,33 @@ async def test_an_actor_stops_its_child_but_not_a_stranger(backend: Harness) -> 
     answer = await backend.ask(parent, ("stop", stranger))
     assert "can stop itself or its children, not /stranger" in answer
     assert stranger.is_alive
+
+
+def _tell_back(system: Any, ref: Any, payload: int) -> int:
+    system.tell_from_thread(ref, ("from a job", payload))
+    return payload
+
+
+class JobTeller(Actor):
+    """Starts a job that tells this actor from the job's own thread; answers Get with what came."""
+
+    def __init__(self) -> None:
+        self.got: list[object] = []
+
+    def receive(self, message: Any) -> None:
+        if message == "go":
+            self.ctx.run_job(_tell_back, self.ctx._cell.system, self.ctx.self_ref, 7)  # noqa: SLF001
+        elif isinstance(message, tuple):
+            self.got.append(message)
+        elif isinstance(message, Get):
+            self.ctx.reply(tuple(self.got))
+
+
+async def test_tell_from_thread_reaches_the_actor_from_a_job(backend: Harness) -> None:
+    actor = backend.spawn(JobTeller)
+    actor.tell("go")
+    await backend.wait_until(lambda: any(e.message == ("from a job", 7) for e in backend.trace))
+    await backend.quiet()
+    assert await backend.ask(actor, Get()) == (("from a job", 7),)
+    with pytest.raises(MutableMessageError):
+        backend.system.tell_from_thread(actor, [1])
