@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from collections.abc import Callable
@@ -164,6 +165,10 @@ class Context:
             msg = f"{cell.path} can stop itself or its children, not {child.path}"
             raise ConveyorError(msg)
         cell.system._send(cell, target, Stop())  # noqa: SLF001
+
+    def teller_for_threads(self, target: ActorRef) -> Callable[[object], None]:
+        """A callable that sends to ``target`` from any thread (hand it to user code in a job)."""
+        return functools.partial(self._cell.system.tell_from_thread, target)
 
     def run_job(self, fn: Callable[..., Any], *args: Any) -> int:
         """Run blocking ``fn(*args)`` off the actor; ``JobDone`` / ``JobFailed`` come back.

@@ -1,1 +1,106 @@
-"""Placeholder."""
+"""The histogram of processing durations that sets how long a lease is extended (seed 003's leaser).
+
+Like the Pub/Sub client, it keeps one bucket per whole second, clamped into
+[``MIN_SECONDS``, ``MAX_SECONDS``]: a message acked after 3.2 s counts as 10, one acked after
+2 hours counts as 600, one acked after 42.9 s counts as 42 (truncated, as the seed's client does).
+The lease table asks for its 99th percentile to choose the extension it requests.
+
+The class is sans-IO: it is told durations, and never reads a clock.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import final
+
+__all__ = ["MAX_SECONDS", "MIN_SECONDS", "Histogram"]
+
+MIN_SECONDS = 10
+"""The smallest bucket: shorter durations count as this many seconds."""
+MAX_SECONDS = 600
+"""The largest bucket: longer durations count as this many seconds."""
+
+
+def _is_real(value: object) -> bool:
+    """Return whether ``value`` is an int or float, refusing bool (an int that is a mistake here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@final
+class Histogram:
+    """Counts processing durations per whole second so percentiles are cheap and memory is bounded.
+
+    Owned by one actor, so it is unsynchronised. At most ``MAX_SECONDS - MIN_SECONDS + 1``
+    buckets exist, whatever the number of samples.
+    """
+
+    __slots__ = ("_buckets", "_len")
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, int] = {}
+        self._len = 0
+
+    def add(self, seconds: float) -> None:
+        """Record one processing duration, clamped into [10, 600] whole seconds.
+
+        Args:
+            seconds: how long a message took, from receipt to ack; truncated to whole seconds.
+
+        Raises:
+            ValueError: ``seconds`` is negative, NaN or infinite.
+            TypeError: ``seconds`` is not an int or float.
+        """
+        if not _is_real(seconds):
+            msg = f"Histogram.add: seconds must be an int or float, got {seconds!r}"
+            raise TypeError(msg)
+        if not math.isfinite(seconds) or seconds < 0:
+            msg = (
+                f"Histogram.add: seconds must be a finite number >= 0, got {seconds!r} "
+                f"(histogram holds {self._len} samples); is the clock going backwards?"
+            )
+            raise ValueError(msg)
+        bucket = min(max(int(seconds), MIN_SECONDS), MAX_SECONDS)
+        self._buckets[bucket] = self._buckets.get(bucket, 0) + 1
+        self._len += 1
+
+    def percentile(self, p: float) -> int:
+        """Return the smallest bucket value v such that at least p% of the samples are <= v.
+
+        The comparison is exact (no float rounding of ``p * len / 100``). Buckets range over
+        every whole second in [10, 600], so ``percentile(0)`` is 10.
+
+        Args:
+            p: the percentile, in [0, 100].
+
+        Returns:
+            A whole number of seconds in [10, 600]; 10 when there are no samples.
+
+        Raises:
+            ValueError: ``p`` is outside [0, 100] or NaN.
+            TypeError: ``p`` is not an int or float.
+        """
+        if not _is_real(p):
+            msg = f"Histogram.percentile: p must be an int or float, got {p!r}"
+            raise TypeError(msg)
+        if not 0 <= p <= 100:  # NaN fails both comparisons
+            msg = f"Histogram.percentile: p must be in [0, 100], got {p!r} (histogram holds {self._len} samples)"
+            raise ValueError(msg)
+        needed = math.ceil(Fraction(p) * self._len / 100)
+        if needed == 0:
+            return MIN_SECONDS
+        seen = 0
+        for bucket in sorted(self._buckets):
+            seen += self._buckets[bucket]
+            if seen >= needed:
+                return bucket
+        msg = f"Histogram.percentile: counted {seen} samples but {self._len} were added"  # pragma: no cover
+        raise AssertionError(msg)  # pragma: no cover
+
+    def __len__(self) -> int:
+        """Return the number of samples added."""
+        return self._len
+
+    def __repr__(self) -> str:
+        """Show the sample count and the median and 99th percentile, for debugging."""
+        return f"<Histogram samples={self._len} p50={self.percentile(50)} p99={self.percentile(99)}>"

@@ -1,1 +1,278 @@
-"""Placeholder."""
+"""The subscriber's lease table: which messages to keep extending, by how much, and when to look again.
+
+This is the sans-IO core of seed 003's *leaser*. Every message the subscriber received and has
+not finished (acked, nacked or dropped) is leased: the server will redeliver it unless its ack
+deadline keeps being pushed back. The table remembers when each lease arrived; ``maintain``
+returns the work of one leaser pass as a ``LeaseWork`` value, and the caller sends the
+deadline extensions and sets a timer for ``next_check_at``.
+
+Rules:
+
+* The extension asked for is the 99th percentile of the processing-time ``Histogram``,
+  clamped into [``min_duration_per_lease_extension_s``, ``max_duration_per_lease_extension_s``].
+* A lease expires once it has been held ``max_lease_duration_s``: ``maintain`` drops it and
+  lists it in ``expired``; it is no longer extended, and the server redelivers it when its
+  last deadline passes. (The test is ``now - arrived >= max_lease_duration_s`` or ``now >=
+  arrived + max_lease_duration_s``, which differ only by float rounding: the first keeps
+  every extended lease younger than the limit, the second expires a lease at the very check
+  scheduled for its boundary.)
+* ``next_check_at`` is ``now + max(0, 0.9 * extension_s - 1)``, but never later than the
+  earliest expiry boundary, so an expiring lease is dropped on time rather than extended once
+  more. It is None when the table is empty. An extension under 1/0.9 s leaves no lead at
+  all: ``next_check_at`` is then ``now`` itself, so such a ``FlowControl`` makes the caller
+  check without pause.
+* ``add`` assumes the new message's server deadline is at least
+  ``now + min_duration_per_lease_extension_s`` (the caller acknowledges receipt with at least
+  that deadline), and moves ``next_check_at`` earlier if this lease needs looking at sooner.
+
+**Invariant.** If the caller runs ``maintain`` no later than ``next_check_at`` (read after
+each ``add`` and ``maintain``) and sends every extension it returns, then between two maintain
+calls every non-expired lease has a server deadline later than the next check: no lease the
+table still holds ever lapses at the server. The proof is one line each way: an extended lease's
+deadline is ``now + extension_s > now + max(0, 0.9 * extension_s - 1) >= next_check_at``, and a
+new lease's deadline is ``now + min_duration > now + max(0, 0.9 * min_duration - 1)``, which
+``add`` makes an upper bound of ``next_check_at``.
+
+Time is told, never read: every method that takes ``now`` refuses a ``now`` earlier than one
+it was already given, so arrival order is also age order.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import final
+
+import attrs
+
+from conveyor.runtime import ConveyorError
+
+from ._histogram import Histogram
+from ._settings import FlowControl
+
+__all__ = ["EXTENSION_FRACTION", "SAFETY_MARGIN_S", "DuplicateLease", "LeaseTable", "LeaseWork"]
+
+EXTENSION_FRACTION = 0.9
+"""The next check comes after this fraction of the extension just asked for..."""
+SAFETY_MARGIN_S = 1.0
+"""...minus this many seconds, to leave time for the extension to reach the server."""
+
+
+class DuplicateLease(ConveyorError, ValueError):
+    """``LeaseTable.add`` was given an ack id that is already leased."""
+
+
+@final
+@attrs.frozen
+class LeaseWork:
+    """The outcome of one leaser pass, for the caller to carry out.
+
+    Attributes:
+        extend: ack ids whose deadline to extend by ``extension_s``, in arrival order.
+        extension_s: how long an extension to ask the server for.
+        expired: ack ids dropped from the table because they were leased for
+            ``max_lease_duration_s``; not extended, the server will redeliver them.
+        next_check_at: when to call ``maintain`` again, or None when the table is empty.
+    """
+
+    extend: tuple[str, ...]
+    extension_s: float
+    expired: tuple[str, ...]
+    next_check_at: float | None
+
+
+@final
+@attrs.frozen
+class _Lease:
+    """When a lease arrived and how big its message is."""
+
+    arrived: float
+    size: int
+
+
+def _lead(extension_s: float) -> float:
+    """Return how long after an extension to check again, so the extension never runs out first."""
+    return max(0.0, extension_s * EXTENSION_FRACTION - SAFETY_MARGIN_S)
+
+
+@final
+class LeaseTable:
+    """The leased messages of one subscriber, in arrival order, and the schedule that keeps them leased.
+
+    Owned by one actor, so it is unsynchronised. ``add``, ``remove`` and the queries are O(1);
+    ``maintain`` is O(leases).
+    """
+
+    __slots__ = ("_bytes", "_flow", "_leases", "_next_check_at", "_now")
+
+    def __init__(self, flow: FlowControl) -> None:
+        if not isinstance(flow, FlowControl):
+            msg = f"LeaseTable needs a FlowControl, got {flow!r}"
+            raise TypeError(msg)
+        self._flow = flow
+        self._leases: dict[str, _Lease] = {}
+        self._bytes = 0
+        self._now = -math.inf
+        self._next_check_at: float | None = None
+
+    @property
+    def flow(self) -> FlowControl:
+        """The limits the leases are kept under."""
+        return self._flow
+
+    def add(self, ack_id: str, size: int, now: float) -> None:
+        """Lease a message received at ``now``, and bring ``next_check_at`` forward if it needs it.
+
+        Args:
+            ack_id: the message's ack id, unique among leased messages.
+            size: its size in bytes.
+            now: the current time, in seconds of the caller's clock.
+
+        Raises:
+            DuplicateLease: ``ack_id`` is already leased (a ``ValueError``).
+            ValueError: ``size`` is negative, or ``now`` is not finite or earlier than a time
+                already given.
+            TypeError: ``size`` is not an int, or ``now`` is not a number.
+        """
+        self._advance(now, f"add lease {ack_id!r}")
+        if type(size) is not int:
+            msg = f"LeaseTable.add: size of lease {ack_id!r} must be an int, got {size!r}"
+            raise TypeError(msg)
+        if size < 0:
+            msg = f"LeaseTable.add: size of lease {ack_id!r} must be >= 0, got {size!r}"
+            raise ValueError(msg)
+        existing = self._leases.get(ack_id)
+        if existing is not None:
+            msg = (
+                f"cannot add lease {ack_id!r} at now={now!r}: it is already leased (arrived={existing.arrived!r}, "
+                f"{len(self._leases)} leases); remove it when the message is finished before adding it again"
+            )
+            raise DuplicateLease(msg)
+        self._leases[ack_id] = _Lease(now, size)
+        self._bytes += size
+        flow = self._flow
+        due = min(now + _lead(flow.min_duration_per_lease_extension_s), now + flow.max_lease_duration_s)
+        if self._next_check_at is None or due < self._next_check_at:
+            self._next_check_at = due
+
+    def remove(self, ack_id: str, now: float) -> float | None:
+        """Forget a lease because its message was acked, nacked or dropped.
+
+        Returns:
+            ``now - arrived``, the processing duration (feed it to the ``Histogram`` when
+            the message was acked), or None if ``ack_id`` was not leased.
+
+        Raises:
+            ValueError: ``now`` is not finite or is earlier than a time already given.
+        """
+        self._advance(now, f"remove lease {ack_id!r}")
+        lease = self._leases.pop(ack_id, None)
+        if lease is None:
+            return None
+        self._bytes -= lease.size
+        if not self._leases:
+            self._next_check_at = None
+        return now - lease.arrived
+
+    def deadline_for(self, histogram: Histogram) -> float:
+        """Return the extension to ask for: the histogram's 99th percentile, clamped to the flow's bounds."""
+        flow = self._flow
+        p99 = histogram.percentile(99)
+        return float(min(max(p99, flow.min_duration_per_lease_extension_s), flow.max_duration_per_lease_extension_s))
+
+    def maintain(self, now: float, histogram: Histogram) -> LeaseWork:
+        """Run one leaser pass: drop the expired leases, extend the others, and say when to run again.
+
+        Args:
+            now: the current time; at the latest ``next_check_at``, or a lease may lapse.
+            histogram: processing durations so far, which set ``extension_s``.
+
+        Returns:
+            The leases to extend and by how much, the leases that expired, and the next check.
+
+        Raises:
+            ValueError: ``now`` is not finite or is earlier than a time already given.
+        """
+        self._advance(now, "maintain leases")
+        extension_s = self.deadline_for(histogram)
+        max_lease = self._flow.max_lease_duration_s
+        leases = self._leases
+        expired: list[str] = []
+        # Arrival order is age order (time never goes back), so the expired leases are a prefix.
+        while leases:
+            ack_id = next(iter(leases))
+            lease = leases[ack_id]
+            if now - lease.arrived < max_lease and now < lease.arrived + max_lease:
+                break
+            del leases[ack_id]
+            self._bytes -= lease.size
+            expired.append(ack_id)
+        if leases:
+            oldest = next(iter(leases.values()))
+            next_check_at: float | None = min(now + _lead(extension_s), oldest.arrived + max_lease)
+        else:
+            next_check_at = None
+        self._next_check_at = next_check_at
+        return LeaseWork(
+            extend=tuple(leases), extension_s=extension_s, expired=tuple(expired), next_check_at=next_check_at
+        )
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def next_check_at(self) -> float | None:
+        """When ``maintain`` must run next (brought forward by ``add``), or None when the table is empty."""
+        return self._next_check_at
+
+    @property
+    def bytes(self) -> int:
+        """The total size of the leased messages."""
+        return self._bytes
+
+    def oldest_age(self, now: float) -> float | None:
+        """Return how long the oldest lease has been held at ``now``, or None when the table is empty.
+
+        Raises:
+            ValueError: ``now`` is not finite or is earlier than a time already given.
+        """
+        self._check_now(now, "measure the oldest lease")
+        if not self._leases:
+            return None
+        return now - next(iter(self._leases.values())).arrived
+
+    def ack_ids(self) -> tuple[str, ...]:
+        """Return the leased ack ids in arrival order (oldest first)."""
+        return tuple(self._leases)
+
+    def __contains__(self, ack_id: object) -> bool:
+        """Return whether ``ack_id`` is leased."""
+        return ack_id in self._leases
+
+    def __len__(self) -> int:
+        """Return the number of leases."""
+        return len(self._leases)
+
+    def __repr__(self) -> str:
+        """Show the size of the table and the next check, for debugging."""
+        return f"<LeaseTable leases={len(self._leases)} bytes={self._bytes} next_check_at={self._next_check_at!r}>"
+
+    # ------------------------------------------------------------------ time
+
+    def _check_now(self, now: float, action: str) -> None:
+        """Refuse a ``now`` that is not a finite number or that goes back in time."""
+        if not isinstance(now, (int, float)) or isinstance(now, bool):
+            msg = f"LeaseTable cannot {action}: now must be an int or float, got {now!r}"
+            raise TypeError(msg)
+        if not math.isfinite(now):
+            msg = f"LeaseTable cannot {action}: now must be finite, got {now!r}"
+            raise ValueError(msg)
+        if now < self._now:
+            msg = (
+                f"LeaseTable cannot {action} at now={now!r}: it was already told now={self._now!r}; "
+                "time must not go backwards (use one monotonic clock)"
+            )
+            raise ValueError(msg)
+
+    def _advance(self, now: float, action: str) -> None:
+        """Check ``now`` and remember it as the latest time seen."""
+        self._check_now(now, action)
+        self._now = now

@@ -490,7 +490,7 @@ class JobTeller(Actor):
 
     def receive(self, message: Any) -> None:
         if message == "go":
-            self.ctx.run_job(_tell_back, self.ctx._cell.system, self.ctx.self_ref, 7)  # noqa: SLF001
+            self.ctx.run_job(_tell_back, self.ctx._cell.system, self.ctx.self_ref, 7)
         elif isinstance(message, tuple):
             self.got.append(message)
         elif isinstance(message, Get):

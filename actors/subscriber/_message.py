@@ -1,0 +1,75 @@
+"""SubscriberMessage: what the user's callback receives, with ack / nack / modify_ack_deadline.
+
+It lives in the worker thread, not in an actor: its methods send ``Settle`` to the
+subscription's manager through a thread-safe teller, so they may be called during
+the callback or later, from any thread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import final
+
+from conveyor.actors.broker import Delivery
+
+from ._protocol import Settle, SettleKind, ack_id_of
+
+
+@final
+class SubscriberMessage:
+    """One received message as user code sees it."""
+
+    __slots__ = ("_settle", "_settled", "ack_id", "attributes", "data", "delivery_attempt", "ordering_key", "tag")
+
+    def __init__(self, delivery: Delivery, settle: Callable[[object], None]) -> None:
+        message = delivery.message
+        self.data = message.body
+        self.attributes = message.header_map()
+        self.ordering_key = message.group or ""
+        self.delivery_attempt = delivery.delivery_count
+        self.ack_id = ack_id_of(delivery)
+        self.tag = delivery.tag
+        self._settle = settle
+        self._settled: SettleKind | None = None
+
+    def ack(self) -> None:
+        """Acknowledge: the queue forgets the message. Idempotent."""
+        self._send(SettleKind.ACK)
+
+    def nack(self) -> None:
+        """Give the message back for redelivery (after the queue's retry backoff)."""
+        self._send(SettleKind.NACK)
+
+    def drop(self) -> None:
+        """Stop managing the message without telling the queue (its lease will lapse)."""
+        self._send(SettleKind.DROP)
+
+    def modify_ack_deadline(self, seconds: float) -> None:
+        """Ask for ``seconds`` more before the lease lapses (0 nacks, as in Pub/Sub)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+            msg = f"modify_ack_deadline seconds must be a finite number from 0 to 600, got {seconds!r}"
+            raise ValueError(msg)
+        if not 0 <= seconds <= 600:
+            msg = f"modify_ack_deadline seconds must be from 0 to 600, got {seconds!r}"
+            raise ValueError(msg)
+        self._settle(Settle(SettleKind.MODACK, self.ack_id, float(seconds)))
+
+    @property
+    def settled(self) -> bool:
+        """True once ack, nack or drop was called."""
+        return self._settled is not None
+
+    @property
+    def decision(self) -> SettleKind | None:
+        """ACK, NACK or DROP once decided, else None."""
+        return self._settled
+
+    def _send(self, kind: SettleKind) -> None:
+        if self._settled is not None:
+            return  # the first decision stands, as in Pub/Sub
+        self._settled = kind
+        self._settle(Settle(kind, self.ack_id))
+
+    def __repr__(self) -> str:
+        return f"<SubscriberMessage {self.ack_id} attempt={self.delivery_attempt} {len(self.data)} bytes>"

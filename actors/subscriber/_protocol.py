@@ -1,0 +1,99 @@
+"""Messages between the subscriber's actors (seed 003's components, made actors)."""
+
+from __future__ import annotations
+
+import enum
+from typing import final
+
+import attrs
+
+from conveyor.actors.broker import Delivery
+
+
+def ack_id_of(delivery: Delivery) -> str:
+    """The subscriber's name for a delivery: ``consumer_id:tag``."""
+    return f"{delivery.consumer_id}:{delivery.tag}"
+
+
+def split_ack_id(ack_id: str) -> tuple[int, int]:
+    """(consumer_id, tag) from an ack id."""
+    consumer, _, tag = ack_id.partition(":")
+    return int(consumer), int(tag)
+
+
+class SettleKind(enum.Enum):
+    """What user code decided about a message."""
+
+    ACK = "ack"
+    NACK = "nack"
+    MODACK = "modack"
+    DROP = "drop"
+
+
+@final
+@attrs.frozen
+class Settle:
+    """User code (through ``SubscriberMessage``) or the leaser settles a message."""
+
+    kind: SettleKind
+    ack_id: str
+    seconds: float = 0.0
+
+
+@final
+@attrs.frozen
+class Received:
+    """The manager received a delivery: for the load controller, leaser and ordered-key handler."""
+
+    ack_id: str
+    size: int
+    key: str | None
+    delivery: Delivery
+
+
+@final
+@attrs.frozen
+class Run:
+    """Ordered-key handler -> worker pool: run the callback on this delivery now."""
+
+    ack_id: str
+    key: str | None
+    delivery: Delivery
+
+
+@final
+@attrs.frozen
+class CallbackEnded:
+    """Worker pool -> manager: the callback returned (or raised ``error``)."""
+
+    ack_id: str
+    key: str | None
+    error: str | None = None
+    nacked: bool = False
+    """The callback nacked (or raised): held messages of its key go back too, to keep key order."""
+
+
+@final
+@attrs.frozen
+class Done:
+    """Manager -> load controller and leaser: the message is settled (or dropped); forget it."""
+
+    ack_id: str
+
+
+@final
+@attrs.frozen
+class Tick:
+    """A component's own timer."""
+
+
+@final
+@attrs.frozen
+class Cancel:
+    """Stop receiving; in-flight messages finish, held ones are nacked."""
+
+
+@final
+@attrs.frozen
+class Heartbeat:
+    """Heartbeater -> manager, every ``heartbeat_s``."""

@@ -1,0 +1,166 @@
+"""The subscriber's actors end to end on trio, threads and the simulator."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from conveyor.actors.broker import GetStats, Message, Publish, QueueActor, QueueConfig, QueueStats
+from conveyor.actors.subscriber import Cancel, FlowControl, FlowNote, StreamingPullManager, SubscriberMessage
+from conveyor.runtime import ActorRef, EventKind
+from conveyor.simulation import Simulation, uniform_job_duration
+from tests.conftest import Harness
+
+
+class Log:
+    """Thread-safe record of what callbacks saw (callbacks run in worker threads)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.entries: list[tuple[str, str, int, int]] = []
+
+    def add(self, event: str, message: SubscriberMessage) -> None:
+        with self.lock:
+            self.entries.append((event, message.ordering_key, int(message.data), message.delivery_attempt))
+
+    def snapshot(self) -> list[tuple[str, str, int, int]]:
+        with self.lock:
+            return list(self.entries)
+
+
+async def _until_acked(backend: Harness, queue: ActorRef, count: int, timeout: float = 30.0) -> QueueStats:
+    waited = 0.0
+    while True:
+        await backend.quiet()
+        stats: QueueStats = await backend.ask(queue, GetStats())
+        if stats.acked >= count or waited >= timeout:
+            return stats
+        await backend.elapse(0.05)
+        waited += 0.05
+
+
+def _setup(
+    backend: Harness, callback: Callable[[SubscriberMessage], object], flow: FlowControl | None = None, workers: int = 3
+) -> tuple[ActorRef, ActorRef]:
+    queue = backend.spawn(lambda: QueueActor(QueueConfig("q", ack_deadline_s=30)), name="q")
+    sub = backend.spawn(lambda: StreamingPullManager(queue, callback, flow, workers=workers), name="sub")
+    return queue, sub
+
+
+async def test_every_message_reaches_the_callback_and_is_acked(backend: Harness) -> None:
+    log = Log()
+
+    def callback(message: SubscriberMessage) -> None:
+        log.add("run", message)
+        message.ack()
+
+    queue, _ = _setup(backend, callback)
+    await backend.quiet()
+    for n in range(30):
+        queue.tell(Publish(Message(str(n).encode())))
+    stats = await _until_acked(backend, queue, 30)
+    assert (stats.acked, stats.depth, stats.in_flight) == (30, 0, 0)
+    assert sorted(n for _, _, n, _ in log.snapshot()) == list(range(30))
+
+
+async def test_a_raising_callback_nacks_and_the_message_comes_again(backend: Harness) -> None:
+    log = Log()
+
+    def callback(message: SubscriberMessage) -> None:
+        log.add("run", message)
+        if message.delivery_attempt == 1:
+            raise ValueError("first time fails")
+        message.ack()
+
+    queue, _ = _setup(backend, callback)
+    await backend.quiet()
+    queue.tell(Publish(Message(b"7")))
+    stats = await _until_acked(backend, queue, 1)
+    assert (stats.acked, stats.redelivered) == (1, 1)
+    assert [(n, attempt) for _, _, n, attempt in log.snapshot()] == [(7, 1), (7, 2)]
+
+
+async def test_one_message_per_ordering_key_at_a_time_in_publish_order(backend: Harness) -> None:
+    log = Log()
+
+    def callback(message: SubscriberMessage) -> None:
+        log.add("start", message)
+        log.add("end", message)
+        message.ack()
+
+    queue, _ = _setup(backend, callback, workers=4)
+    await backend.quiet()
+    for n in range(40):
+        queue.tell(Publish(Message(str(n).encode(), group=f"key-{n % 3}")))
+    await _until_acked(backend, queue, 40)
+    by_key: dict[str, list[tuple[str, int]]] = {}
+    for event, key, n, _ in log.snapshot():
+        by_key.setdefault(key, []).append((event, n))
+    for key, events in by_key.items():
+        numbers = [n for event, n in events if event == "start"]
+        assert numbers == sorted(numbers), key
+        # one at a time: each start is followed by its own end before the next start
+        assert events == [pair for n in numbers for pair in (("start", n), ("end", n))], key
+
+
+async def test_flow_control_bounds_unfinished_messages(backend: Harness) -> None:
+    release = threading.Event()
+
+    def callback(message: SubscriberMessage) -> None:
+        if backend.name != "simulation":
+            release.wait(5)
+        message.ack()
+
+    queue, _ = _setup(backend, callback, FlowControl(max_messages=3), workers=8)
+    await backend.quiet()
+    for n in range(20):
+        queue.tell(Publish(Message(str(n).encode())))
+    await backend.elapse(0.2)
+    release.set()
+    stats = await _until_acked(backend, queue, 20)
+    assert stats.acked == 20
+    counts = [event.message.count for event in backend.trace if isinstance(event.message, FlowNote)]
+    assert counts and max(counts) <= 3
+
+
+def test_the_leaser_keeps_a_slow_callback_from_being_redelivered() -> None:
+    sim = Simulation(seed=4, job_duration=uniform_job_duration(25.0, 25.0))  # callbacks take 25 virtual s
+    queue = sim.spawn(lambda: QueueActor(QueueConfig("q", ack_deadline_s=10)), name="q")
+    flow = FlowControl(min_duration_per_lease_extension_s=10, max_duration_per_lease_extension_s=10)
+    sim.spawn(lambda: StreamingPullManager(queue, SubscriberMessage.ack, flow), name="sub")
+    sim.run(until=1)
+    queue.tell(Publish(Message(b"slow")))
+    sim.run(until=100)
+    stats = sim.ask(queue, GetStats())
+    assert (stats.acked, stats.redelivered) == (1, 0)
+    extensions = [
+        e for e in sim.trace if e.kind is EventKind.DELIVERED and type(e.message).__name__ == "ModifyAckDeadline"
+    ]
+    assert len(extensions) >= 3  # the first on receipt, then before each 10 s lease lapsed
+
+
+async def test_cancel_returns_what_was_not_acked(backend: Harness) -> None:
+    def callback(message: SubscriberMessage) -> None:
+        pass  # never settles
+
+    queue, sub = _setup(backend, callback, FlowControl(max_messages=5))
+    await backend.quiet()
+    for n in range(8):
+        queue.tell(Publish(Message(str(n).encode())))
+    await backend.elapse(0.2)
+    sub.tell(Cancel())
+    await backend.elapse(0.2)
+    stats: QueueStats = await backend.ask(queue, GetStats())
+    assert not sub.is_alive
+    assert (stats.in_flight, stats.depth, stats.acked) == (0, 8, 0)
+
+
+def test_bad_subscription_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"FlowControl\.max_messages must be an int >= 1, got 0"):
+        FlowControl(max_messages=0)
+    with pytest.raises(ValueError, match="resume_threshold must be a number in"):
+        FlowControl(resume_threshold=1.5)
+    with pytest.raises(TypeError, match="callback must be callable"):
+        StreamingPullManager(None, "not callable")  # type: ignore[arg-type]
