@@ -170,6 +170,10 @@ class Context:
         """A callable that sends to ``target`` from any thread (hand it to user code in a job)."""
         return functools.partial(self._cell.system.tell_from_thread, target)
 
+    def asker_for_threads(self, target: ActorRef, timeout: float = 30.0) -> Callable[[object], Any]:
+        """A callable that asks ``target`` from a job's worker thread and blocks it for the answer."""
+        return functools.partial(self._cell.system.ask_from_thread, target, timeout=timeout)
+
     def run_job(self, fn: Callable[..., Any], *args: Any) -> int:
         """Run blocking ``fn(*args)`` off the actor; ``JobDone`` / ``JobFailed`` come back.
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from ._actor import Actor
 from ._cell import ActorCell, CellBase, PromiseCell, fail_promise_if_asked
-from ._errors import ActorDeadError, ActorNameTaken, AskTimeout
+from ._errors import ActorDeadError, ActorNameTaken, AskTimeout, ConveyorError
 from ._immutability import ensure_immutable
 from ._messages import SYSTEM_MESSAGE_TYPES, Start, Stop, Terminated, TimerHandle, Watch
 from ._ref import ActorRef
@@ -90,6 +90,16 @@ class ActorSystemBase(abc.ABC):
             self._send(None, target, message)
         else:
             self._dead_letter(None, target, message)
+
+    def ask_from_thread(self, ref: ActorRef, message: object, timeout: float = 5.0) -> Any:
+        """Ask from a thread that is not the system's own (a job's worker thread), blocking it.
+
+        Raises:
+            ConveyorError: the backend cannot block a job for an answer (the Simulation runs
+                jobs inside its own steps).
+        """
+        msg = f"{type(self).__name__} cannot answer ask_from_thread(); use messages instead"
+        raise ConveyorError(msg)
 
     @abc.abstractmethod
     def now(self) -> float:

@@ -254,6 +254,10 @@ class ThreadSystem(ActorSystemBase):
         promise.event.wait(timeout)
         return self._answer(promise, ref, message, f"nothing within {timeout}s")
 
+    def ask_from_thread(self, ref: ActorRef, message: object, timeout: float = 5.0) -> Any:
+        """``ask`` from any non-actor thread (a job's worker thread included)."""
+        return self.ask(ref, message, timeout)
+
     def wait_quiet(self, timeout: float | None = None) -> bool:
         """Block until no message is queued or handled and no job runs; False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -147,6 +147,13 @@ class TrioSystem(ActorSystemBase):
         except trio.RunFinishedError:
             self._dead_letter(None, ref._cell, message)  # noqa: SLF001
 
+    def ask_from_thread(self, ref: ActorRef, message: object, timeout: float = 5.0) -> Any:
+        """``ask`` from a worker thread (e.g. inside ``run_job``), blocking that thread."""
+        if self._token is None or threading.get_ident() == self._trio_thread:
+            msg = "ask_from_thread() is for other threads while the TrioSystem runs; on its thread, await ask()"
+            raise ConveyorError(msg)
+        return trio.from_thread.run(self.ask, ref, message, timeout, trio_token=self._token)
+
     def shutdown(self) -> None:
         """Stop every actor now; their queued messages become dead letters."""
         if self._closed:

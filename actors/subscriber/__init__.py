@@ -1,5 +1,7 @@
 """The subscriber client as actors (seed 003): flow control, leases, ordering keys, batched dispatch."""
 
+from ._api import Subscription as Subscription
+from ._api import subscribe as subscribe
 from ._components import Dispatcher as Dispatcher
 from ._components import FlowNote as FlowNote
 from ._components import Heartbeater as Heartbeater
@@ -23,5 +25,7 @@ __all__ = [
     "OrderedKeyHandler",
     "StreamingPullManager",
     "SubscriberMessage",
+    "Subscription",
     "WorkerPool",
+    "subscribe",
 ]

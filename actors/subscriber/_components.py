@@ -144,13 +144,16 @@ class OrderedKeyHandler(Actor):
 
 
 def _invoke(
-    callback: Callable[[SubscriberMessage], object], delivery: Delivery, settle: Callable[[object], None]
+    callback: Callable[[SubscriberMessage], object],
+    delivery: Delivery,
+    settle: Callable[[object], None],
+    ask: Callable[[object], object],
 ) -> SettleKind | None:
     """Run the user's callback in a worker; an exception nacks the message (unless it was settled).
 
     Returns what the callback decided, so the ordered-key handler learns it with the callback's end.
     """
-    message = SubscriberMessage(delivery, settle)
+    message = SubscriberMessage(delivery, settle, ask)
     try:
         callback(message)
     except Exception:
@@ -171,10 +174,12 @@ class WorkerPool(Actor):
         self.waiting: deque[Run] = deque()
         self.running: dict[int, Run] = {}
         self.settle: Callable[[object], None] | None = None
+        self.ask: Callable[[object], object] | None = None
 
     def on_start(self) -> None:
-        """Make the thread-safe path by which callbacks settle their messages."""
+        """Make the thread-safe paths by which callbacks settle their messages."""
         self.settle = self.ctx.teller_for_threads(self.manager)
+        self.ask = self.ctx.asker_for_threads(self.manager)
 
     def receive(self, message: Any) -> None:
         """Start, queue, or finish callbacks."""
@@ -189,8 +194,8 @@ class WorkerPool(Actor):
             self.ctx.send(self.manager, CallbackEnded(run.ack_id, run.key, repr(message.error), True))
         while self.waiting and len(self.running) < self.workers:
             run = self.waiting.popleft()
-            assert self.settle is not None
-            self.running[self.ctx.run_job(_invoke, self.callback, run.delivery, self.settle)] = run
+            assert self.settle is not None and self.ask is not None
+            self.running[self.ctx.run_job(_invoke, self.callback, run.delivery, self.settle, self.ask)] = run
 
 
 @final

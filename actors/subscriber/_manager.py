@@ -11,12 +11,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, final
 
-from conveyor.actors.broker import AckResult, ConsumerActor, ConsumerSettings, Delivery, MatchAll, Selector
+from conveyor.actors.broker import Ack, AckResult, ConsumerActor, ConsumerSettings, Delivery, MatchAll, Selector
 from conveyor.runtime import Actor, ActorRef
 
 from ._components import Dispatcher, Heartbeater, Leaser, LoadController, OrderedKeyHandler, WorkerPool
 from ._message import SubscriberMessage
-from ._protocol import CallbackEnded, Cancel, Done, Heartbeat, Received, Settle, SettleKind, ack_id_of
+from ._protocol import (
+    AckResponse,
+    AckWithResponse,
+    CallbackEnded,
+    Cancel,
+    Done,
+    Heartbeat,
+    Received,
+    Settle,
+    SettleKind,
+    ack_id_of,
+    split_ack_id,
+)
 from ._settings import FlowControl
 
 
@@ -47,6 +59,7 @@ class StreamingPullManager(Actor):
         self.heartbeat_s = heartbeat_s
         self.pending: dict[str, None] = {}  # received, not yet settled or dropped
         self.heartbeats = 0
+        self.confirming: dict[int, tuple[ActorRef, str]] = {}  # tag -> (asker, ack id)
         self.consumer: ActorRef | None = None
         self.parts: dict[str, ActorRef] = {}
 
@@ -100,10 +113,31 @@ class StreamingPullManager(Actor):
             self.heartbeats += 1
         elif type(message) is Cancel:
             self._cancel()
+        elif type(message) is AckWithResponse:
+            self._ack_with_response(message.ack_id)
         elif type(message) is AckResult:
-            pass
+            for tags, success in ((message.acked, True), (message.invalid, False)):
+                for tag in tags:
+                    asker = self.confirming.pop(tag, None)
+                    if asker is not None:
+                        self.ctx.send(asker[0], AckResponse(asker[1], success))
         elif message == "stats":
             self.ctx.reply((len(self.pending), self.heartbeats))
+
+    def _ack_with_response(self, ack_id: str) -> None:
+        asker = self.ctx.sender
+        if ack_id not in self.pending or self.consumer is None:
+            if asker is not None:
+                self.ctx.reply(AckResponse(ack_id, False))  # settled or dropped before
+            return
+        del self.pending[ack_id]
+        done = Done(ack_id)
+        self.ctx.send(self.parts["load"], done)
+        self.ctx.send(self.parts["leaser"], done)
+        consumer_id, tag = split_ack_id(ack_id)
+        if asker is not None:
+            self.confirming[tag] = (asker, ack_id)
+        self.ctx.send(self.consumer, Ack(consumer_id, (tag,), confirm=True))
 
     def _cancel(self) -> None:
         """Send what is batched, then stop: the queue takes back everything not acked."""

@@ -12,17 +12,33 @@ from collections.abc import Callable
 from typing import final
 
 from conveyor.actors.broker import Delivery
+from conveyor.runtime import ConveyorError
 
-from ._protocol import Settle, SettleKind, ack_id_of
+from ._protocol import AckResponse, AckWithResponse, Settle, SettleKind, ack_id_of
 
 
 @final
 class SubscriberMessage:
     """One received message as user code sees it."""
 
-    __slots__ = ("_settle", "_settled", "ack_id", "attributes", "data", "delivery_attempt", "ordering_key", "tag")
+    __slots__ = (
+        "_ask",
+        "_settle",
+        "_settled",
+        "ack_id",
+        "attributes",
+        "data",
+        "delivery_attempt",
+        "ordering_key",
+        "tag",
+    )
 
-    def __init__(self, delivery: Delivery, settle: Callable[[object], None]) -> None:
+    def __init__(
+        self,
+        delivery: Delivery,
+        settle: Callable[[object], None],
+        ask: Callable[[object], object] | None = None,
+    ) -> None:
         message = delivery.message
         self.data = message.body
         self.attributes = message.header_map()
@@ -31,6 +47,7 @@ class SubscriberMessage:
         self.ack_id = ack_id_of(delivery)
         self.tag = delivery.tag
         self._settle = settle
+        self._ask = ask
         self._settled: SettleKind | None = None
 
     def ack(self) -> None:
@@ -40,6 +57,20 @@ class SubscriberMessage:
     def nack(self) -> None:
         """Give the message back for redelivery (after the queue's retry backoff)."""
         self._send(SettleKind.NACK)
+
+    def ack_with_response(self, timeout: float = 30.0) -> bool:
+        """Ack and wait until the queue confirms it; False if the lease had lapsed (exactly-once use).
+
+        Raises:
+            ConveyorError: the system cannot block a callback for an answer (the Simulation).
+        """
+        if self._ask is None:
+            msg = "ack_with_response() needs a system that can answer a worker thread (trio or threads)"
+            raise ConveyorError(msg)
+        response = self._ask(AckWithResponse(self.ack_id))
+        assert isinstance(response, AckResponse)
+        self._settled = SettleKind.ACK  # only now: a failed ask leaves the message to be settled
+        return response.success
 
     def drop(self) -> None:
         """Stop managing the message without telling the queue (its lease will lapse)."""

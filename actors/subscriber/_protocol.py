@@ -97,3 +97,20 @@ class Cancel:
 @attrs.frozen
 class Heartbeat:
     """Heartbeater -> manager, every ``heartbeat_s``."""
+
+
+@final
+@attrs.frozen
+class AckWithResponse:
+    """Ack ``ack_id`` now (not batched) and answer ``AckResponse`` once the queue confirms."""
+
+    ack_id: str
+
+
+@final
+@attrs.frozen
+class AckResponse:
+    """The queue's word on an ``ack_with_response``: True if the ack took (the lease was still held)."""
+
+    ack_id: str
+    success: bool

@@ -8,6 +8,8 @@ from typing import Any, final
 import attrs
 
 MIB = 1024 * 1024
+MIN_EXTENSION_S = 2.0
+"""Shortest lease extension allowed (the Pub/Sub service's own minimum is 10 s)."""
 
 
 def _fail(field: str, allowed: str, value: object) -> None:
@@ -54,6 +56,10 @@ class FlowControl:
             _fail("resume_threshold", "a number in (0, 1]", value)
 
     def __attrs_post_init__(self) -> None:
+        if self.min_duration_per_lease_extension_s < MIN_EXTENSION_S:
+            # The leaser re-checks at 0.9 x extension - 1 s: shorter extensions would spin.
+            _fail("min_duration_per_lease_extension_s", f">= {MIN_EXTENSION_S} seconds",
+                  self.min_duration_per_lease_extension_s)
         if self.max_duration_per_lease_extension_s < self.min_duration_per_lease_extension_s:
             _fail(
                 "max_duration_per_lease_extension_s",

@@ -218,13 +218,11 @@ def test_add_never_schedules_past_the_new_lease_expiry() -> None:
     assert table.next_check_at == 102.0
 
 
-def test_tiny_extensions_ask_for_a_check_at_once() -> None:
-    # The safety margin (1 s) is larger than 0.9 of an extension of 1 s: the caller is told to
-    # look again immediately. A FlowControl this tight leaves the leaser no room.
-    table = _table(min_extension_s=1.0, max_extension_s=1.0)
-    table.add("a", 1, now=0.0)
-    assert table.next_check_at == 0.0
-    assert table.maintain(0.0, Histogram()).next_check_at == 0.0
+def test_tiny_extensions_are_refused_since_the_leaser_would_spin() -> None:
+    # With a 1 s extension the 1 s safety margin would ask for a check at once, again and again:
+    # FlowControl refuses such settings at construction.
+    with pytest.raises(ValueError, match=r"min_duration_per_lease_extension_s must be >= 2\.0 seconds"):
+        _table(min_extension_s=1.0, max_extension_s=1.0)
 
 
 def test_repr_shows_the_table() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from conveyor.actors.broker import GetStats, Message, Publish, QueueActor, QueueConfig, QueueStats
 from conveyor.actors.subscriber import Cancel, FlowControl, FlowNote, StreamingPullManager, SubscriberMessage
-from conveyor.runtime import ActorRef, EventKind
+from conveyor.runtime import ActorRef, ConveyorError, EventKind
 from conveyor.simulation import Simulation, uniform_job_duration
 from tests.conftest import Harness
 
@@ -164,3 +164,58 @@ def test_bad_subscription_settings_are_refused() -> None:
         FlowControl(resume_threshold=1.5)
     with pytest.raises(TypeError, match="callback must be callable"):
         StreamingPullManager(None, "not callable")  # type: ignore[arg-type]
+
+
+# --- the public API ------------------------------------------------------------------------------
+
+
+async def test_subscribe_cancel_and_wait_for_the_end(backend: Harness) -> None:
+    from conveyor.actors.subscriber import subscribe
+
+    log = Log()
+
+    def callback(message: SubscriberMessage) -> None:
+        log.add("run", message)
+        message.ack()
+
+    queue = backend.spawn(lambda: QueueActor(QueueConfig("q")), name="q")
+    subscription = subscribe(backend.system, queue, callback, name="subscription")
+    await backend.quiet()
+    for n in range(10):
+        queue.tell(Publish(Message(str(n).encode())))
+    await _until_acked(backend, queue, 10)
+    assert subscription.running
+    subscription.cancel()
+    if backend.name == "trio":
+        with pytest.raises(ConveyorError, match=r"use `await subscription\.wait"):
+            subscription.result()
+        await subscription.wait()
+    else:
+        subscription.result(timeout=5)
+    assert not subscription.running
+    assert sorted(n for _, _, n, _ in log.snapshot()) == list(range(10))
+
+
+async def test_ack_with_response_is_confirmed_by_the_queue(backend: Harness) -> None:
+    from conveyor.actors.subscriber import subscribe
+
+    answers: list[bool] = []
+    errors: list[str] = []
+
+    def callback(message: SubscriberMessage) -> None:
+        try:
+            answers.append(message.ack_with_response(timeout=5))
+        except Exception as error:
+            errors.append(str(error))
+            message.ack()
+
+    queue = backend.spawn(lambda: QueueActor(QueueConfig("q")), name="q")
+    subscribe(backend.system, queue, callback)
+    await backend.quiet()
+    queue.tell(Publish(Message(b"once")))
+    stats = await _until_acked(backend, queue, 1)
+    assert stats.acked == 1
+    if backend.name == "simulation":  # a simulated job cannot block for an answer
+        assert errors and "cannot answer ask_from_thread" in errors[0]
+    else:
+        assert answers == [True]

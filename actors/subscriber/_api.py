@@ -1,0 +1,100 @@
+"""subscribe(): the public entry of the streaming subscriber, on any of the three systems."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import final
+
+import trio
+
+from conveyor.actors.broker import Selector, parse_selector
+from conveyor.runtime import ActorRef, ActorSystemBase, ConveyorError, ThreadSystem, TrioSystem
+
+from ._manager import StreamingPullManager
+from ._message import SubscriberMessage
+from ._protocol import Cancel
+from ._settings import FlowControl
+
+
+@final
+class Subscription:
+    """A running subscription: ``cancel()`` it; ``result()`` / ``await wait()`` until it has stopped."""
+
+    def __init__(self, system: ActorSystemBase, manager: ActorRef) -> None:
+        self.system = system
+        self.manager = manager
+
+    @property
+    def running(self) -> bool:
+        """True until the subscription has stopped."""
+        return self.manager.is_alive
+
+    def cancel(self) -> None:
+        """Stop receiving; from any thread. Nothing stays leased: unfinished messages go back to the queue."""
+        if self.manager.is_alive:
+            self.system.tell_from_thread(self.manager, Cancel())
+
+    def result(self, timeout: float | None = None) -> None:
+        """Block (threads) or run the simulation until the subscription stops.
+
+        Raises:
+            TimeoutError: still running after ``timeout`` seconds (virtual in the Simulation).
+            ConveyorError: on a TrioSystem, where ``await wait()`` is the way.
+        """
+        system = self.system
+        if isinstance(system, TrioSystem):
+            msg = "on a TrioSystem use `await subscription.wait()`"
+            raise ConveyorError(msg)
+        if isinstance(system, ThreadSystem):
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while self.manager.is_alive:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"subscription {self.manager.path} still running after {timeout} s")
+                time.sleep(0.005)
+            return
+        step: Callable[[float | None], bool] | None = getattr(system, "step", None)  # the Simulation
+        if step is None:
+            msg = f"result() does not know how to wait on a {type(system).__name__}"
+            raise ConveyorError(msg)
+        until = None if timeout is None else system.now() + timeout
+        while self.manager.is_alive and step(until):
+            pass
+        if self.manager.is_alive:
+            raise TimeoutError(f"subscription {self.manager.path} still running")
+
+    async def wait(self) -> None:
+        """On a TrioSystem: return once the subscription has stopped."""
+        while self.manager.is_alive:
+            await trio.sleep(0.005)
+
+
+def subscribe(
+    system: ActorSystemBase,
+    queue: ActorRef,
+    callback: Callable[[SubscriberMessage], object],
+    *,
+    flow_control: FlowControl | None = None,
+    workers: int = 4,
+    selector: Selector | object = None,
+    heartbeat_s: float = 30.0,
+    name: str | None = None,
+) -> Subscription:
+    """Subscribe ``callback`` to ``queue``: each message runs it on a worker, off the actors.
+
+    Messages with the same ordering key (the broker message's ``group``) reach the callback one at
+    a time and in order; the callback calls ``ack()``, ``nack()``, ``modify_ack_deadline(s)`` or
+    ``ack_with_response()`` on the message (raising nacks it).
+
+    Raises:
+        TypeError / ValueError: a bad callback, worker count or flow control, at once.
+    """
+    parsed = None if selector is None else parse_selector(selector)
+    flow = flow_control if flow_control is not None else FlowControl()
+    if not isinstance(flow, FlowControl):
+        msg = f"subscribe() flow_control must be a FlowControl, got {type(flow).__qualname__}"
+        raise TypeError(msg)
+    manager = system.spawn(
+        lambda: StreamingPullManager(queue, callback, flow, workers, parsed, heartbeat_s), name=name
+    )
+    return Subscription(system, manager)
