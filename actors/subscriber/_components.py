@@ -24,7 +24,19 @@ from ._histogram import Histogram
 from ._leases import LeaseTable
 from ._message import SubscriberMessage
 from ._ordering import OrderingKeyHolds
-from ._protocol import CallbackEnded, Done, Heartbeat, Received, Run, Settle, SettleKind, Tick, split_ack_id
+from ._protocol import (
+    CallbackEnded,
+    CallbackStarted,
+    Done,
+    FenceLifted,
+    Heartbeat,
+    Received,
+    Run,
+    Settle,
+    SettleKind,
+    Tick,
+    split_ack_id,
+)
 from ._settings import FlowControl
 
 log = logging.getLogger("conveyor.subscriber")
@@ -113,31 +125,60 @@ class Leaser(Actor):
 
 @final
 class OrderedKeyHandler(Actor):
-    """One message per ordering key at a time, in order; unordered ones go straight to the workers."""
+    """One message per ordering key at a time, in order; unordered ones go straight to the workers.
 
-    def __init__(self, manager: ActorRef, workers: ActorRef) -> None:
+    When a keyed message is nacked, what is held behind it goes back to the queue too. A message
+    may then run only if no earlier message of its key is still out being redelivered: later ones
+    that were already on their way are sent back as well, so the key's messages run again in
+    publish order (the queue keeps positions). The wait for a key lifts by itself after
+    ``fence_s``, in case a message never returns (dead-lettered, expired).
+    """
+
+    def __init__(self, manager: ActorRef, workers: ActorRef, fence_s: float = 60.0) -> None:
         self.manager = manager
         self.workers = workers
+        self.fence_s = fence_s
         self.holds = OrderingKeyHolds()
         self.waiting: dict[str, Received] = {}
+        self.out: dict[str, set[int]] = {}  # key -> tags sent back and not yet returned
 
     def receive(self, message: Any) -> None:
         """Release what may run now."""
         if type(message) is Received:
-            released = self.holds.arrive(message.ack_id, message.key or None)
-            if message.ack_id not in released:
-                self.waiting[message.ack_id] = message
-            for ack_id in released:
-                self._run(message if ack_id == message.ack_id else self.waiting.pop(ack_id))
+            self._arrive(message)
         elif type(message) is CallbackEnded:
             if message.nacked and message.key:
-                # Everything held behind a nacked message goes back to the queue, which keeps
-                # positions: the key's messages come again in publish order.
-                for ack_id in self.holds.drop_key(message.key):
-                    del self.waiting[ack_id]
-                    self.ctx.send(self.manager, Settle(SettleKind.NACK, ack_id))
+                self._send_back_from(message.key, split_ack_id(message.ack_id)[1])
             for ack_id in self.holds.finished(message.ack_id):
                 self._run(self.waiting.pop(ack_id))
+        elif type(message) is FenceLifted:
+            self.out.pop(message.key, None)
+
+    def _arrive(self, message: Received) -> None:
+        key = message.key or None
+        tag = message.delivery.tag
+        out = None if key is None else self.out.get(key)
+        if out:
+            if tag > min(out):
+                out.add(tag)  # an earlier message of its key is still coming back
+                self.ctx.send(self.manager, Settle(SettleKind.NACK, message.ack_id))
+                return
+            out.discard(tag)
+        released = self.holds.arrive(message.ack_id, key)
+        if message.ack_id not in released:
+            self.waiting[message.ack_id] = message
+        for ack_id in released:
+            self._run(message if ack_id == message.ack_id else self.waiting.pop(ack_id))
+
+    def _send_back_from(self, key: str, tag: int) -> None:
+        out = self.out.get(key)
+        if out is None:
+            out = self.out[key] = set()
+            self.ctx.schedule(self.fence_s, FenceLifted(key, tag))
+        out.add(tag)
+        for ack_id in self.holds.drop_key(key):
+            out.add(self.waiting.pop(ack_id).delivery.tag)
+            self.ctx.send(self.manager, Settle(SettleKind.NACK, ack_id))
 
     def _run(self, received: Received) -> None:
         self.ctx.send(self.workers, Run(received.ack_id, received.key, received.delivery))
@@ -195,6 +236,9 @@ class WorkerPool(Actor):
         while self.waiting and len(self.running) < self.workers:
             run = self.waiting.popleft()
             assert self.settle is not None and self.ask is not None
+            if self.ctx.tracing:
+                delivery = run.delivery
+                self.ctx.note(CallbackStarted(run.ack_id, run.key, delivery.tag, delivery.delivery_count))
             self.running[self.ctx.run_job(_invoke, self.callback, run.delivery, self.settle, self.ask)] = run
 
 

@@ -114,3 +114,23 @@ class AckResponse:
 
     ack_id: str
     success: bool
+
+
+@final
+@attrs.frozen
+class CallbackStarted:
+    """Note for checkers: the worker pool handed this message to the user's callback."""
+
+    ack_id: str
+    key: str | None
+    tag: int
+    attempt: int
+
+
+@final
+@attrs.frozen
+class FenceLifted:
+    """Ordered-key handler's timer: give up waiting for a nacked message of ``key`` to come back."""
+
+    key: str
+    tag: int
