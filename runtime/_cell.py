@@ -65,10 +65,11 @@ class PromiseCell(CellBase):
     """The temporary sender of an ``ask``: its first message is the answer."""
 
     is_promise = True
-    __slots__ = ("error", "result", "settled")
+    __slots__ = ("answered", "error", "result", "settled")
 
     def __init__(self, system: ActorSystemBase, uid: int) -> None:
         super().__init__(system, uid, f"ask-{uid}", f"/ask-{uid}")
+        self.answered = False  # a reply is on its way (it may not have arrived yet)
         self.settled = False
         self.result: object = None
         self.error: BaseException | None = None
@@ -186,14 +187,14 @@ class ActorCell(CellBase):
         except Exception as error:  # noqa: BLE001 - every failure goes to supervision, logged
             self._failed(error, sender, message)
         self.ctx._sender = None  # noqa: SLF001
-        if sender is not None and sender.is_promise and not sender.settled:  # type: ignore[attr-defined]
+        if sender is not None and sender.is_promise and not sender.answered:  # type: ignore[attr-defined]
             self._remember_unanswered(sender)  # type: ignore[arg-type]
 
     def _remember_unanswered(self, promise: PromiseCell) -> None:
         """An ask handled without a reply yet: fail it fast if this actor stops first."""
         unanswered = self.unanswered
         if len(unanswered) >= 64:
-            for uid in [uid for uid, waiting in unanswered.items() if waiting.settled]:
+            for uid in [uid for uid, waiting in unanswered.items() if waiting.answered or waiting.settled]:
                 del unanswered[uid]
         unanswered[promise.uid] = promise
 
@@ -301,7 +302,8 @@ class ActorCell(CellBase):
             system._send(self, watcher, self.termination)  # noqa: SLF001
         self.watchers.clear()
         for promise in self.unanswered.values():
-            promise.fail(ActorDeadError(f"{self.path} stopped ({reason}) without answering"))
+            if not promise.answered:
+                promise.fail(ActorDeadError(f"{self.path} stopped ({reason}) without answering"))
         self.unanswered.clear()
         if self.parent is not None:
             system._send(self, self.parent, ChildTerminated(self.ref))  # noqa: SLF001

@@ -186,6 +186,8 @@ class ActorSystemBase(abc.ABC):
         return promise.result
 
     def _send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+        if target.is_promise:
+            target.answered = True  # type: ignore[attr-defined]
         tracer = self.tracer
         if tracer is not None:
             tracer.record(EventKind.SENT, self.now(), sender, target, message)

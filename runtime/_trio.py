@@ -208,6 +208,9 @@ class TrioSystem(ActorSystemBase):
         if sender is None and not target.alive:
             msg = f"{target.path} has stopped; tell() cannot deliver {type(message).__qualname__}"
             raise ActorDeadError(msg)
+        if target.is_promise:
+            self._send(sender, target, message)  # an answer told to an asker's ref
+            return
         tracer = self.tracer
         if tracer is not None:
             tracer.record(EventKind.SENT, self.now(), sender, target, message)

@@ -12,6 +12,12 @@ from ._components import WorkerPool as WorkerPool
 from ._manager import StreamingPullManager as StreamingPullManager
 from ._message import SubscriberMessage as SubscriberMessage
 from ._protocol import Cancel as Cancel
+from ._pull import PulledBatch as PulledBatch
+from ._pull import PullRequest as PullRequest
+from ._pull import PullSession as PullSession
+from ._pull import acknowledge as acknowledge
+from ._pull import nack_pulled as nack_pulled
+from ._pull import start_pull as start_pull
 from ._settings import FlowControl as FlowControl
 
 __all__ = [
@@ -23,9 +29,15 @@ __all__ = [
     "Leaser",
     "LoadController",
     "OrderedKeyHandler",
+    "PullRequest",
+    "PullSession",
+    "PulledBatch",
     "StreamingPullManager",
     "SubscriberMessage",
     "Subscription",
     "WorkerPool",
+    "acknowledge",
+    "nack_pulled",
+    "start_pull",
     "subscribe",
 ]

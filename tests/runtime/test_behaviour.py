@@ -505,3 +505,17 @@ async def test_tell_from_thread_reaches_the_actor_from_a_job(backend: Harness) -
     assert await backend.ask(actor, Get()) == (("from a job", 7),)
     with pytest.raises(MutableMessageError):
         backend.system.tell_from_thread(actor, [1])
+
+
+class TellsBack(Actor):
+    """Answers by telling the sender's ref directly instead of ctx.reply."""
+
+    def receive(self, message: Any) -> None:
+        sender = self.ctx.sender
+        if sender is not None:
+            sender.tell(("told", message))
+
+
+async def test_an_asker_can_be_answered_by_telling_its_ref(backend: Harness) -> None:
+    actor = backend.spawn(TellsBack)
+    assert await backend.ask(actor, 5) == ("told", 5)

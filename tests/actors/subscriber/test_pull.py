@@ -1,0 +1,52 @@
+"""The single-batch synchronous pull on every backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from conveyor.actors.broker import GetStats, Message, Publish, QueueActor, QueueConfig
+from conveyor.actors.subscriber import PulledBatch, PullRequest, acknowledge, nack_pulled, start_pull
+from tests.conftest import Harness
+
+
+async def _pull(backend: Harness, queue: object, max_messages: int, timeout: float = 0.2) -> PulledBatch:
+    session = start_pull(backend.system, queue, max_messages, timeout)  # type: ignore[arg-type]
+    batch: PulledBatch = await backend.ask(session, PullRequest(), timeout=timeout + 5)
+    return batch
+
+
+async def test_pull_a_batch_ack_some_nack_the_rest(backend: Harness) -> None:
+    queue = backend.spawn(lambda: QueueActor(QueueConfig("q")), name="q")
+    for n in range(5):
+        queue.tell(Publish(Message(str(n).encode())))
+    await backend.quiet()
+    batch = await _pull(backend, queue, 3)
+    assert [d.message.body for d in batch.messages] == [b"0", b"1", b"2"]
+    acknowledge(backend.system, batch, batch.ack_ids[:2])
+    nack_pulled(backend.system, batch, batch.ack_ids[2:])
+    await backend.quiet()
+    stats = await backend.ask(queue, GetStats())
+    assert (stats.acked, stats.depth, stats.in_flight) == (2, 3, 0)
+    again = await _pull(backend, queue, 10)
+    assert [(d.message.body, d.delivery_count) for d in again.messages] == [(b"2", 2), (b"3", 1), (b"4", 1)]
+    acknowledge(backend.system, again)
+    await backend.quiet()
+    assert (await backend.ask(queue, GetStats())).acked == 5
+
+
+async def test_pull_from_an_empty_queue_answers_an_empty_batch_after_the_timeout(backend: Harness) -> None:
+    queue = backend.spawn(lambda: QueueActor(QueueConfig("q")), name="q")
+    await backend.quiet()
+    batch = await _pull(backend, queue, 10, timeout=0.05)
+    assert batch.messages == ()
+
+
+def test_pull_refuses_bad_arguments() -> None:
+    from conveyor.simulation import Simulation
+
+    sim = Simulation(seed=1)
+    queue = sim.spawn(lambda: QueueActor(QueueConfig("q")))
+    with pytest.raises(ValueError, match="max_messages must be an int >= 1, got 0"):
+        start_pull(sim, queue, 0)
+    with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
+        start_pull(sim, queue, 1, timeout=0)
