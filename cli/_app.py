@@ -39,6 +39,17 @@ def bench_broker(
     run(messages=messages, repeat=repeat)
 
 
+@bench_app.command("subscriber")
+def bench_subscriber(
+    messages: int = typer.Option(3000, min=100, help="Messages per measurement."),
+    repeat: int = typer.Option(2, min=1, help="Runs per measurement; the best is reported."),
+) -> None:
+    """subscribe() with an acking no-op callback, beside a trio channel + to_thread baseline."""
+    from conveyor.benchmarks.subscriber import main as run
+
+    run(messages=messages, repeat=repeat)
+
+
 def main() -> None:
     """Entry point of the ``conveyor`` script."""
     app()
