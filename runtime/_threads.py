@@ -258,6 +258,19 @@ class ThreadSystem(ActorSystemBase):
         """``ask`` from any non-actor thread (a job's worker thread included)."""
         return self.ask(ref, message, timeout)
 
+    def join(self, ref: ActorRef, timeout: float | None = None) -> None:
+        """Block until ``ref`` has stopped.
+
+        Raises:
+            TimeoutError: still running after ``timeout`` seconds.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while ref.is_alive:
+            if deadline is not None and time.monotonic() >= deadline:
+                msg = f"{ref.path} still running after {timeout} s"
+                raise TimeoutError(msg)
+            time.sleep(0.002)
+
     def wait_quiet(self, timeout: float | None = None) -> bool:
         """Block until no message is queued or handled and no job runs; False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout

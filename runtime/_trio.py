@@ -172,6 +172,11 @@ class TrioSystem(ActorSystemBase):
                 sender, message = mailbox.popleft()
                 cell.process(sender, message)
 
+    async def join(self, ref: ActorRef) -> None:
+        """Return once ``ref`` has stopped (wrap in ``trio.fail_after`` for a timeout)."""
+        while ref.is_alive:
+            await trio.sleep(0.002)
+
     async def wait_quiet(self) -> None:
         """Return once no message is queued and no job runs (pending timers don't count)."""
         await trio.lowlevel.checkpoint()

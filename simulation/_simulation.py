@@ -244,6 +244,19 @@ class Simulation(ActorSystemBase):
             why = f"{timeout} virtual seconds passed"
         return self._answer(promise, ref, message, why)
 
+    def join(self, ref: ActorRef, timeout: float | None = None) -> None:
+        """Run the simulation until ``ref`` has stopped.
+
+        Raises:
+            TimeoutError: still running after ``timeout`` virtual seconds, or the run went quiet.
+        """
+        until = None if timeout is None else self._now + timeout
+        while ref.is_alive and self.step(until):
+            pass
+        if ref.is_alive:
+            msg = f"{ref.path} still running at virtual time {self._now}"
+            raise TimeoutError(msg)
+
     def shutdown(self) -> None:
         """Stop every actor now, as the real systems do on exit: ``on_stop`` runs and
         queued messages become dead letters; pending timers and jobs are dropped."""

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import final
 
-import trio
-
 from conveyor.actors.broker import Selector, parse_selector
-from conveyor.runtime import ActorRef, ActorSystemBase, ConveyorError, ThreadSystem, TrioSystem
+from conveyor.runtime import ActorRef, ActorSystemBase, ConveyorError, TrioSystem
 
 from ._manager import StreamingPullManager
 from ._message import SubscriberMessage
@@ -46,27 +43,19 @@ class Subscription:
         if isinstance(system, TrioSystem):
             msg = "on a TrioSystem use `await subscription.wait()`"
             raise ConveyorError(msg)
-        if isinstance(system, ThreadSystem):
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while self.manager.is_alive:
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(f"subscription {self.manager.path} still running after {timeout} s")
-                time.sleep(0.005)
-            return
-        step: Callable[[float | None], bool] | None = getattr(system, "step", None)  # the Simulation
-        if step is None:
+        join: Callable[[ActorRef, float | None], None] | None = getattr(system, "join", None)
+        if join is None:
             msg = f"result() does not know how to wait on a {type(system).__name__}"
             raise ConveyorError(msg)
-        until = None if timeout is None else system.now() + timeout
-        while self.manager.is_alive and step(until):
-            pass
-        if self.manager.is_alive:
-            raise TimeoutError(f"subscription {self.manager.path} still running")
+        join(self.manager, timeout)
 
     async def wait(self) -> None:
         """On a TrioSystem: return once the subscription has stopped."""
-        while self.manager.is_alive:
-            await trio.sleep(0.005)
+        system = self.system
+        if not isinstance(system, TrioSystem):
+            msg = "wait() is for a TrioSystem; use result() elsewhere"
+            raise ConveyorError(msg)
+        await system.join(self.manager)
 
 
 def subscribe(
