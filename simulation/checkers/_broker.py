@@ -186,64 +186,67 @@ def _acquiring_deliveries(obs: Observation, view: _Availability) -> Iterable[tup
             yield delivery, info
 
 
+def _replayed_deliveries(
+    trace: Iterable[TraceEvent], queue_path: str
+) -> Iterable[tuple[float, Delivery, ConsumerInfo, _Availability]]:
+    """Each acquiring delivery with the queue's state just before it; it is held once the caller moves on."""
+    view = _Availability()
+    for obs in queue_story(trace, queue_path):
+        if obs.kind != "delivered":
+            view.apply(obs)
+            continue
+        for delivery, info in _acquiring_deliveries(obs, view):
+            yield obs.time, delivery, info, view
+            view.hold(delivery)
+
+
 def priority_order(trace: Iterable[TraceEvent], queue_path: str, priorities: int = 10) -> CheckResult:
     """No consumer is given a message while a higher-priority message it could take waits.
 
     Checked for consumers that no interested higher-priority consumer outranks (a
     lower-priority consumer rightly leaves such entries to the higher one).
     """
-    view = _Availability()
     violations: list[str] = []
     checked = 0
-    for obs in queue_story(trace, queue_path):
-        if obs.kind != "delivered":
-            view.apply(obs)
+    for time, delivery, info, view in _replayed_deliveries(trace, queue_path):
+        outranked = any(
+            other.priority > info.priority and other.acquiring and view.interested.get(cid, True)
+            for cid, other in view.consumers.items()
+        )
+        if outranked:
             continue
-        for delivery, info in _acquiring_deliveries(obs, view):
-            outranked = any(
-                other.priority > info.priority and other.acquiring and view.interested.get(cid, True)
-                for cid, other in view.consumers.items()
-            )
-            level = priority_level(delivery.message.priority, priorities)
-            if not outranked:
-                checked += 1
-                for tag, (message, _) in view.entries.items():
-                    if priority_level(message.priority, priorities) > level and view.could_take(info, tag, obs.time):
-                        violations.append(
-                            f"t={obs.time:g}: consumer {info.consumer_id} got tag {delivery.tag} (priority "
-                            f"{delivery.message.priority}) while tag {tag} (priority {message.priority}) waited"
-                        )
-                        break
-            view.hold(delivery)
+        checked += 1
+        level = priority_level(delivery.message.priority, priorities)
+        for tag, (message, _) in view.entries.items():
+            if priority_level(message.priority, priorities) > level and view.could_take(info, tag, time):
+                violations.append(
+                    f"t={time:g}: consumer {info.consumer_id} got tag {delivery.tag} (priority "
+                    f"{delivery.message.priority}) while tag {tag} (priority {message.priority}) waited"
+                )
+                break
     return CheckResult.of("priority_order", violations, checked=checked)
 
 
 def consumer_priority(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
     """A lower-priority consumer is served only when no higher-priority one could take the message."""
-    view = _Availability()
     violations: list[str] = []
     checked = 0
-    for obs in queue_story(trace, queue_path):
-        if obs.kind != "delivered":
-            view.apply(obs)
-            continue
-        for delivery, info in _acquiring_deliveries(obs, view):
-            checked += 1
-            message = delivery.message
-            for cid, other in view.consumers.items():
-                if (
-                    other.priority > info.priority
-                    and other.acquiring
-                    and view.interested.get(cid, True)
-                    and other.selector.matches(message.header_map())
-                    and view.group_free_for(message, cid)
-                ):
-                    violations.append(
-                        f"t={obs.time:g}: tag {delivery.tag} went to consumer {info.consumer_id} (priority "
-                        f"{info.priority}) while consumer {cid} (priority {other.priority}) wanted work and matched"
-                    )
-                    break
-            view.hold(delivery)
+    for time, delivery, info, view in _replayed_deliveries(trace, queue_path):
+        checked += 1
+        message = delivery.message
+        for cid, other in view.consumers.items():
+            if (
+                other.priority > info.priority
+                and other.acquiring
+                and view.interested.get(cid, True)
+                and other.selector.matches(message.header_map())
+                and view.group_free_for(message, cid)
+            ):
+                violations.append(
+                    f"t={time:g}: tag {delivery.tag} went to consumer {info.consumer_id} (priority "
+                    f"{info.priority}) while consumer {cid} (priority {other.priority}) wanted work and matched"
+                )
+                break
     return CheckResult.of("consumer_priority", violations, checked=checked)
 
 
@@ -315,33 +318,26 @@ def browser_completeness(trace: Iterable[TraceEvent], queue_path: str) -> CheckR
 
 def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
     """One consumer holds a message group at a time, and a group's first deliveries keep publish order."""
-    view = _Availability()
     last_in_group: dict[str, int] = {}
     violations: list[str] = []
     checked = 0
-    for obs in queue_story(trace, queue_path):
-        if obs.kind != "delivered":
-            view.apply(obs)
+    for time, delivery, info, view in _replayed_deliveries(trace, queue_path):
+        group = delivery.message.group
+        if group is None:
             continue
-        for delivery, info in _acquiring_deliveries(obs, view):
-            group = delivery.message.group
-            if group is None:
-                view.hold(delivery)
-                continue
-            checked += 1
-            others = [holder for holder in view.group_holders[group] if holder != info.consumer_id]
-            if others:
+        checked += 1
+        others = [holder for holder in view.group_holders[group] if holder != info.consumer_id]
+        if others:
+            violations.append(
+                f"t={time:g}: group {group!r} tag {delivery.tag} went to consumer {info.consumer_id} "
+                f"while consumer {others[0]} held the group"
+            )
+        if delivery.delivery_count == 1:
+            if delivery.tag < last_in_group.get(group, 0):
                 violations.append(
-                    f"t={obs.time:g}: group {group!r} tag {delivery.tag} went to consumer {info.consumer_id} "
-                    f"while consumer {others[0]} held the group"
+                    f"t={time:g}: group {group!r} tag {delivery.tag} delivered after tag {last_in_group[group]}"
                 )
-            if delivery.delivery_count == 1:
-                if delivery.tag < last_in_group.get(group, 0):
-                    violations.append(
-                        f"t={obs.time:g}: group {group!r} tag {delivery.tag} delivered after tag {last_in_group[group]}"
-                    )
-                last_in_group[group] = max(last_in_group.get(group, 0), delivery.tag)
-            view.hold(delivery)
+            last_in_group[group] = max(last_in_group.get(group, 0), delivery.tag)
     return CheckResult.of("group_exclusivity", violations, checked=checked)
 
 

@@ -26,7 +26,7 @@ from conveyor.actors.broker import (
     QueueConfig,
 )
 from conveyor.actors.broker._entries import Entry, EntryState, Returned, _Cursor
-from conveyor.runtime import Actor, ActorSystemBase, ThreadSystem, TrioSystem
+from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ThreadSystem, TrioSystem
 from conveyor.simulation import RoundRobin, Simulation
 from conveyor.simulation.checkers import (
     CheckResult,
@@ -275,14 +275,20 @@ class Acker(Actor):
             self.ctx.reply(Ack(message.consumer_id, (message.tag,)))
 
 
-def test_eight_equal_consumers_share_100000_messages_fairly() -> None:
-    sim = Simulation(seed=11, trace=False)
+def _eight_ackers(sim: Simulation) -> ActorRef:
+    """A queue with 8 equal consumers (prefetch 100) whose clients ack at once."""
     queue = sim.spawn(lambda: QueueActor(QueueConfig("fair", ack_deadline_s=3600)), name="fair")
     for index in range(8):
         client = sim.spawn(Acker, name=f"acker-{index}")
         sim.spawn(lambda c=client: ConsumerActor(queue, c, ConsumerSettings(prefetch_messages=100)),  # type: ignore[misc]
                   name=f"consumer-{index}")
     sim.run()
+    return queue
+
+
+def test_eight_equal_consumers_share_100000_messages_fairly() -> None:
+    sim = Simulation(seed=11, trace=False)
+    queue = _eight_ackers(sim)
     body = b"x" * 100
     for _ in range(100):
         queue.tell(PublishBatch(tuple(Message(body) for _ in range(1_000))))
@@ -296,12 +302,7 @@ def test_eight_equal_consumers_share_100000_messages_fairly() -> None:
 def test_fairness_with_single_publishes_under_round_robin() -> None:
     """One publish at a time, consumers scheduled evenly (as trio's dispatcher does): Jain >= 0.99."""
     sim = Simulation(seed=5, trace=False, strategy=RoundRobin())
-    queue = sim.spawn(lambda: QueueActor(QueueConfig("fair", ack_deadline_s=3600)), name="fair")
-    for index in range(8):
-        client = sim.spawn(Acker, name=f"acker-{index}")
-        sim.spawn(lambda c=client: ConsumerActor(queue, c, ConsumerSettings(prefetch_messages=100)),  # type: ignore[misc]
-                  name=f"consumer-{index}")
-    sim.run()
+    queue = _eight_ackers(sim)
     for _ in range(20_000):
         queue.tell(Publish(Message(b"x")))
     assert sim.run().quiet
