@@ -194,7 +194,7 @@ class ConsumerActor(Actor):
         self.pulling = False
         acquiring = self.settings.acquiring
         for delivery in deliveries:
-            if acquiring:
+            if acquiring and delivery.tag not in self.outstanding:  # a lapsed lease redelivered: counted once
                 size = delivery.message.size
                 self.outstanding[delivery.tag] = size
                 self.outstanding_bytes += size

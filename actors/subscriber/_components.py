@@ -28,6 +28,8 @@ from ._protocol import (
     CallbackEnded,
     CallbackStarted,
     Done,
+    Drain,
+    Drained,
     FenceLifted,
     Heartbeat,
     Received,
@@ -98,10 +100,12 @@ class Leaser(Actor):
             # The first extension right away, as the Pub/Sub client does for each batch received.
             extension = self.table.deadline_for(self.histogram)
             self.ctx.send(self.dispatcher, Settle(SettleKind.MODACK, message.ack_id, extension))
-            self._arm(now + max(0.0, extension * 0.9 - 1.0))
+            next_check = self.table.next_check_at
+            if next_check is not None:
+                self._arm(next_check)
         elif type(message) is Done:
             duration = self.table.remove(message.ack_id, now)
-            if duration is not None:
+            if duration is not None and message.acked:
                 self.histogram.add(duration)
         elif type(message) is Tick:
             self.timer = None
@@ -141,6 +145,8 @@ class OrderedKeyHandler(Actor):
         self.holds = OrderingKeyHolds()
         self.waiting: dict[str, Received] = {}
         self.out: dict[str, set[int]] = {}  # key -> tags sent back and not yet returned
+        self.fence_of: dict[str, int] = {}  # key -> id of the fence now up (so an old timer lifts nothing)
+        self.fences = 0
 
     def receive(self, message: Any) -> None:
         """Release what may run now."""
@@ -151,7 +157,8 @@ class OrderedKeyHandler(Actor):
                 self._send_back_from(message.key, split_ack_id(message.ack_id)[1])
             for ack_id in self.holds.finished(message.ack_id):
                 self._run(self.waiting.pop(ack_id))
-        elif type(message) is FenceLifted:
+        elif type(message) is FenceLifted and self.fence_of.get(message.key) == message.fence:
+            del self.fence_of[message.key]
             self.out.pop(message.key, None)
 
     def _arrive(self, message: Received) -> None:
@@ -164,6 +171,8 @@ class OrderedKeyHandler(Actor):
                 self.ctx.send(self.manager, Settle(SettleKind.NACK, message.ack_id))
                 return
             out.discard(tag)
+            if not out:
+                self.fence_of.pop(key, None)  # type: ignore[arg-type]  # everything came back
         released = self.holds.arrive(message.ack_id, key)
         if message.ack_id not in released:
             self.waiting[message.ack_id] = message
@@ -172,9 +181,11 @@ class OrderedKeyHandler(Actor):
 
     def _send_back_from(self, key: str, tag: int) -> None:
         out = self.out.get(key)
-        if out is None:
+        if not out:
             out = self.out[key] = set()
-            self.ctx.schedule(self.fence_s, FenceLifted(key, tag))
+            self.fences += 1
+            self.fence_of[key] = self.fences
+            self.ctx.schedule(self.fence_s, FenceLifted(key, self.fences))
         out.add(tag)
         for ack_id in self.holds.drop_key(key):
             out.add(self.waiting.pop(ack_id).delivery.tag)
@@ -188,7 +199,7 @@ def _invoke(
     callback: Callable[[SubscriberMessage], object],
     delivery: Delivery,
     settle: Callable[[object], None],
-    ask: Callable[[object], object],
+    ask: Callable[..., object],
 ) -> SettleKind | None:
     """Run the user's callback in a worker; an exception nacks the message (unless it was settled).
 
@@ -215,7 +226,7 @@ class WorkerPool(Actor):
         self.waiting: deque[Run] = deque()
         self.running: dict[int, Run] = {}
         self.settle: Callable[[object], None] | None = None
-        self.ask: Callable[[object], object] | None = None
+        self.ask: Callable[..., object] | None = None
 
     def on_start(self) -> None:
         """Make the thread-safe paths by which callbacks settle their messages."""
@@ -244,29 +255,26 @@ class WorkerPool(Actor):
 
 @final
 class Dispatcher(Actor):
-    """Sends acks, nacks and deadline changes to the broker in batches (count or a short delay)."""
+    """Batches acks, nacks and deadline changes (by count or a short delay) and hands each batch to
+    the manager, which sends it to the broker: one path to the consumer keeps a final stop behind
+    every settlement."""
 
-    def __init__(self, consumer: ActorRef, max_batch: int = 100, max_delay_s: float = 0.01) -> None:
-        self.consumer = consumer
+    def __init__(self, manager: ActorRef, max_batch: int = 100, max_delay_s: float = 0.01) -> None:
+        self.manager = manager
         self.batcher = RequestBatcher(max_batch, max_delay_s)
         self.timer: TimerHandle | None = None
 
     def receive(self, message: Any) -> None:
-        """Batch one request, or send what is due."""
+        """Batch one request, or hand over what is due."""
         now = self.ctx.now()
         if type(message) is Settle:
-            flush = self.batcher.add(self._request(message), now)
-            if flush is not None:
-                self._send(flush)
+            self._hand_over(self.batcher.add(self._request(message), now))
         elif type(message) is Tick:
             self.timer = None
-            flush = self.batcher.due(now)
-            if flush is not None:
-                self._send(flush)
-        elif message == "flush":
-            flush = self.batcher.flush()
-            if flush is not None:
-                self._send(flush)
+            self._hand_over(self.batcher.due(now))
+        elif type(message) is Drain:
+            self._hand_over(self.batcher.flush())
+            self.ctx.send(self.manager, Drained())
         due = self.batcher.next_due_at()
         if due is not None and self.timer is None:
             self.timer = self.ctx.schedule(max(0.0, due - now), Tick())
@@ -283,14 +291,23 @@ class Dispatcher(Actor):
             case _:
                 return DropRequest(settle.ack_id)
 
-    def _send(self, flush: Flush) -> None:
-        for consumer_id, tags in _by_consumer(flush.acks).items():
-            self.ctx.send(self.consumer, Ack(consumer_id, tags))
-        for consumer_id, tags in _by_consumer(flush.nacks).items():
-            self.ctx.send(self.consumer, Nack(consumer_id, tags))
-        for seconds, ids in flush.modacks:
-            for consumer_id, tags in _by_consumer(ids).items():
-                self.ctx.send(self.consumer, ModifyAckDeadline(consumer_id, tags, min(600.0, seconds)))
+    def _hand_over(self, flush: Flush | None) -> None:
+        if flush is not None:
+            self.ctx.send(self.manager, flush)
+
+
+def broker_requests(flush: Flush) -> list[Ack | Nack | ModifyAckDeadline]:
+    """The broker messages that carry out one batch (drops tell the broker nothing)."""
+    requests: list[Ack | Nack | ModifyAckDeadline] = [
+        Ack(consumer_id, tags) for consumer_id, tags in _by_consumer(flush.acks).items()
+    ]
+    requests.extend(Nack(consumer_id, tags) for consumer_id, tags in _by_consumer(flush.nacks).items())
+    for seconds, ids in flush.modacks:
+        requests.extend(
+            ModifyAckDeadline(consumer_id, tags, min(600.0, seconds))
+            for consumer_id, tags in _by_consumer(ids).items()
+        )
+    return requests
 
 
 def _by_consumer(ack_ids: tuple[str, ...]) -> dict[int, tuple[int, ...]]:

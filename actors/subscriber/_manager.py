@@ -9,12 +9,13 @@ user code come back here, go to the dispatcher, and release load and lease.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, final
+from typing import Any
 
 from conveyor.actors.broker import Ack, AckResult, ConsumerActor, ConsumerSettings, Delivery, MatchAll, Selector
 from conveyor.runtime import Actor, ActorRef
 
-from ._components import Dispatcher, Heartbeater, Leaser, LoadController, OrderedKeyHandler, WorkerPool
+from ._batching import Flush
+from ._components import Dispatcher, Heartbeater, Leaser, LoadController, OrderedKeyHandler, WorkerPool, broker_requests
 from ._message import SubscriberMessage
 from ._protocol import (
     AckResponse,
@@ -22,6 +23,8 @@ from ._protocol import (
     CallbackEnded,
     Cancel,
     Done,
+    Drain,
+    Drained,
     Heartbeat,
     Received,
     Settle,
@@ -32,9 +35,11 @@ from ._protocol import (
 from ._settings import FlowControl
 
 
-@final
 class StreamingPullManager(Actor):
-    """One subscription: a consumer of ``queue`` whose messages run ``callback`` on workers."""
+    """One subscription: a consumer of ``queue`` whose messages run ``callback`` on workers.
+
+    Not final: ``make_part`` is an extension point (for planted bugs in simulations).
+    """
 
     def __init__(
         self,
@@ -58,10 +63,12 @@ class StreamingPullManager(Actor):
         self.selector = selector
         self.heartbeat_s = heartbeat_s
         self.pending: dict[str, None] = {}  # received, not yet settled or dropped
+        self.expired: set[str] = set()  # pending, but leased max_lease_duration_s: released, not extended
         self.heartbeats = 0
         self.confirming: dict[int, tuple[ActorRef, str]] = {}  # tag -> (asker, ack id)
         self.consumer: ActorRef | None = None
         self.parts: dict[str, ActorRef] = {}
+        self.closing = False
 
     def on_start(self) -> None:
         """Spawn the broker consumer and the components."""
@@ -72,18 +79,28 @@ class StreamingPullManager(Actor):
             selector=self.selector if self.selector is not None else MatchAll(),
         )
         me = self.ctx.self_ref
-        consumer = self.ctx.spawn(lambda: ConsumerActor(self.queue, me, settings), name="consumer")
+        consumer = self.make_part("consumer", ConsumerActor, self.queue, me, settings)
         self.consumer = consumer
-        dispatcher = self.ctx.spawn(lambda: Dispatcher(consumer), name="dispatcher")
-        workers = self.ctx.spawn(lambda: WorkerPool(me, self.callback, self.workers), name="workers")
+        dispatcher = self.make_part("dispatcher", Dispatcher, me)
+        workers = self.make_part("workers", WorkerPool, me, self.callback, self.workers)
         self.parts = {
             "dispatcher": dispatcher,
             "workers": workers,
-            "load": self.ctx.spawn(lambda: LoadController(consumer, flow), name="load"),
-            "leaser": self.ctx.spawn(lambda: Leaser(me, dispatcher, flow), name="leaser"),
-            "keys": self.ctx.spawn(lambda: OrderedKeyHandler(me, workers), name="keys"),
-            "heartbeat": self.ctx.spawn(lambda: Heartbeater(me, self.heartbeat_s), name="heartbeat"),
+            "load": self.make_part("load", LoadController, consumer, flow),
+            # The leaser's extensions come through here, not straight to the dispatcher: then they
+            # share one channel with the settlements and a late one for a message already nacked
+            # or acked is dropped here, instead of superseding the nack in the dispatcher's batch.
+            "leaser": self.make_part("leaser", Leaser, me, me, flow),
+            "keys": self.make_part("keys", OrderedKeyHandler, me, workers),
+            "heartbeat": self.make_part("heartbeat", Heartbeater, me, self.heartbeat_s),
         }
+
+    def make_part(self, name: str, factory: Callable[..., Actor], *args: Any) -> ActorRef:
+        """Spawn the child ``name`` as ``factory(*args)``: the one place a subclass may swap a component.
+
+        The simulation's planted bugs override it to run a broken component inside a real subscription.
+        """
+        return self.ctx.spawn(lambda: factory(*args), name=name)
 
     def receive(self, message: Any) -> None:
         """Route one event."""
@@ -99,14 +116,31 @@ class StreamingPullManager(Actor):
             self.ctx.send(parts["leaser"], received)
             self.ctx.send(parts["keys"], received)
         elif type(message) is Settle:
-            if message.ack_id not in self.pending:
+            ack_id = message.ack_id
+            if ack_id not in self.pending:
                 return  # settled before, or dropped: the first decision stands
+            if message.kind is SettleKind.MODACK and message.seconds == 0:
+                message = Settle(SettleKind.NACK, ack_id)  # Pub/Sub's nack: a zero deadline
+            if message.kind is SettleKind.DROP and self.ctx.sender == parts["leaser"]:
+                self._expire(ack_id)
+                return
             if message.kind is not SettleKind.MODACK:
-                del self.pending[message.ack_id]
-                done = Done(message.ack_id)
-                self.ctx.send(parts["load"], done)
-                self.ctx.send(parts["leaser"], done)
+                del self.pending[ack_id]
+                if ack_id in self.expired:
+                    self.expired.discard(ack_id)  # load and leaser forgot it already
+                else:
+                    done = Done(ack_id, acked=message.kind is SettleKind.ACK)
+                    self.ctx.send(parts["load"], done)
+                    self.ctx.send(parts["leaser"], done)
             self.ctx.send(parts["dispatcher"], message)
+        elif type(message) is Flush:
+            # Every settlement reaches the consumer from here, so a final stop queues behind them.
+            if self.consumer is not None:
+                for request in broker_requests(message):
+                    self.ctx.send(self.consumer, request)
+        elif type(message) is Drained:
+            if self.closing:
+                self.ctx.stop()
         elif type(message) is CallbackEnded:
             self.ctx.send(parts["keys"], message)
         elif type(message) is Heartbeat:
@@ -124,6 +158,21 @@ class StreamingPullManager(Actor):
         elif message == "stats":
             self.ctx.reply((len(self.pending), self.heartbeats))
 
+    def _expire(self, ack_id: str) -> None:
+        """The leaser gave up on a lease held ``max_lease_duration_s``: stop counting it, not settling it.
+
+        Flow control and the leaser forget it (the queue will let the lease lapse and redeliver),
+        but it stays pending: its callback's own ack or nack still goes to the queue, which takes
+        it if the lease still holds, and either way the broker consumer's credit comes back.
+        A redelivery meanwhile is ignored, as for any pending message.
+        """
+        if ack_id in self.expired:
+            return
+        self.expired.add(ack_id)
+        done = Done(ack_id)
+        self.ctx.send(self.parts["load"], done)
+        self.ctx.send(self.parts["leaser"], done)
+
     def _ack_with_response(self, ack_id: str) -> None:
         asker = self.ctx.sender
         if ack_id not in self.pending or self.consumer is None:
@@ -131,15 +180,19 @@ class StreamingPullManager(Actor):
                 self.ctx.reply(AckResponse(ack_id, False))  # settled or dropped before
             return
         del self.pending[ack_id]
-        done = Done(ack_id)
-        self.ctx.send(self.parts["load"], done)
-        self.ctx.send(self.parts["leaser"], done)
+        if ack_id in self.expired:
+            self.expired.discard(ack_id)
+        else:
+            done = Done(ack_id)
+            self.ctx.send(self.parts["load"], done)
+            self.ctx.send(self.parts["leaser"], done)
         consumer_id, tag = split_ack_id(ack_id)
         if asker is not None:
             self.confirming[tag] = (asker, ack_id)
         self.ctx.send(self.consumer, Ack(consumer_id, (tag,), confirm=True))
 
     def _cancel(self) -> None:
-        """Send what is batched, then stop: the queue takes back everything not acked."""
-        self.ctx.send(self.parts["dispatcher"], "flush")
-        self.ctx.stop()
+        """Drain the dispatcher's batch to the broker, then stop: the queue takes back what is not acked."""
+        if not self.closing:
+            self.closing = True
+            self.ctx.send(self.parts["dispatcher"], Drain())

@@ -37,7 +37,7 @@ class SubscriberMessage:
         self,
         delivery: Delivery,
         settle: Callable[[object], None],
-        ask: Callable[[object], object] | None = None,
+        ask: Callable[..., object] | None = None,
     ) -> None:
         message = delivery.message
         self.data = message.body
@@ -67,7 +67,7 @@ class SubscriberMessage:
         if self._ask is None:
             msg = "ack_with_response() needs a system that can answer a worker thread (trio or threads)"
             raise ConveyorError(msg)
-        response = self._ask(AckWithResponse(self.ack_id))
+        response = self._ask(AckWithResponse(self.ack_id), timeout=timeout)
         assert isinstance(response, AckResponse)
         self._settled = SettleKind.ACK  # only now: a failed ask leaves the message to be settled
         return response.success

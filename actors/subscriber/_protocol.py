@@ -79,6 +79,20 @@ class Done:
     """Manager -> load controller and leaser: the message is settled (or dropped); forget it."""
 
     ack_id: str
+    acked: bool = False
+    """Only acked messages feed the leaser's processing-time histogram."""
+
+
+@final
+@attrs.frozen
+class Drain:
+    """Manager -> dispatcher: hand over everything batched, then say ``Drained``."""
+
+
+@final
+@attrs.frozen
+class Drained:
+    """Dispatcher -> manager: nothing is batched any more."""
 
 
 @final
@@ -90,7 +104,7 @@ class Tick:
 @final
 @attrs.frozen
 class Cancel:
-    """Stop receiving; in-flight messages finish, held ones are nacked."""
+    """Stop receiving: send what is batched, then stop; the queue takes back everything not acked."""
 
 
 @final
@@ -130,7 +144,7 @@ class CallbackStarted:
 @final
 @attrs.frozen
 class FenceLifted:
-    """Ordered-key handler's timer: give up waiting for a nacked message of ``key`` to come back."""
+    """Ordered-key handler's timer: give up waiting for the messages of ``key`` sent back by fence ``fence``."""
 
     key: str
-    tag: int
+    fence: int

@@ -219,3 +219,42 @@ async def test_ack_with_response_is_confirmed_by_the_queue(backend: Harness) -> 
         assert errors and "cannot answer ask_from_thread" in errors[0]
     else:
         assert answers == [True]
+
+
+async def test_acks_made_before_cancel_reach_the_queue(backend: Harness) -> None:
+    """Found by a helper: the final stop used to overtake the dispatcher's last batch of acks."""
+    from conveyor.actors.subscriber import subscribe
+
+    def callback(message: SubscriberMessage) -> None:
+        message.ack()
+
+    queue = backend.spawn(lambda: QueueActor(QueueConfig("q")), name="q")
+    subscription = subscribe(backend.system, queue, callback)
+    await backend.quiet()
+    for n in range(5):
+        queue.tell(Publish(Message(str(n).encode())))
+    await backend.quiet()
+    subscription.cancel()
+    await backend.elapse(0.2)
+    assert not subscription.running
+    stats: QueueStats = await backend.ask(queue, GetStats())
+    assert (stats.acked, stats.depth, stats.in_flight) == (5, 0, 0)
+
+
+async def test_a_zero_ack_deadline_from_the_callback_nacks(backend: Harness) -> None:
+    """Found by a helper: modify_ack_deadline(0) used to leave the message stuck as pending."""
+    log = Log()
+
+    def callback(message: SubscriberMessage) -> None:
+        log.add("run", message)
+        if message.delivery_attempt == 1:
+            message.modify_ack_deadline(0)
+        else:
+            message.ack()
+
+    queue, _ = _setup(backend, callback)
+    await backend.quiet()
+    queue.tell(Publish(Message(b"1")))
+    stats = await _until_acked(backend, queue, 1)
+    assert (stats.acked, stats.redelivered) == (1, 1)
+    assert [attempt for _, _, _, attempt in log.snapshot()] == [1, 2]
