@@ -233,7 +233,9 @@ async def test_acks_made_before_cancel_reach_the_queue(backend: Harness) -> None
     await backend.quiet()
     for n in range(5):
         queue.tell(Publish(Message(str(n).encode())))
-    await backend.quiet()
+    await backend.quiet()  # on trio and threads the callbacks ran; their acks wait in the batch
+    if backend.name == "simulation":
+        await backend.elapse(0.06)  # jobs take virtual time: let every callback run first
     subscription.cancel()
     await backend.elapse(0.2)
     assert not subscription.running
