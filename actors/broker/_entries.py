@@ -18,6 +18,8 @@ from the Qpid seeds (001 and 000):
   (``checkSubscriptionsNotAheadOfDelivery``).
 * Browsers walk entries in publish order and see each live one once.
 * A message group is owned by one consumer while it holds any of the group's entries.
+  While an entry of a group waits out a nack's retry backoff, the group's later entries
+  wait too, so a group is redelivered in publish order even to a new consumer.
 """
 
 from __future__ import annotations
@@ -265,9 +267,11 @@ class EntryList:
         taken_bytes = 0
         advancing = True
         limited = False
+        retrying: set[str] = set()  # groups with an earlier entry waiting out a nack's backoff
         for entry in self._after(cursor.pointer):
             state = entry.state
             if state is EntryState.AVAILABLE:
+                group = entry.message.group
                 if entry.expires_at is not None and entry.expires_at <= now:
                     self._finish(entry, EntryState.EXPIRED)
                     expired.append(entry)
@@ -275,9 +279,12 @@ class EntryList:
                     pass
                 elif (
                     entry.available_at > now
+                    or (group is not None and group in retrying)
                     or not self._group_allows(entry, consumer_id)
                     or self._reserved_for_higher(entry, cursor)
                 ):
+                    if group is not None and entry.delivery_count and entry.available_at > now:
+                        retrying.add(group)  # the group's later entries wait for it: group order holds
                     advancing = False
                     continue
                 else:

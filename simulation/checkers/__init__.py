@@ -12,16 +12,26 @@ from ._broker import strict_order as strict_order
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
 from ._result import CheckResult as CheckResult
+from ._subscriber import all_settled as all_settled
+from ._subscriber import flow_bound as flow_bound
+from ._subscriber import lease_validity as lease_validity
+from ._subscriber import no_loss as no_loss
+from ._subscriber import ordering_keys as ordering_keys
 
 __all__ = [
     "CheckResult",
     "accounting",
+    "all_settled",
     "browser_completeness",
     "consumer_priority",
     "drained",
     "fairness",
+    "flow_bound",
     "group_exclusivity",
     "jain_index",
+    "lease_validity",
+    "no_loss",
+    "ordering_keys",
     "priority_order",
     "queue_paths",
     "queue_story",

@@ -1,0 +1,348 @@
+"""Checkers of the streaming subscriber's promises (seed 003), as pure functions over a trace.
+
+A subscription is named by its manager's path (``/sub``); its components are that path's
+children (``/sub/load``, ``/sub/leaser``, ``/sub/keys``, ``/sub/workers``, ``/sub/consumer``).
+The checkers read what those actors record: the load controller's ``FlowNote`` after each
+change, the worker pool's ``CallbackStarted`` note and ``CallbackEnded`` message around each
+callback, and the queue's own notes (``EntryReturned``, ``EntrySettled``, ``QueueClosed``).
+Events of one actor keep that actor's processing order on every backend, so each checker
+only relates events whose order is causal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+
+from conveyor.actors.broker import EntryReturned, EntrySettled, QueueClosed
+from conveyor.actors.subscriber import FlowControl, FlowNote
+from conveyor.actors.subscriber._protocol import CallbackEnded, CallbackStarted, Done, Received
+from conveyor.runtime import EventKind, Terminated, TraceEvent
+
+from ._broker import accounting
+from ._queue_view import ConsumerInfo, queue_story
+from ._result import CheckResult
+
+LEASE_LAPSED = "lease lapsed"
+"""``EntryReturned.reason`` of a lease the queue took back because its deadline passed."""
+
+
+def _part(subscription_path: str, name: str) -> str:
+    return f"{subscription_path}/{name}"
+
+
+def _failures_of(event: TraceEvent, path: str) -> str | None:
+    """A readable line if ``event`` is the actor at ``path`` failing or restarting, else None."""
+    if event.receiver == path and event.kind in (EventKind.FAILED, EventKind.RESTARTED):
+        return f"t={event.time:g}: {path} {event.kind.value}: {event.error}"
+    return None
+
+
+def _ack_id(consumer_id: int | None, tag: int) -> str:
+    """The subscriber's ack id of a queue entry held by a consumer (``consumer_id:tag``)."""
+    return f"{consumer_id}:{tag}"
+
+
+def flow_bound(trace: Iterable[TraceEvent], subscription_path: str, flow: FlowControl) -> CheckResult:
+    """Unfinished messages never exceed the flow control, and the load controller reports them truly.
+
+    The truth is rebuilt from the load controller's inputs (``Received`` adds a message,
+    ``Done`` removes it) and compared with the ``FlowNote`` it must write after each such
+    change: a missing note or one that disagrees is a violation (a controller that leaves
+    some messages out of its load), and so is a count above ``max_messages`` or bytes above
+    ``max_bytes``.
+
+    One overshoot is allowed, the broker's own: the first message of a pull may exceed the
+    consumer's remaining byte credit on its own (else a message larger than ``max_bytes``
+    could never be delivered). So the bytes may pass ``max_bytes`` by less than one
+    message: ``bytes - largest unfinished message < max_bytes``. A single message larger
+    than ``max_bytes`` is the extreme case; two messages beyond the limit never are.
+    """
+    load = _part(subscription_path, "load")
+    sizes: dict[str, int] = {}
+    total = 0
+    violations: list[str] = []
+    notes = most = most_bytes = 0
+    unnoted: TraceEvent | None = None  # a change the load controller has not noted yet
+    for event in trace:
+        failure = _failures_of(event, load)
+        if failure is not None:
+            violations.append(failure)
+        message = event.message
+        if event.kind is EventKind.DELIVERED and event.receiver == load:
+            if unnoted is not None:
+                violations.append(f"t={unnoted.time:g}: {load} wrote no FlowNote after {unnoted.message!r}")
+                unnoted = None
+            if type(message) is Received and message.ack_id not in sizes:
+                sizes[message.ack_id] = message.size
+                total += message.size
+                unnoted = event
+            elif type(message) is Done and message.ack_id in sizes:
+                total -= sizes.pop(message.ack_id)
+                unnoted = event
+        elif event.kind is EventKind.NOTE and event.sender == load and isinstance(message, FlowNote):
+            unnoted = None
+            notes += 1
+            count = len(sizes)
+            most = max(most, count)
+            most_bytes = max(most_bytes, total)
+            where = f"t={event.time:g}: {load}"
+            if (message.count, message.bytes) != (count, total):
+                violations.append(
+                    f"{where} noted {message.count} messages / {message.bytes} bytes but {count} / {total} "
+                    "were unfinished"
+                )
+            if count > flow.max_messages:
+                violations.append(f"{where}: {count} unfinished messages > max_messages={flow.max_messages}")
+            if total > flow.max_bytes and total - max(sizes.values()) >= flow.max_bytes:
+                violations.append(
+                    f"{where}: {total} unfinished bytes > max_bytes={flow.max_bytes} by more than one message "
+                    f"(largest {max(sizes.values())})"
+                )
+    if unnoted is not None:
+        violations.append(f"t={unnoted.time:g}: {load} wrote no FlowNote after {unnoted.message!r}")
+    return CheckResult.of("flow_bound", violations, notes=notes, max_count=most, max_bytes=most_bytes)
+
+
+@attrs.define
+class _KeyStart:
+    """One callback start of an ordering key, and the lowest tag nacked since."""
+
+    tag: int
+    lowest_nacked_since: float = float("inf")
+
+
+def ordering_keys(trace: Iterable[TraceEvent], subscription_path: str) -> CheckResult:
+    """Per ordering key: one callback at a time, and callbacks start in publish (tag) order.
+
+    A callback runs from the worker pool's ``CallbackStarted`` note to its ``CallbackEnded``;
+    two of one key must not overlap. For order, the starts of a key are walked in time
+    order: a start of tag ``t`` is a violation if an earlier start of the same key had a
+    higher tag ``u > t`` and no callback of that key ended nacked (or raised) with a tag
+    ``<= t`` between that earlier start and this one. That is: going back to a lower tag
+    is allowed only because a nack at or below it sent the key's later messages back too.
+    A message redelivered after a nack is thus allowed to run again, but a message that
+    overtook an earlier one (still out after a nack, or never run) is caught when the
+    earlier one finally runs.
+    """
+    workers = _part(subscription_path, "workers")
+    keys = _part(subscription_path, "keys")
+    running: dict[str, tuple[str, int, float]] = {}  # key -> (ack id, tag, started at)
+    starts: dict[str, list[_KeyStart]] = {}
+    violations: list[str] = []
+    checked = 0
+    for event in trace:
+        for path in (workers, keys):
+            failure = _failures_of(event, path)
+            if failure is not None:
+                violations.append(failure)
+        message = event.message
+        if event.kind is EventKind.NOTE and event.sender == workers and isinstance(message, CallbackStarted):
+            key = message.key
+            if not key:
+                continue
+            checked += 1
+            where = f"t={event.time:g}: key {key!r} tag {message.tag}"
+            busy = running.get(key)
+            if busy is not None:
+                violations.append(f"{where} started while tag {busy[1]} (since t={busy[2]:g}) still ran")
+            running[key] = (message.ack_id, message.tag, event.time)
+            earlier = starts.setdefault(key, [])
+            for start in earlier:
+                if start.tag > message.tag and start.lowest_nacked_since > message.tag:
+                    violations.append(f"{where} started after tag {start.tag} with no nack at or below it between")
+                    break
+            earlier.append(_KeyStart(message.tag))
+        elif event.kind is EventKind.SENT and event.sender == workers and isinstance(message, CallbackEnded):
+            key = message.key
+            if not key:
+                continue
+            busy = running.get(key)
+            if busy is not None and busy[0] == message.ack_id:
+                del running[key]
+            if message.nacked:
+                tag = int(message.ack_id.partition(":")[2])
+                for start in starts.get(key, ()):
+                    start.lowest_nacked_since = min(start.lowest_nacked_since, tag)
+        elif event.kind is EventKind.STOPPED and event.receiver == workers:
+            running.clear()  # the process is gone: its callbacks with it
+    return CheckResult.of("ordering_keys", violations, checked=checked, keys=len(starts))
+
+
+_QueueEvent = tuple[str, float, Any]
+
+
+def _interleaved(trace: Iterable[TraceEvent], queue_path: str) -> Iterator[TraceEvent | _QueueEvent]:
+    """Every trace event in order, each followed by the queue observation it produced, if any.
+
+    Observations come as ``(kind, time, data)`` tuples (see ``queue_story``), so a checker can
+    relate the queue's story to other actors' events in one pass.
+    """
+    pending: list[TraceEvent] = []
+
+    def feed() -> Iterator[TraceEvent]:
+        for event in trace:
+            pending.append(event)
+            yield event
+
+    story = queue_story(feed(), queue_path)
+    for observation in story:
+        # queue_story pulled events up to (and including) the one behind ``observation``.
+        yield from pending
+        pending.clear()
+        yield observation.kind, observation.time, observation.data
+    yield from pending
+
+
+def lease_validity(
+    trace: Iterable[TraceEvent], queue_path: str, subscription_path: str, flow: FlowControl
+) -> CheckResult:
+    """No lease of a running callback lapses at the queue, and the leaser lives while the subscription does.
+
+    A lapse (``EntryReturned`` with reason ``"lease lapsed"``) of an entry whose callback is
+    running in this subscription (between its ``CallbackStarted`` and ``CallbackEnded``) is a
+    violation, unless the lease had already been held ``flow.max_lease_duration_s`` since the
+    queue made the delivery that callback runs on (matched by its attempt): past that the
+    leaser rightly stops extending, and a redelivery that comes meanwhile is left to lapse
+    (the running callback settles the message). Measured from the delivery, which precedes
+    the leaser's own start of the lease, so the exemption is never too strict. The leaser
+    must not fail or restart, nor stop before its manager.
+    """
+    workers = _part(subscription_path, "workers")
+    leaser = _part(subscription_path, "leaser")
+    running: dict[str, tuple[float, float]] = {}  # ack id -> (callback started at, its delivery at)
+    delivered_at: dict[tuple[str, int], float] = {}  # (ack id, delivery count) -> when the queue delivered it
+    violations: list[str] = []
+    lapses = during = exempt = 0
+    manager_stopped = False
+    for event in _interleaved(trace, queue_path):
+        if isinstance(event, tuple):
+            kind, time, data = event
+            if kind == "delivered":
+                for delivery in data:
+                    delivered_at[_ack_id(delivery.consumer_id, delivery.tag), delivery.delivery_count] = time
+            elif kind == "returned" and data.reason == LEASE_LAPSED:
+                lapses += 1
+                ack_id = _ack_id(data.consumer_id, data.tag)
+                callback = running.get(ack_id)
+                if callback is None:
+                    continue
+                during += 1
+                started, leased_at = callback
+                held = time - leased_at
+                if held >= flow.max_lease_duration_s:
+                    exempt += 1
+                    continue
+                violations.append(
+                    f"t={time:g}: the lease of {ack_id} lapsed while its callback ran (since t={started:g}; "
+                    f"leased {held:g} s < max_lease_duration_s={flow.max_lease_duration_s:g})"
+                )
+            continue
+        failure = _failures_of(event, leaser)
+        if failure is not None:
+            violations.append(failure)
+        message = event.message
+        if event.kind is EventKind.NOTE and event.sender == workers and isinstance(message, CallbackStarted):
+            leased_at = delivered_at.get((message.ack_id, message.attempt), event.time)
+            running[message.ack_id] = (event.time, leased_at)
+        elif event.kind is EventKind.SENT and event.sender == workers and isinstance(message, CallbackEnded):
+            running.pop(message.ack_id, None)
+        elif event.kind is EventKind.STOPPED:
+            if event.receiver == subscription_path:
+                manager_stopped = True
+            elif event.receiver == workers:
+                running.clear()
+            elif event.receiver == leaser and not manager_stopped:
+                reason = message.reason if isinstance(message, Terminated) else "?"
+                if reason != "shutdown":
+                    violations.append(f"t={event.time:g}: {leaser} stopped ({reason}) while {subscription_path} ran")
+    return CheckResult.of("lease_validity", violations, lapses=lapses, during_callbacks=during, exempt=exempt)
+
+
+def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
+    """Nothing is lost (``accounting``), and a message whose callback raised is nacked, never acked.
+
+    A callback raised when its worker pool's ``CallbackEnded`` carries an error. For each such
+    callback of a subscription consuming ``queue_path``, the queue's next word on that entry
+    from the same consumer must give it back (``nack``, or ``consumer stopped`` when the
+    subscriber crashed before the nack left) or settle it as dead-lettered or expired; an
+    ``acked`` is a violation (the failure was swallowed) and so is a lapsed lease (the nack
+    never came). The entry then stays accounted for by ``accounting``: delivered again,
+    dead-lettered or still queued at the end. Scenario callbacks never settle before raising,
+    so an ack after a raise is never the user's own.
+    """
+    events = list(trace)
+    base = accounting(events, queue_path)
+    consumers: dict[str, int] = {}  # consumer path -> consumer id
+    raised: dict[str, float] = {}  # ack id -> when its callback raised, awaiting the queue's word
+    violations = list(base.violations)
+    failures = 0
+    for event in _interleaved(events, queue_path):
+        if isinstance(event, tuple):
+            kind, time, data = event
+            if kind == "subscribed":
+                info: ConsumerInfo = data[0]
+                consumers[info.path] = info.consumer_id
+            elif kind in ("returned", "settled"):
+                outcome = data.reason if kind == "returned" else data.outcome
+                ack_id = _ack_id(data.consumer_id, data.tag)
+                when = raised.pop(ack_id, None)
+                if when is None:
+                    continue
+                if isinstance(data, EntrySettled) and data.outcome == "acked":
+                    violations.append(f"t={time:g}: {ack_id} was acked although its callback raised at t={when:g}")
+                elif isinstance(data, EntryReturned) and data.reason == LEASE_LAPSED:
+                    violations.append(
+                        f"t={time:g}: {ack_id} was never nacked after its callback raised at t={when:g} "
+                        f"(its lease lapsed: {outcome})"
+                    )
+            continue
+        message = event.message
+        if event.kind is EventKind.SENT and isinstance(message, CallbackEnded) and message.error is not None:
+            consumer_id = consumers.get(f"{event.receiver}/consumer")
+            if consumer_id is not None and message.ack_id.partition(":")[0] == str(consumer_id):
+                failures += 1
+                raised[message.ack_id] = event.time
+    metrics = dict(base.metrics)
+    return CheckResult.of(
+        "no_loss",
+        violations,
+        raised=failures,
+        enqueued=metrics["enqueued"],
+        lost=metrics["lost"],
+        duplicated=metrics["duplicated"],
+        closed=metrics["closed"],
+    )
+
+
+def all_settled(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
+    """Liveness of a run driven to completion: the queue closed with nothing left, all acked or dead-lettered.
+
+    A subscriber that stalls (a lost wake-up, credit that leaks, a message never settled)
+    leaves entries behind; they are listed.
+    """
+    enqueued = 0
+    outcomes: dict[str, int] = {}
+    remaining: tuple[int, ...] | None = None
+    for obs in queue_story(trace, queue_path):
+        if obs.kind == "enqueued":
+            enqueued += 1
+        elif obs.kind == "settled":
+            outcomes[obs.data.outcome] = outcomes.get(obs.data.outcome, 0) + 1
+        elif obs.kind == "closed":
+            closing: QueueClosed = obs.data
+            remaining = closing.remaining
+    if remaining is None:
+        return CheckResult.of("all_settled", ["the queue never closed: shut the system down at the end"])
+    violations = [f"tag {tag} was still in the queue at the end (never acked or dead-lettered)" for tag in remaining]
+    return CheckResult.of(
+        "all_settled",
+        violations,
+        enqueued=enqueued,
+        acked=outcomes.get("acked", 0),
+        dead_lettered=outcomes.get("dead_lettered", 0),
+        expired=outcomes.get("expired", 0),
+        remaining=len(remaining),
+    )
