@@ -72,8 +72,10 @@ from conveyor.actors.broker import (
     QueueConfig,
     QueueStats,
 )
+from conveyor.benchmarks._common import check_equal
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, TrioSystem
 from conveyor.simulation import RoundRobin, Simulation
+from conveyor.simulation.checkers import jain_index
 
 BODY_BYTES = 1024
 BODY = bytes(BODY_BYTES)
@@ -203,15 +205,6 @@ class ConfirmingPublisher(Actor):
 # --- measuring helpers ------------------------------------------------------------------
 
 
-def jain_index(counts: Sequence[int]) -> float:
-    """Jain's fairness index of ``counts``: (sum x)^2 / (n * sum x^2), from 1/n to 1."""
-    squares = sum(x * x for x in counts)
-    if not counts or squares == 0:
-        msg = f"Jain's index needs at least one non-zero count, got {list(counts)}"
-        raise ValueError(msg)
-    return float(sum(counts)) ** 2 / (len(counts) * squares)
-
-
 def _keep_best(samples: dict[str, list[_Measured]]) -> dict[str, float]:
     """The fastest run of each measurement: its rate under its key and, if it has one, its
     fairness under ``fairness_<key without _msgs_per_s>``."""
@@ -224,25 +217,19 @@ def _keep_best(samples: dict[str, list[_Measured]]) -> dict[str, float]:
     return figures
 
 
-def _check(name: str, what: str, expected: int, got: object) -> None:
-    if got != expected:
-        msg = f"{name}: expected {what} == {expected}, got {got!r}"
-        raise RuntimeError(msg)
-
-
 def _check_stats(name: str, n: int, stats: QueueStats, consumers: int, client_counts: Sequence[int]) -> None:
     if stats.acked != n:
         msg = f"{name}: expected acked == {n}, got {stats.acked}; the run stalled or lost messages: {stats!r}"
         raise RuntimeError(msg)
-    _check(name, "published", n, stats.published)
-    _check(name, "delivered", n, stats.delivered)
-    _check(name, "acked", n, stats.acked)
-    _check(name, "redelivered", 0, stats.redelivered)
-    _check(name, "depth", 0, stats.depth)
-    _check(name, "in_flight", 0, stats.in_flight)
-    _check(name, "consumers", consumers, len(stats.consumers))
-    _check(name, "sum of per-consumer acked", n, sum(c.acked for c in stats.consumers))
-    _check(name, "deliveries seen by the clients", n, sum(client_counts))
+    check_equal(name, "published", n, stats.published)
+    check_equal(name, "delivered", n, stats.delivered)
+    check_equal(name, "acked", n, stats.acked)
+    check_equal(name, "redelivered", 0, stats.redelivered)
+    check_equal(name, "depth", 0, stats.depth)
+    check_equal(name, "in_flight", 0, stats.in_flight)
+    check_equal(name, "consumers", consumers, len(stats.consumers))
+    check_equal(name, "sum of per-consumer acked", n, sum(c.acked for c in stats.consumers))
+    check_equal(name, "deliveries seen by the clients", n, sum(client_counts))
 
 
 def _fairness(stats: QueueStats) -> float | None:
@@ -300,7 +287,7 @@ async def bench_asyncio_queue(n: int, consumers: int) -> _Measured:
             group.create_task(consume(index))
         group.create_task(produce())
     elapsed = time.perf_counter() - start
-    _check(f"asyncio.Queue x{consumers}", "messages counted", n, sum(counts))
+    check_equal(f"asyncio.Queue x{consumers}", "messages counted", n, sum(counts))
     return _Measured(n / elapsed, jain_index(counts) if consumers > 1 else None)
 
 
@@ -379,7 +366,7 @@ async def bench_trio_confirmed(n: int) -> _Measured:
         stats = await _until_acked(system, queue, n, name)
         elapsed = time.perf_counter() - start
         _check_stats(name, n, stats, 1, await _client_counts(system, clients))
-        _check(name, "confirms received", n, await system.ask(publisher, GetCount(), timeout=30))
+        check_equal(name, "confirms received", n, await system.ask(publisher, GetCount(), timeout=30))
     return _Measured(n / elapsed)
 
 

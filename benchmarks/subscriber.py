@@ -59,6 +59,7 @@ from rich.table import Table
 
 from conveyor.actors.broker import GetStats, Message, PublishBatch, QueueActor, QueueConfig, QueueStats
 from conveyor.actors.subscriber import subscribe
+from conveyor.benchmarks._common import check_equal
 from conveyor.runtime import ActorRef, ActorSystemBase, ThreadSystem, TrioSystem
 
 BODY_BYTES = 100
@@ -113,19 +114,13 @@ def _batches(messages: Sequence[Message]) -> list[PublishBatch]:
     return [PublishBatch(messages[i : i + BATCH]) for i in range(0, len(messages), BATCH)]
 
 
-def _check(name: str, what: str, expected: int, got: object) -> None:
-    if got != expected:
-        msg = f"{name}: expected {what} == {expected}, got {got!r}"
-        raise RuntimeError(msg)
-
-
 def _check_stats(name: str, n: int, stats: QueueStats) -> None:
-    _check(name, "published", n, stats.published)
-    _check(name, "delivered", n, stats.delivered)
-    _check(name, "acked", n, stats.acked)
-    _check(name, "redelivered", 0, stats.redelivered)
-    _check(name, "depth", 0, stats.depth)
-    _check(name, "in_flight", 0, stats.in_flight)
+    check_equal(name, "published", n, stats.published)
+    check_equal(name, "delivered", n, stats.delivered)
+    check_equal(name, "acked", n, stats.acked)
+    check_equal(name, "redelivered", 0, stats.redelivered)
+    check_equal(name, "depth", 0, stats.depth)
+    check_equal(name, "in_flight", 0, stats.in_flight)
 
 
 def _spawn_queue(system: ActorSystemBase) -> ActorRef:
@@ -166,7 +161,7 @@ async def bench_baseline(messages: Sequence[Message], consumers: int) -> float:
         await receive.aclose()
         nursery.start_soon(produce)
     elapsed = time.perf_counter() - start
-    _check(f"baseline x{consumers}", "messages acked by the callbacks", n, len(acked))
+    check_equal(f"baseline x{consumers}", "messages acked by the callbacks", n, len(acked))
     return n / elapsed
 
 
