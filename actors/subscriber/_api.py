@@ -67,13 +67,15 @@ def subscribe(
     workers: int = 4,
     selector: Selector | object = None,
     heartbeat_s: float = 30.0,
+    await_callbacks_on_shutdown: bool = False,
     name: str | None = None,
 ) -> Subscription:
     """Subscribe ``callback`` to ``queue``: each message runs it on a worker, off the actors.
 
     Messages with the same ordering key (the broker message's ``group``) reach the callback one at
     a time and in order; the callback calls ``ack()``, ``nack()``, ``modify_ack_deadline(s)`` or
-    ``ack_with_response()`` on the message (raising nacks it).
+    ``ack_with_response()`` on the message (raising nacks it). On ``cancel()`` the queue takes back
+    whatever is not acked; with ``await_callbacks_on_shutdown`` the running callbacks finish first.
 
     Raises:
         TypeError / ValueError: a bad callback, worker count or flow control, at once.
@@ -84,6 +86,7 @@ def subscribe(
         msg = f"subscribe() flow_control must be a FlowControl, got {type(flow).__qualname__}"
         raise TypeError(msg)
     manager = system.spawn(
-        lambda: StreamingPullManager(queue, callback, flow, workers, parsed, heartbeat_s), name=name
+        lambda: StreamingPullManager(queue, callback, flow, workers, parsed, heartbeat_s, await_callbacks_on_shutdown),
+        name=name,
     )
     return Subscription(system, manager)

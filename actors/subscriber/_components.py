@@ -32,10 +32,12 @@ from ._protocol import (
     Drained,
     FenceLifted,
     Heartbeat,
+    Idle,
     Received,
     Run,
     Settle,
     SettleKind,
+    StopRunning,
     Tick,
     split_ack_id,
 )
@@ -227,6 +229,7 @@ class WorkerPool(Actor):
         self.running: dict[int, Run] = {}
         self.settle: Callable[[object], None] | None = None
         self.ask: Callable[..., object] | None = None
+        self.stopping = False
 
     def on_start(self) -> None:
         """Make the thread-safe paths by which callbacks settle their messages."""
@@ -236,7 +239,14 @@ class WorkerPool(Actor):
     def receive(self, message: Any) -> None:
         """Start, queue, or finish callbacks."""
         if type(message) is Run:
+            if self.stopping:
+                self.ctx.send(self.manager, Settle(SettleKind.NACK, message.ack_id))  # never started
+                return
             self.waiting.append(message)
+        elif type(message) is StopRunning:
+            self.stopping = True
+            while self.waiting:
+                self.ctx.send(self.manager, Settle(SettleKind.NACK, self.waiting.popleft().ack_id))
         elif type(message) is JobDone:
             run = self.running.pop(message.job_id)
             nacked = message.result is SettleKind.NACK
@@ -244,6 +254,9 @@ class WorkerPool(Actor):
         elif type(message) is JobFailed:
             run = self.running.pop(message.job_id)
             self.ctx.send(self.manager, CallbackEnded(run.ack_id, run.key, repr(message.error), True))
+        if self.stopping and not self.running:
+            self.ctx.send(self.manager, Idle())
+            return
         while self.waiting and len(self.running) < self.workers:
             run = self.waiting.popleft()
             assert self.settle is not None and self.ask is not None

@@ -11,7 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conveyor.actors.broker import Ack, AckResult, ConsumerActor, ConsumerSettings, Delivery, MatchAll, Selector
+from conveyor.actors.broker import (
+    Ack,
+    AckResult,
+    ConsumerActor,
+    ConsumerSettings,
+    Delivery,
+    MatchAll,
+    Selector,
+    Suspend,
+)
 from conveyor.runtime import Actor, ActorRef
 
 from ._batching import Flush
@@ -26,9 +35,11 @@ from ._protocol import (
     Drain,
     Drained,
     Heartbeat,
+    Idle,
     Received,
     Settle,
     SettleKind,
+    StopRunning,
     ack_id_of,
     split_ack_id,
 )
@@ -49,6 +60,7 @@ class StreamingPullManager(Actor):
         workers: int = 4,
         selector: Selector | None = None,
         heartbeat_s: float = 30.0,
+        await_callbacks_on_shutdown: bool = False,
     ) -> None:
         if not callable(callback):
             msg = f"subscribe() callback must be callable, got {type(callback).__qualname__}"
@@ -69,6 +81,7 @@ class StreamingPullManager(Actor):
         self.consumer: ActorRef | None = None
         self.parts: dict[str, ActorRef] = {}
         self.closing = False
+        self.await_callbacks = await_callbacks_on_shutdown
 
     def on_start(self) -> None:
         """Spawn the broker consumer and the components."""
@@ -141,6 +154,9 @@ class StreamingPullManager(Actor):
         elif type(message) is Drained:
             if self.closing:
                 self.ctx.stop()
+        elif type(message) is Idle:
+            if self.closing:
+                self.ctx.send(self.parts["dispatcher"], Drain())  # every running callback has settled
         elif type(message) is CallbackEnded:
             self.ctx.send(parts["keys"], message)
         elif type(message) is Heartbeat:
@@ -192,7 +208,17 @@ class StreamingPullManager(Actor):
         self.ctx.send(self.consumer, Ack(consumer_id, (tag,), confirm=True))
 
     def _cancel(self) -> None:
-        """Drain the dispatcher's batch to the broker, then stop: the queue takes back what is not acked."""
-        if not self.closing:
-            self.closing = True
+        """Stop: the queue takes back whatever is not acked.
+
+        With ``await_callbacks_on_shutdown``, first take no more work, send back what never started,
+        and let the running callbacks end (their settlements go out); otherwise stop at once, and the
+        running callbacks' messages go back to the queue like the rest.
+        """
+        if self.closing:
+            return
+        self.closing = True
+        if self.await_callbacks and self.consumer is not None:
+            self.ctx.send(self.consumer, Suspend())
+            self.ctx.send(self.parts["workers"], StopRunning())
+        else:
             self.ctx.send(self.parts["dispatcher"], Drain())

@@ -148,3 +148,15 @@ class FenceLifted:
 
     key: str
     fence: int
+
+
+@final
+@attrs.frozen
+class StopRunning:
+    """Manager -> worker pool on cancel: start no more callbacks (send their messages back); say ``Idle``."""
+
+
+@final
+@attrs.frozen
+class Idle:
+    """Worker pool -> manager: no callback runs any more."""

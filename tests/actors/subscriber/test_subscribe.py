@@ -260,3 +260,41 @@ async def test_a_zero_ack_deadline_from_the_callback_nacks(backend: Harness) -> 
     stats = await _until_acked(backend, queue, 1)
     assert (stats.acked, stats.redelivered) == (1, 1)
     assert [attempt for _, _, _, attempt in log.snapshot()] == [1, 2]
+
+
+async def test_cancel_can_let_running_callbacks_finish(backend: Harness) -> None:
+    """With await_callbacks_on_shutdown the callbacks in progress settle before the stop."""
+    from conveyor.actors.subscriber import subscribe
+
+    started = threading.Event()
+    release = threading.Event()
+    log = Log()
+
+    def callback(message: SubscriberMessage) -> None:
+        log.add("start", message)
+        started.set()
+        if backend.name != "simulation":
+            release.wait(5)
+        message.ack()
+
+    queue = backend.spawn(lambda: QueueActor(QueueConfig("q")), name="q")
+    subscription = subscribe(
+        backend.system, queue, callback, workers=2, flow_control=FlowControl(max_messages=4),
+        await_callbacks_on_shutdown=True,
+    )
+    await backend.quiet()
+    for n in range(10):
+        queue.tell(Publish(Message(str(n).encode())))
+    await backend.wait_until(started.is_set)
+    subscription.cancel()
+    release.set()
+    if backend.name == "trio":
+        await subscription.wait()
+    else:
+        subscription.result(timeout=10)
+    await backend.quiet()
+    stats: QueueStats = await backend.ask(queue, GetStats())
+    ran = len(log.snapshot())
+    assert ran >= 1
+    assert stats.acked == ran  # every callback that started finished and its ack reached the queue
+    assert (stats.in_flight, stats.depth) == (0, 10 - ran)
