@@ -876,7 +876,7 @@ async def test_byte_credit_limits_what_a_consumer_holds(backend: Harness) -> Non
         (lambda: PublishBatch(()), r"PublishBatch\.messages must be a non-empty sequence of Message"),
         (
             lambda: Publish(b"x"),  # type: ignore[arg-type]
-            r"'message' must be <class .*Message'>",
+            r"Publish\.message must be a Message, got b'x'",
         ),
         (lambda: ConsumerSettings(prefetch_messages=0), r"ConsumerSettings\.prefetch_messages must be an int >= 1"),
         (lambda: ConsumerSettings(prefetch_bytes=-5), r"ConsumerSettings\.prefetch_bytes must be an int >= 1, got -5"),
