@@ -81,11 +81,6 @@ def _positive_seconds_required(instance: object, attribute: attrs.Attribute[Any]
     _positive_seconds(instance, attribute, value)
 
 
-def _bool(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if type(value) is not bool:
-        _fail(type(instance).__name__, attribute.name, "True or False", value)
-
-
 def _non_empty_str(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not isinstance(value, str) or not value:
         _fail(type(instance).__name__, attribute.name, "a non-empty str", value)
