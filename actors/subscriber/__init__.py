@@ -17,6 +17,8 @@ from ._pull import PullRequest as PullRequest
 from ._pull import PullSession as PullSession
 from ._pull import acknowledge as acknowledge
 from ._pull import nack_pulled as nack_pulled
+from ._pull import pull as pull
+from ._pull import pull_async as pull_async
 from ._pull import start_pull as start_pull
 from ._settings import FlowControl as FlowControl
 
@@ -38,6 +40,8 @@ __all__ = [
     "WorkerPool",
     "acknowledge",
     "nack_pulled",
+    "pull",
+    "pull_async",
     "start_pull",
     "subscribe",
 ]

@@ -8,12 +8,13 @@ or ``settle_within_s`` passes, it stops: the queue takes back whatever was not a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, final
 
 import attrs
 
 from conveyor.actors.broker import Ack, ConsumerActor, ConsumerSettings, Delivery, Nack, Suspend
-from conveyor.runtime import Actor, ActorRef, ActorSystemBase
+from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ConveyorError, TrioSystem
 
 from ._protocol import Tick, ack_id_of, split_ack_id
 
@@ -150,3 +151,31 @@ def nack_pulled(system: ActorSystemBase, batch: PulledBatch, ack_ids: tuple[str,
     """Give the given ids of ``batch`` (all by default) back for redelivery; thread-safe."""
     ids = batch.ack_ids if ack_ids is None else tuple(ack_ids)
     system.tell_from_thread(batch.session, SettlePulled(ids, nack=True))
+
+
+def pull(system: ActorSystemBase, queue: ActorRef, max_messages: int = 100, timeout: float = 1.0) -> PulledBatch:
+    """The single-batch synchronous pull: up to ``max_messages`` within ``timeout`` seconds.
+
+    Blocks on a ThreadSystem, runs the Simulation until answered; on a TrioSystem use
+    ``await pull_async(...)``. Settle the batch with ``acknowledge`` / ``nack_pulled``.
+
+    Raises:
+        ConveyorError: on a TrioSystem.
+        ValueError: ``max_messages`` < 1 or ``timeout`` <= 0.
+    """
+    if isinstance(system, TrioSystem):
+        msg = "on a TrioSystem use `await pull_async(...)`"
+        raise ConveyorError(msg)
+    session = start_pull(system, queue, max_messages, timeout)
+    ask: Callable[..., object] = getattr(system, "ask")  # noqa: B009 - ThreadSystem and Simulation ask synchronously
+    batch = ask(session, PullRequest(), timeout + 5.0)
+    assert isinstance(batch, PulledBatch)
+    return batch
+
+
+async def pull_async(system: TrioSystem, queue: ActorRef, max_messages: int = 100, timeout: float = 1.0) -> PulledBatch:
+    """``pull`` on a TrioSystem."""
+    session = start_pull(system, queue, max_messages, timeout)
+    batch = await system.ask(session, PullRequest(), timeout + 5.0)
+    assert isinstance(batch, PulledBatch)
+    return batch

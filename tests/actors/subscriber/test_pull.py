@@ -50,3 +50,23 @@ def test_pull_refuses_bad_arguments() -> None:
         start_pull(sim, queue, 0)
     with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
         start_pull(sim, queue, 1, timeout=0)
+
+
+async def test_the_one_call_pull_on_each_backend(backend: Harness) -> None:
+    from conveyor.actors.subscriber import pull, pull_async
+    from conveyor.runtime import ConveyorError, TrioSystem
+
+    queue = backend.spawn(lambda: QueueActor(QueueConfig("q")), name="q")
+    for n in range(3):
+        queue.tell(Publish(Message(str(n).encode())))
+    await backend.quiet()
+    if isinstance(backend.system, TrioSystem):
+        with pytest.raises(ConveyorError, match=r"await pull_async"):
+            pull(backend.system, queue, 2)
+        batch = await pull_async(backend.system, queue, 2, timeout=0.2)
+    else:
+        batch = pull(backend.system, queue, 2, timeout=0.2)
+    assert [d.message.body for d in batch.messages] == [b"0", b"1"]
+    acknowledge(backend.system, batch)
+    await backend.quiet()
+    assert (await backend.ask(queue, GetStats())).acked == 2
