@@ -319,18 +319,23 @@ async def _tell_from_trio(ref: ActorRef, n: int) -> None:
             await checkpoint()
 
 
+async def _timed_tells(system: TrioSystem, first: ActorRef, counter: ActorRef, n: int, name: str) -> float:
+    """Messages/s told to ``first`` from a trio task until quiet; ``counter`` must have counted all ``n``."""
+    await system.wait_quiet()
+    gc.collect()
+    start = time.perf_counter()
+    await _tell_from_trio(first, n)
+    await system.wait_quiet()
+    elapsed = time.perf_counter() - start
+    _check(name, n, await system.ask(counter, GetCount(), timeout=30))
+    return n / elapsed
+
+
 async def bench_trio_tell(n: int) -> float:
     """Messages/s told from a trio task to one counting actor, until ``wait_quiet``."""
     async with TrioSystem() as system:
         sink = system.spawn(Sink)
-        await system.wait_quiet()
-        gc.collect()
-        start = time.perf_counter()
-        await _tell_from_trio(sink, n)
-        await system.wait_quiet()
-        elapsed = time.perf_counter() - start
-        _check("TrioSystem tell", n, await system.ask(sink, GetCount(), timeout=30))
-    return n / elapsed
+        return await _timed_tells(system, sink, sink, n, "TrioSystem tell")
 
 
 async def bench_trio_pipeline(n: int) -> float:
@@ -339,14 +344,7 @@ async def bench_trio_pipeline(n: int) -> float:
         c = system.spawn(Sink, name="c")
         b = system.spawn(lambda: Forward(c), name="b")
         a = system.spawn(lambda: Forward(b), name="a")
-        await system.wait_quiet()
-        gc.collect()
-        start = time.perf_counter()
-        await _tell_from_trio(a, n)
-        await system.wait_quiet()
-        elapsed = time.perf_counter() - start
-        _check("TrioSystem pipeline", n, await system.ask(c, GetCount(), timeout=30))
-    return n / elapsed
+        return await _timed_tells(system, a, c, n, "TrioSystem pipeline")
 
 
 async def bench_trio_ask(asks: int) -> float:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 from conveyor.benchmarks.broker import main
+from tests.benchmarks.figures import assert_figures
 
 RATES = (
     "asyncio_1c_msgs_per_s",
@@ -34,12 +33,7 @@ EXPECTED_KEYS = RATES + RATIOS + FAIRNESS
 
 def test_main_reports_every_figure() -> None:
     figures = main(messages=2000, repeat=1)
-    missing = [key for key in EXPECTED_KEYS if key not in figures]
-    assert not missing, f"missing figures: {missing}"
-    for key, value in figures.items():
-        assert isinstance(value, float), f"{key} is {type(value).__qualname__}"
-        assert math.isfinite(value), f"{key} = {value}"
-        assert value > 0, f"{key} = {value}"
+    assert_figures(figures, EXPECTED_KEYS, every_figure=True)
     for key in FAIRNESS:
         # Jain's index over 8 counts lies in [1/8, 1]; a little slack for rounding.
         assert 1 / 8 - 1e-9 <= figures[key] <= 1 + 1e-9, f"{key} = {figures[key]}"

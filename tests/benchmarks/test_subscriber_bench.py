@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 from conveyor.benchmarks.subscriber import main
+from tests.benchmarks.figures import assert_figures
 
 RATES = (
     "baseline_1t_msgs_per_s",
@@ -27,10 +26,4 @@ EXPECTED_KEYS = RATES + OVERHEADS
 
 def test_main_reports_every_figure() -> None:
     figures = main(messages=200, repeat=1)
-    missing = [key for key in EXPECTED_KEYS if key not in figures]
-    assert not missing, f"missing figures: {missing}"
-    for key in EXPECTED_KEYS:
-        value = figures[key]
-        assert isinstance(value, float), f"{key} is {type(value).__qualname__}"
-        assert math.isfinite(value), f"{key} = {value}"
-        assert value > 0, f"{key} = {value}"
+    assert_figures(figures, EXPECTED_KEYS)
