@@ -37,6 +37,8 @@ class EventKind(enum.Enum):
     DEAD_LETTER = "dead_letter"
     NOTE = "note"
     """An actor's own account of a decision (``ctx.note``), for checkers."""
+    FAULT = "fault"
+    """A fault the simulator injected (crash, pause, delay, failing job, dropped message)."""
 
 
 @final

@@ -1,9 +1,20 @@
 """Deterministic simulation of conveyor's actors: virtual time, chosen interleavings, replay."""
 
 from ._channel import Channel as Channel
+from ._faults import Crash as Crash
+from ._faults import Delay as Delay
+from ._faults import Drop as Drop
+from ._faults import FailJob as FailJob
+from ._faults import Fault as Fault
+from ._faults import FaultApplied as FaultApplied
+from ._faults import InjectedFault as InjectedFault
+from ._faults import Pause as Pause
+from ._faults import never_acks as never_acks
 from ._simulation import RunResult as RunResult
 from ._simulation import Simulation as Simulation
 from ._simulation import uniform_job_duration as uniform_job_duration
+from ._strategies import PCT as PCT
+from ._strategies import STRATEGY_NAMES as STRATEGY_NAMES
 from ._strategies import RandomWalk as RandomWalk
 from ._strategies import Replay as Replay
 from ._strategies import ReplayDivergence as ReplayDivergence
@@ -13,7 +24,18 @@ from ._strategies import strategy_from_name as strategy_from_name
 
 __all__ = [
     "Channel",
+    "Crash",
+    "Delay",
+    "Drop",
+    "FailJob",
+    "Fault",
+    "FaultApplied",
+    "InjectedFault",
+    "Pause",
+    "never_acks",
+    "PCT",
     "RandomWalk",
+    "STRATEGY_NAMES",
     "Replay",
     "ReplayDivergence",
     "RoundRobin",

@@ -30,7 +30,11 @@ from conveyor.runtime._timers import TimerQueue
 from conveyor.runtime._trace import EventKind, trace_hash
 
 from ._channel import JOBS, OUTSIDE, TIMERS, Channel
+from ._faults import Crash, Delay, Drop, FailJob, Fault, FaultApplied, InjectedFault, Pause, check_faults, covers
 from ._strategies import RandomWalk, Strategy
+
+_HELD = -2
+"""``Channel.index`` of a channel with messages that a pause or delay holds back."""
 
 JobDuration = Callable[[random.Random], float]
 
@@ -64,6 +68,23 @@ class RunResult:
 
 
 @final
+@attrs.frozen
+class _Hold:
+    """Channels matching (sender, receiver) deliver nothing before ``until``."""
+
+    until: float
+    sender: str | None  # exact path, or None for any sender
+    receiver: str  # a prefix (pause) or an exact path (delay)
+    exact: bool
+
+    def matches(self, channel: Channel) -> bool:
+        receiver = channel.receiver.path
+        if self.exact:
+            return receiver == self.receiver and channel.sender_name == self.sender
+        return covers(self.receiver, receiver)
+
+
+@final
 class Simulation(ActorSystemBase):
     """A deterministic actor system on a virtual clock.
 
@@ -73,6 +94,8 @@ class Simulation(ActorSystemBase):
         trace: record trace events (on by default: the trace is the evidence).
         job_duration: draws each job's virtual duration from a seeded generator.
         supervisor_strategy: how top-level actors are supervised.
+        faults: crashes, pauses, delays, failing jobs and dropped messages to inject
+            (``conveyor.simulation.faults``); each is recorded in the trace when applied.
     """
 
     def __init__(
@@ -83,8 +106,21 @@ class Simulation(ActorSystemBase):
         trace: bool = True,
         job_duration: JobDuration | None = None,
         supervisor_strategy: SupervisorStrategy | None = None,
+        faults: Sequence[Fault] = (),
     ) -> None:
         super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=f"actors:{seed}")
+        plan = check_faults(faults)
+        self.faults: tuple[Fault, ...] = plan
+        self.faults_applied: list[FaultApplied] = []
+        """Every fault as it was applied, in order (also in the trace as FAULT events)."""
+        self._step_faults: list[Crash | Delay] = sorted(
+            (f for f in plan if isinstance(f, (Crash, Delay))), key=lambda f: f.at_step, reverse=True
+        )
+        self._pauses: list[Pause] = sorted((f for f in plan if isinstance(f, Pause)), key=lambda f: -f.at_time)
+        self._drops: tuple[Drop, ...] = tuple(f for f in plan if isinstance(f, Drop))
+        self._failing_jobs: dict[FailJob, int] = {f: 0 for f in plan if isinstance(f, FailJob)}
+        self._holds: list[_Hold] = []
+        self._held: list[Channel] = []
         self.seed = seed
         self.strategy: Strategy = strategy if strategy is not None else RandomWalk(seed)
         self._job_rng = random.Random(f"jobs:{seed}")
@@ -114,14 +150,20 @@ class Simulation(ActorSystemBase):
         self._push(OUTSIDE if sender is None else sender.uid, sender, target, message)
 
     def _push(self, sender_id: int, sender: CellBase | None, target: CellBase, message: object) -> None:
+        if self._drops and self._dropped(sender, target, message):
+            return
         key = (sender_id, target.uid)
         channel = self._channels.get(key)
         if channel is None:
             channel = self._channels[key] = Channel(key, sender, target)
         channel.queue.append(message)
-        if channel.index < 0:
-            channel.index = len(self._ready)
-            self._ready.append(channel)
+        if channel.index == -1:
+            if self._holds and self._is_held(channel):
+                channel.index = _HELD
+                self._held.append(channel)
+            else:
+                channel.index = len(self._ready)
+                self._ready.append(channel)
 
     def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
         return self._timers.arm(self._now + delay_s, cell, message)
@@ -134,6 +176,8 @@ class Simulation(ActorSystemBase):
         if not duration >= 0:
             msg = f"job_duration returned {duration!r}; it must be a number >= 0"
             raise ValueError(msg)
+        if self._failing_jobs:
+            fn = self._maybe_failing_job(cell, job_id, fn)
         heapq.heappush(self._jobs, (self._now + duration, next(self._job_seq), job_id, cell, fn, args))
 
     # --- stepping -----------------------------------------------------------------------
@@ -141,9 +185,12 @@ class Simulation(ActorSystemBase):
     def _next_event_time(self) -> float | None:
         timer = self._timers.next_deadline()
         job = self._jobs[0][0] if self._jobs else None
-        if timer is None:
-            return job
-        return timer if job is None else min(timer, job)
+        when = timer if job is None else job if timer is None else min(timer, job)
+        if self._pauses or self._holds:
+            for control in self._control_times():
+                if when is None or control < when:
+                    when = control
+        return when
 
     def _fire_due(self, until: float | None) -> bool:
         """Jump the clock to the next timer or job and fire all due then; False if none.
@@ -154,6 +201,8 @@ class Simulation(ActorSystemBase):
         if when is None or (until is not None and when > until):
             return False
         self._now = max(self._now, when)
+        if self._pauses or self._holds:
+            self._apply_time_faults()
         tracer = self.tracer
         for timer_id, cell, message in self._timers.pop_due(self._now):
             if tracer is not None:
@@ -174,6 +223,10 @@ class Simulation(ActorSystemBase):
 
     def step(self, until: float | None = None) -> bool:
         """Make one delivery, jumping the clock first if nothing is ready; False if idle."""
+        if self._step_faults and self._step_faults[-1].at_step <= self.steps:
+            self._apply_step_faults()
+        if self._pauses and self._pauses[-1].at_time <= self._now:
+            self._apply_time_faults()
         ready = self._ready
         while not ready:
             if not self._fire_due(until):
@@ -262,6 +315,10 @@ class Simulation(ActorSystemBase):
         queued messages become dead letters; pending timers and jobs are dropped."""
         for cell in reversed(self._live_cells()):
             cell.terminate("shutdown", None)
+        self._holds.clear()
+        self._pauses.clear()
+        self._ready.extend(self._held)
+        self._held.clear()
         while self._ready:
             channel = self._ready.pop()
             channel.index = -1
@@ -272,12 +329,113 @@ class Simulation(ActorSystemBase):
         self._jobs.clear()
         self._timers.clear()
 
+    # --- faults -------------------------------------------------------------------------
+
+    def _record_fault(self, fault: Fault, outcome: str, cell: CellBase | None = None) -> None:
+        applied = FaultApplied(fault, outcome)
+        self.faults_applied.append(applied)
+        tracer = self.tracer
+        if tracer is not None:
+            tracer.record(EventKind.FAULT, self._now, None, cell, applied)
+
+    def _find_live(self, path: str) -> ActorCell | None:
+        for cell in self._live_cells():
+            if cell.path == path:
+                return cell
+        return None
+
+    def _apply_step_faults(self) -> None:
+        faults = self._step_faults
+        while faults and faults[-1].at_step <= self.steps:
+            fault = faults.pop()
+            if isinstance(fault, Crash):
+                cell = self._find_live(fault.path)
+                if cell is None:
+                    self._record_fault(fault, f"no live actor at {fault.path}")
+                    continue
+                error = InjectedFault(f"injected crash of {fault.path} at step {self.steps}")
+                self._record_fault(fault, "restarted" if fault.restart else "stopped", cell)
+                self._current = cell
+                try:
+                    if fault.restart:
+                        cell._restart(error)  # noqa: SLF001 - the simulator plays the supervisor here
+                    else:
+                        cell.terminate("crashed", error)
+                finally:
+                    self._current = None
+            else:
+                self._record_fault(fault, f"held until {self._now + fault.duration_s:g}")
+                self._begin_hold(_Hold(self._now + fault.duration_s, fault.sender, fault.receiver, exact=True))
+
+    def _control_times(self) -> list[float]:
+        times = [hold.until for hold in self._holds]
+        if self._pauses:
+            times.append(self._pauses[-1].at_time)
+        return times
+
+    def _apply_time_faults(self) -> None:
+        now = self._now
+        pauses = self._pauses
+        while pauses and pauses[-1].at_time <= now:
+            pause = pauses.pop()
+            self._record_fault(pause, f"{pause.prefix} frozen until {now + pause.duration_s:g}")
+            self._begin_hold(_Hold(now + pause.duration_s, None, pause.prefix, exact=False))
+        if any(hold.until <= now for hold in self._holds):
+            self._holds = [hold for hold in self._holds if hold.until > now]
+            still_held: list[Channel] = []
+            for channel in self._held:
+                if self._is_held(channel):
+                    still_held.append(channel)
+                elif channel.queue:
+                    channel.index = len(self._ready)
+                    self._ready.append(channel)
+                else:
+                    channel.index = -1
+            self._held = still_held
+
+    def _is_held(self, channel: Channel) -> bool:
+        return any(hold.matches(channel) for hold in self._holds)
+
+    def _begin_hold(self, hold: _Hold) -> None:
+        self._holds.append(hold)
+        ready = self._ready
+        keep = [channel for channel in ready if not hold.matches(channel)]
+        if len(keep) == len(ready):
+            return
+        for channel in ready:
+            if hold.matches(channel):
+                channel.index = _HELD
+                self._held.append(channel)
+        ready[:] = keep
+        for index, channel in enumerate(ready):
+            channel.index = index
+
+    def _dropped(self, sender: CellBase | None, target: CellBase, message: object) -> bool:
+        if sender is None:
+            return False
+        name = type(message).__name__
+        for drop in self._drops:
+            if drop.message_type == name and self.steps >= drop.from_step and covers(drop.sender, sender.path):
+                self._record_fault(drop, f"dropped {name} from {sender.path} to {target.path}", sender)
+                return True
+        return False
+
+    def _maybe_failing_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any]) -> Callable[..., Any]:
+        for fault in self._failing_jobs:
+            if covers(fault.prefix, cell.path):
+                self._failing_jobs[fault] += 1
+                if self._failing_jobs[fault] == fault.nth:
+                    self._record_fault(fault, f"job {job_id} of {cell.path} fails", cell)
+                    return _failing_job(f"job {job_id} of {cell.path}")
+        return fn
+
+
     # --- inspection ---------------------------------------------------------------------
 
     @property
     def pending(self) -> int:
-        """Messages queued in channels, not yet delivered."""
-        return sum(len(channel.queue) for channel in self._ready)
+        """Messages queued in channels (held ones included), not yet delivered."""
+        return sum(len(channel.queue) for channel in self._ready) + sum(len(c.queue) for c in self._held)
 
     @property
     def ready_channels(self) -> Sequence[Channel]:
@@ -290,3 +448,12 @@ class Simulation(ActorSystemBase):
             msg = "trace_hash() needs a Simulation created with trace=True"
             raise ConveyorError(msg)
         return trace_hash(self.tracer.events)
+
+
+def _failing_job(where: str) -> Callable[..., Any]:
+    """A job body that raises ``InjectedFault`` naming ``where``."""
+
+    def fail(*_: Any) -> Any:
+        raise InjectedFault(f"injected failure of {where}")
+
+    return fail

@@ -70,6 +70,57 @@ class RoundRobin:
 
 
 @final
+class PCT:
+    """Probabilistic concurrency testing (Burckhardt et al., ASPLOS 2010) over channels.
+
+    Each channel gets a random priority when first seen, and the highest-priority ready
+    channel always goes next, so one sender-receiver pair runs far ahead of the others, the
+    way PCT lets one thread run ahead. At ``depth - 1`` choice points drawn uniformly from
+    the first ``steps`` choices, the channel about to go is demoted below every other: a
+    bug that needs d ordering constraints is found with probability at least 1 / (n k^(d-1)).
+
+    Args:
+        seed: fixes priorities and change points.
+        depth: the bug depth d (>= 1); d = 1 never changes priorities.
+        steps: the expected number of choices k in a run (change points fall inside it).
+    """
+
+    name = "pct"
+
+    def __init__(self, seed: int | str, depth: int = 3, steps: int = 2000) -> None:
+        if type(depth) is not int or depth < 1:
+            msg = f"PCT depth must be an int >= 1, got {depth!r}"
+            raise ValueError(msg)
+        if type(steps) is not int or steps < 1:
+            msg = f"PCT steps must be an int >= 1, got {steps!r}"
+            raise ValueError(msg)
+        self.depth = depth
+        self._rng = random.Random(f"pct:{seed}:{depth}")
+        points = self._rng.sample(range(1, steps + 1), min(depth - 1, steps))
+        # Change point j (1-based, in the order drawn) demotes to priority depth - j: all below
+        # the initial priorities, which start at depth.
+        self._change_points = {point: depth - 1 - index for index, point in enumerate(points)}
+        self._priorities: dict[tuple[int, int], float] = {}
+        self._choices = 0
+
+    def _priority(self, channel: Channel) -> float:
+        priority = self._priorities.get(channel.key)
+        if priority is None:
+            priority = self._priorities[channel.key] = self.depth + self._rng.random()
+        return priority
+
+    def choose(self, ready: Sequence[Channel]) -> int:
+        """The highest-priority ready channel, after applying a change point that falls here."""
+        self._choices += 1
+        best = max(range(len(ready)), key=lambda index: self._priority(ready[index]))
+        demoted = self._change_points.get(self._choices)
+        if demoted is not None:
+            self._priorities[ready[best].key] = demoted
+            best = max(range(len(ready)), key=lambda index: self._priority(ready[index]))
+        return best
+
+
+@final
 class Replay:
     """Replay a recorded list of choices; after the list ends, always choose the first."""
 
@@ -95,11 +146,17 @@ class Replay:
         return choice
 
 
-def strategy_from_name(name: str, seed: int | str) -> Strategy:
-    """Build a strategy from its command-line name."""
+STRATEGY_NAMES = (RandomWalk.name, PCT.name, RoundRobin.name)
+"""The strategies a seed alone can build (replay and hypothesis need a recorded schedule or data)."""
+
+
+def strategy_from_name(name: str, seed: int | str, depth: int = 3, steps: int = 2000) -> Strategy:
+    """Build a strategy from its command-line name; ``depth`` and ``steps`` are PCT's."""
     if name == RandomWalk.name:
         return RandomWalk(seed)
+    if name == PCT.name:
+        return PCT(seed, depth=depth, steps=steps)
     if name == RoundRobin.name:
         return RoundRobin()
-    msg = f"unknown strategy {name!r}; choose one of: {RandomWalk.name}, {RoundRobin.name}"
+    msg = f"unknown strategy {name!r}; choose one of: {', '.join(STRATEGY_NAMES)}"
     raise ValueError(msg)

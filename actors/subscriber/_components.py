@@ -210,11 +210,19 @@ def _invoke(
     message = SubscriberMessage(delivery, settle, ask)
     try:
         callback(message)
-    except Exception:
+    except Exception as error:
         log.exception("subscriber callback raised on %r; nacking it", message)
         message.nack()
-        raise
+        raise CallbackRaised(error) from error
     return message.decision
+
+
+class CallbackRaised(Exception):
+    """The user's callback raised ``error`` and its message was nacked (a job failing otherwise was not)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 @final
@@ -253,7 +261,12 @@ class WorkerPool(Actor):
             self.ctx.send(self.manager, CallbackEnded(run.ack_id, run.key, None, nacked))
         elif type(message) is JobFailed:
             run = self.running.pop(message.job_id)
-            self.ctx.send(self.manager, CallbackEnded(run.ack_id, run.key, repr(message.error), True))
+            error = message.error
+            if isinstance(error, CallbackRaised):
+                error = error.error
+            else:  # the job died outside the callback (a worker's failure): nobody nacked it yet
+                self.ctx.send(self.manager, Settle(SettleKind.NACK, run.ack_id))
+            self.ctx.send(self.manager, CallbackEnded(run.ack_id, run.key, repr(error), True))
         if self.stopping and not self.running:
             self.ctx.send(self.manager, Idle())
             return

@@ -8,6 +8,20 @@ from ._broker import check_broker_run as check_broker_run
 from ._broker import random_broker_scenario as random_broker_scenario
 from ._broker import run_broker_simulation as run_broker_simulation
 from ._broker import spawn_broker_scenario as spawn_broker_scenario
+from ._registry import FAULT_PLANS as FAULT_PLANS
+from ._registry import SCENARIOS as SCENARIOS
+from ._registry import QueueFigures as QueueFigures
+from ._registry import RunReport as RunReport
+from ._registry import ScenarioRun as ScenarioRun
+from ._registry import ScenarioSpec as ScenarioSpec
+from ._registry import Variant as Variant
+from ._registry import check_fault_plan as check_fault_plan
+from ._registry import draw_faults as draw_faults
+from ._registry import get_scenario as get_scenario
+from ._registry import queue_figures as queue_figures
+from ._registry import replay_command as replay_command
+from ._registry import run_scenario as run_scenario
+from ._registry import scenario_names as scenario_names
 from ._subscriber import BurstPublisher as BurstPublisher
 from ._subscriber import CallbackDurations as CallbackDurations
 from ._subscriber import CallbackFailure as CallbackFailure
@@ -18,6 +32,20 @@ from ._subscriber import run_subscriber_simulation as run_subscriber_simulation
 from ._subscriber import scenario_callback as scenario_callback
 
 __all__ = [
+    "FAULT_PLANS",
+    "SCENARIOS",
+    "QueueFigures",
+    "RunReport",
+    "ScenarioRun",
+    "ScenarioSpec",
+    "Variant",
+    "check_fault_plan",
+    "draw_faults",
+    "get_scenario",
+    "queue_figures",
+    "replay_command",
+    "run_scenario",
+    "scenario_names",
     "BrokerScenario",
     "BurstPublisher",
     "CallbackDurations",

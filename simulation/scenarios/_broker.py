@@ -9,7 +9,7 @@ so a simulated run is fixed by its seed.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 import attrs
@@ -28,6 +28,7 @@ from conveyor.actors.broker import (
     RetryPolicy,
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, TraceEvent
+from conveyor.simulation._faults import Fault
 from conveyor.simulation._simulation import RunResult, Simulation
 from conveyor.simulation._strategies import Strategy
 from conveyor.simulation.checkers import (
@@ -275,9 +276,10 @@ def run_broker_simulation(
     strategy: Strategy | None = None,
     max_steps: int = 500_000,
     queue_factory: QueueFactory = QueueActor,
+    faults: Sequence[Fault] = (),
 ) -> tuple[Simulation, RunResult]:
-    """Run ``scenario`` to quiet in a Simulation, then shut it down (so queues record their end)."""
-    sim = Simulation(seed=seed, strategy=strategy)
+    """Run ``scenario`` to quiet in a Simulation (with ``faults``), then shut it down (so queues record their end)."""
+    sim = Simulation(seed=seed, strategy=strategy, faults=faults)
     spawn_broker_scenario(sim, scenario, queue_factory)
     result = sim.run(max_steps=max_steps)
     sim.shutdown()

@@ -12,7 +12,7 @@ by its seed; ``check_subscriber_run`` judges its trace with the subscriber check
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 import attrs
@@ -20,6 +20,7 @@ import attrs
 from conveyor.actors.broker import EntrySettled, Message, PublishBatch, QueueActor, QueueConfig, RetryPolicy
 from conveyor.actors.subscriber import Cancel, FlowControl, StreamingPullManager, SubscriberMessage, subscribe
 from conveyor.runtime import Actor, ActorRef, EventKind, TraceEvent
+from conveyor.simulation._faults import Fault
 from conveyor.simulation._simulation import RunResult, Simulation
 from conveyor.simulation._strategies import Strategy
 from conveyor.simulation.checkers import (
@@ -211,6 +212,7 @@ def run_subscriber_simulation(
     max_steps: int = 200_000,
     manager: ManagerFactory | None = None,
     chunk_s: float = 1.0,
+    faults: Sequence[Fault] = (),
 ) -> tuple[Simulation, RunResult]:
     """Run ``scenario`` until every message is settled (or the horizon or ``max_steps``), then stop cleanly.
 
@@ -225,7 +227,7 @@ def run_subscriber_simulation(
         time, and whether the final run to quiet got there.
     """
     durations = CallbackDurations(scenario)
-    sim = Simulation(seed=seed, strategy=strategy, job_duration=durations)
+    sim = Simulation(seed=seed, strategy=strategy, job_duration=durations, faults=faults)
     durations.now = sim.now
     dead_letters = sim.spawn(lambda: QueueActor(QueueConfig("dead-letters")), name="dead-letters")
     config = QueueConfig(

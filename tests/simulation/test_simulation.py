@@ -239,8 +239,9 @@ def test_round_robin_cycles_over_channels() -> None:
 def test_strategy_from_name() -> None:
     assert isinstance(strategy_from_name("random", 1), RandomWalk)
     assert isinstance(strategy_from_name("round-robin", 1), RoundRobin)
-    with pytest.raises(ValueError, match="unknown strategy 'pct'"):
-        strategy_from_name("pct", 1)
+    assert strategy_from_name("pct", 1, depth=4).name == "pct"
+    with pytest.raises(ValueError, match="unknown strategy 'dfs'; choose one of: random, pct, round-robin"):
+        strategy_from_name("dfs", 1)
 
 
 def test_ready_channels_are_visible_for_strategies() -> None:

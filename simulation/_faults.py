@@ -1,0 +1,166 @@
+"""Faults as data: what goes wrong, where and when, so a failing run replays with its faults.
+
+A fault is a frozen value handed to ``Simulation(faults=...)``. The simulation applies
+it at its step or virtual time and records it in the trace as a ``FAULT`` event, so
+checkers and readers of a trace see what was injected. Scenarios draw concrete
+faults from their seed (``simulation.registry``), which keeps a run a function of
+(scenario, seed, strategy, faults).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, TypeAlias, final
+
+import attrs
+
+from conveyor.runtime import ConveyorError
+
+
+class InjectedFault(ConveyorError):
+    """The error a fault injects (a crash, a failing job); never raised by real code."""
+
+
+def _actor_path(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value.startswith("/") or value.endswith("/"):
+        msg = f"{attribute.name} must be an actor path such as '/client-0', got {value!r}"
+        raise ValueError(msg)
+
+
+def _non_negative_int(_: Any, attribute: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or value < 0:
+        msg = f"{attribute.name} must be an int >= 0, got {value!r}"
+        raise ValueError(msg)
+
+
+def _positive_int(_: Any, attribute: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or value < 1:
+        msg = f"{attribute.name} must be an int >= 1, got {value!r}"
+        raise ValueError(msg)
+
+
+def _non_negative_time(_: Any, attribute: attrs.Attribute[float], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        msg = f"{attribute.name} must be a finite number of seconds >= 0, got {value!r}"
+        raise ValueError(msg)
+
+
+def _positive_time(_: Any, attribute: attrs.Attribute[float], value: float) -> None:
+    _non_negative_time(_, attribute, value)
+    if value == 0:
+        msg = f"{attribute.name} must be > 0 seconds, got {value!r}"
+        raise ValueError(msg)
+
+
+def covers(prefix: str, path: str) -> bool:
+    """Whether the actor at ``path`` is ``prefix`` or one of its descendants."""
+    return path == prefix or path.startswith(prefix + "/")
+
+
+@final
+@attrs.frozen
+class Crash:
+    """Before step ``at_step``, the actor at ``path`` crashes.
+
+    With ``restart`` its cell restarts it at once (fresh instance, children stopped,
+    timers cancelled, mailbox kept, as supervision does); otherwise it stops and its
+    watchers get ``Terminated`` (what a queue needs to take back a consumer's leases).
+    """
+
+    path: str = attrs.field(validator=_actor_path)
+    at_step: int = attrs.field(validator=_non_negative_int)
+    restart: bool = True
+
+
+@final
+@attrs.frozen
+class Pause:
+    """At virtual time ``at_time`` the process holding the actors under ``prefix`` freezes.
+
+    For ``duration_s`` they receive nothing (messages, timers, finished jobs wait in their
+    channels) while the rest of the system and the clock go on: a GC pause, a stopped
+    container, a laptop lid. Then everything they missed arrives at once.
+    """
+
+    prefix: str = attrs.field(validator=_actor_path)
+    at_time: float = attrs.field(validator=_non_negative_time)
+    duration_s: float = attrs.field(validator=_positive_time)
+
+
+@final
+@attrs.frozen
+class Delay:
+    """Before step ``at_step``, the channel ``sender`` -> ``receiver`` stalls for ``duration_s``.
+
+    Messages on it keep their order (the channel is still FIFO) but arrive late, after
+    messages other senders sent later.
+    """
+
+    sender: str = attrs.field(validator=_actor_path)
+    receiver: str = attrs.field(validator=_actor_path)
+    at_step: int = attrs.field(validator=_non_negative_int)
+    duration_s: float = attrs.field(validator=_positive_time)
+
+
+@final
+@attrs.frozen
+class FailJob:
+    """The ``nth`` job (counting from 1) started by an actor under ``prefix`` raises ``InjectedFault``."""
+
+    prefix: str = attrs.field(validator=_actor_path)
+    nth: int = attrs.field(validator=_positive_int)
+
+
+@final
+@attrs.frozen
+class Drop:
+    """From step ``from_step`` on, messages of type ``message_type`` sent by actors under ``sender`` vanish.
+
+    ``Drop(client, "Ack")`` is a consumer that never acks: the queue's leases must lapse.
+    """
+
+    sender: str = attrs.field(validator=_actor_path)
+    message_type: str
+    from_step: int = attrs.field(default=0, validator=_non_negative_int)
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.message_type, str) or not self.message_type.isidentifier():
+            msg = f"message_type must be a class name such as 'Ack', got {self.message_type!r}"
+            raise ValueError(msg)
+
+
+def never_acks(path: str) -> Drop:
+    """A consumer client at ``path`` whose acks never reach the queue."""
+    return Drop(path, "Ack")
+
+
+Fault: TypeAlias = Crash | Pause | Delay | FailJob | Drop
+FAULT_TYPES = (Crash, Pause, Delay, FailJob, Drop)
+
+
+@final
+@attrs.frozen
+class FaultApplied:
+    """What a FAULT trace event carries: the fault, and what it hit (or why it hit nothing)."""
+
+    fault: Fault
+    outcome: str
+
+
+def check_faults(faults: Any) -> tuple[Fault, ...]:
+    """Validate a fault plan at the edge: a sequence of fault values."""
+    if isinstance(faults, FAULT_TYPES):
+        return (faults,)
+    try:
+        plan = tuple(faults)
+    except TypeError:
+        msg = f"faults must be a sequence of Crash, Pause, Delay, FailJob or Drop, got {type(faults).__qualname__}"
+        raise TypeError(msg) from None
+    for index, fault in enumerate(plan):
+        if not isinstance(fault, FAULT_TYPES):
+            msg = (
+                f"faults[{index}] must be one of Crash, Pause, Delay, FailJob, Drop, "
+                f"got {type(fault).__qualname__}"
+            )
+            raise TypeError(msg)
+    return plan

@@ -1,0 +1,427 @@
+"""The registry of built-in scenarios: name -> workload, faults and checkers, all data.
+
+``run_scenario(name, seed, strategy=..., faults=...)`` is the one function the command
+line, the tests and the Spark sweep call: it builds the scenario from the seed, draws the
+fault plan's concrete faults from the seed, runs the simulation, checks the trace and
+returns a ``RunReport`` (one flat row, the same one the sweep writes to Parquet) beside
+the simulation itself (its trace and schedule, for replay and shrinking).
+"""
+
+from __future__ import annotations
+
+import random
+import shlex
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, final
+
+import attrs
+
+from conveyor.actors.broker import (
+    Delivered,
+    EntryEnqueued,
+    EntryReturned,
+    EntrySettled,
+    HeaderEquals,
+    QueueActor,
+)
+from conveyor.runtime import EventKind, TraceEvent
+from conveyor.simulation._faults import Crash, Delay, FailJob, Fault, Pause, never_acks
+from conveyor.simulation._simulation import RunResult, Simulation
+from conveyor.simulation._strategies import STRATEGY_NAMES, Replay, Strategy, strategy_from_name
+from conveyor.simulation.checkers import CheckResult, fairness, jain_index
+
+from ._broker import (
+    QUEUE,
+    BrokerScenario,
+    ClientPolicy,
+    QueueFactory,
+    check_broker_run,
+    random_broker_scenario,
+    run_broker_simulation,
+)
+from ._subscriber import (
+    ManagerFactory,
+    SubscriberScenario,
+    check_subscriber_run,
+    random_subscriber_scenario,
+    run_subscriber_simulation,
+)
+
+FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job")
+"""Fault plans a scenario can run under; each draws its concrete faults from the seed."""
+
+Family = Literal["broker", "subscriber"]
+Workload = BrokerScenario | SubscriberScenario
+
+
+@final
+@attrs.frozen
+class Variant:
+    """A planted-bug or test variant of a scenario's actors (``None``: the real ones)."""
+
+    queue: QueueFactory | None = None
+    manager: ManagerFactory | None = None
+
+
+@final
+@attrs.frozen
+class ScenarioSpec:
+    """A built-in scenario.
+
+    Attributes:
+        name: what ``conveyor simulate NAME`` calls it.
+        summary: one line for listings.
+        family: ``broker`` (publisher, queue, consumer clients) or ``subscriber`` (queue and subscribe()).
+        build: the workload drawn from a seed.
+        default_faults: the fault plan used when none is asked for.
+        extra_checks: checkers beyond the family's own, over (trace, workload), run only without
+            faults (a paused or crashed consumer is rightly served less, so fairness needs none).
+    """
+
+    name: str
+    summary: str
+    family: Family
+    build: Callable[[int], Workload]
+    default_faults: str = "none"
+    extra_checks: Callable[[list[TraceEvent], Workload], list[CheckResult]] | None = None
+
+
+@final
+@attrs.frozen
+class RunReport:
+    """One run, flat: what the sweep stores per row and the command line summarises."""
+
+    scenario: str
+    seed: int
+    strategy: str
+    depth: int
+    faults: str
+    steps: int
+    virtual_time: float
+    published: int
+    delivered: int
+    acked: int
+    redelivered: int
+    dead_lettered: int
+    max_outstanding: int
+    consumers: int
+    fairness: float | None
+    latency_p50_ms: float | None
+    latency_p99_ms: float | None
+    violations: tuple[str, ...]
+    trace_hash: str
+    replay_command: str
+
+    @property
+    def ok(self) -> bool:
+        """No checker found a violation."""
+        return not self.violations
+
+    def as_row(self) -> dict[str, Any]:
+        """A dict of plain values (violations as a list), for Spark and JSON."""
+        row = attrs.asdict(self)
+        row["violations"] = list(self.violations)
+        return row
+
+
+@final
+@attrs.frozen
+class ScenarioRun:
+    """A finished run: its report, and the simulation (trace, schedule, faults applied)."""
+
+    report: RunReport
+    sim: Simulation = attrs.field(eq=False)
+    workload: Workload = attrs.field(eq=False)
+    results: tuple[CheckResult, ...] = ()
+
+
+def _fairness_check(trace: list[TraceEvent], workload: Workload) -> list[CheckResult]:
+    return [fairness(trace, QUEUE, min_jain=0.8)]
+
+
+def _fairness_workload(seed: int) -> BrokerScenario:
+    rng = random.Random(f"scenario:fairness:{seed}")
+    consumers = rng.randint(2, 8)
+    return BrokerScenario(
+        messages=rng.randint(40, 25 * consumers),
+        consumers=(ClientPolicy(),) * consumers,
+        priorities=(4,),
+        prefetch=rng.randint(1, 3),
+        publish_span_s=rng.uniform(0.5, 3.0),
+    )
+
+
+def _selectors_workload(seed: int) -> BrokerScenario:
+    rng = random.Random(f"scenario:selectors:{seed}")
+    base = random_broker_scenario(seed, "mixed")
+    choices = (None, HeaderEquals("colour", "red"), HeaderEquals("colour", "blue"))
+    selectors = [rng.choice(choices) for _ in base.consumers]
+    selectors[0] = None  # someone takes every colour, so the queue drains
+    return attrs.evolve(base, selectors=tuple(selectors), colours=("red", "blue", "green"))
+
+
+def _consumer_priorities_workload(seed: int) -> BrokerScenario:
+    base = random_broker_scenario(seed, "priorities")
+    return attrs.evolve(base, selectors=())
+
+
+SCENARIOS: Mapping[str, ScenarioSpec] = {
+    spec.name: spec
+    for spec in (
+        ScenarioSpec(
+            "fairness", "2-8 equal consumers that ack everything: Jain's index >= 0.8", "broker",
+            _fairness_workload, extra_checks=_fairness_check,
+        ),
+        ScenarioSpec(
+            "priorities", "message priorities 0, 4, 9 with nacks, releases, lapses, crashes", "broker",
+            lambda seed: random_broker_scenario(seed, "mixed"),
+        ),
+        ScenarioSpec(
+            "consumer-priorities", "consumers at priorities 0-2: a lower one only when no higher can take",
+            "broker", _consumer_priorities_workload,
+        ),
+        ScenarioSpec(
+            "selectors", "consumers with header selectors beside catch-all ones", "broker", _selectors_workload,
+        ),
+        ScenarioSpec(
+            "groups", "message groups: one owner per group at a time, in order; browsers", "broker",
+            lambda seed: random_broker_scenario(seed, "groups"),
+        ),
+        ScenarioSpec(
+            "crash-recovery", "consumers crash mid-run: the queue takes back everything they held", "broker",
+            lambda seed: random_broker_scenario(seed, "mixed"), default_faults="crash",
+        ),
+        ScenarioSpec(
+            "leases", "subscriber callbacks slower than the ack deadline: the leaser extends", "subscriber",
+            lambda seed: random_subscriber_scenario(seed, "slow"),
+        ),
+        ScenarioSpec(
+            "flow-control", "bursts above max_bytes: outstanding messages and bytes stay bounded", "subscriber",
+            lambda seed: random_subscriber_scenario(seed, "burst"),
+        ),
+        ScenarioSpec(
+            "ordering-keys", "ordering keys with raising and nacking callbacks, redeliveries", "subscriber",
+            lambda seed: random_subscriber_scenario(seed, "ordered"),
+        ),
+        ScenarioSpec(
+            "subscriber-crash", "the subscriber crashes mid-run and a fresh one takes over", "subscriber",
+            lambda seed: random_subscriber_scenario(seed, "crash"),
+        ),
+    )
+}
+
+
+def scenario_names() -> tuple[str, ...]:
+    """The registry's scenario names, in listing order."""
+    return tuple(SCENARIOS)
+
+
+def get_scenario(name: str) -> ScenarioSpec:
+    """The scenario called ``name``.
+
+    Raises:
+        ValueError: no such scenario (the message lists them).
+    """
+    spec = SCENARIOS.get(name)
+    if spec is None:
+        msg = f"unknown scenario {name!r}; choose one of: {', '.join(SCENARIOS)}"
+        raise ValueError(msg)
+    return spec
+
+
+def check_fault_plan(faults: str) -> str:
+    """Validate a fault plan name (or several, comma separated); return it normalised."""
+    names = [part.strip() for part in faults.split(",") if part.strip()] or ["none"]
+    for name in names:
+        if name not in FAULT_PLANS:
+            msg = f"unknown fault plan {name!r}; choose one or more (comma separated) of: {', '.join(FAULT_PLANS)}"
+            raise ValueError(msg)
+    if len(names) > 1 and "none" in names:
+        names.remove("none")
+    return ",".join(names)
+
+
+def _client_paths(workload: Workload) -> list[str]:
+    if isinstance(workload, BrokerScenario):
+        return [f"/client-{index}" for index in range(len(workload.consumers))]
+    return ["/sub"]
+
+
+def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) -> tuple[Workload, tuple[Fault, ...]]:
+    """The concrete faults of ``plan`` for this run, drawn from the seed (so they replay).
+
+    Faults are simulator data, except a subscriber's crash: the process dies and a fresh
+    subscription takes over, which the subscriber workload itself plays (``crash_at``), so
+    that plan returns a changed workload. (Restarting one part of a subscription, say its
+    worker pool, would lose the callbacks it ran; such a failure stops the subscription.)
+    """
+    rng = random.Random(f"faults:{spec.name}:{seed}:{plan}")
+    clients = _client_paths(workload)
+    faults: list[Fault] = []
+    for name in plan.split(","):
+        if name == "crash":
+            if isinstance(workload, BrokerScenario):
+                for path in rng.sample(clients, rng.randint(1, max(1, len(clients) // 2))):
+                    faults.append(Crash(path, at_step=rng.randint(5, 400), restart=False))
+            elif workload.crash_at is None:
+                workload = attrs.evolve(
+                    workload, crash_at=rng.uniform(0.05, 1.5), restart_after_s=rng.uniform(0.0, workload.ack_deadline_s)
+                )
+        elif name == "pause":
+            faults.append(Pause(rng.choice(clients), at_time=rng.uniform(0.0, 1.5), duration_s=rng.uniform(0.5, 5.0)))
+        elif name == "delay":
+            sender = f"{rng.choice(clients)}/consumer" if isinstance(workload, BrokerScenario) else "/sub/consumer"
+            faults.append(Delay(sender, QUEUE, at_step=rng.randint(1, 300), duration_s=rng.uniform(0.1, 3.0)))
+        elif name == "never-ack":
+            if isinstance(workload, BrokerScenario) and len(clients) > 1:
+                faults.append(never_acks(rng.choice(clients[1:])))  # client 0 keeps acking, so work drains
+        elif name == "failing-job":
+            faults.append(FailJob("/sub", nth=rng.randint(1, 10)))
+    return workload, tuple(faults)
+
+
+def replay_command(name: str, seed: int, strategy: str, depth: int, faults: str) -> str:
+    """The one command that reproduces a run bit for bit."""
+    parts = ["conveyor", "replay", name, "--seed", str(seed), "--strategy", strategy]
+    if strategy == "pct":
+        parts += ["--depth", str(depth)]
+    if faults != "none":
+        parts += ["--faults", faults]
+    return shlex.join(parts)
+
+
+def _percentile(values: Sequence[float], fraction: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+@final
+@attrs.frozen
+class QueueFigures:
+    """What one queue did over a run, read from its trace."""
+
+    published: int
+    delivered: int
+    acked: int
+    redelivered: int
+    dead_lettered: int
+    max_outstanding: int
+    consumers: int
+    fairness: float | None
+    latencies_ms: tuple[float, ...]
+
+
+def queue_figures(trace: Iterable[TraceEvent], queue_path: str = QUEUE) -> QueueFigures:
+    """Count publishes, deliveries, acks, redeliveries, dead letters and the in-flight peak of a queue."""
+    published = delivered = acked = redelivered = dead = outstanding = peak = 0
+    enqueued_at: dict[int, float] = {}
+    latencies: list[float] = []
+    per_consumer: Counter[int] = Counter()
+    for event in trace:
+        message = event.message
+        if event.sender != queue_path:
+            continue
+        if event.kind is EventKind.NOTE:
+            if isinstance(message, EntryEnqueued):
+                published += 1
+                enqueued_at[message.tag] = event.time
+            elif isinstance(message, EntrySettled):
+                if message.outcome == "acked":
+                    acked += 1
+                elif message.outcome == "dead_lettered":
+                    dead += 1
+                if message.consumer_id is not None:
+                    outstanding = max(0, outstanding - 1)
+            elif isinstance(message, EntryReturned):
+                outstanding = max(0, outstanding - 1)
+        elif event.kind is EventKind.SENT and isinstance(message, Delivered):
+            for delivery in message.deliveries:
+                delivered += 1
+                per_consumer[delivery.consumer_id] += 1
+                outstanding += 1
+                if delivery.delivery_count > 1:
+                    redelivered += 1
+                else:
+                    start = enqueued_at.get(delivery.tag)
+                    if start is not None:
+                        latencies.append((event.time - start) * 1000.0)
+            peak = max(peak, outstanding)
+    counts = [float(count) for count in per_consumer.values()]
+    return QueueFigures(
+        published=published, delivered=delivered, acked=acked, redelivered=redelivered, dead_lettered=dead,
+        max_outstanding=peak, consumers=len(counts), fairness=jain_index(counts) if len(counts) > 1 else None,
+        latencies_ms=tuple(latencies),
+    )
+
+
+def _simulate(
+    spec: ScenarioSpec, workload: Workload, seed: int, strategy: Strategy, faults: tuple[Fault, ...],
+    variant: Variant, max_steps: int,
+) -> tuple[Simulation, RunResult]:
+    if isinstance(workload, BrokerScenario):
+        return run_broker_simulation(
+            workload, seed, strategy, max_steps=max_steps, queue_factory=variant.queue or QueueActor, faults=faults
+        )
+    return run_subscriber_simulation(
+        workload, seed, strategy, max_steps=max_steps, manager=variant.manager, faults=faults
+    )
+
+
+def run_scenario(
+    name: str,
+    seed: int,
+    *,
+    strategy: str = "random",
+    depth: int = 3,
+    faults: str | None = None,
+    schedule: Sequence[int] | None = None,
+    variant: Variant | None = None,
+    workload: Workload | None = None,
+    max_steps: int = 500_000,
+) -> ScenarioRun:
+    """Run scenario ``name`` with ``seed`` under a strategy and a fault plan; check it; report.
+
+    Args:
+        name: a registry name (``scenario_names()``).
+        seed: fixes the workload, the faults, the actors' randomness and the strategy.
+        strategy: ``random``, ``pct`` or ``round-robin``.
+        depth: PCT's bug depth.
+        faults: a fault plan name or several, comma separated (default: the scenario's own).
+        schedule: replay these recorded choices instead of asking the strategy.
+        variant: swap in planted-bug actors.
+        workload: run this workload instead of the one the seed draws (shrinking uses it).
+        max_steps: give up after this many deliveries.
+
+    Raises:
+        ValueError: an unknown scenario, strategy or fault plan, or a bad depth.
+    """
+    spec = get_scenario(name)
+    plan = check_fault_plan(faults if faults is not None else spec.default_faults)
+    if strategy not in STRATEGY_NAMES:
+        msg = f"unknown strategy {strategy!r}; choose one of: {', '.join(STRATEGY_NAMES)}"
+        raise ValueError(msg)
+    chosen: Strategy = Replay(schedule) if schedule is not None else strategy_from_name(strategy, seed, depth=depth)
+    work = workload if workload is not None else spec.build(seed)
+    work, fault_plan = draw_faults(spec, work, seed, plan)
+    sim, result = _simulate(spec, work, seed, chosen, fault_plan, variant or Variant(), max_steps)
+    trace = sim.trace
+    results = check_broker_run(trace, work) if isinstance(work, BrokerScenario) else check_subscriber_run(trace, work)
+    if spec.extra_checks is not None and plan == "none":
+        results += spec.extra_checks(trace, work)
+    violations = tuple(f"{r.checker}: {line}" for r in results if not r.ok for line in r.violations)
+    if not result.quiet:
+        violations += (f"run: stopped after {result.steps} steps at t={result.time:g} without going quiet",)
+    figures = queue_figures(trace)
+    report = RunReport(
+        scenario=name, seed=seed, strategy=strategy, depth=depth, faults=plan, steps=result.steps,
+        virtual_time=result.time, published=figures.published, delivered=figures.delivered, acked=figures.acked,
+        redelivered=figures.redelivered, dead_lettered=figures.dead_lettered,
+        max_outstanding=figures.max_outstanding, consumers=figures.consumers, fairness=figures.fairness,
+        latency_p50_ms=_percentile(figures.latencies_ms, 0.5), latency_p99_ms=_percentile(figures.latencies_ms, 0.99),
+        violations=violations, trace_hash=sim.trace_hash(),
+        replay_command=replay_command(name, seed, strategy, depth, plan),
+    )
+    return ScenarioRun(report, sim, work, tuple(results))
