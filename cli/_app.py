@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="conveyor: actors for message queues.")
@@ -15,6 +17,55 @@ def demo() -> None:
     from ._demo import run_demo
 
     run_demo()
+
+
+@app.command()
+def sweep(
+    scenarios: str = typer.Option("all", help="Comma-separated scenario names, or all."),
+    seeds: int = typer.Option(20, min=1, help="Seeds per (scenario, strategy, fault plan)."),
+    strategies: str = typer.Option("random,pct", help="Comma-separated: random, pct, round-robin."),
+    faults: str = typer.Option(
+        "default", help="Comma-separated fault plans: default (each scenario's own), none, crash, pause, delay, "
+        "never-ack, failing-job; join plans with + to combine them (crash+delay)."
+    ),
+    depth: int = typer.Option(3, min=1, help="PCT's bug depth."),
+    seed_start: int = typer.Option(0, min=0, help="The first seed."),
+    master: str | None = typer.Option(
+        None, help="Spark master (default: $CONVEYOR_SPARK_MASTER, else local[*], embedded)."
+    ),
+    out: Path = typer.Option(Path("reports/sweep"), help="Report folder: runs.parquet, summary.parquet, report.md."),
+    partitions_per_core: int = typer.Option(4, min=1, help="Spark partitions per core (each runs many seeds)."),
+) -> None:
+    """Run scenario x seed x strategy x fault plan as a Spark job; rows to Parquet, report with plots."""
+    from ._sweep import run_sweep
+
+    try:
+        run_sweep(
+            scenarios=scenarios, seeds=seeds, strategies=strategies, faults=faults, depth=depth,
+            seed_start=seed_start, master=master, out=out, partitions_per_core=partitions_per_core,
+        )
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from error
+
+
+@app.command()
+def analyze(
+    traces: list[Path] = typer.Argument(..., help="JSON Lines traces (write_jsonl) or Parquet trace folders."),
+    master: str | None = typer.Option(
+        None, help="Spark master (default: $CONVEYOR_SPARK_MASTER, else local[*], embedded)."
+    ),
+    priorities: int = typer.Option(10, min=1, max=10, help="The queues' priority levels."),
+    min_jain: float = typer.Option(0.9, min=0.0, max=1.0, help="Fairness threshold (Jain's index)."),
+) -> None:
+    """Check recorded traces for strict order, accounting and fairness on Spark; exit 1 on a violation."""
+    from ._sweep import run_analyze
+
+    try:
+        analysis = run_analyze(traces, master=master, priorities=priorities, min_jain=min_jain)
+    except FileNotFoundError as error:
+        raise typer.BadParameter(str(error)) from error
+    if not analysis.ok:
+        raise typer.Exit(1)
 
 
 @bench_app.command("runtime")
@@ -48,6 +99,52 @@ def bench_subscriber(
     from conveyor.benchmarks.subscriber import main as run
 
     run(messages=messages, repeat=repeat)
+
+
+@bench_app.command("sweep")
+def bench_sweep(
+    seeds: int = typer.Option(500, min=4, help="Runs per measurement (seeds of a cheap scenario mix)."),
+    repeat: int = typer.Option(1, min=1, help="Rounds; the best of each is reported."),
+) -> None:
+    """The Spark sweep on local[2] beside a plain loop and multiprocessing.Pool(2), in one run."""
+    from conveyor.benchmarks.sweep import main as run
+
+    run(seeds=seeds, repeat=repeat)
+
+
+@app.command()
+def serve(
+    pubsub: str = typer.Option("127.0.0.1:8085", help="HOST:PORT for the google.pubsub.v1 gRPC front (loopback "
+                               "by default; port 0 picks a free one)."),
+    max_streams: int = typer.Option(64, min=1, help="Most StreamingPulls open at once."),
+) -> None:
+    """Serve conveyor as a Pub/Sub emulator until interrupted (point PUBSUB_EMULATOR_HOST at it)."""
+    import threading
+
+    from conveyor.actors.pubsub import PubSubServer
+
+    host, sep, port_text = pubsub.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        msg = f"--pubsub must be HOST:PORT (for example 127.0.0.1:8085), got {pubsub!r}"
+        raise typer.BadParameter(msg)
+    server = PubSubServer(host.strip("[]"), int(port_text), max_streams=max_streams).start()
+    typer.echo(f"conveyor Pub/Sub front on {server.address}; export PUBSUB_EMULATOR_HOST={server.address}")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        typer.echo("stopping: open streams end with UNAVAILABLE")
+    finally:
+        server.close()
+
+
+@bench_app.command("pubsub")
+def bench_pubsub(
+    messages: int = typer.Option(5000, min=100, help="Messages per measurement."),
+) -> None:
+    """Publish and receive+ack through the Pub/Sub front: Google's subscriber beside conveyor's."""
+    from conveyor.benchmarks.pubsub import main as run
+
+    run(messages=messages)
 
 
 def main() -> None:

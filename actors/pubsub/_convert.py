@@ -1,0 +1,365 @@
+"""Between ``google.pubsub.v1`` protobufs and the front's frozen values, validating at the edge.
+
+Every check names the request field that failed, as Pub/Sub's own errors do, and raises
+``BadRequest`` (INVALID_ARGUMENT) or ``Unsupported`` (UNIMPLEMENTED) before anything reaches
+an actor. Messages are the raw protobuf classes (``types.X.pb()``), not proto-plus wrappers:
+the glue builds one per delivery, and the raw classes are several times cheaper.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, Final
+
+from google.protobuf import duration_pb2
+from google.pubsub_v1 import types
+
+from ._filter import FilterError, parse_filter
+from ._model import (
+    DEFAULT_RETENTION_S,
+    AckId,
+    Batch,
+    DeadLetterSettings,
+    PubMessage,
+    RetrySettings,
+    SubscriptionConfig,
+    TopicConfig,
+)
+
+TopicPb: Any = types.Topic.pb()
+SubscriptionPb: Any = types.Subscription.pb()
+PubsubMessagePb: Any = types.PubsubMessage.pb()
+StreamingPullResponsePb: Any = types.StreamingPullResponse.pb()
+PullResponsePb: Any = types.PullResponse.pb()
+ReceivedMessagePb: Any = types.ReceivedMessage.pb()
+
+RECEIVE_LIMIT: Final = 4 * 1024 * 1024
+"""gRPC's default receive limit, which Pub/Sub clients keep in emulator mode."""
+_RESPONSE_SLACK: Final = 256  # the response's own framing and subscription_properties, rounded up
+_MAX_ATTRIBUTES: Final = 100
+_NAME_ID = r"[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}"
+_TOPIC: Final = re.compile(rf"^projects/([^/]+)/topics/({_NAME_ID})$")
+_SUBSCRIPTION: Final = re.compile(rf"^projects/([^/]+)/subscriptions/({_NAME_ID})$")
+_PROJECT: Final = re.compile(r"^projects/[^/]+$")
+_ACK_ID: Final = re.compile(r"^(\d+)-(\d+)-(\d+)-(.+)$")
+MIN_RETENTION_S: Final = 600.0
+MAX_RETENTION_S: Final = 31 * 24 * 3600.0
+
+
+class RequestError(Exception):
+    """A request the front refuses; ``code`` is the gRPC status name."""
+
+    code = "INVALID_ARGUMENT"
+
+
+class BadRequest(RequestError):
+    """INVALID_ARGUMENT, naming the field."""
+
+
+class Unsupported(RequestError):
+    """UNIMPLEMENTED: a real Pub/Sub feature this front does not offer."""
+
+    code = "UNIMPLEMENTED"
+
+
+def _bad(field: str, why: str) -> BadRequest:
+    return BadRequest(f"{field}: {why}")
+
+
+def topic_name(value: str, field: str = "topic") -> str:
+    """A checked ``projects/P/topics/T``."""
+    match = _TOPIC.match(value)
+    if match is None or match.group(2).startswith("goog"):
+        raise _bad(field, f"{value!r} is not a topic name (projects/PROJECT/topics/TOPIC: 3-255 characters, "
+                          "starting with a letter, not with 'goog')")
+    return value
+
+
+def subscription_name(value: str, field: str = "subscription") -> str:
+    """A checked ``projects/P/subscriptions/S``."""
+    match = _SUBSCRIPTION.match(value)
+    if match is None or match.group(2).startswith("goog"):
+        raise _bad(field, f"{value!r} is not a subscription name (projects/PROJECT/subscriptions/NAME: 3-255 "
+                          "characters, starting with a letter, not with 'goog')")
+    return value
+
+
+def project_name(value: str, field: str = "project") -> str:
+    """A checked ``projects/P``."""
+    if not _PROJECT.match(value):
+        raise _bad(field, f"{value!r} is not a project name (projects/PROJECT)")
+    return value
+
+
+def _seconds(duration: Any) -> float:
+    return float(duration.seconds) + float(duration.nanos) / 1e9
+
+
+def _duration(seconds: float) -> Any:
+    result = duration_pb2.Duration()
+    result.FromNanoseconds(round(seconds * 1e9))
+    return result
+
+
+def _labels(labels: Any) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+# --- topics ---------------------------------------------------------------------------------
+
+
+def topic_config(topic: Any) -> TopicConfig:
+    """A validated ``TopicConfig`` from a ``Topic``."""
+    topic_name(topic.name, "name")
+    retention = None
+    if topic.HasField("message_retention_duration"):
+        retention = _seconds(topic.message_retention_duration)
+        if not MIN_RETENTION_S <= retention <= MAX_RETENTION_S:
+            raise _bad("message_retention_duration", f"must be from 10 minutes to 31 days, got {retention} s")
+    if topic.schema_settings.schema:
+        raise Unsupported("schema_settings: schemas are not supported by conveyor's Pub/Sub front")
+    return TopicConfig(topic.name, _labels(topic.labels), retention)
+
+
+def topic_pb(config: TopicConfig) -> Any:
+    """The ``Topic`` for a config."""
+    topic = TopicPb(name=config.name, labels=dict(config.labels))
+    if config.retention_s is not None:
+        topic.message_retention_duration.CopyFrom(_duration(config.retention_s))
+    return topic
+
+
+TOPIC_UPDATABLE: Final = ("labels", "message_retention_duration")
+
+
+# --- subscriptions --------------------------------------------------------------------------
+
+
+def subscription_config(sub: Any) -> SubscriptionConfig:
+    """A validated ``SubscriptionConfig`` from a ``Subscription``, Pub/Sub's defaults filled in."""
+    subscription_name(sub.name, "name")
+    topic_name(sub.topic, "topic")
+    if sub.push_config.push_endpoint:
+        raise Unsupported("push_config: push subscriptions are not supported by conveyor's Pub/Sub front")
+    if sub.bigquery_config.table:
+        raise Unsupported("bigquery_config: BigQuery subscriptions are not supported by conveyor's Pub/Sub front")
+    if sub.cloud_storage_config.bucket:
+        raise Unsupported("cloud_storage_config: Cloud Storage subscriptions are not supported by conveyor's "
+                          "Pub/Sub front")
+    deadline = sub.ack_deadline_seconds or 10
+    if not 10 <= deadline <= 600:
+        raise _bad("ack_deadline_seconds", f"must be from 10 to 600 (or 0 for 10), got {deadline}")
+    retention = DEFAULT_RETENTION_S
+    if sub.HasField("message_retention_duration"):
+        retention = _seconds(sub.message_retention_duration)
+        if not MIN_RETENTION_S <= retention <= MAX_RETENTION_S:
+            raise _bad("message_retention_duration", f"must be from 10 minutes to 31 days, got {retention} s")
+    try:
+        parsed = parse_filter(sub.filter)
+    except FilterError as error:
+        raise BadRequest(str(error)) from None
+    dead_letter = None
+    if sub.HasField("dead_letter_policy") and sub.dead_letter_policy.dead_letter_topic:
+        policy = sub.dead_letter_policy
+        topic_name(policy.dead_letter_topic, "dead_letter_policy.dead_letter_topic")
+        attempts = policy.max_delivery_attempts or 5
+        if not 5 <= attempts <= 100:
+            raise _bad("dead_letter_policy.max_delivery_attempts",
+                       f"must be from 5 to 100 (or 0 for 5), got {attempts}")
+        dead_letter = DeadLetterSettings(policy.dead_letter_topic, attempts)
+    retry = None
+    if sub.HasField("retry_policy"):
+        policy = sub.retry_policy
+        low = _seconds(policy.minimum_backoff) if policy.HasField("minimum_backoff") else 10.0
+        high = _seconds(policy.maximum_backoff) if policy.HasField("maximum_backoff") else 600.0
+        for field, value in (("minimum_backoff", low), ("maximum_backoff", high)):
+            if not 0 <= value <= 600:
+                raise _bad(f"retry_policy.{field}", f"must be from 0 to 600 seconds, got {value}")
+        if high < low:
+            raise _bad("retry_policy.maximum_backoff", f"must be >= minimum_backoff ({low} s), got {high} s")
+        retry = RetrySettings(low, high)
+    return SubscriptionConfig(
+        name=sub.name,
+        topic=sub.topic,
+        ack_deadline_s=deadline,
+        retain_acked_messages=sub.retain_acked_messages,
+        retention_s=retention,
+        labels=_labels(sub.labels),
+        enable_message_ordering=sub.enable_message_ordering,
+        filter_text=sub.filter,
+        filter=parsed,
+        dead_letter=dead_letter,
+        retry=retry,
+        exactly_once=sub.enable_exactly_once_delivery,
+    )
+
+
+def subscription_pb(config: SubscriptionConfig) -> Any:
+    """The ``Subscription`` for a config (state ACTIVE)."""
+    sub = SubscriptionPb(
+        name=config.name,
+        topic=config.topic,
+        ack_deadline_seconds=config.ack_deadline_s,
+        retain_acked_messages=config.retain_acked_messages,
+        labels=dict(config.labels),
+        enable_message_ordering=config.enable_message_ordering,
+        filter=config.filter_text,
+        enable_exactly_once_delivery=config.exactly_once,
+        state=1,
+    )
+    sub.message_retention_duration.CopyFrom(_duration(config.retention_s))
+    if config.dead_letter is not None:
+        sub.dead_letter_policy.dead_letter_topic = config.dead_letter.topic
+        sub.dead_letter_policy.max_delivery_attempts = config.dead_letter.max_delivery_attempts
+    if config.retry is not None:
+        sub.retry_policy.minimum_backoff.CopyFrom(_duration(config.retry.min_backoff_s))
+        sub.retry_policy.maximum_backoff.CopyFrom(_duration(config.retry.max_backoff_s))
+    return sub
+
+
+SUBSCRIPTION_UPDATABLE: Final = (
+    "ack_deadline_seconds",
+    "retain_acked_messages",
+    "message_retention_duration",
+    "labels",
+    "dead_letter_policy",
+    "retry_policy",
+    "enable_exactly_once_delivery",
+    "push_config",
+    "expiration_policy",
+)
+
+
+def merge(current: Any, update: Any, paths: Iterable[str], updatable: tuple[str, ...]) -> Any:
+    """``current`` with the fields named by an update mask copied from ``update``.
+
+    Raises:
+        BadRequest: no path, or a path naming a field that cannot be updated.
+    """
+    chosen = list(paths)
+    if not chosen:
+        raise _bad("update_mask", "name at least one field to update")
+    merged = type(current)()
+    merged.CopyFrom(current)
+    for index, path in enumerate(chosen):
+        top = path.split(".")[0]
+        if top not in updatable:
+            raise _bad(f"update_mask.paths[{index}]", f"{path!r} cannot be updated; updatable: {', '.join(updatable)}")
+        field = update.DESCRIPTOR.fields_by_name[top]
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            getattr(merged, top).clear()
+            getattr(merged, top).update(getattr(update, top))
+        elif field.message_type is not None:
+            merged.ClearField(top)
+            if update.HasField(top):
+                getattr(merged, top).CopyFrom(getattr(update, top))
+        else:
+            setattr(merged, top, getattr(update, top))
+    return merged
+
+
+# --- messages -------------------------------------------------------------------------------
+
+
+def received_size(message: Any) -> int:
+    """Bytes of the largest response that could carry ``message`` alone (ack id and id at their longest)."""
+    received = ReceivedMessagePb(ack_id="9" * 80, delivery_attempt=2**31 - 1)
+    copy = received.message
+    copy.CopyFrom(message)
+    copy.message_id = "9" * 20
+    copy.publish_time.seconds = 2**40
+    copy.publish_time.nanos = 999_999_999
+    return int(received.ByteSize()) + _RESPONSE_SLACK
+
+
+def pub_messages(messages: Any, publish_time_ns: int) -> tuple[PubMessage, ...]:
+    """Validated ``PubMessage`` values for a PublishRequest's messages.
+
+    Raises:
+        BadRequest: an empty request, a message with neither data nor attributes, a bad attribute
+            or ordering key, or a message that could not be received (over the 4 MiB limit).
+    """
+    if not messages:
+        raise _bad("messages", "at least one message is required")
+    result = []
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        data = message.data
+        attributes = message.attributes
+        if not data and not attributes:
+            raise _bad(where, "a message needs data or at least one attribute")
+        if len(attributes) > _MAX_ATTRIBUTES:
+            raise _bad(f"{where}.attributes", f"at most {_MAX_ATTRIBUTES} attributes, got {len(attributes)}")
+        pairs = tuple(sorted(attributes.items())) if attributes else ()
+        for key, value in pairs:
+            if key.startswith("goog"):
+                raise _bad(f"{where}.attributes[{key!r}]", "keys starting with 'goog' are reserved")
+            if len(key.encode()) > 256:
+                raise _bad(f"{where}.attributes[{key[:20]!r}...]", "keys are at most 256 bytes")
+            if len(value.encode()) > 1024:
+                raise _bad(f"{where}.attributes[{key!r}]", "values are at most 1024 bytes")
+        key = message.ordering_key
+        if len(key.encode()) > 1024:
+            raise _bad(f"{where}.ordering_key", "at most 1024 bytes")
+        if len(data) > RECEIVE_LIMIT - 64 * 1024:
+            size = received_size(message)
+            if size > RECEIVE_LIMIT:
+                raise _bad(where, f"a response carrying this message would be {size} bytes, over the "
+                                  f"{RECEIVE_LIMIT}-byte (4 MiB) receive limit of Pub/Sub clients, so it could "
+                                  "never be received; publish less than about "
+                                  f"{RECEIVE_LIMIT - (size - len(data))} bytes of data")
+        result.append(PubMessage(data, pairs, key, publish_time_ns))
+    return tuple(result)
+
+
+def ack_ids(values: Iterable[str], field: str = "ack_ids") -> tuple[AckId, ...]:
+    """Parsed ack ids; one this server never issued is refused, naming its index."""
+    parsed = []
+    for index, text in enumerate(values):
+        match = _ACK_ID.match(text)
+        if match is None:
+            raise _bad(f"{field}[{index}]", f"{text[:80]!r} is not an ack id this server issued")
+        parsed.append(AckId(int(match.group(1)), int(match.group(2)), int(match.group(3)), match.group(4)))
+    if not parsed:
+        raise _bad(field, "at least one ack id is required")
+    return tuple(parsed)
+
+
+def _fill(target: Any, ack_id: str, message: PubMessage, attempt: int) -> None:
+    target.ack_id = ack_id
+    target.delivery_attempt = attempt
+    out = target.message
+    out.data = message.data
+    if message.attributes:
+        out.attributes.update(message.attributes)
+    out.message_id = message.message_id
+    out.publish_time.FromNanoseconds(message.publish_time_ns)
+    if message.ordering_key:
+        out.ordering_key = message.ordering_key
+
+
+def stream_responses(batch: Batch) -> list[Any]:
+    """StreamingPullResponses for a batch, each under the 4 MiB receive limit, each with the properties."""
+    responses = []
+    current = None
+    size = 0
+    for ack_id, message, attempt in batch.received:
+        estimate = len(message.data) + 200 + sum(len(k) + len(v) + 8 for k, v in message.attributes)
+        if current is None or size + estimate > RECEIVE_LIMIT - _RESPONSE_SLACK:
+            current = StreamingPullResponsePb()
+            current.subscription_properties.exactly_once_delivery_enabled = batch.exactly_once
+            current.subscription_properties.message_ordering_enabled = batch.ordering
+            responses.append(current)
+            size = 0
+        _fill(current.received_messages.add(), ack_id, message, attempt)
+        size += estimate
+    return responses
+
+
+def pull_response(batch: Batch) -> Any:
+    """The PullResponse for a Pull's batch (at most ``max_messages``, so one response)."""
+    response = PullResponsePb()
+    for ack_id, message, attempt in batch.received:
+        _fill(response.received_messages.add(), ack_id, message, attempt)
+    return response

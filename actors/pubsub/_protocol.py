@@ -1,0 +1,92 @@
+"""Messages the Pub/Sub actors exchange among themselves (the glue never sees these)."""
+
+from __future__ import annotations
+
+from typing import final
+
+import attrs
+
+from conveyor.runtime import ActorRef
+
+from ._model import PubMessage, SettleKind, SubscriptionConfig
+
+
+@final
+@attrs.frozen
+class Envelope:
+    """A request forwarded by the registry with the asker to answer (None: nobody waits)."""
+
+    request: object
+    reply_to: ActorRef | None
+
+
+@final
+@attrs.frozen
+class Route:
+    """Topic -> subscription: messages its filter accepted, in publish order."""
+
+    messages: tuple[PubMessage, ...]
+
+
+@final
+@attrs.frozen
+class PublishInternal:
+    """Subscription -> registry: publish dead-lettered messages to ``topic``; nobody waits for ids."""
+
+    topic: str
+    messages: tuple[PubMessage, ...]
+
+
+@final
+@attrs.frozen
+class TopicGone:
+    """Registry -> subscription: its topic was deleted; no more messages will come."""
+
+
+@final
+@attrs.frozen
+class UseConfig:
+    """Registry -> subscription: new settings (UpdateSubscription)."""
+
+    config: SubscriptionConfig
+
+
+@final
+@attrs.frozen
+class SettleTags:
+    """Subscription -> binding: settle ``tags`` of ``epoch``; with ``confirm_id`` answer ``Confirmed``."""
+
+    kind: SettleKind
+    epoch: int
+    tags: tuple[int, ...]
+    seconds: int
+    confirm_id: int | None
+
+
+@final
+@attrs.frozen
+class Confirmed:
+    """Binding -> subscription: the tags of ``binding`` that were not acked for ``confirm_id``."""
+
+    confirm_id: int
+    binding: int
+    invalid: tuple[int, ...]
+
+
+@final
+@attrs.frozen
+class Rebind:
+    """Subscription -> binding: consume from ``queue`` (a new generation after Seek or an update)."""
+
+    queue: ActorRef
+    queue_deadline_s: int
+    exactly_once: bool
+    ordering: bool
+
+
+@final
+@attrs.frozen
+class Close:
+    """Subscription -> binding: stop serving the stream (answer ``StreamClosed``), keep leases."""
+
+    reason: str

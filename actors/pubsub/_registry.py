@@ -1,0 +1,262 @@
+"""The Pub/Sub registry and topics as actors: names to actors, and a topic's fan-out to its subscriptions.
+
+``PubSubRegistry`` owns every topic and subscription by name (its children), answers the admin
+calls, and forwards data-path requests (publish, pull, streams, acks, seek) to the actor that
+serves them inside an ``Envelope`` carrying the asker, so the answer goes straight back without
+passing through the registry again. ``TopicActor`` numbers published messages and hands each
+subscription the ones its filter accepts; a message a filter refuses is, as in Pub/Sub, never
+delivered there (it counts as acknowledged).
+"""
+
+from __future__ import annotations
+
+from typing import Any, final
+
+import attrs
+
+from conveyor.runtime import Actor, ActorRef
+
+from ._filter import Everything, Filter
+from ._model import (
+    CreateSubscription,
+    CreateTopic,
+    DeleteSubscription,
+    DeleteTopic,
+    Done,
+    Failed,
+    GetSubscription,
+    GetTopic,
+    ListSubscriptions,
+    ListTopics,
+    ListTopicSubscriptions,
+    OpenStream,
+    Page,
+    Publish,
+    PublishedIds,
+    PubMessage,
+    PullMessages,
+    ReplaceSubscription,
+    ReplaceTopic,
+    Seek,
+    Settle,
+    Shutdown,
+    SubscriptionConfig,
+    TopicConfig,
+)
+from ._protocol import Envelope, PublishInternal, Route, TopicGone, UseConfig
+from ._subscription import SubscriptionActor
+
+DELETED_TOPIC = "_deleted-topic_"
+"""What a subscription's topic reads once the topic is deleted, as in Pub/Sub."""
+_IDS_PER_TOPIC = 10**12
+
+
+@final
+@attrs.frozen
+class AttachSubscription:
+    """Registry -> topic: fan out to ``ref`` the messages ``filter`` accepts."""
+
+    name: str
+    ref: ActorRef
+    filter: Filter
+
+
+@final
+@attrs.frozen
+class DetachSubscription:
+    """Registry -> topic: stop fanning out to ``name``."""
+
+    name: str
+
+
+@final
+class TopicActor(Actor):
+    """One topic: numbers messages, keeps the publish order, fans out to matching subscriptions."""
+
+    def __init__(self, config: TopicConfig, id_base: int) -> None:
+        self.config = config
+        self.next_id = id_base + 1
+        self.subscriptions: dict[str, tuple[ActorRef, Filter]] = {}
+
+    def receive(self, message: Any) -> None:
+        """Publish, attach and detach subscriptions, replace settings."""
+        match message:
+            case Envelope(request=Publish(messages=messages), reply_to=reply_to):
+                ids = self._publish(messages)
+                if reply_to is not None:
+                    self.ctx.send(reply_to, PublishedIds(ids))
+            case AttachSubscription(name=name, ref=ref, filter=accepts):
+                self.subscriptions[name] = (ref, accepts)
+            case DetachSubscription(name=name):
+                self.subscriptions.pop(name, None)
+            case TopicConfig():
+                self.config = message
+
+    def _publish(self, messages: tuple[PubMessage, ...]) -> tuple[str, ...]:
+        first = self.next_id
+        self.next_id += len(messages)
+        numbered = tuple(
+            attrs.evolve(m, message_id=str(first + i)) for i, m in enumerate(messages)
+        )
+        for ref, accepts in self.subscriptions.values():
+            if type(accepts) is Everything:
+                chosen = numbered
+            else:
+                chosen = tuple(m for m in numbered if accepts.matches(dict(m.attributes)))
+            if chosen:
+                self.ctx.send(ref, Route(chosen))
+        return tuple(m.message_id for m in numbered)
+
+
+def _page(names: list[str], page_size: int, after: str) -> tuple[list[str], str]:
+    """One page of sorted ``names`` after ``after``; the token is the last name when more follow."""
+    remaining = [n for n in sorted(names) if n > after] if after else sorted(names)
+    size = page_size if page_size > 0 else len(remaining)
+    chosen = remaining[:size]
+    return chosen, (chosen[-1] if len(remaining) > size and chosen else "")
+
+
+@final
+class PubSubRegistry(Actor):
+    """Topics and subscriptions by name; routes every request to the actor that serves it."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, tuple[TopicConfig, ActorRef]] = {}
+        self.subscriptions: dict[str, tuple[SubscriptionConfig, ActorRef]] = {}
+        self.spawned = 0
+
+    def receive(self, message: Any) -> None:
+        """Answer admin calls; forward data-path calls in an ``Envelope``."""
+        match message:
+            case Publish(topic=name):
+                known = self.topics.get(name)
+                if known is None:
+                    self.ctx.reply(Failed("NOT_FOUND", f"Topic not found: {name}"))
+                else:
+                    self.ctx.send(known[1], Envelope(message, self.ctx.sender))
+            case PublishInternal(topic=name, messages=messages):
+                known_topic = self.topics.get(name)
+                if known_topic is not None:
+                    self.ctx.send(known_topic[1], Envelope(Publish(name, messages), None))
+            case Settle() | PullMessages() | Seek():
+                self._forward(message.subscription, message)
+            case OpenStream(settings=settings):
+                self._forward(settings.subscription, message)
+            case CreateTopic(config=config):
+                self._create_topic(config)
+            case GetTopic(name=name):
+                known = self.topics.get(name)
+                self.ctx.reply(known[0] if known else Failed("NOT_FOUND", f"Topic not found: {name}"))
+            case ReplaceTopic(config=config):
+                known = self.topics.get(config.name)
+                if known is None:
+                    self.ctx.reply(Failed("NOT_FOUND", f"Topic not found: {config.name}"))
+                else:
+                    self.topics[config.name] = (config, known[1])
+                    self.ctx.send(known[1], config)
+                    self.ctx.reply(config)
+            case DeleteTopic(name=name):
+                self._delete_topic(name)
+            case ListTopics(project=project, page_size=size, after=after):
+                names, token = _page([n for n in self.topics if n.startswith(project + "/topics/")], size, after)
+                self.ctx.reply(Page(tuple(self.topics[n][0] for n in names), token))
+            case ListTopicSubscriptions(topic=topic, page_size=size, after=after):
+                if topic not in self.topics:
+                    self.ctx.reply(Failed("NOT_FOUND", f"Topic not found: {topic}"))
+                    return
+                names, token = _page([n for n, (c, _) in self.subscriptions.items() if c.topic == topic], size, after)
+                self.ctx.reply(Page(tuple(names), token))
+            case CreateSubscription(config=config):
+                self._create_subscription(config)
+            case GetSubscription(name=name):
+                known_sub = self.subscriptions.get(name)
+                self.ctx.reply(known_sub[0] if known_sub else Failed("NOT_FOUND", f"Subscription not found: {name}"))
+            case ReplaceSubscription(config=config):
+                self._replace_subscription(config)
+            case DeleteSubscription(name=name):
+                known_sub = self.subscriptions.pop(name, None)
+                if known_sub is None:
+                    self.ctx.reply(Failed("NOT_FOUND", f"Subscription not found: {name}"))
+                    return
+                its_topic = self.topics.get(known_sub[0].topic)
+                if its_topic is not None:
+                    self.ctx.send(its_topic[1], DetachSubscription(name))
+                self.ctx.stop(known_sub[1])
+                self.ctx.reply(Done())
+            case ListSubscriptions(project=project, page_size=size, after=after):
+                prefix = project + "/subscriptions/"
+                names, token = _page([n for n in self.subscriptions if n.startswith(prefix)], size, after)
+                self.ctx.reply(Page(tuple(self.subscriptions[n][0] for n in names), token))
+            case Shutdown():
+                for _, ref in self.subscriptions.values():
+                    self.ctx.send(ref, message)
+                if self.ctx.sender is not None:
+                    self.ctx.reply(Done())
+
+    def _forward(self, name: str, request: object) -> None:
+        known = self.subscriptions.get(name)
+        if known is None:
+            self.ctx.reply(Failed("NOT_FOUND", f"Subscription not found: {name}"))
+        else:
+            self.ctx.send(known[1], Envelope(request, self.ctx.sender))
+
+    def _child_name(self, kind: str) -> str:
+        self.spawned += 1
+        return f"{kind}-{self.spawned}"
+
+    def _create_topic(self, config: TopicConfig) -> None:
+        if config.name in self.topics:
+            self.ctx.reply(Failed("ALREADY_EXISTS", f"Topic already exists: {config.name}"))
+            return
+        name = self._child_name("topic")
+        base = self.spawned * _IDS_PER_TOPIC
+        ref = self.ctx.spawn(lambda: TopicActor(config, base), name=name)
+        self.topics[config.name] = (config, ref)
+        for sub_name, (sub_config, sub_ref) in self.subscriptions.items():
+            if sub_config.topic == config.name:  # never: subscriptions of a deleted topic are detached
+                self.ctx.send(ref, AttachSubscription(sub_name, sub_ref, sub_config.filter))
+        self.ctx.reply(config)
+
+    def _delete_topic(self, name: str) -> None:
+        known = self.topics.pop(name, None)
+        if known is None:
+            self.ctx.reply(Failed("NOT_FOUND", f"Topic not found: {name}"))
+            return
+        self.ctx.stop(known[1])
+        for sub_name, (config, ref) in list(self.subscriptions.items()):
+            if config.topic == name:
+                detached = attrs.evolve(config, topic=DELETED_TOPIC)
+                self.subscriptions[sub_name] = (detached, ref)
+                self.ctx.send(ref, TopicGone())
+        self.ctx.reply(Done())
+
+    def _create_subscription(self, config: SubscriptionConfig) -> None:
+        if config.name in self.subscriptions:
+            self.ctx.reply(Failed("ALREADY_EXISTS", f"Subscription already exists: {config.name}"))
+            return
+        topic = self.topics.get(config.topic)
+        if topic is None:
+            self.ctx.reply(Failed("NOT_FOUND", f"Topic not found: {config.topic}"))
+            return
+        if config.dead_letter is not None and config.dead_letter.topic not in self.topics:
+            self.ctx.reply(Failed("NOT_FOUND", f"dead_letter_policy.dead_letter_topic not found: "
+                                               f"{config.dead_letter.topic}"))
+            return
+        me = self.ctx.self_ref
+        ref = self.ctx.spawn(lambda: SubscriptionActor(config, me), name=self._child_name("subscription"))
+        self.subscriptions[config.name] = (config, ref)
+        self.ctx.send(topic[1], AttachSubscription(config.name, ref, config.filter))
+        self.ctx.reply(config)
+
+    def _replace_subscription(self, config: SubscriptionConfig) -> None:
+        known = self.subscriptions.get(config.name)
+        if known is None:
+            self.ctx.reply(Failed("NOT_FOUND", f"Subscription not found: {config.name}"))
+            return
+        if config.dead_letter is not None and config.dead_letter.topic not in self.topics:
+            self.ctx.reply(Failed("NOT_FOUND", f"dead_letter_policy.dead_letter_topic not found: "
+                                               f"{config.dead_letter.topic}"))
+            return
+        self.subscriptions[config.name] = (config, known[1])
+        self.ctx.send(known[1], UseConfig(config))
+        self.ctx.reply(config)

@@ -1,0 +1,476 @@
+"""``PubSubServer``: a gRPC server speaking ``google.pubsub.v1`` in front of the Pub/Sub actors.
+
+This module is glue, not an actor: it runs on grpcio's worker threads, turns each call into an
+``ask`` on a ``ThreadSystem`` (a blocking ask is that backend's own idiom, so no event loop needs
+bridging), and turns the answer into a protobuf or a status. It holds no lock and no state the
+actors own: every topic, subscription, lease and message lives in the actors. The wall clock it
+stamps messages with is injected (``clock``), as actors never read one.
+
+Each open StreamingPull holds one worker thread (its response generator) plus one reader thread
+(its request iterator), so the pool is sized ``max_streams`` plus a reserve for unary calls, and a
+stream past ``max_streams`` is refused with RESOURCE_EXHAUSTED (which clients retry) rather than
+left to starve the acks.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from types import TracebackType
+from typing import Any, Final, NoReturn, final
+
+import grpc
+from google.protobuf import any_pb2, empty_pb2
+from google.pubsub_v1 import types
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from conveyor.runtime import ActorDeadError, ActorRef, AskTimeout, ThreadSystem
+
+from . import _convert as convert
+from ._model import (
+    Batch,
+    CreateSubscription,
+    CreateTopic,
+    DeleteSubscription,
+    DeleteTopic,
+    Detach,
+    Failed,
+    GetSubscription,
+    GetTopic,
+    ListSubscriptions,
+    ListTopics,
+    ListTopicSubscriptions,
+    NextBatch,
+    OpenStream,
+    Page,
+    Publish,
+    PublishedIds,
+    PullMessages,
+    ReplaceSubscription,
+    ReplaceTopic,
+    Seek,
+    Settle,
+    SettleKind,
+    SettleOutcome,
+    Shutdown,
+    StreamClosed,
+    StreamOpened,
+    StreamSettings,
+    SubscriptionConfig,
+    TopicConfig,
+)
+from ._registry import PubSubRegistry
+
+log = logging.getLogger("conveyor.pubsub")
+
+PUBLISHER: Final = "google.pubsub.v1.Publisher"
+SUBSCRIBER: Final = "google.pubsub.v1.Subscriber"
+_ASK_S: Final = 30.0
+_POLL_S: Final = 1.0  # a stream's binding answers an empty batch this often, so the handler sees cancels
+_MAX_WAIT_S: Final = 5.0  # longest a Pull waits for its first message
+_UNARY_RESERVE: Final = 32
+_MESSAGE_LIMIT: Final = 64 * 1024 * 1024  # gRPC's own limits, above Pub/Sub's, so ours give the clear error
+_CODES: Final = {code.name: code for code in grpc.StatusCode}
+
+
+def _abort(context: grpc.ServicerContext, code: str, message: str) -> NoReturn:
+    context.abort(_CODES.get(code, grpc.StatusCode.UNKNOWN), message)
+    raise AssertionError  # abort raises
+
+
+def _pb(proto_plus: Any) -> Any:
+    return proto_plus.pb()
+
+
+@final
+class PubSubServer:
+    """A ``google.pubsub.v1`` server on conveyor's actors; ``start()`` / ``stop()`` / ``close()``.
+
+    ``stop()`` ends every open stream with UNAVAILABLE (clients reconnect) and stops listening, but
+    keeps topics, subscriptions and messages: ``start()`` again listens on the same port. ``close()``
+    also shuts the actors down. Usable as a context manager (started on entry, closed on exit).
+
+    Args:
+        host: address to listen on; loopback by default.
+        port: 0 picks a free port (read it back from ``port`` / ``address``).
+        max_streams: most StreamingPulls open at once.
+        clock: wall-clock nanoseconds for publish times and Seek (injected: tests may fake it).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        max_streams: int = 64,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        if not isinstance(host, str) or not host:
+            msg = f"PubSubServer host must be a non-empty str, got {host!r}"
+            raise ValueError(msg)
+        if type(port) is not int or not 0 <= port <= 65535:
+            msg = f"PubSubServer port must be an int from 0 to 65535, got {port!r}"
+            raise ValueError(msg)
+        if type(max_streams) is not int or max_streams < 1:
+            msg = f"PubSubServer max_streams must be an int >= 1, got {max_streams!r}"
+            raise ValueError(msg)
+        self.host = host
+        self.port = port
+        self.max_streams = max_streams
+        self.clock = clock
+        self.system = ThreadSystem(job_workers=2)
+        self.registry: ActorRef = self.system.spawn(PubSubRegistry, name="pubsub")
+        self._server: grpc.Server | None = None
+        self._streams: dict[int, ActorRef] = {}  # open streams; dict operations are atomic in CPython
+        self._stream_ids = iter(range(1, 1 << 62))
+        self._stopping = False
+
+    @property
+    def address(self) -> str:
+        """``host:port``, what PUBSUB_EMULATOR_HOST should say."""
+        return f"{self.host}:{self.port}"
+
+    def __enter__(self) -> PubSubServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> PubSubServer:
+        """Listen (again); the first start with port 0 picks a free port.
+
+        Raises:
+            RuntimeError: already listening, or the address cannot be bound.
+        """
+        if self._server is not None:
+            msg = f"PubSubServer already listens on {self.address}"
+            raise RuntimeError(msg)
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self.max_streams + _UNARY_RESERVE,
+                                       thread_name_prefix="conveyor-pubsub"),
+            handlers=self._handlers(),
+            options=[
+                ("grpc.max_receive_message_length", _MESSAGE_LIMIT),
+                ("grpc.max_send_message_length", _MESSAGE_LIMIT),
+            ],
+        )
+        port = server.add_insecure_port(f"{self.host}:{self.port}")
+        if port == 0:
+            msg = f"PubSubServer could not listen on {self.address}"
+            raise RuntimeError(msg)
+        self.port = port
+        self._stopping = False
+        server.start()
+        self._server = server
+        log.info("conveyor Pub/Sub front listening on %s", self.address)
+        return self
+
+    def stop(self, grace: float = 2.0) -> None:
+        """End open streams with UNAVAILABLE and stop listening; the actors and their state stay."""
+        server = self._server
+        if server is None:
+            return
+        self._stopping = True
+        try:
+            self.system.ask(self.registry, Shutdown(), timeout=_ASK_S)
+        except (AskTimeout, ActorDeadError):
+            log.warning("the Pub/Sub registry did not confirm the shutdown")
+        server.stop(grace).wait()
+        self._server = None
+
+    def close(self) -> None:
+        """Stop listening and shut the actors down (everything held is gone)."""
+        self.stop()
+        self.system.shutdown()
+
+    # --- plumbing -----------------------------------------------------------------------
+
+    def _ask(self, context: grpc.ServicerContext, request: object, ref: ActorRef | None = None,
+             timeout: float = _ASK_S) -> Any:
+        """Ask an actor (the registry by default); a ``Failed`` answer or a dead actor aborts the call."""
+        try:
+            answer = self.system.ask(self.registry if ref is None else ref, request, timeout=timeout)
+        except AskTimeout:
+            _abort(context, "DEADLINE_EXCEEDED", f"no answer to {type(request).__name__} within {timeout} s")
+        except ActorDeadError:
+            _abort(context, "UNAVAILABLE", "the server is shutting down")
+        if isinstance(answer, Failed):
+            _abort(context, answer.code, answer.message)
+        return answer
+
+    def _guard(self, name: str, handler: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[..., Any]:
+        """Wrap a unary handler: refused requests become statuses naming the field."""
+
+        def run(request: Any, context: grpc.ServicerContext) -> Any:
+            try:
+                return handler(request, context)
+            except convert.RequestError as error:
+                _abort(context, error.code, f"{name}: {error}")
+
+        return run
+
+    def _handlers(self) -> list[grpc.GenericRpcHandler]:
+        def unary(name: str, fn: Callable[[Any, grpc.ServicerContext], Any], request: Any) -> grpc.RpcMethodHandler:
+            return grpc.unary_unary_rpc_method_handler(
+                self._guard(name, fn),
+                request_deserializer=_pb(request).FromString,
+                response_serializer=lambda message: message.SerializeToString(),
+            )
+
+        publisher = {
+            "CreateTopic": unary("CreateTopic", self._create_topic, types.Topic),
+            "GetTopic": unary("GetTopic", self._get_topic, types.GetTopicRequest),
+            "UpdateTopic": unary("UpdateTopic", self._update_topic, types.UpdateTopicRequest),
+            "ListTopics": unary("ListTopics", self._list_topics, types.ListTopicsRequest),
+            "DeleteTopic": unary("DeleteTopic", self._delete_topic, types.DeleteTopicRequest),
+            "Publish": unary("Publish", self._publish, types.PublishRequest),
+            "ListTopicSubscriptions": unary(
+                "ListTopicSubscriptions", self._list_topic_subscriptions, types.ListTopicSubscriptionsRequest
+            ),
+        }
+        subscriber = {
+            "CreateSubscription": unary("CreateSubscription", self._create_subscription, types.Subscription),
+            "GetSubscription": unary("GetSubscription", self._get_subscription, types.GetSubscriptionRequest),
+            "UpdateSubscription": unary(
+                "UpdateSubscription", self._update_subscription, types.UpdateSubscriptionRequest
+            ),
+            "ListSubscriptions": unary("ListSubscriptions", self._list_subscriptions, types.ListSubscriptionsRequest),
+            "DeleteSubscription": unary(
+                "DeleteSubscription", self._delete_subscription, types.DeleteSubscriptionRequest
+            ),
+            "Pull": unary("Pull", self._pull, types.PullRequest),
+            "Acknowledge": unary("Acknowledge", self._acknowledge, types.AcknowledgeRequest),
+            "ModifyAckDeadline": unary("ModifyAckDeadline", self._modify_ack_deadline, types.ModifyAckDeadlineRequest),
+            "Seek": unary("Seek", self._seek, types.SeekRequest),
+            "StreamingPull": grpc.stream_stream_rpc_method_handler(
+                self._streaming_pull,
+                request_deserializer=_pb(types.StreamingPullRequest).FromString,
+                response_serializer=lambda message: message.SerializeToString(),
+            ),
+        }
+        return [
+            grpc.method_handlers_generic_handler(PUBLISHER, publisher),
+            grpc.method_handlers_generic_handler(SUBSCRIBER, subscriber),
+            _Unimplemented(),
+        ]
+
+    # --- publisher ----------------------------------------------------------------------
+
+    def _create_topic(self, request: Any, context: grpc.ServicerContext) -> Any:
+        config: TopicConfig = self._ask(context, CreateTopic(convert.topic_config(request)))
+        return convert.topic_pb(config)
+
+    def _get_topic(self, request: Any, context: grpc.ServicerContext) -> Any:
+        config: TopicConfig = self._ask(context, GetTopic(convert.topic_name(request.topic)))
+        return convert.topic_pb(config)
+
+    def _update_topic(self, request: Any, context: grpc.ServicerContext) -> Any:
+        name = convert.topic_name(request.topic.name, "topic.name")
+        current: TopicConfig = self._ask(context, GetTopic(name))
+        merged = convert.merge(convert.topic_pb(current), request.topic, request.update_mask.paths,
+                               convert.TOPIC_UPDATABLE)
+        config: TopicConfig = self._ask(context, ReplaceTopic(convert.topic_config(merged)))
+        return convert.topic_pb(config)
+
+    def _list_topics(self, request: Any, context: grpc.ServicerContext) -> Any:
+        page: Page = self._ask(context, ListTopics(convert.project_name(request.project), request.page_size,
+                                                    request.page_token))
+        response = _pb(types.ListTopicsResponse)(next_page_token=page.next_after)
+        response.topics.extend(convert.topic_pb(config) for config in page.items)  # type: ignore[arg-type]
+        return response
+
+    def _delete_topic(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._ask(context, DeleteTopic(convert.topic_name(request.topic)))
+        return empty_pb2.Empty()
+
+    def _publish(self, request: Any, context: grpc.ServicerContext) -> Any:
+        topic = convert.topic_name(request.topic)
+        messages = convert.pub_messages(request.messages, self.clock())
+        published: PublishedIds = self._ask(context, Publish(topic, messages))
+        return _pb(types.PublishResponse)(message_ids=published.message_ids)
+
+    def _list_topic_subscriptions(self, request: Any, context: grpc.ServicerContext) -> Any:
+        page: Page = self._ask(context, ListTopicSubscriptions(convert.topic_name(request.topic), request.page_size,
+                                                                request.page_token))
+        return _pb(types.ListTopicSubscriptionsResponse)(subscriptions=page.items, next_page_token=page.next_after)
+
+    # --- subscriber: administration ------------------------------------------------------
+
+    def _create_subscription(self, request: Any, context: grpc.ServicerContext) -> Any:
+        config: SubscriptionConfig = self._ask(context, CreateSubscription(convert.subscription_config(request)))
+        return convert.subscription_pb(config)
+
+    def _get_subscription(self, request: Any, context: grpc.ServicerContext) -> Any:
+        name = convert.subscription_name(request.subscription)
+        config: SubscriptionConfig = self._ask(context, GetSubscription(name))
+        return convert.subscription_pb(config)
+
+    def _update_subscription(self, request: Any, context: grpc.ServicerContext) -> Any:
+        name = convert.subscription_name(request.subscription.name, "subscription.name")
+        current: SubscriptionConfig = self._ask(context, GetSubscription(name))
+        merged = convert.merge(convert.subscription_pb(current), request.subscription, request.update_mask.paths,
+                               convert.SUBSCRIPTION_UPDATABLE)
+        config: SubscriptionConfig = self._ask(context, ReplaceSubscription(convert.subscription_config(merged)))
+        return convert.subscription_pb(config)
+
+    def _list_subscriptions(self, request: Any, context: grpc.ServicerContext) -> Any:
+        page: Page = self._ask(context, ListSubscriptions(convert.project_name(request.project), request.page_size,
+                                                           request.page_token))
+        response = _pb(types.ListSubscriptionsResponse)(next_page_token=page.next_after)
+        response.subscriptions.extend(convert.subscription_pb(c) for c in page.items)  # type: ignore[arg-type]
+        return response
+
+    def _delete_subscription(self, request: Any, context: grpc.ServicerContext) -> Any:
+        self._ask(context, DeleteSubscription(convert.subscription_name(request.subscription)))
+        return empty_pb2.Empty()
+
+    # --- subscriber: messages -----------------------------------------------------------
+
+    def _pull(self, request: Any, context: grpc.ServicerContext) -> Any:
+        name = convert.subscription_name(request.subscription)
+        if request.max_messages <= 0:
+            raise convert.BadRequest(f"max_messages: must be > 0, got {request.max_messages}")
+        remaining = context.time_remaining()
+        wait = 0.05 if request.return_immediately else _MAX_WAIT_S
+        if remaining is not None:
+            wait = max(0.0, min(wait, remaining - 0.5))
+        byte_budget = max(1, convert.RECEIVE_LIMIT - 4096 - 300 * request.max_messages)
+        batch: Batch = self._ask(context, PullMessages(name, request.max_messages, wait, byte_budget),
+                                 timeout=wait + _ASK_S)
+        return convert.pull_response(batch)
+
+    def _settle(self, context: grpc.ServicerContext, request: Settle) -> None:
+        outcome: SettleOutcome = self._ask(context, request)
+        if not outcome.invalid:
+            return
+        # Exactly-once: Pub/Sub reports each failed ack id in an ErrorInfo. The ones that did succeed
+        # are marked transient so the client asks again and hears success (a repeated ack of an acked
+        # message is confirmed), since the client fails every id the ErrorInfo leaves out.
+        failed = set(outcome.invalid)
+        metadata = dict.fromkeys(failed, "PERMANENT_FAILURE_INVALID_ACK_ID")
+        for ack_id in request.ack_ids:
+            metadata.setdefault(ack_id.text(), "TRANSIENT_FAILURE_CONFIRM_AGAIN")
+        info = error_details_pb2.ErrorInfo(reason="EXACTLY_ONCE_ACKID_FAILURE", domain="pubsub.googleapis.com",
+                                           metadata=metadata)
+        detail = any_pb2.Any()
+        detail.Pack(info)
+        status = status_pb2.Status(
+            code=code_pb2.INVALID_ARGUMENT,
+            message=f"{len(failed)} ack ids are no longer valid (lease lapsed, already settled or unknown)",
+            details=[detail],
+        )
+        context.abort_with_status(rpc_status.to_status(status))
+
+    def _acknowledge(self, request: Any, context: grpc.ServicerContext) -> Any:
+        name = convert.subscription_name(request.subscription)
+        self._settle(context, Settle(name, SettleKind.ACK, convert.ack_ids(request.ack_ids)))
+        return empty_pb2.Empty()
+
+    def _modify_ack_deadline(self, request: Any, context: grpc.ServicerContext) -> Any:
+        name = convert.subscription_name(request.subscription)
+        seconds = request.ack_deadline_seconds
+        if not 0 <= seconds <= 600:
+            raise convert.BadRequest(f"ack_deadline_seconds: must be from 0 to 600, got {seconds}")
+        self._settle(context, Settle(name, SettleKind.MODACK, convert.ack_ids(request.ack_ids), seconds))
+        return empty_pb2.Empty()
+
+    def _seek(self, request: Any, context: grpc.ServicerContext) -> Any:
+        name = convert.subscription_name(request.subscription)
+        if request.snapshot:
+            _abort(context, "UNIMPLEMENTED", "Seek: seeking to a snapshot is not supported by conveyor's Pub/Sub "
+                                             "front (snapshots are not implemented); seek to a time")
+        if not request.HasField("time"):
+            _abort(context, "INVALID_ARGUMENT", "Seek: time: set the time to seek to (or a snapshot)")
+        self._ask(context, Seek(name, request.time.ToNanoseconds(), self.clock()))
+        return _pb(types.SeekResponse)()
+
+    # --- StreamingPull ------------------------------------------------------------------
+
+    def _streaming_pull(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+        if self._stopping:
+            _abort(context, "UNAVAILABLE", "StreamingPull: the server is shutting down; reconnect")
+        try:
+            first = next(requests)
+        except StopIteration:
+            return
+        try:
+            name = convert.subscription_name(first.subscription)
+            deadline = first.stream_ack_deadline_seconds
+            if not 10 <= deadline <= 600:
+                raise convert.BadRequest(f"stream_ack_deadline_seconds: must be from 10 to 600, got {deadline}")
+            if first.max_outstanding_messages < 0 or first.max_outstanding_bytes < 0:
+                raise convert.BadRequest("max_outstanding_messages / max_outstanding_bytes: must be >= 0")
+            if len(first.modify_deadline_seconds) != len(first.modify_deadline_ack_ids):
+                raise convert.BadRequest("modify_deadline_seconds: one per modify_deadline_ack_ids entry")
+        except convert.RequestError as error:
+            _abort(context, error.code, f"StreamingPull: {error}")
+        if len(self._streams) >= self.max_streams:
+            _abort(context, "RESOURCE_EXHAUSTED", f"StreamingPull: {self.max_streams} streams are open already "
+                                                  "(PubSubServer max_streams); retry later")
+        settings = StreamSettings(name, deadline, first.max_outstanding_messages, first.max_outstanding_bytes)
+        opened: StreamOpened = self._ask(context, OpenStream(settings))
+        binding = opened.binding
+        stream_id = next(self._stream_ids)
+        self._streams[stream_id] = binding
+        system = self.system
+        context.add_callback(lambda: system.tell_from_thread(binding, Detach()))
+        self._settle_from_stream(name, first)
+        reader = threading.Thread(target=self._read_stream, args=(name, requests, binding), daemon=True,
+                                  name=f"conveyor-pubsub-stream-{stream_id}")
+        reader.start()
+        try:
+            while context.is_active():
+                try:
+                    answer = system.ask(binding, NextBatch(_POLL_S), timeout=_POLL_S + _ASK_S)
+                except (ActorDeadError, AskTimeout):
+                    if self._stopping:
+                        _abort(context, "UNAVAILABLE", "StreamingPull: the server is shutting down; reconnect")
+                    _abort(context, "NOT_FOUND", f"StreamingPull: subscription {name} is gone")
+                if isinstance(answer, StreamClosed):
+                    _abort(context, "UNAVAILABLE", f"StreamingPull: {answer.reason}; reconnect")
+                yield from convert.stream_responses(answer)
+        finally:
+            self._streams.pop(stream_id, None)
+            system.tell_from_thread(binding, Detach())
+
+    def _read_stream(self, name: str, requests: Iterator[Any], binding: ActorRef) -> None:
+        """A stream's reader thread: acks and deadline changes sent on the stream go to the subscription."""
+        try:
+            for request in requests:
+                self._settle_from_stream(name, request)
+        except (grpc.RpcError, convert.RequestError, ValueError) as error:
+            log.debug("StreamingPull reader for %s ended: %r", name, error)
+        finally:
+            self.system.tell_from_thread(binding, Detach())
+
+    def _settle_from_stream(self, name: str, request: Any) -> None:
+        tell = self.system.tell_from_thread
+        if request.ack_ids:
+            tell(self.registry, Settle(name, SettleKind.ACK, convert.ack_ids(request.ack_ids)))
+        by_seconds: dict[int, list[str]] = {}
+        for seconds, ack_id in zip(request.modify_deadline_seconds, request.modify_deadline_ack_ids, strict=False):
+            by_seconds.setdefault(min(max(seconds, 0), 600), []).append(ack_id)
+        for seconds, ids in by_seconds.items():
+            tell(self.registry, Settle(name, SettleKind.MODACK, convert.ack_ids(ids), seconds))
+
+
+@final
+class _Unimplemented(grpc.GenericRpcHandler):  # type: ignore[misc]
+    """Every call no other handler knows: UNIMPLEMENTED, naming the call."""
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        method = handler_call_details.method
+
+        def refuse(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+            _abort(context, "UNIMPLEMENTED", f"{method.lstrip('/')} is not implemented by conveyor's Pub/Sub front")
+            yield b""  # pragma: no cover - a generator, for the stream handler's shape
+
+        return grpc.stream_stream_rpc_method_handler(refuse)

@@ -1,0 +1,616 @@
+"""A Pub/Sub subscription on the broker's actors: its queue, its log for Seek, and one binding per client.
+
+``SubscriptionActor`` owns a broker ``QueueActor`` (child) configured from the subscription:
+ack deadline -> ``ack_deadline_s``, dead_letter_policy -> ``max_deliveries`` with itself as the
+dead-letter target (it forwards to the dead-letter topic), retry_policy -> ``RetryPolicy``,
+ordering -> the message ``group``, retention -> ``ttl_s``. It keeps a log of the messages it
+holds (acked ones too with ``retain_acked_messages``), so Seek and an update that changes the
+queue's settings rebuild the queue as a new generation from the log.
+
+``Binding`` serves one StreamingPull or one Pull: it is the client of a broker ``ConsumerActor``
+(its child) whose credit is the stream's flow control, buffers deliveries until the glue asks
+for them, routes settlements to the consumer, and pairs the queue's ``AckResult`` with the
+exactly-once confirmations waiting for them. When its stream ends it keeps its leases until they
+are settled or lapse (a reconnecting client may still ack them), then stops; stopping its
+consumer hands whatever is left back to the queue.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import Any, final
+
+import attrs
+
+from conveyor.actors.broker import (
+    DEAD_LETTER_QUEUE,
+    DEAD_LETTER_REASON,
+    DELIVERY_COUNT,
+    Ack,
+    AckResult,
+    BatchPublished,
+    ConsumerActor,
+    ConsumerSettings,
+    Delivery,
+    Message,
+    ModifyAckDeadline,
+    Publish,
+    PublishBatch,
+    QueueActor,
+    QueueConfig,
+    Release,
+    RetryPolicy,
+    Suspend,
+)
+from conveyor.runtime import Actor, ActorRef, Terminated, TimerHandle
+
+from ._model import (
+    ORDERING_KEY,
+    PUBLISH_TIME,
+    Batch,
+    Detach,
+    Done,
+    Failed,
+    NextBatch,
+    OpenStream,
+    PubMessage,
+    PullMessages,
+    Seek,
+    Settle,
+    SettleKind,
+    SettleOutcome,
+    Shutdown,
+    StreamClosed,
+    StreamOpened,
+    SubscriptionConfig,
+)
+from ._protocol import Close, Confirmed, Envelope, PublishInternal, Rebind, Route, SettleTags, TopicGone, UseConfig
+
+UNLIMITED_MESSAGES = 1_000_000_000
+UNLIMITED_BYTES = 1 << 62
+_MAX_MESSAGE_BYTES = (1 << 31) - 1  # the glue enforces Pub/Sub's limits before a message gets here
+_PULL_LINGER_S = 0.005  # a Pull answers this long after its first message, so one batch fills it
+
+
+@final
+@attrs.frozen
+class _Flush:
+    """Binding -> itself: answer the waiting asker with what is buffered."""
+
+
+@final
+@attrs.frozen
+class _WaitOver:
+    """Binding's timer: the asker ``serial`` has waited long enough; answer it (empty if need be)."""
+
+    serial: int
+
+
+@final
+@attrs.frozen
+class _Check:
+    """Binding's timer, once detached: stop if every lease is settled or lapsed."""
+
+
+def to_broker(message: PubMessage, ordered: bool, ttl_s: float) -> Message:
+    """The broker message for ``message``: attributes as headers, the ordering key as group if ordered."""
+    headers: tuple[tuple[str, str | int], ...] = (*message.attributes, (PUBLISH_TIME, message.publish_time_ns))
+    key = message.ordering_key
+    if key:
+        headers = (*headers, (ORDERING_KEY, key))
+    return Message(
+        message.data,
+        headers=headers,
+        group=key if ordered and key else None,
+        message_id=message.message_id,
+        ttl_s=ttl_s if ttl_s > 0 else None,
+    )
+
+
+def from_broker(message: Message) -> PubMessage:
+    """The Pub/Sub message inside a broker message (reserved headers back into fields)."""
+    attributes: list[tuple[str, str]] = []
+    publish_time_ns = 0
+    key = ""
+    for name, value in message.headers:
+        if name == PUBLISH_TIME:
+            publish_time_ns = int(value)
+        elif name == ORDERING_KEY:
+            key = str(value)
+        else:
+            attributes.append((name, str(value)))
+    return PubMessage(message.body, tuple(attributes), key, publish_time_ns, message.message_id)
+
+
+@final
+class Binding(Actor):
+    """One StreamingPull (``pull`` None) or one Pull, consuming from the subscription's queue.
+
+    Args:
+        number: the binding's number, the first part of its ack ids.
+        queue: the queue to consume from.
+        subscription: the owning ``SubscriptionActor`` (gets ``Confirmed``).
+        settings: the consumer's credit (the stream's flow control).
+        ack_deadline_s: the stream's ack deadline; each delivery's lease is set to it.
+        queue_deadline_s: the queue's own deadline (no extra modack when they agree).
+        exactly_once / ordering: the subscription's properties, echoed on every batch.
+        pull: for a Pull, the request (answered once, to ``reply_to``).
+        reply_to: the Pull's asker.
+    """
+
+    def __init__(
+        self,
+        number: int,
+        queue: ActorRef,
+        subscription: ActorRef,
+        settings: ConsumerSettings,
+        ack_deadline_s: int,
+        queue_deadline_s: int,
+        exactly_once: bool,
+        ordering: bool,
+        pull: PullMessages | None = None,
+        reply_to: ActorRef | None = None,
+    ) -> None:
+        self.number = number
+        self.queue = queue
+        self.subscription = subscription
+        self.settings = settings
+        self.ack_deadline_s = ack_deadline_s
+        self.queue_deadline_s = queue_deadline_s
+        self.exactly_once = exactly_once
+        self.ordering = ordering
+        self.pull = pull
+        self.reply_to = reply_to
+        self.epoch = 0
+        self.consumer: ActorRef | None = None
+        self.buffer: list[Delivery] = []
+        self.outstanding: dict[int, None] = {}
+        self.acked: set[int] = set()  # exactly-once: a repeated ack of an acked tag succeeds
+        self.confirms: deque[tuple[int, tuple[int, ...]]] = deque()  # (confirm id, tags already refused)
+        self.waiter: ActorRef | None = None
+        self.waiter_serial = 0
+        self.wait_timer: TimerHandle | None = None
+        self.flush_pending = False
+        self.detached = False
+        self.closed_reason = ""
+        self.latest_deadline = 0.0
+        self.check: TimerHandle | None = None
+
+    def on_start(self) -> None:
+        """Start consuming; a Pull waits for its first message or its timeout."""
+        self._spawn_consumer()
+        if self.pull is not None:
+            self.waiter = self.reply_to
+            self.waiter_serial += 1
+            self.wait_timer = self.ctx.schedule(self.pull.wait_s, _WaitOver(self.waiter_serial))
+
+    def _spawn_consumer(self) -> None:
+        queue, me, settings = self.queue, self.ctx.self_ref, self.settings
+        self.consumer = self.ctx.spawn(lambda: ConsumerActor(queue, me, settings), name=f"consumer-{self.epoch}")
+
+    def receive(self, message: Any) -> None:
+        """Deliveries in, batches out, settlements through, confirmations back."""
+        match message:
+            case Delivery():
+                self._delivery(message)
+            case _Flush():
+                self.flush_pending = False
+                if self.waiter is not None and self.buffer:
+                    self._answer()
+            case NextBatch(wait_s=wait_s):
+                self._next_batch(wait_s)
+            case _WaitOver(serial=serial):
+                if self.waiter is not None and serial == self.waiter_serial:
+                    self._answer()
+            case SettleTags():
+                self._settle(message)
+            case AckResult(acked=acked, invalid=invalid):
+                confirm_id, refused = self.confirms.popleft()
+                self.acked.update(acked)
+                self.ctx.send(self.subscription, Confirmed(confirm_id, self.number, refused + invalid))
+                self._maybe_stop()
+            case Detach():
+                self._detach("stream ended")
+            case Close(reason=reason):
+                self._detach(reason)
+            case Rebind():
+                self._rebind(message)
+            case _Check():
+                self.check = None
+                self._maybe_stop()
+
+    def _delivery(self, delivery: Delivery) -> None:
+        if self.ctx.sender != self.consumer:
+            return  # from a consumer of an earlier generation, already stopped
+        if self.detached:
+            if self.consumer is not None:
+                self.ctx.send(self.consumer, Release(0, (delivery.tag,)))
+            return
+        self.outstanding[delivery.tag] = None
+        self.latest_deadline = max(self.latest_deadline, self.ctx.now() + self.ack_deadline_s)
+        self.buffer.append(delivery)
+        if self.waiter is not None and not self.flush_pending:
+            self.flush_pending = True
+            if self.pull is not None:
+                self.ctx.schedule(_PULL_LINGER_S, _Flush())
+            else:
+                self.ctx.send(self.ctx.self_ref, _Flush())
+
+    def _next_batch(self, wait_s: float) -> None:
+        if self.closed_reason:
+            self.ctx.reply(StreamClosed(self.closed_reason))
+            return
+        self.waiter = self.ctx.sender
+        self.waiter_serial += 1
+        if self.buffer:
+            self._answer()
+        else:
+            self.wait_timer = self.ctx.schedule(wait_s, _WaitOver(self.waiter_serial))
+
+    def _answer(self) -> None:
+        waiter = self.waiter
+        assert waiter is not None
+        self.waiter = None
+        if self.wait_timer is not None:
+            self.ctx.cancel(self.wait_timer)
+            self.wait_timer = None
+        deliveries, self.buffer = self.buffer, []
+        prefix = f"{self.number}-{self.epoch}-"
+        received = tuple(
+            (f"{prefix}{d.tag}-{d.message.message_id}", from_broker(d.message), d.delivery_count) for d in deliveries
+        )
+        if deliveries and self.ack_deadline_s != self.queue_deadline_s and self.consumer is not None:
+            tags = tuple(d.tag for d in deliveries)
+            self.ctx.send(self.consumer, ModifyAckDeadline(0, tags, float(self.ack_deadline_s)))
+        self.ctx.send(waiter, Batch(received, self.exactly_once, self.ordering))
+        if self.pull is not None:
+            self._detach("pull answered")
+
+    def _settle(self, request: SettleTags) -> None:
+        consumer = self.consumer
+        if request.epoch != self.epoch or consumer is None:
+            if request.confirm_id is not None:
+                self.ctx.send(self.subscription, Confirmed(request.confirm_id, self.number, request.tags))
+            return
+        held = tuple(tag for tag in request.tags if tag in self.outstanding)
+        if request.kind is SettleKind.ACK:
+            for tag in held:
+                del self.outstanding[tag]
+            if request.confirm_id is None:
+                if held:
+                    self.ctx.send(consumer, Ack(0, held))
+            else:
+                refused = tuple(t for t in request.tags if t not in self.outstanding and t not in held
+                                and t not in self.acked)
+                if held:
+                    self.confirms.append((request.confirm_id, refused))
+                    self.ctx.send(consumer, Ack(0, held, confirm=True))
+                else:
+                    self.ctx.send(self.subscription, Confirmed(request.confirm_id, self.number, refused))
+        elif held:
+            seconds = request.seconds
+            if seconds == 0:
+                for tag in held:
+                    del self.outstanding[tag]
+            else:
+                self.latest_deadline = max(self.latest_deadline, self.ctx.now() + seconds)
+            self.ctx.send(consumer, ModifyAckDeadline(0, held, float(seconds)))
+        self._maybe_stop()
+
+    def _detach(self, reason: str) -> None:
+        if not self.closed_reason:
+            self.closed_reason = reason
+        if self.waiter is not None and self.pull is None:
+            self.ctx.send(self.waiter, StreamClosed(reason))
+            self.waiter = None
+        if self.detached:
+            return
+        self.detached = True
+        if self.consumer is not None:
+            self.ctx.send(self.consumer, Suspend())
+            if self.buffer:  # never handed out: back to the queue at once
+                self.ctx.send(self.consumer, Release(0, tuple(d.tag for d in self.buffer)))
+                for delivery in self.buffer:
+                    self.outstanding.pop(delivery.tag, None)
+                self.buffer = []
+        self._maybe_stop()
+
+    def _maybe_stop(self) -> None:
+        if not self.detached or self.confirms:
+            return
+        now = self.ctx.now()
+        if not self.outstanding or now >= self.latest_deadline:
+            self.ctx.stop()
+        elif self.check is None:
+            self.check = self.ctx.schedule(self.latest_deadline - now + 0.01, _Check())
+
+    def _rebind(self, request: Rebind) -> None:
+        for confirm_id, refused in self.confirms:
+            self.ctx.send(self.subscription, Confirmed(confirm_id, self.number, refused))
+        self.confirms.clear()
+        if self.consumer is not None:
+            self.ctx.stop(self.consumer)
+        self.epoch += 1
+        self.queue = request.queue
+        self.queue_deadline_s = request.queue_deadline_s
+        self.exactly_once = request.exactly_once
+        self.ordering = request.ordering
+        self.buffer = []
+        self.outstanding = {}
+        self.acked = set()
+        if self.detached:
+            self.consumer = None
+            self.ctx.stop()
+            return
+        self._spawn_consumer()
+
+
+@final
+@attrs.define
+class _Pending:
+    """An exactly-once Acknowledge waiting for its bindings' confirmations."""
+
+    reply_to: ActorRef | None
+    waiting: dict[int, tuple[int, ...]]  # binding number -> its tags still unconfirmed
+    invalid: list[str]
+    texts: dict[tuple[int, int], str]  # (binding, tag) -> ack id text
+
+
+@final
+class SubscriptionActor(Actor):
+    """One subscription: its queue (a child, rebuilt by Seek), its log, its bindings."""
+
+    def __init__(self, config: SubscriptionConfig, registry: ActorRef) -> None:
+        self.config = config
+        self.registry = registry
+        self.generation = 0
+        self.queue: ActorRef | None = None
+        self.log: OrderedDict[str, PubMessage] = OrderedDict()
+        self.acked: dict[str, None] = {}  # with retain_acked_messages: acked ones still in the log
+        self.latest_ns = 0
+        self.bindings: dict[int, ActorRef] = {}
+        self.by_ref: dict[ActorRef, int] = {}
+        self.next_binding = 0
+        self.pending: dict[int, _Pending] = {}
+        self.next_confirm = 0
+
+    def on_start(self) -> None:
+        """Create the first queue generation."""
+        self.queue = self._spawn_queue()
+
+    def _queue_config(self) -> QueueConfig:
+        config = self.config
+        dead_letter = config.dead_letter
+        retry = config.retry
+        return QueueConfig(
+            name=f"queue-{self.generation}",
+            priorities=1,
+            ack_deadline_s=float(config.ack_deadline_s),
+            max_deliveries=dead_letter.max_delivery_attempts if dead_letter else None,
+            retry=RetryPolicy(retry.min_backoff_s, retry.max_backoff_s) if retry else None,
+            max_message_bytes=_MAX_MESSAGE_BYTES,
+            dead_letter=self.ctx.self_ref if dead_letter else None,
+        )
+
+    def _spawn_queue(self) -> ActorRef:
+        queue_config = self._queue_config()
+        return self.ctx.spawn(lambda: QueueActor(queue_config), name=queue_config.name)
+
+    def receive(self, message: Any) -> None:
+        """Route messages into the queue; serve the glue's requests; forward dead letters."""
+        match message:
+            case Route(messages=messages):
+                self._route(messages)
+            case Envelope(request=request, reply_to=reply_to):
+                self._serve(request, reply_to)
+            case Confirmed():
+                self._confirmed(message)
+            case BatchPublished():
+                pass  # the queue's confirm of our PublishBatch: nothing to do
+            case Publish(message=dead):
+                self._dead_letter(dead)
+            case Terminated(ref=ref):
+                self._binding_gone(ref)
+            case UseConfig(config=config):
+                self._use_config(config)
+            case TopicGone():
+                self.config = attrs.evolve(self.config, topic="_deleted-topic_")
+            case Shutdown():
+                for ref in self.bindings.values():
+                    self.ctx.send(ref, Close("server shutting down"))
+
+    # --- messages in ----------------------------------------------------------------------
+
+    def _route(self, messages: tuple[PubMessage, ...]) -> None:
+        config = self.config
+        log = self.log
+        for m in messages:
+            log[m.message_id] = m
+        newest = messages[-1].publish_time_ns
+        self.latest_ns = max(self.latest_ns, newest)
+        horizon = self.latest_ns - int(config.retention_s * 1e9)
+        while log:
+            first = next(iter(log.values()))
+            if first.publish_time_ns >= horizon:
+                break
+            log.popitem(last=False)
+            self.acked.pop(first.message_id, None)
+        ordered = config.enable_message_ordering
+        ttl = config.retention_s
+        assert self.queue is not None
+        self.ctx.send(self.queue, PublishBatch(tuple(to_broker(m, ordered, ttl) for m in messages)))
+
+    def _dead_letter(self, dead: Message) -> None:
+        headers = dict(dead.headers)
+        count = headers.pop(DELIVERY_COUNT, 0)
+        headers.pop(DEAD_LETTER_REASON, None)
+        headers.pop(DEAD_LETTER_QUEUE, None)
+        original = from_broker(attrs.evolve(dead, headers=headers))
+        self.log.pop(original.message_id, None)
+        policy = self.config.dead_letter
+        if policy is None:
+            return
+        project, _, short = self.config.name.partition("/subscriptions/")
+        attributes = (
+            *original.attributes,
+            ("CloudPubSubDeadLetterSourceDeliveryCount", str(count)),
+            ("CloudPubSubDeadLetterSourceSubscription", short),
+            ("CloudPubSubDeadLetterSourceSubscriptionProject", project.removeprefix("projects/")),
+        )
+        forwarded = attrs.evolve(original, attributes=attributes, message_id="")
+        self.ctx.send(self.registry, PublishInternal(policy.topic, (forwarded,)))
+
+    # --- the glue's requests ----------------------------------------------------------------
+
+    def _serve(self, request: object, reply_to: ActorRef | None) -> None:
+        match request:
+            case OpenStream(settings=settings):
+                ref = self._bind(
+                    ConsumerSettings(prefetch_messages=settings.max_messages or UNLIMITED_MESSAGES,
+                                     prefetch_bytes=settings.max_bytes or UNLIMITED_BYTES),
+                    settings.ack_deadline_s or self.config.ack_deadline_s,
+                    None,
+                    None,
+                )
+                if reply_to is not None:
+                    self.ctx.send(reply_to, StreamOpened(ref, self.config.exactly_once,
+                                                         self.config.enable_message_ordering))
+            case PullMessages(max_messages=max_messages, max_bytes=max_bytes):
+                self._bind(ConsumerSettings(prefetch_messages=max_messages, prefetch_bytes=max_bytes),
+                           self.config.ack_deadline_s, request, reply_to)
+            case Settle():
+                self._settle(request, reply_to)
+            case Seek(time_ns=time_ns, now_ns=now_ns):
+                self._seek(time_ns, now_ns)
+                if reply_to is not None:
+                    self.ctx.send(reply_to, Done())
+            case _:
+                if reply_to is not None:
+                    self.ctx.send(reply_to, Failed("UNIMPLEMENTED", f"{type(request).__name__} on a subscription"))
+
+    def _bind(
+        self, settings: ConsumerSettings, deadline: int, pull: PullMessages | None, reply_to: ActorRef | None
+    ) -> ActorRef:
+        self.next_binding += 1
+        number = self.next_binding
+        queue, me, config = self.queue, self.ctx.self_ref, self.config
+        assert queue is not None
+        ref = self.ctx.spawn(
+            lambda: Binding(number, queue, me, settings, deadline, config.ack_deadline_s, config.exactly_once,
+                            config.enable_message_ordering, pull, reply_to),
+            name=f"binding-{number}",
+        )
+        self.bindings[number] = ref
+        self.by_ref[ref] = number
+        self.ctx.watch(ref)
+        return ref
+
+    def _settle(self, request: Settle, reply_to: ActorRef | None) -> None:
+        confirm = self.config.exactly_once and request.kind is SettleKind.ACK
+        groups: dict[tuple[int, int], list[int]] = {}
+        invalid: list[str] = []
+        texts: dict[tuple[int, int], str] = {}
+        for ack_id in request.ack_ids:
+            if ack_id.binding not in self.bindings:
+                invalid.append(ack_id.text())
+                continue
+            groups.setdefault((ack_id.binding, ack_id.epoch), []).append(ack_id.tag)
+            texts[(ack_id.binding, ack_id.tag)] = ack_id.text()
+            if request.kind is SettleKind.ACK and not self.config.retain_acked_messages:
+                self.log.pop(ack_id.message_id, None)
+            elif request.kind is SettleKind.ACK:
+                self.acked[ack_id.message_id] = None
+        if not confirm:
+            for (binding, epoch), tags in groups.items():
+                self.ctx.send(self.bindings[binding],
+                              SettleTags(request.kind, epoch, tuple(tags), request.seconds, None))
+            if reply_to is not None:
+                self.ctx.send(reply_to, SettleOutcome(()))
+            return
+        self.next_confirm += 1
+        confirm_id = self.next_confirm
+        pending = _Pending(reply_to, {}, invalid, texts)
+        for (binding, epoch), tags in groups.items():
+            pending.waiting[binding] = pending.waiting.get(binding, ()) + tuple(tags)
+            self.ctx.send(self.bindings[binding], SettleTags(request.kind, epoch, tuple(tags), 0, confirm_id))
+        self.pending[confirm_id] = pending
+        self._finish_if_done(confirm_id)
+
+    def _confirmed(self, message: Confirmed) -> None:
+        pending = self.pending.get(message.confirm_id)
+        if pending is None:
+            return
+        waiting = pending.waiting.get(message.binding)
+        if waiting is not None:
+            del pending.waiting[message.binding]  # one SettleTags per binding and request
+        for tag in message.invalid:
+            pending.invalid.append(pending.texts.get((message.binding, tag), f"{message.binding}-?-{tag}"))
+        self._finish_if_done(message.confirm_id)
+
+    def _finish_if_done(self, confirm_id: int) -> None:
+        pending = self.pending[confirm_id]
+        if pending.waiting:
+            return
+        del self.pending[confirm_id]
+        if pending.reply_to is not None:
+            self.ctx.send(pending.reply_to, SettleOutcome(tuple(pending.invalid)))
+
+    def _binding_gone(self, ref: ActorRef) -> None:
+        number = self.by_ref.pop(ref, None)
+        if number is None:
+            return
+        del self.bindings[number]
+        for confirm_id, pending in list(self.pending.items()):
+            tags = pending.waiting.pop(number, None)
+            if tags is not None:
+                pending.invalid.extend(pending.texts.get((number, tag), str(tag)) for tag in tags)
+                self._finish_if_done(confirm_id)
+
+    # --- generations: Seek and updates ------------------------------------------------------
+
+    def _seek(self, time_ns: int, now_ns: int) -> None:
+        """Messages published before ``time_ns`` count as acked, later ones (still retained) as not."""
+        self.latest_ns = max(self.latest_ns, now_ns)
+        if self.config.retain_acked_messages:
+            for message_id, message in self.log.items():
+                if message.publish_time_ns < time_ns:
+                    self.acked[message_id] = None
+                else:
+                    self.acked.pop(message_id, None)
+        else:
+            for message_id in [mid for mid, m in self.log.items() if m.publish_time_ns < time_ns]:
+                del self.log[message_id]
+        self._rebuild()
+
+    def _use_config(self, config: SubscriptionConfig) -> None:
+        old = self.config
+        self.config = config
+        if not config.retain_acked_messages:
+            for message_id in self.acked:
+                self.log.pop(message_id, None)
+            self.acked.clear()
+        queue_settings = ("ack_deadline_s", "dead_letter", "retry", "retention_s", "exactly_once")
+        if any(getattr(old, name) != getattr(config, name) for name in queue_settings):
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """A new queue generation holding every retained, unacked message, in publish order."""
+        if self.queue is not None:
+            self.ctx.stop(self.queue)
+        self.generation += 1
+        queue = self._spawn_queue()
+        self.queue = queue
+        config = self.config
+        horizon_s = config.retention_s
+        kept = []
+        for message_id, message in self.log.items():
+            if message_id in self.acked:
+                continue
+            left_s = horizon_s - (self.latest_ns - message.publish_time_ns) / 1e9
+            if left_s > 0:
+                kept.append(to_broker(message, config.enable_message_ordering, left_s))
+        if kept:
+            self.ctx.send(queue, PublishBatch(tuple(kept)))
+        rebind = Rebind(queue, config.ack_deadline_s, config.exactly_once, config.enable_message_ordering)
+        for ref in self.bindings.values():
+            self.ctx.send(ref, rebind)

@@ -1,0 +1,31 @@
+"""The shipped fixtures, and clients of the official library pointed at a fresh server per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from google.cloud import pubsub_v1
+
+from conveyor.actors.pubsub.pytest_plugin import pubsub_emulator, pubsub_server
+
+__all__ = ["pubsub_emulator", "pubsub_server"]
+
+
+@pytest.fixture
+def publisher(pubsub_emulator: str) -> Iterator[pubsub_v1.PublisherClient]:
+    """An official publisher client on the test's server (batches flush within 10 ms)."""
+    client = pubsub_v1.PublisherClient(
+        batch_settings=pubsub_v1.types.BatchSettings(max_latency=0.01),
+        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True),
+    )
+    yield client
+    client.stop()
+
+
+@pytest.fixture
+def subscriber(pubsub_emulator: str) -> Iterator[pubsub_v1.SubscriberClient]:
+    """An official subscriber client on the test's server."""
+    client = pubsub_v1.SubscriberClient()
+    yield client
+    client.close()
