@@ -225,6 +225,11 @@ class ThreadSystem(ActorSystemBase):
         future.add_done_callback(lambda done: self._job_finished(cell, job_id, done))
 
     def _job_finished(self, cell: ActorCell, job_id: int, future: Future[Any]) -> None:
+        if future.cancelled():  # shutdown cancelled a job that never started: its actor is gone too
+            with self._lock:
+                self._jobs -= 1
+                self._lock.notify_all()
+            return
         error = future.exception()
         outcome = JobDone(job_id, future.result()) if error is None else JobFailed(job_id, error)
         tracer = self.tracer
