@@ -6,9 +6,13 @@ from pathlib import Path
 
 import typer
 
+from ._simulate import replay_command, simulate_command
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="conveyor: actors for message queues.")
 bench_app = typer.Typer(no_args_is_help=True, help="Run a benchmark and print ratios against its peers.")
 app.add_typer(bench_app, name="bench")
+app.command("simulate")(simulate_command)
+app.command("replay")(replay_command)
 
 
 @app.command()
@@ -35,6 +39,7 @@ def sweep(
     ),
     out: Path = typer.Option(Path("reports/sweep"), help="Report folder: runs.parquet, summary.parquet, report.md."),
     partitions_per_core: int = typer.Option(4, min=1, help="Spark partitions per core (each runs many seeds)."),
+    max_steps: int = typer.Option(500_000, min=1, help="Each run's step budget; a run not quiet by then fails."),
 ) -> None:
     """Run scenario x seed x strategy x fault plan as a Spark job; rows to Parquet, report with plots."""
     from ._sweep import run_sweep
@@ -43,6 +48,7 @@ def sweep(
         run_sweep(
             scenarios=scenarios, seeds=seeds, strategies=strategies, faults=faults, depth=depth,
             seed_start=seed_start, master=master, out=out, partitions_per_core=partitions_per_core,
+            max_steps=max_steps,
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from error
@@ -145,6 +151,18 @@ def bench_pubsub(
     from conveyor.benchmarks.pubsub import main as run
 
     run(messages=messages)
+
+
+@bench_app.command("simulation")
+def bench_simulation(
+    seeds: int = typer.Option(20, min=1, help="Fairness seeds per round (about 1,400 deliveries each)."),
+    repeat: int = typer.Option(3, min=1, help="Rounds per measurement; the best is reported."),
+    profile: bool = typer.Option(False, help="Also print a cProfile of the raw simulation."),
+) -> None:
+    """Simulator deliveries/s and schedules/min on the broker fairness scenario, beside a bare loop."""
+    from conveyor.benchmarks.simulation import main as run
+
+    run(seeds=seeds, repeat=repeat, profile=profile)
 
 
 def main() -> None:

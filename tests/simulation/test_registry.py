@@ -68,6 +68,12 @@ def test_bad_names_are_refused_with_the_allowed_values() -> None:
 
 def test_replay_command_names_only_what_matters() -> None:
     assert replay_command("groups", 4, "random", 3, "none") == "conveyor replay groups --seed 4 --strategy random"
+    assert replay_command("crash-recovery", 4, "random", 3, "crash") == (
+        "conveyor replay crash-recovery --seed 4 --strategy random"
+    )
+    assert replay_command("crash-recovery", 4, "random", 3, "none") == (
+        "conveyor replay crash-recovery --seed 4 --strategy random --faults none"
+    )
     assert (
         replay_command("groups", 4, "pct", 2, "crash,pause")
         == "conveyor replay groups --seed 4 --strategy pct --depth 2 --faults crash,pause"

@@ -1,0 +1,331 @@
+"""``conveyor simulate`` and ``conveyor replay``: run scenarios over many seeds, replay one run bit for bit.
+
+``simulate`` runs a registry scenario (or all of them) over a range of seeds under one
+strategy and fault plan, with a progress bar, then prints a summary table. A failing run
+is printed with its seed, its checkers' first messages and the one command that replays
+it; with ``--shrink`` the first failure is reduced to a short run told step by step.
+``replay`` reruns one (scenario, seed, strategy, depth, faults) and prints its trace hash
+and every checker's verdict, so two machines can compare a run by its hash.
+
+The simulation modules are imported inside the commands, so ``conveyor demo`` and
+``conveyor bench`` do not load every scenario.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from conveyor.simulation.scenarios import RunReport
+
+ALL = "all"
+SHOWN_FAILURES = 5
+"""Failing runs printed in full after the table (the table counts them all)."""
+SHOWN_VIOLATIONS = 3
+"""Checker messages printed per failing run."""
+
+
+# --- argument checks: the message names the option and the allowed values ----------------------
+
+
+def _scenario_names() -> tuple[str, ...]:
+    from conveyor.simulation.scenarios import scenario_names
+
+    return scenario_names()
+
+
+def check_scenario_or_all(value: str) -> str:
+    """A registry scenario name, or ``all``."""
+    names = _scenario_names()
+    if value != ALL and value not in names:
+        msg = f"unknown scenario {value!r}; choose one of: {', '.join(names)}, {ALL}"
+        raise typer.BadParameter(msg)
+    return value
+
+
+def check_scenario(value: str) -> str:
+    """A registry scenario name."""
+    names = _scenario_names()
+    if value not in names:
+        msg = f"unknown scenario {value!r}; choose one of: {', '.join(names)}"
+        raise typer.BadParameter(msg)
+    return value
+
+
+def check_strategy(value: str) -> str:
+    """One of the strategies a seed alone builds."""
+    from conveyor.simulation import STRATEGY_NAMES
+
+    if value not in STRATEGY_NAMES:
+        msg = f"unknown strategy {value!r}; choose one of: {', '.join(STRATEGY_NAMES)}"
+        raise typer.BadParameter(msg)
+    return value
+
+
+def check_faults(value: str | None) -> str | None:
+    """None (each scenario's own plan), or fault plan names, comma separated; returned normalised."""
+    if value is None:
+        return None
+    from conveyor.simulation.scenarios import check_fault_plan
+
+    try:
+        return check_fault_plan(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+
+
+@contextmanager
+def _quiet_actor_logs() -> Iterator[None]:
+    """Silence conveyor's per-failure tracebacks while runs go (a scenario's callbacks raise on purpose,
+    a planted bug may crash an actor hundreds of times); the checkers and the stories report failures."""
+    logger = logging.getLogger("conveyor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def full_replay_command(report: RunReport) -> str:
+    """The report's replay command (the registry names ``--faults`` whenever it differs from the default)."""
+    return report.replay_command
+
+
+def _console() -> Console:
+    """The commands' console: the terminal's width, or 120 columns when output goes to a pipe or a file."""
+    console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, 120)
+    return console
+
+
+def compact(value: object) -> str:
+    """An attrs value showing only the fields that differ from their defaults (recursively, tuples too)."""
+    if isinstance(value, tuple):
+        if value and all(item == value[0] for item in value) and len(value) > 1:
+            return f"{len(value)} x {compact(value[0])}"
+        return "(" + ", ".join(compact(item) for item in value) + ("," if len(value) == 1 else "") + ")"
+    cls: Any = type(value)
+    if not attrs.has(cls):
+        return repr(value)
+    parts = []
+    for field in attrs.fields(cls):
+        if not field.init:
+            continue
+        current = getattr(value, field.name)
+        default = field.default
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            default = default.factory()
+        if default is attrs.NOTHING or current != default:
+            parts.append(f"{field.name}={compact(current)}")
+    return f"{type(value).__name__}({', '.join(parts)})"
+
+
+def _line(console: Console, text: str, style: str | None = None) -> None:
+    """Print ``text`` as it is: no markup, no highlighting, no wrapping (a story line stays one line)."""
+    console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+# --- simulate -------------------------------------------------------------------------------------
+
+
+def _mean(values: Sequence[float]) -> str:
+    return f"{statistics.fmean(values):.3f}" if values else "-"
+
+
+def _summary(reports: Sequence[RunReport], scenarios: Sequence[str], strategy: str) -> Table:
+    table = Table(
+        title=f"conveyor simulate: {len(reports)} runs",
+        caption="fairness: mean Jain's index over runs; p99: worst run's publish-to-delivery p99 (virtual ms)",
+    )
+    for column in ("scenario", "strategy", "faults", "runs", "failures", "steps/run", "fairness", "p99 ms"):
+        table.add_column(column, justify="left" if column in ("scenario", "strategy", "faults") else "right")
+    for name in scenarios:
+        rows = [report for report in reports if report.scenario == name]
+        if not rows:
+            continue
+        failures = sum(1 for report in rows if not report.ok)
+        fairness = [report.fairness for report in rows if report.fairness is not None]
+        p99 = [report.latency_p99_ms for report in rows if report.latency_p99_ms is not None]
+        table.add_row(
+            name, strategy, rows[0].faults, str(len(rows)),
+            f"[red]{failures}[/red]" if failures else "0",
+            f"{statistics.fmean(report.steps for report in rows):.0f}", _mean(fairness),
+            f"{max(p99):.1f}" if p99 else "-",
+        )
+    return table
+
+
+def _print_failure(console: Console, report: RunReport) -> None:
+    _line(
+        console,
+        f"FAILED {report.scenario} seed {report.seed} ({report.strategy}, faults {report.faults}): "
+        f"{len(report.violations)} violation(s)",
+        "bold red",
+    )
+    for line in report.violations[:SHOWN_VIOLATIONS]:
+        _line(console, f"  {line}")
+    if len(report.violations) > SHOWN_VIOLATIONS:
+        _line(console, f"  ... and {len(report.violations) - SHOWN_VIOLATIONS} more")
+    _line(console, f"  replay: {full_replay_command(report)}")
+
+
+def _print_shrunk(console: Console, report: RunReport, depth: int, max_steps: int) -> None:
+    from conveyor.simulation import shrink
+
+    _line(console, f"Shrinking {report.scenario} seed {report.seed} ...")
+    result = shrink(
+        report.scenario, report.seed, strategy=report.strategy, depth=depth, faults=report.faults,
+        max_steps=max_steps,
+    )
+    _line(
+        console,
+        f"Shrunk to {result.deliveries} delivery steps (from {result.original_deliveries}) in {result.runs} runs; "
+        f"still fails {result.checker}, faults {result.report.faults}, "
+        f"{sum(1 for choice in result.schedule if choice)} choice(s) off the first ready channel.",
+    )
+    _line(console, f"workload: {compact(result.workload)}")
+    _line(console, f"schedule: {list(result.schedule)}")
+    for line in result.report.violations[:SHOWN_VIOLATIONS]:
+        _line(console, f"  {line}")
+    _line(console, "story:")
+    for line in result.story:
+        _line(console, f"  {line}")
+
+
+def run_simulate(
+    scenario: str, *, seeds: int, first_seed: int, strategy: str, depth: int, faults: str | None,
+    shrink: bool, max_steps: int, console: Console,
+) -> int:
+    """Run the seeds, print the progress, the table, the failures (and a shrunk one); return the exit code."""
+    from conveyor.simulation.scenarios import run_scenario, scenario_names
+
+    names = scenario_names() if scenario == ALL else (scenario,)
+    reports: list[RunReport] = []
+    with _quiet_actor_logs():
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console,
+        ) as progress:
+            for name in names:
+                task = progress.add_task(f"{name} ({strategy})", total=seeds)
+                for seed in range(first_seed, first_seed + seeds):
+                    run = run_scenario(name, seed, strategy=strategy, depth=depth, faults=faults, max_steps=max_steps)
+                    reports.append(run.report)
+                    progress.advance(task)
+        console.print(_summary(reports, names, strategy))
+        failed = [report for report in reports if not report.ok]
+        for report in failed[:SHOWN_FAILURES]:
+            _print_failure(console, report)
+        if len(failed) > SHOWN_FAILURES:
+            _line(console, f"... and {len(failed) - SHOWN_FAILURES} more failing runs")
+        if failed and shrink:
+            _print_shrunk(console, failed[0], depth, max_steps)
+    if failed:
+        _line(console, f"{len(failed)} of {len(reports)} runs failed.", "bold red")
+        return 1
+    _line(console, f"All {len(reports)} runs passed every checker.", "green")
+    return 0
+
+
+def simulate_command(
+    scenario: str = typer.Argument(
+        ..., callback=check_scenario_or_all, metavar="SCENARIO", help="A scenario name, or 'all' for every one."
+    ),
+    seeds: int = typer.Option(20, "--seeds", min=1, help="How many seeds to run."),
+    first_seed: int = typer.Option(0, "--first-seed", min=0, help="The first seed."),
+    strategy: str = typer.Option(
+        "random", "--strategy", callback=check_strategy, help="Scheduling strategy: random, pct or round-robin."
+    ),
+    depth: int = typer.Option(3, "--depth", min=1, help="PCT's bug depth."),
+    faults: str | None = typer.Option(
+        None, "--faults", callback=check_faults,
+        help="Fault plans, comma separated: none, crash, pause, delay, never-ack, failing-job "
+        "(default: each scenario's own).",
+    ),
+    shrink: bool = typer.Option(False, "--shrink", help="Shrink the first failing run and print its story."),
+    max_steps: int = typer.Option(500_000, "--max-steps", min=1, help="Give up a run after this many deliveries."),
+) -> None:
+    """Run a scenario over many seeds; print a summary, and for each failure the command that replays it."""
+    code = run_simulate(
+        scenario, seeds=seeds, first_seed=first_seed, strategy=strategy, depth=depth, faults=faults,
+        shrink=shrink, max_steps=max_steps, console=_console(),
+    )
+    if code:
+        raise typer.Exit(code)
+
+
+# --- replay ---------------------------------------------------------------------------------------
+
+
+def run_replay(
+    scenario: str, *, seed: int, strategy: str, depth: int, faults: str | None, story: bool, max_steps: int,
+    console: Console,
+) -> int:
+    """Rerun one run; print its trace hash, figures and verdicts (and its story); return the exit code."""
+    from conveyor.simulation import story_lines
+    from conveyor.simulation.scenarios import run_scenario
+
+    with _quiet_actor_logs():
+        run = run_scenario(scenario, seed, strategy=strategy, depth=depth, faults=faults, max_steps=max_steps)
+    report = run.report
+    _line(
+        console,
+        f"{scenario} seed {seed} ({strategy}{f', depth {depth}' if strategy == 'pct' else ''}, "
+        f"faults {report.faults})",
+    )
+    _line(console, f"trace hash {report.trace_hash}")
+    _line(
+        console,
+        f"{report.steps} steps, {len(run.sim.schedule)} choices, virtual time {report.virtual_time:.3f} s; "
+        f"published {report.published}, delivered {report.delivered}, acked {report.acked}, "
+        f"redelivered {report.redelivered}, dead-lettered {report.dead_lettered}",
+    )
+    for result in run.results:
+        _line(console, f"  {result}", None if result.ok else "red")
+    for line in report.violations:
+        if line.startswith("run:"):
+            _line(console, f"  {line}", "red")
+    if story:
+        _line(console, "story:")
+        for line in story_lines(run.sim.trace):
+            _line(console, f"  {line}")
+    if report.ok:
+        _line(console, "every checker passed", "green")
+        return 0
+    _line(console, f"{len(report.violations)} violation(s)", "bold red")
+    return 1
+
+
+def replay_command(
+    scenario: str = typer.Argument(..., callback=check_scenario, metavar="SCENARIO", help="The scenario's name."),
+    seed: int = typer.Option(..., "--seed", help="The run's seed."),
+    strategy: str = typer.Option(
+        "random", "--strategy", callback=check_strategy, help="Scheduling strategy: random, pct or round-robin."
+    ),
+    depth: int = typer.Option(3, "--depth", min=1, help="PCT's bug depth."),
+    faults: str | None = typer.Option(
+        None, "--faults", callback=check_faults,
+        help="Fault plans, comma separated (default: the scenario's own).",
+    ),
+    story: bool = typer.Option(False, "--story", help="Print the run step by step."),
+    max_steps: int = typer.Option(500_000, "--max-steps", min=1, help="Give up after this many deliveries."),
+) -> None:
+    """Rerun one run bit for bit and print its trace hash and every checker's verdict."""
+    code = run_replay(
+        scenario, seed=seed, strategy=strategy, depth=depth, faults=faults, story=story, max_steps=max_steps,
+        console=_console(),
+    )
+    if code:
+        raise typer.Exit(code)
