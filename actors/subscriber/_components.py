@@ -33,10 +33,13 @@ from ._protocol import (
     FenceLifted,
     Heartbeat,
     Idle,
+    Lapsed,
     Received,
+    Redelivered,
     Run,
     Settle,
     SettleKind,
+    Skipped,
     StopRunning,
     Tick,
     split_ack_id,
@@ -84,7 +87,11 @@ class LoadController(Actor):
 
 @final
 class Leaser(Actor):
-    """Extends leases of messages in progress by the p99 processing time; gives up past the max."""
+    """Extends leases of messages in progress by the p99 processing time; gives up past the max.
+
+    A pass that finds leases whose last requested deadline already passed (the process was
+    paused past it) tells the manager ``Lapsed``: the queue has taken those messages back.
+    """
 
     def __init__(self, manager: ActorRef, dispatcher: ActorRef, flow: FlowControl) -> None:
         self.manager = manager
@@ -98,13 +105,21 @@ class Leaser(Actor):
         """Lease, release, or maintain."""
         now = self.ctx.now()
         if type(message) is Received:
-            self.table.add(message.ack_id, message.size, now)
             # The first extension right away, as the Pub/Sub client does for each batch received.
             extension = self.table.deadline_for(self.histogram)
+            self.table.add(message.ack_id, message.size, now, extension)
             self.ctx.send(self.dispatcher, Settle(SettleKind.MODACK, message.ack_id, extension))
             next_check = self.table.next_check_at
             if next_check is not None:
                 self._arm(next_check)
+        elif type(message) is Redelivered:
+            # The queue's new lease is its short default: extend it now, not at the next pass.
+            extension = self.table.deadline_for(self.histogram)
+            if self.table.renew(message.ack_id, now, extension):
+                self.ctx.send(self.dispatcher, Settle(SettleKind.MODACK, message.ack_id, extension))
+                next_check = self.table.next_check_at
+                if next_check is not None:
+                    self._arm(next_check)
         elif type(message) is Done:
             duration = self.table.remove(message.ack_id, now)
             if duration is not None and message.acked:
@@ -117,6 +132,8 @@ class Leaser(Actor):
                 self.ctx.send(self.dispatcher, Settle(SettleKind.MODACK, ack_id, work.extension_s))
             for ack_id in work.expired:
                 self.ctx.send(self.manager, Settle(SettleKind.DROP, ack_id))
+            if work.lapsed:
+                self.ctx.send(self.manager, Lapsed(work.lapsed))
             if work.next_check_at is not None:
                 self._arm(work.next_check_at)
 
@@ -133,11 +150,17 @@ class Leaser(Actor):
 class OrderedKeyHandler(Actor):
     """One message per ordering key at a time, in order; unordered ones go straight to the workers.
 
-    When a keyed message is nacked, what is held behind it goes back to the queue too. A message
-    may then run only if no earlier message of its key is still out being redelivered: later ones
-    that were already on their way are sent back as well, so the key's messages run again in
-    publish order (the queue keeps positions). The wait for a key lifts by itself after
-    ``fence_s``, in case a message never returns (dead-lettered, expired).
+    When a keyed message goes back to the queue before its key's later messages ran, they must
+    not overtake it. That happens when its callback nacks (or raises), and when its lease lapsed
+    before it started (``Lapsed`` from the leaser, ``Skipped`` from the pool, or a delivery that
+    reached the handler with its lease already run out): the handler then *sends back* (nacks)
+    every held message of the key from its tag on, and *fences* the key on their tags: a message
+    of that key may run only if no earlier one of its key is still out being redelivered; later
+    ones that arrive meanwhile are sent back as well, so the key's messages run again in publish
+    order (the queue keeps positions). A copy whose lease lapsed is nacked too: the nack gives
+    the broker consumer its credit back (the queue ignores it if it holds the message already).
+    The fence lifts by itself after ``fence_s``, in case a message never returns (dead-lettered,
+    expired).
     """
 
     def __init__(self, manager: ActorRef, workers: ActorRef, fence_s: float = 60.0) -> None:
@@ -149,6 +172,7 @@ class OrderedKeyHandler(Actor):
         self.out: dict[str, set[int]] = {}  # key -> tags sent back and not yet returned
         self.fence_of: dict[str, int] = {}  # key -> id of the fence now up (so an old timer lifts nothing)
         self.fences = 0
+        self.early: dict[str, Received] = {}  # a new delivery of a message whose previous run has not ended here
 
     def receive(self, message: Any) -> None:
         """Release what may run now."""
@@ -156,32 +180,75 @@ class OrderedKeyHandler(Actor):
             self._arrive(message)
         elif type(message) is CallbackEnded:
             if message.nacked and message.key:
-                self._send_back_from(message.key, split_ack_id(message.ack_id)[1])
-            for ack_id in self.holds.finished(message.ack_id):
-                self._run(self.waiting.pop(ack_id))
+                self._send_back(message.key, split_ack_id(message.ack_id)[1])
+            self._finished(message.ack_id)
+        elif type(message) is Lapsed:
+            self._lapsed(message.ack_ids)
+        elif type(message) is Skipped:
+            if message.key:
+                self._send_back(message.key, split_ack_id(message.ack_id)[1])
+            self._finished(message.ack_id)
         elif type(message) is FenceLifted and self.fence_of.get(message.key) == message.fence:
             del self.fence_of[message.key]
             self.out.pop(message.key, None)
 
     def _arrive(self, message: Received) -> None:
+        ack_id = message.ack_id
+        if self.holds.state_of(ack_id) is not None:
+            # The manager accepted a new delivery (its previous copy was settled) before that copy's
+            # CallbackEnded reached us: it arrives once that copy has finished.
+            self.early[ack_id] = message
+            return
         key = message.key or None
-        tag = message.delivery.tag
+        delivery = message.delivery
+        tag = delivery.tag
+        if delivery.deadline is not None and delivery.deadline <= self.ctx.now():
+            # Its lease ran out before it reached us (the process was paused): the queue has it back
+            # and will deliver it again. Forget this copy; nothing of its key may overtake it.
+            if key is not None:
+                self._send_back(key, tag)
+            self.ctx.send(self.manager, Settle(SettleKind.NACK, ack_id))
+            return
         out = None if key is None else self.out.get(key)
         if out:
             if tag > min(out):
                 out.add(tag)  # an earlier message of its key is still coming back
-                self.ctx.send(self.manager, Settle(SettleKind.NACK, message.ack_id))
+                self.ctx.send(self.manager, Settle(SettleKind.NACK, ack_id))
                 return
             out.discard(tag)
             if not out:
                 self.fence_of.pop(key, None)  # type: ignore[arg-type]  # everything came back
-        released = self.holds.arrive(message.ack_id, key)
-        if message.ack_id not in released:
-            self.waiting[message.ack_id] = message
-        for ack_id in released:
-            self._run(message if ack_id == message.ack_id else self.waiting.pop(ack_id))
+        released = self.holds.arrive(ack_id, key)
+        if ack_id not in released:
+            self.waiting[ack_id] = message
+        for item in released:
+            self._run(message if item == ack_id else self.waiting.pop(item))
 
-    def _send_back_from(self, key: str, tag: int) -> None:
+    def _finished(self, ack_id: str) -> None:
+        for item in self.holds.finished(ack_id):
+            self._run(self.waiting.pop(item))
+        early = self.early.pop(ack_id, None)
+        if early is not None:
+            self._arrive(early)
+
+    def _lapsed(self, ack_ids: tuple[str, ...]) -> None:
+        """Send back the held copies whose lease lapsed, fencing their keys; the pool checks the others."""
+        first: dict[str, int] = {}  # key -> lowest tag of a held, lapsed message
+        to_pool: list[str] = []
+        for ack_id in ack_ids:
+            held = self.waiting.get(ack_id)
+            if held is not None and held.key:  # only keyed messages are ever held
+                tag = held.delivery.tag
+                first[held.key] = min(first.get(held.key, tag), tag)
+            elif self.holds.state_of(ack_id) is not None:
+                to_pool.append(ack_id)  # handed to the pool: waiting for a worker, or running
+        for key, tag in first.items():
+            self._send_back(key, tag)
+        if to_pool:
+            self.ctx.send(self.workers, Lapsed(tuple(to_pool)))
+
+    def _send_back(self, key: str, tag: int) -> None:
+        """Fence ``key`` on ``tag`` and send back (nack) its held messages from ``tag`` on."""
         out = self.out.get(key)
         if not out:
             out = self.out[key] = set()
@@ -189,7 +256,8 @@ class OrderedKeyHandler(Actor):
             self.fence_of[key] = self.fences
             self.ctx.schedule(self.fence_s, FenceLifted(key, self.fences))
         out.add(tag)
-        for ack_id in self.holds.drop_key(key):
+        later = tuple(item for item in self.holds.held_of(key) if self.waiting[item].delivery.tag >= tag)
+        for ack_id in self.holds.drop_held(key, later):
             out.add(self.waiting.pop(ack_id).delivery.tag)
             self.ctx.send(self.manager, Settle(SettleKind.NACK, ack_id))
 
@@ -227,7 +295,11 @@ class CallbackRaised(Exception):
 
 @final
 class WorkerPool(Actor):
-    """Runs user callbacks as jobs, at most ``workers`` at once; the rest wait in arrival order."""
+    """Runs user callbacks as jobs, at most ``workers`` at once; the rest wait in arrival order.
+
+    ``Lapsed`` names messages whose lease the queue took back: those still waiting are dropped
+    from the queue unstarted (``Skipped``); a running callback cannot be stopped and settles as usual.
+    """
 
     def __init__(self, manager: ActorRef, callback: Callable[[SubscriberMessage], object], workers: int) -> None:
         self.manager = manager
@@ -255,6 +327,8 @@ class WorkerPool(Actor):
             self.stopping = True
             while self.waiting:
                 self.ctx.send(self.manager, Settle(SettleKind.NACK, self.waiting.popleft().ack_id))
+        elif type(message) is Lapsed:
+            self._skip(frozenset(message.ack_ids))
         elif type(message) is JobDone:
             run = self.running.pop(message.job_id)
             nacked = message.result is SettleKind.NACK
@@ -277,6 +351,18 @@ class WorkerPool(Actor):
                 delivery = run.delivery
                 self.ctx.note(CallbackStarted(run.ack_id, run.key, delivery.tag, delivery.delivery_count))
             self.running[self.ctx.run_job(_invoke, self.callback, run.delivery, self.settle, self.ask)] = run
+
+    def _skip(self, lapsed: frozenset[str]) -> None:
+        """Take the lapsed messages that have not started off the queue: the queue redelivers them."""
+        if not any(run.ack_id in lapsed for run in self.waiting):
+            return
+        kept: deque[Run] = deque()
+        for run in self.waiting:
+            if run.ack_id in lapsed:
+                self.ctx.send(self.manager, Skipped(run.ack_id, run.key))
+            else:
+                kept.append(run)
+        self.waiting = kept
 
 
 @final
@@ -323,9 +409,13 @@ class Dispatcher(Actor):
 
 
 def broker_requests(flush: Flush) -> list[Ack | Nack | ModifyAckDeadline]:
-    """The broker messages that carry out one batch (drops tell the broker nothing)."""
+    """The broker messages that carry out one batch (drops tell the broker nothing).
+
+    Acks are ``Ack(confirm=True)``: the queue's ``AckResult`` tells the manager which took and
+    which came after their lease had lapsed (see ``StreamingPullManager``).
+    """
     requests: list[Ack | Nack | ModifyAckDeadline] = [
-        Ack(consumer_id, tags) for consumer_id, tags in _by_consumer(flush.acks).items()
+        Ack(consumer_id, tags, confirm=True) for consumer_id, tags in _by_consumer(flush.acks).items()
     ]
     requests.extend(Nack(consumer_id, tags) for consumer_id, tags in _by_consumer(flush.nacks).items())
     for seconds, ids in flush.modacks:

@@ -24,6 +24,15 @@ Rules:
 * ``add`` assumes the new message's server deadline is at least
   ``now + min_duration_per_lease_extension_s`` (the caller acknowledges receipt with at least
   that deadline), and moves ``next_check_at`` earlier if this lease needs looking at sooner.
+* **Lapses.** The table remembers, per lease, until when the last extension it asked for runs
+  (``now + extension_s`` of that request: the server's deadline is never earlier, since a
+  request arrives after it is made). A pass that runs at or after that time came too late: the
+  caller did not run while the deadline passed (its process was paused, or its clock jumped),
+  so the server has taken the message back and will deliver it again. ``maintain`` lists such
+  leases in ``lapsed``, and still extends them with the rest (the server may have delivered the
+  message to this very subscriber again, under the same ack id); the caller decides what to do
+  with a message it holds whose lease it lost. ``renew`` records a new deadline when the server
+  delivers a leased message again.
 
 **Invariant.** If the caller runs ``maintain`` no later than ``next_check_at`` (read after
 each ``add`` and ``maintain``) and sends every extension it returns, then between two maintain
@@ -72,21 +81,37 @@ class LeaseWork:
         expired: ack ids dropped from the table because they were leased for
             ``max_lease_duration_s``; not extended, the server will redeliver them.
         next_check_at: when to call ``maintain`` again, or None when the table is empty.
+        lapsed: ack ids in ``extend`` whose last requested deadline had already passed when
+            this pass ran: the server took them back (see the module docstring).
     """
 
     extend: tuple[str, ...]
     extension_s: float
     expired: tuple[str, ...]
     next_check_at: float | None
+    lapsed: tuple[str, ...] = ()
 
 
 @final
-@attrs.frozen
+@attrs.define(slots=True)
 class _Lease:
-    """When a lease arrived and how big its message is."""
+    """When a lease arrived, how big its message is, and until when its last requested extension runs."""
 
     arrived: float
     size: int
+    extended_until: float
+
+
+def _check_extension(extension_s: object, action: str) -> None:
+    """Refuse an extension that is not a finite number of seconds > 0."""
+    if (
+        isinstance(extension_s, bool)
+        or not isinstance(extension_s, (int, float))
+        or not math.isfinite(extension_s)
+        or extension_s <= 0
+    ):
+        msg = f"LeaseTable cannot {action}: extension_s must be a finite number of seconds > 0, got {extension_s!r}"
+        raise ValueError(msg)
 
 
 def _lead(extension_s: float) -> float:
@@ -119,21 +144,26 @@ class LeaseTable:
         """The limits the leases are kept under."""
         return self._flow
 
-    def add(self, ack_id: str, size: int, now: float) -> None:
+    def add(self, ack_id: str, size: int, now: float, extension_s: float | None = None) -> None:
         """Lease a message received at ``now``, and bring ``next_check_at`` forward if it needs it.
 
         Args:
             ack_id: the message's ack id, unique among leased messages.
             size: its size in bytes.
             now: the current time, in seconds of the caller's clock.
+            extension_s: the first extension the caller asks for (its receipt acknowledgement);
+                ``min_duration_per_lease_extension_s`` if not given.
 
         Raises:
             DuplicateLease: ``ack_id`` is already leased (a ``ValueError``).
-            ValueError: ``size`` is negative, or ``now`` is not finite or earlier than a time
-                already given.
+            ValueError: ``size`` is negative, ``extension_s`` is not a positive number, or ``now``
+                is not finite or earlier than a time already given.
             TypeError: ``size`` is not an int, or ``now`` is not a number.
         """
         self._advance(now, f"add lease {ack_id!r}")
+        flow = self._flow
+        first = flow.min_duration_per_lease_extension_s if extension_s is None else extension_s
+        _check_extension(first, f"add lease {ack_id!r}")
         if type(size) is not int:
             msg = f"LeaseTable.add: size of lease {ack_id!r} must be an int, got {size!r}"
             raise TypeError(msg)
@@ -147,12 +177,36 @@ class LeaseTable:
                 f"{len(self._leases)} leases); remove it when the message is finished before adding it again"
             )
             raise DuplicateLease(msg)
-        self._leases[ack_id] = _Lease(now, size)
+        self._leases[ack_id] = _Lease(now, size, now + first)
         self._bytes += size
-        flow = self._flow
-        due = min(now + _lead(flow.min_duration_per_lease_extension_s), now + flow.max_lease_duration_s)
+        due = min(now + _lead(min(first, flow.min_duration_per_lease_extension_s)), now + flow.max_lease_duration_s)
         if self._next_check_at is None or due < self._next_check_at:
             self._next_check_at = due
+
+    def renew(self, ack_id: str, now: float, extension_s: float) -> bool:
+        """Record that the caller asked for ``extension_s`` more on a leased message, outside ``maintain``.
+
+        For a message the server delivered again (its lease had lapsed) while the caller still
+        holds it: the new delivery has the server's short default deadline, so the caller extends
+        it at once rather than at the next pass. ``next_check_at`` comes forward if needed.
+
+        Returns:
+            Whether ``ack_id`` is leased (nothing is recorded otherwise).
+
+        Raises:
+            ValueError: ``extension_s`` is not a positive number, or ``now`` is not finite or is
+                earlier than a time already given.
+        """
+        self._advance(now, f"renew lease {ack_id!r}")
+        _check_extension(extension_s, f"renew lease {ack_id!r}")
+        lease = self._leases.get(ack_id)
+        if lease is None:
+            return False
+        lease.extended_until = now + extension_s
+        due = min(now + _lead(extension_s), lease.arrived + self._flow.max_lease_duration_s)
+        if self._next_check_at is None or due < self._next_check_at:
+            self._next_check_at = due
+        return True
 
     def remove(self, ack_id: str, now: float) -> float | None:
         """Forget a lease because its message was acked, nacked or dropped.
@@ -187,7 +241,8 @@ class LeaseTable:
             histogram: processing durations so far, which set ``extension_s``.
 
         Returns:
-            The leases to extend and by how much, the leases that expired, and the next check.
+            The leases to extend and by how much, which of them had lapsed before this pass, the
+            leases that expired, and the next check.
 
         Raises:
             ValueError: ``now`` is not finite or is earlier than a time already given.
@@ -206,6 +261,12 @@ class LeaseTable:
             del leases[ack_id]
             self._bytes -= lease.size
             expired.append(ack_id)
+        lapsed: list[str] = []
+        until = now + extension_s
+        for ack_id, lease in leases.items():
+            if lease.extended_until <= now:
+                lapsed.append(ack_id)
+            lease.extended_until = until
         if leases:
             oldest = next(iter(leases.values()))
             next_check_at: float | None = min(now + _lead(extension_s), oldest.arrived + max_lease)
@@ -213,7 +274,8 @@ class LeaseTable:
             next_check_at = None
         self._next_check_at = next_check_at
         return LeaseWork(
-            extend=tuple(leases), extension_s=extension_s, expired=tuple(expired), next_check_at=next_check_at
+            extend=tuple(leases), extension_s=extension_s, expired=tuple(expired), next_check_at=next_check_at,
+            lapsed=tuple(lapsed),
         )
 
     # ------------------------------------------------------------------ queries
@@ -227,6 +289,11 @@ class LeaseTable:
     def bytes(self) -> int:
         """The total size of the leased messages."""
         return self._bytes
+
+    def extended_until(self, ack_id: str) -> float | None:
+        """Return until when the last extension asked for ``ack_id`` runs, or None if it is not leased."""
+        lease = self._leases.get(ack_id)
+        return None if lease is None else lease.extended_until
 
     def oldest_age(self, now: float) -> float | None:
         """Return how long the oldest lease has been held at ``now``, or None when the table is empty.

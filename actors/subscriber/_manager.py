@@ -4,6 +4,22 @@ It is the client of one broker ``ConsumerActor`` (its child), whose credit is th
 flow control's limits (the server honours them, as Pub/Sub's does); every delivery
 fans out to the load controller, leaser and ordered-key handler; settlements from
 user code come back here, go to the dispatcher, and release load and lease.
+
+The queue names a delivery by its tag, and gives a message back to the same consumer under the
+same tag when its lease lapses, so one ack id (``consumer_id:tag``) may be delivered here more
+than once. The manager tells the cases apart, so that a message this subscription holds or has
+settled is never run twice by it:
+
+* delivered again while still held here (its lease lapsed, say during a pause): the copy here
+  stays the one that runs; the leaser extends the new lease at once (``Redelivered``);
+* delivered again while its ack is on the way: the queue delivered it before it took the ack,
+  which therefore covers it (the queue answers a confirmed ack after everything it sent before);
+* delivered again after the queue refused its ack (the lease had lapsed first): it was handled
+  here, so it is acked again instead of run again. Without this, a keyed message whose ack came
+  too late would run again after its key's later messages.
+
+To know which acks took, acks go out as ``Ack(confirm=True)`` (``broker_requests``): the queue
+answers each with an ``AckResult`` naming the tags it acked and those it no longer held.
 """
 
 from __future__ import annotations
@@ -36,14 +52,24 @@ from ._protocol import (
     Drained,
     Heartbeat,
     Idle,
+    Lapsed,
     Received,
+    Redelivered,
     Settle,
     SettleKind,
+    Skipped,
     StopRunning,
     ack_id_of,
     split_ack_id,
 )
 from ._settings import FlowControl
+
+REFUSED_MEMORY_S = 3600.0
+"""How long an ack the queue refused is remembered, waiting for the message to be delivered here again.
+
+Long enough for any redelivery to this subscription; the bound only keeps the memory of messages
+that went elsewhere (dead-lettered, or delivered to another subscriber) from growing for ever.
+"""
 
 
 class StreamingPullManager(Actor):
@@ -76,8 +102,12 @@ class StreamingPullManager(Actor):
         self.heartbeat_s = heartbeat_s
         self.pending: dict[str, None] = {}  # received, not yet settled or dropped
         self.expired: set[str] = set()  # pending, but leased max_lease_duration_s: released, not extended
+        self.redelivered: dict[str, Delivery] = {}  # pending ack id -> its newest delivery (the lease lapsed)
+        self.acking: dict[str, bool] = {}  # acked, AckResult not back yet -> delivered again meanwhile?
+        self.askers: dict[str, ActorRef] = {}  # ack_with_response: ack id -> who waits for the answer
+        self.refused: dict[str, float] = {}  # acked here, ack refused by the queue -> when (oldest first)
+        self.consumer_id: int | None = None  # the broker consumer's id, from the first delivery
         self.heartbeats = 0
-        self.confirming: dict[int, tuple[ActorRef, str]] = {}  # tag -> (asker, ack id)
         self.consumer: ActorRef | None = None
         self.parts: dict[str, ActorRef] = {}
         self.closing = False
@@ -119,38 +149,23 @@ class StreamingPullManager(Actor):
         """Route one event."""
         parts = self.parts
         if type(message) is Delivery:
-            ack_id = ack_id_of(message)
-            if ack_id in self.pending:
-                # Redelivered (its lease lapsed) while its callback still runs: that run settles it.
-                return
-            self.pending[ack_id] = None
-            received = Received(ack_id, message.message.size, message.message.group, message)
-            self.ctx.send(parts["load"], received)
-            self.ctx.send(parts["leaser"], received)
-            self.ctx.send(parts["keys"], received)
+            self._deliver(message)
         elif type(message) is Settle:
-            ack_id = message.ack_id
-            if ack_id not in self.pending:
-                return  # settled before, or dropped: the first decision stands
-            if message.kind is SettleKind.MODACK and message.seconds == 0:
-                message = Settle(SettleKind.NACK, ack_id)  # Pub/Sub's nack: a zero deadline
-            if message.kind is SettleKind.DROP and self.ctx.sender == parts["leaser"]:
-                self._expire(ack_id)
-                return
-            if message.kind is not SettleKind.MODACK:
-                del self.pending[ack_id]
-                if ack_id in self.expired:
-                    self.expired.discard(ack_id)  # load and leaser forgot it already
-                else:
-                    done = Done(ack_id, acked=message.kind is SettleKind.ACK)
-                    self.ctx.send(parts["load"], done)
-                    self.ctx.send(parts["leaser"], done)
-            self.ctx.send(parts["dispatcher"], message)
+            self._settle(message)
         elif type(message) is Flush:
-            # Every settlement reaches the consumer from here, so a final stop queues behind them.
-            if self.consumer is not None:
-                for request in broker_requests(message):
-                    self.ctx.send(self.consumer, request)
+            self._send_batch(message)
+        elif type(message) is AckResult:
+            self._answered(message)
+        elif type(message) is Lapsed:
+            # Only what is still held here and still leased (a lease given up at the maximum is not).
+            lapsed = tuple(a for a in message.ack_ids if a in self.pending and a not in self.expired)
+            if lapsed:
+                self.ctx.send(parts["keys"], Lapsed(lapsed))
+        elif type(message) is Skipped:
+            # A lapsed message the pool dropped unstarted: the key handler fences its key, and the nack
+            # gives the broker consumer its credit back (the queue has the message already).
+            self.ctx.send(parts["keys"], message)
+            self._settle(Settle(SettleKind.NACK, message.ack_id))
         elif type(message) is Drained:
             if self.closing:
                 self.ctx.stop()
@@ -165,14 +180,117 @@ class StreamingPullManager(Actor):
             self._cancel()
         elif type(message) is AckWithResponse:
             self._ack_with_response(message.ack_id)
-        elif type(message) is AckResult:
-            for tags, success in ((message.acked, True), (message.invalid, False)):
-                for tag in tags:
-                    asker = self.confirming.pop(tag, None)
-                    if asker is not None:
-                        self.ctx.send(asker[0], AckResponse(asker[1], success))
         elif message == "stats":
             self.ctx.reply((len(self.pending), self.heartbeats))
+
+    def _deliver(self, delivery: Delivery) -> None:
+        """Take a delivery in, unless it is one more copy of a message held or settled here."""
+        ack_id = ack_id_of(delivery)
+        if self.consumer_id is None:
+            self.consumer_id = delivery.consumer_id
+        if ack_id in self.pending:
+            # Its lease lapsed and the queue gave it back to us while the copy here waits or runs:
+            # that copy still runs (its settlement settles this delivery); the new lease is extended.
+            self.redelivered[ack_id] = delivery
+            if ack_id not in self.expired:
+                self.ctx.send(self.parts["leaser"], Redelivered(ack_id))
+            return
+        if ack_id in self.acking:
+            self.acking[ack_id] = True  # the queue delivered it before it took our ack, which covers it
+            return
+        if ack_id in self.refused:
+            # Handled and acked here, but the ack reached the queue after the lease lapsed: ack it again
+            # rather than run it again (after later messages of its key, perhaps).
+            del self.refused[ack_id]
+            self._confirm_ack(ack_id)
+            return
+        self.pending[ack_id] = None
+        received = Received(ack_id, delivery.message.size, delivery.message.group, delivery)
+        parts = self.parts
+        self.ctx.send(parts["load"], received)
+        self.ctx.send(parts["leaser"], received)
+        self.ctx.send(parts["keys"], received)
+
+    def _settle(self, message: Settle) -> None:
+        """Apply the first settlement of a pending message (later ones do nothing)."""
+        ack_id = message.ack_id
+        if ack_id not in self.pending:
+            return  # settled before, or dropped: the first decision stands
+        parts = self.parts
+        if message.kind is SettleKind.MODACK and message.seconds == 0:
+            message = Settle(SettleKind.NACK, ack_id)  # Pub/Sub's nack: a zero deadline
+        if message.kind is SettleKind.DROP and self.ctx.sender == parts["leaser"]:
+            self._expire(ack_id)
+            return
+        if message.kind is SettleKind.MODACK:
+            self.ctx.send(parts["dispatcher"], message)
+            return
+        del self.pending[ack_id]
+        if ack_id in self.expired:
+            self.expired.discard(ack_id)  # load and leaser forgot it already
+        else:
+            done = Done(ack_id, acked=message.kind is SettleKind.ACK)
+            self.ctx.send(parts["load"], done)
+            self.ctx.send(parts["leaser"], done)
+        newer = self.redelivered.pop(ack_id, None)  # an ack or nack settles it too (same tag)
+        if message.kind is SettleKind.ACK:
+            self.acking[ack_id] = False
+        self.ctx.send(parts["dispatcher"], message)
+        if newer is not None and message.kind is SettleKind.DROP:
+            # Dropped by the user, but the queue had already given the message back to us (its lease
+            # lapsed): that delivery is the live one now.
+            self._deliver(newer)
+
+    def _send_batch(self, flush: Flush) -> None:
+        """Send one batch of the dispatcher's to the broker consumer.
+
+        Every settlement reaches the consumer from here, so a final stop queues behind them.
+        """
+        if self.consumer is not None:
+            for request in broker_requests(flush):
+                self.ctx.send(self.consumer, request)
+
+    def _confirm_ack(self, ack_id: str) -> None:
+        """Ack one message now, outside a batch, and have the queue say whether it took."""
+        consumer_id, tag = split_ack_id(ack_id)
+        self.acking[ack_id] = False
+        if self.consumer is not None:
+            self.ctx.send(self.consumer, Ack(consumer_id, (tag,), confirm=True))
+
+    def _answered(self, result: AckResult) -> None:
+        """The queue's answer to a confirmed Ack: which acks took, and which came after their lease lapsed."""
+        consumer_id = self.consumer_id
+        for tag in result.acked:
+            self._ack_answered(f"{consumer_id}:{tag}", took=True)
+        for tag in result.invalid:
+            self._ack_answered(f"{consumer_id}:{tag}", took=False)
+
+    def _ack_answered(self, ack_id: str, took: bool) -> None:
+        asker = self.askers.pop(ack_id, None)
+        if asker is not None:
+            self.ctx.send(asker, AckResponse(ack_id, took))
+        delivered_again = self.acking.pop(ack_id, None)
+        if delivered_again is None:
+            return
+        if not took:
+            self._refuse(ack_id)
+        elif delivered_again and self.consumer is not None:
+            # The broker consumer counted that second delivery after it had forwarded our ack: give
+            # its credit back. The entry is gone from the queue, so this ack can hit nothing else.
+            consumer_id, tag = split_ack_id(ack_id)
+            self.ctx.send(self.consumer, Ack(consumer_id, (tag,)))
+
+    def _refuse(self, ack_id: str) -> None:
+        """Remember an ack the queue refused, until the message is delivered here again (or for a long while)."""
+        now = self.ctx.now()
+        refused = self.refused
+        refused.pop(ack_id, None)
+        refused[ack_id] = now
+        while refused:
+            oldest = next(iter(refused))
+            if now - refused[oldest] < REFUSED_MEMORY_S:
+                break
+            del refused[oldest]
 
     def _expire(self, ack_id: str) -> None:
         """The leaser gave up on a lease held ``max_lease_duration_s``: stop counting it, not settling it.
@@ -180,7 +298,7 @@ class StreamingPullManager(Actor):
         Flow control and the leaser forget it (the queue will let the lease lapse and redeliver),
         but it stays pending: its callback's own ack or nack still goes to the queue, which takes
         it if the lease still holds, and either way the broker consumer's credit comes back.
-        A redelivery meanwhile is ignored, as for any pending message.
+        A redelivery meanwhile is ignored, as for any pending message, and its lease is not renewed.
         """
         if ack_id in self.expired:
             return
@@ -202,10 +320,10 @@ class StreamingPullManager(Actor):
             done = Done(ack_id)
             self.ctx.send(self.parts["load"], done)
             self.ctx.send(self.parts["leaser"], done)
-        consumer_id, tag = split_ack_id(ack_id)
+        self.redelivered.pop(ack_id, None)
         if asker is not None:
-            self.confirming[tag] = (asker, ack_id)
-        self.ctx.send(self.consumer, Ack(consumer_id, (tag,), confirm=True))
+            self.askers[ack_id] = asker
+        self._confirm_ack(ack_id)
 
     def _cancel(self) -> None:
         """Stop: the queue takes back whatever is not acked.

@@ -18,8 +18,8 @@ a worker is finished exactly once and a double ``finished`` is caught as the bug
 
 Items are identified by their ack id (a ``str``). The class knows nothing of time, threads or
 I/O: callers feed it events and hand the ids it returns to workers. Every event is O(1) except
-``drop_key``, which is O(items it returns). State lives in insertion-ordered dicts and deques,
-so every answer is deterministic.
+``drop_key`` and ``drop_held``, which are O(items held behind the key). State lives in
+insertion-ordered dicts and deques, so every answer is deterministic.
 """
 
 from __future__ import annotations
@@ -213,7 +213,43 @@ class OrderingKeyHolds:
         self._held -= len(dropped)
         return dropped
 
+    def drop_held(self, key: str, item_ids: tuple[str, ...]) -> tuple[str, ...]:
+        """Remove the given held items of ``key`` and return them in arrival order; the rest stay held.
+
+        ``drop_key`` sends back everything held behind a key's running item (a nack); this
+        sends back only some of them: those that must not run before a message of the key
+        that went back to the server (the items held *before* it may still run).
+
+        Raises:
+            HoldError: an id in ``item_ids`` is not an item held behind ``key`` (a ``ValueError``).
+        """
+        _check_str("key", key)
+        line = self._lines.get(key)
+        held = () if line is None else tuple(line.held)
+        wanted = set(item_ids)
+        missing = [item_id for item_id in item_ids if item_id not in held]
+        if missing:
+            msg = (
+                f"cannot drop {missing[0]!r} from key {key!r}: it is not held behind that key "
+                f"(held: {held!r})"
+            )
+            raise HoldError(msg)
+        if not wanted:
+            return ()
+        assert line is not None
+        dropped = tuple(item_id for item_id in held if item_id in wanted)
+        line.held = deque(item_id for item_id in held if item_id not in wanted)
+        for item_id in dropped:
+            del self._items[item_id]
+        self._held -= len(dropped)
+        return dropped
+
     # ------------------------------------------------------------------ queries
+
+    def held_of(self, key: str) -> tuple[str, ...]:
+        """Return the items held behind ``key``'s running item, in arrival order (O(those items))."""
+        line = self._lines.get(key)
+        return () if line is None else tuple(line.held)
 
     def held_count(self) -> int:
         """Return how many items are held now."""

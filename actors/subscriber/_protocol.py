@@ -160,3 +160,41 @@ class StopRunning:
 @attrs.frozen
 class Idle:
     """Worker pool -> manager: no callback runs any more."""
+
+
+@final
+@attrs.frozen
+class Lapsed:
+    """Leaser -> manager -> ordered-key handler -> worker pool: the queue took these messages back.
+
+    Their last requested lease deadline passed before the leaser could extend it (the process was
+    paused, or its clock jumped). The copies the subscription holds are stale: one that has not
+    started is forgotten (and its key fenced), one that runs settles as usual.
+    """
+
+    ack_ids: tuple[str, ...]
+
+
+@final
+@attrs.frozen
+class Skipped:
+    """Worker pool -> manager -> ordered-key handler: a lapsed message taken off the pool's queue unstarted.
+
+    The manager forgets it (the queue redelivers it); the key handler treats its key as it treats a
+    nacked one: later messages of the key wait for its redelivery.
+    """
+
+    ack_id: str
+    key: str | None
+
+
+@final
+@attrs.frozen
+class Redelivered:
+    """Manager -> leaser: the queue delivered a message again that the subscription still holds.
+
+    Its lease had lapsed and the queue gave it back to this subscription under the same ack id;
+    the copy already here stays the one that runs, and the new lease is extended at once.
+    """
+
+    ack_id: str

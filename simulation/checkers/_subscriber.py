@@ -16,10 +16,11 @@ from typing import Any
 
 import attrs
 
-from conveyor.actors.broker import EntryReturned, EntrySettled, QueueClosed
+from conveyor.actors.broker import EntryReturned, EntrySettled, ModifyAckDeadline, QueueClosed
 from conveyor.actors.subscriber import FlowControl, FlowNote
 from conveyor.actors.subscriber._protocol import CallbackEnded, CallbackStarted, Done, Received
 from conveyor.runtime import EventKind, Terminated, TraceEvent
+from conveyor.simulation._faults import FaultApplied, Pause, covers
 
 from ._broker import accounting
 from ._queue_view import ConsumerInfo, queue_story
@@ -43,6 +44,37 @@ def _failures_of(event: TraceEvent, path: str) -> str | None:
 def _ack_id(consumer_id: int | None, tag: int) -> str:
     """The subscriber's ack id of a queue entry held by a consumer (``consumer_id:tag``)."""
     return f"{consumer_id}:{tag}"
+
+
+LEASE_PATH = ("", "/leaser", "/dispatcher", "/consumer")
+"""The parts of a subscription (its manager, then children) that carry a lease extension to the queue."""
+SETTLE_PATH = ("", "/dispatcher", "/consumer")
+"""The parts of a subscription that carry a callback's nack to the queue."""
+
+
+def _pause_of(event: TraceEvent) -> Pause | None:
+    """The ``Pause`` a FAULT event applied, or None for any other event."""
+    if event.kind is EventKind.FAULT and isinstance(event.message, FaultApplied):
+        fault = event.message.fault
+        if isinstance(fault, Pause):
+            return fault
+    return None
+
+
+def _paused_between(
+    pauses: list[tuple[float, Pause]], subscription_path: str, parts: tuple[str, ...], start: float, end: float
+) -> bool:
+    """Whether a pause froze one of the subscription's ``parts`` at some time in ``[start, end]``.
+
+    ``pauses`` holds each applied pause with the time it was applied; it froze its actors from
+    then for ``duration_s``.
+    """
+    return any(
+        applied <= end
+        and applied + pause.duration_s >= start
+        and any(covers(pause.prefix, subscription_path + part) for part in parts)
+        for applied, pause in pauses
+    )
 
 
 def flow_bound(trace: Iterable[TraceEvent], subscription_path: str, flow: FlowControl) -> CheckResult:
@@ -203,29 +235,50 @@ def lease_validity(
 
     A lapse (``EntryReturned`` with reason ``"lease lapsed"``) of an entry whose callback is
     running in this subscription (between its ``CallbackStarted`` and ``CallbackEnded``) is a
-    violation, unless the lease had already been held ``flow.max_lease_duration_s`` since the
-    queue made the delivery that callback runs on (matched by its attempt): past that the
-    leaser rightly stops extending, and a redelivery that comes meanwhile is left to lapse
-    (the running callback settles the message). Measured from the delivery, which precedes
-    the leaser's own start of the lease, so the exemption is never too strict. The leaser
-    must not fail or restart, nor stop before its manager.
+    violation, with two exemptions:
+
+    * **max_lease_duration.** The lease had already been held ``flow.max_lease_duration_s``
+      since the queue made the delivery that callback runs on (matched by its attempt): past
+      that the leaser rightly stops extending, and a redelivery that comes meanwhile is left to
+      lapse (the running callback settles the message). Measured from the delivery, which
+      precedes the leaser's own start of the lease, so the exemption is never too strict.
+    * **A paused subscription.** The lease's *last extension window* is the time from the last
+      moment the queue set the lapsing lease's deadline (the delivery that acquired the entry,
+      or the latest ``ModifyAckDeadline`` the queue received for it from that consumer while it
+      held the entry) to the lapse. If a ``Pause`` fault froze the subscription's manager,
+      leaser, dispatcher or consumer (``LEASE_PATH``) at any time in that window, the lapse is
+      exempt: an extension that would have saved the lease may have been frozen in the paused
+      process, which no subscriber can prevent. Pauses are read from the trace's FAULT events
+      (``FaultApplied(Pause(...))``), each freezing its prefix from the time it was applied for
+      its ``duration_s``. (A pause that ended inside the window, in time for the leaser to
+      extend again, is exempted too: the checker cannot see the leaser's schedule, so it errs
+      towards leniency only for lapses a pause may have caused.)
+
+    The leaser must not fail or restart, nor stop before its manager.
     """
     workers = _part(subscription_path, "workers")
     leaser = _part(subscription_path, "leaser")
     running: dict[str, tuple[float, float]] = {}  # ack id -> (callback started at, its delivery at)
     delivered_at: dict[tuple[str, int], float] = {}  # (ack id, delivery count) -> when the queue delivered it
+    deadline_set_at: dict[str, float] = {}  # held ack id -> when the queue last set its lease's deadline
+    pauses: list[tuple[float, Pause]] = []
     violations: list[str] = []
-    lapses = during = exempt = 0
+    lapses = during = exempt = paused = 0
     manager_stopped = False
     for event in _interleaved(trace, queue_path):
         if isinstance(event, tuple):
             kind, time, data = event
             if kind == "delivered":
                 for delivery in data:
-                    delivered_at[_ack_id(delivery.consumer_id, delivery.tag), delivery.delivery_count] = time
-            elif kind == "returned" and data.reason == LEASE_LAPSED:
-                lapses += 1
+                    ack_id = _ack_id(delivery.consumer_id, delivery.tag)
+                    delivered_at[ack_id, delivery.delivery_count] = time
+                    deadline_set_at[ack_id] = time
+            elif kind in ("returned", "settled"):
                 ack_id = _ack_id(data.consumer_id, data.tag)
+                window_start = deadline_set_at.pop(ack_id, None)
+                if kind == "settled" or data.reason != LEASE_LAPSED:
+                    continue
+                lapses += 1
                 callback = running.get(ack_id)
                 if callback is None:
                     continue
@@ -235,16 +288,35 @@ def lease_validity(
                 if held >= flow.max_lease_duration_s:
                     exempt += 1
                     continue
+                start = leased_at if window_start is None else window_start
+                if _paused_between(pauses, subscription_path, LEASE_PATH, start, time):
+                    paused += 1
+                    continue
                 violations.append(
                     f"t={time:g}: the lease of {ack_id} lapsed while its callback ran (since t={started:g}; "
-                    f"leased {held:g} s < max_lease_duration_s={flow.max_lease_duration_s:g})"
+                    f"leased {held:g} s < max_lease_duration_s={flow.max_lease_duration_s:g}; no pause of "
+                    f"{subscription_path} since its deadline was last set at t={start:g})"
                 )
+            continue
+        pause = _pause_of(event)
+        if pause is not None:
+            pauses.append((event.time, pause))
             continue
         failure = _failures_of(event, leaser)
         if failure is not None:
             violations.append(failure)
         message = event.message
-        if event.kind is EventKind.NOTE and event.sender == workers and isinstance(message, CallbackStarted):
+        if (
+            event.kind is EventKind.DELIVERED
+            and event.receiver == queue_path
+            and type(message) is ModifyAckDeadline
+            and message.seconds > 0
+        ):
+            for tag in message.tags:
+                ack_id = _ack_id(message.consumer_id, tag)
+                if ack_id in deadline_set_at:  # held by that consumer: the queue moved its deadline
+                    deadline_set_at[ack_id] = event.time
+        elif event.kind is EventKind.NOTE and event.sender == workers and isinstance(message, CallbackStarted):
             leased_at = delivered_at.get((message.ack_id, message.attempt), event.time)
             running[message.ack_id] = (event.time, leased_at)
         elif event.kind is EventKind.SENT and event.sender == workers and isinstance(message, CallbackEnded):
@@ -258,7 +330,9 @@ def lease_validity(
                 reason = message.reason if isinstance(message, Terminated) else "?"
                 if reason != "shutdown":
                     violations.append(f"t={event.time:g}: {leaser} stopped ({reason}) while {subscription_path} ran")
-    return CheckResult.of("lease_validity", violations, lapses=lapses, during_callbacks=during, exempt=exempt)
+    return CheckResult.of(
+        "lease_validity", violations, lapses=lapses, during_callbacks=during, exempt=exempt, paused=paused
+    )
 
 
 def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
@@ -272,44 +346,74 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
     never came). The entry then stays accounted for by ``accounting``: delivered again,
     dead-lettered or still queued at the end. Scenario callbacks never settle before raising,
     so an ack after a raise is never the user's own.
+
+    Two cases are not a swallowed failure, both of a paused subscription (a ``Pause`` fault):
+
+    * the callback raised on a delivery the queue had already taken back (its lease lapsed
+      while the process was paused, and the queue did not hold the entry for that consumer when
+      the callback raised): no nack can give back what the queue has already, and the message
+      is safe in it; the raise is not followed;
+    * the lease lapsed after the raise, and a pause froze the subscription's manager,
+      dispatcher or consumer (``SETTLE_PATH``, which carry the nack) at some time between the
+      raise and the lapse: the nack was frozen in the paused process, and the lapse gave the
+      message back instead.
     """
     events = list(trace)
     base = accounting(events, queue_path)
     consumers: dict[str, int] = {}  # consumer path -> consumer id
-    raised: dict[str, float] = {}  # ack id -> when its callback raised, awaiting the queue's word
+    held: set[str] = set()  # ack ids the queue has delivered and not taken back
+    raised: dict[str, tuple[float, str]] = {}  # ack id -> (when its callback raised, its subscription)
+    pauses: list[tuple[float, Pause]] = []
     violations = list(base.violations)
-    failures = 0
+    failures = stale = paused = 0
     for event in _interleaved(events, queue_path):
         if isinstance(event, tuple):
             kind, time, data = event
             if kind == "subscribed":
                 info: ConsumerInfo = data[0]
                 consumers[info.path] = info.consumer_id
+            elif kind == "delivered":
+                held.update(_ack_id(delivery.consumer_id, delivery.tag) for delivery in data)
             elif kind in ("returned", "settled"):
                 outcome = data.reason if kind == "returned" else data.outcome
                 ack_id = _ack_id(data.consumer_id, data.tag)
-                when = raised.pop(ack_id, None)
-                if when is None:
+                held.discard(ack_id)
+                record = raised.pop(ack_id, None)
+                if record is None:
                     continue
+                when, subscription = record
                 if isinstance(data, EntrySettled) and data.outcome == "acked":
                     violations.append(f"t={time:g}: {ack_id} was acked although its callback raised at t={when:g}")
                 elif isinstance(data, EntryReturned) and data.reason == LEASE_LAPSED:
+                    if _paused_between(pauses, subscription, SETTLE_PATH, when, time):
+                        paused += 1
+                        continue
                     violations.append(
                         f"t={time:g}: {ack_id} was never nacked after its callback raised at t={when:g} "
                         f"(its lease lapsed: {outcome})"
                     )
             continue
+        pause = _pause_of(event)
+        if pause is not None:
+            pauses.append((event.time, pause))
+            continue
         message = event.message
         if event.kind is EventKind.SENT and isinstance(message, CallbackEnded) and message.error is not None:
-            consumer_id = consumers.get(f"{event.receiver}/consumer")
+            subscription = event.receiver or ""
+            consumer_id = consumers.get(f"{subscription}/consumer")
             if consumer_id is not None and message.ack_id.partition(":")[0] == str(consumer_id):
                 failures += 1
-                raised[message.ack_id] = event.time
+                if message.ack_id in held:
+                    raised[message.ack_id] = (event.time, subscription)
+                else:
+                    stale += 1  # the queue took it back before the callback raised
     metrics = dict(base.metrics)
     return CheckResult.of(
         "no_loss",
         violations,
         raised=failures,
+        raised_when_lapsed=stale,
+        nack_paused=paused,
         enqueued=metrics["enqueued"],
         lost=metrics["lost"],
         duplicated=metrics["duplicated"],

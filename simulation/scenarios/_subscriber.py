@@ -5,8 +5,10 @@ Simulation: the queue ``/queue`` (with a dead-letter queue), a publisher that pu
 bursts, and ``subscribe(...)`` as ``/sub`` (``/sub-2`` after a crash). Callback behaviour is
 data too: each callback draws from ``random.Random(f"{seed}:{ack_id}:{attempt}")`` whether it
 raises, nacks or acks, and the Simulation's ``job_duration`` draws how long it runs (slow
-ones outlive the ack deadline; a pause freezes every callback in flight). A run is fixed
-by its seed; ``check_subscriber_run`` judges its trace with the subscriber checkers.
+ones outlive the ack deadline). A paused process is a ``Pause("/sub", ...)`` fault: the whole
+subscription (manager, leaser, dispatcher, workers, broker consumer...) freezes while the queue
+and the clock go on, and its callbacks in flight freeze with it. A run is fixed by its seed;
+``check_subscriber_run`` judges its trace with the subscriber checkers.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import attrs
 from conveyor.actors.broker import EntrySettled, Message, PublishBatch, QueueActor, QueueConfig, RetryPolicy
 from conveyor.actors.subscriber import Cancel, FlowControl, StreamingPullManager, SubscriberMessage, subscribe
 from conveyor.runtime import Actor, ActorRef, EventKind, TraceEvent
-from conveyor.simulation._faults import Fault
+from conveyor.simulation._faults import Fault, Pause
 from conveyor.simulation._simulation import RunResult, Simulation
 from conveyor.simulation._strategies import Strategy
 from conveyor.simulation.checkers import (
@@ -63,8 +65,10 @@ class SubscriberScenario:
         ack_deadline_s: the queue's lease on each delivery, before any extension.
         max_deliveries: the queue dead-letters a message after this many; None never.
         retry: the queue's backoff after a nack.
-        pause_at, pause_s: at ``pause_at`` the process pauses for ``pause_s``: every callback
-            in flight then, or starting during the pause, is frozen for it (None: no pause).
+        pause_at, pause_s: at ``pause_at`` the subscriber's process pauses for ``pause_s``: a
+            ``Pause("/sub", pause_at, pause_s)`` fault freezes every actor of the subscription
+            (its leases lapse at the queue meanwhile), and ``CallbackDurations`` freezes the
+            callbacks in flight, as a paused process freezes its worker threads (None: no pause).
         crash_at: the subscription's manager stops at this time (a process crash) and a fresh
             subscription starts ``restart_after_s`` later (None: no crash).
         horizon_s: virtual time after which the run stops waiting for everything to settle.
@@ -121,8 +125,11 @@ def scenario_callback(seed: int, scenario: SubscriberScenario) -> Callable[[Subs
 class CallbackDurations:
     """The Simulation's ``job_duration``: ordinary or slow callbacks, frozen across a pause.
 
-    Jobs are the subscriber's callbacks (nothing else in a scenario runs jobs). ``now`` reads
-    the simulation's clock; set it once the Simulation exists.
+    Jobs are the subscriber's callbacks (nothing else in a scenario runs jobs). The ``Pause``
+    fault freezes the subscription's actors, not a job already running (the simulator runs a job
+    at its completion time); a paused process freezes its worker threads too, so a callback in
+    flight during the pause is lengthened by the part of the pause it overlaps. ``now`` reads the
+    simulation's clock; set it once the Simulation exists.
     """
 
     def __init__(self, scenario: SubscriberScenario) -> None:
@@ -220,13 +227,16 @@ def run_subscriber_simulation(
     ``chunk_s`` virtual seconds until the queue has settled every message; then each live
     subscription is cancelled, the system runs to quiet and is shut down (so the queue
     notes ``QueueClosed``). A crash stops ``/sub`` at ``crash_at`` and subscribes ``/sub-2``
-    ``restart_after_s`` later. ``manager`` swaps the subscription's manager for a variant.
+    ``restart_after_s`` later. A scenario with ``pause_at`` adds ``Pause("/sub", pause_at,
+    pause_s)`` to ``faults``. ``manager`` swaps the subscription's manager for a variant.
 
     Returns:
         The Simulation (its ``trace`` is the evidence) and the whole run's step count, end
         time, and whether the final run to quiet got there.
     """
     durations = CallbackDurations(scenario)
+    if scenario.pause_at is not None and scenario.pause_s > 0:
+        faults = (*faults, Pause(f"/{SUBSCRIPTION}", scenario.pause_at, scenario.pause_s))
     sim = Simulation(seed=seed, strategy=strategy, job_duration=durations, faults=faults)
     durations.now = sim.now
     dead_letters = sim.spawn(lambda: QueueActor(QueueConfig("dead-letters")), name="dead-letters")
@@ -286,7 +296,9 @@ def random_subscriber_scenario(seed: int, kind: str) -> SubscriberScenario:
     * ``slow``: some callbacks outlive the ack deadline several times; the leaser must extend.
     * ``burst``: bursts of many times ``max_bytes``, some single messages larger than it.
     * ``ordered``: ordering keys with raising and nacking callbacks, so keys are redelivered.
-    * ``paused``: the process pauses (callbacks frozen) for several ack deadlines mid-run.
+    * ``paused``: the whole subscriber pauses (``Pause("/sub", ...)``) for 2-6 ack deadlines
+      early on, long enough for many leases to lapse at the queue; after it the subscriber
+      must notice them, lose nothing and keep every key in order.
     * ``crash``: the subscriber crashes mid-run and a fresh one takes over.
 
     Raises:
@@ -297,11 +309,10 @@ def random_subscriber_scenario(seed: int, kind: str) -> SubscriberScenario:
     keys = rng.choice((0, 0, 1, 3))
     workers = rng.randint(1, 6)
     if kind == "slow":
-        # Leases are extended by [deadline, 2 x deadline]. A quarter of the unordered runs cap a
-        # lease below the slowest callbacks, which the leaser must then let lapse: the message is
-        # redelivered and may run twice. (With ordering keys that breaks key order by design,
-        # since a lapse sends back one message, not the key's later ones: not drawn here.)
-        capped = keys == 0 and rng.random() < 0.25
+        # Leases are extended by [deadline, 2 x deadline]. A quarter of the runs cap a lease below
+        # the slowest callbacks, which the leaser must then let lapse: the message is redelivered,
+        # and with ordering keys its key's order must still hold.
+        capped = rng.random() < 0.25
         flow = FlowControl(
             max_messages=rng.randint(2, 10),
             min_duration_per_lease_extension_s=max(2.0, deadline),

@@ -218,6 +218,61 @@ def test_add_never_schedules_past_the_new_lease_expiry() -> None:
     assert table.next_check_at == 102.0
 
 
+# ---------------------------------------------------------------------- lapses: a caller that ran late
+
+
+def test_a_pass_after_the_requested_deadline_reports_the_lease_lapsed() -> None:
+    table = _table(min_extension_s=10.0)
+    table.add("a", 1, now=0.0, extension_s=10.0)  # asked for 10 s on receipt: runs out at 10
+    table.add("b", 1, now=5.0, extension_s=10.0)  # runs out at 15
+    assert (table.extended_until("a"), table.extended_until("b"), table.extended_until("z")) == (10.0, 15.0, None)
+    work = table.maintain(12.0, _histogram(20))  # the pass due at 8 ran at 12 (the process stood still)
+    assert work.lapsed == ("a",)
+    assert work.extend == ("a", "b"), "lapsed leases are still extended: the server may have given them back"
+    assert table.extended_until("a") == table.extended_until("b") == 32.0
+    assert table.maintain(30.0, _histogram(20)).lapsed == (), "each lapse is reported by the pass that sees it"
+
+
+def test_a_deadline_that_runs_out_at_the_very_pass_counts_as_lapsed() -> None:
+    table = _table(min_extension_s=10.0)
+    table.add("a", 1, now=0.0, extension_s=10.0)
+    assert table.maintain(10.0, Histogram()).lapsed == ("a",)  # the server's deadline may be this instant
+
+
+def test_an_expired_lease_is_reported_expired_not_lapsed() -> None:
+    table = _table(max_lease_duration_s=5.0, min_extension_s=10.0)
+    table.add("a", 1, now=0.0, extension_s=10.0)
+    work = table.maintain(50.0, Histogram())
+    assert (work.expired, work.lapsed, work.extend) == (("a",), (), ())
+
+
+def test_add_without_an_extension_assumes_the_minimum() -> None:
+    table = _table(min_extension_s=10.0)
+    table.add("a", 1, now=3.0)
+    assert table.extended_until("a") == 13.0
+
+
+def test_renew_records_a_fresh_deadline_and_brings_the_check_forward() -> None:
+    table = _table(min_extension_s=10.0)
+    table.add("a", 1, now=0.0, extension_s=10.0)
+    assert table.maintain(8.0, _histogram(100)).next_check_at == 97.0  # extended to 108
+    assert table.renew("a", now=20.0, extension_s=10.0)  # delivered again, with the server's short lease
+    assert table.extended_until("a") == 30.0
+    assert table.next_check_at == 28.0, "the renewed lease needs a check before it runs out at 30"
+    assert not table.renew("unknown", now=21.0, extension_s=10.0)
+    assert table.maintain(28.0, _histogram(100)).lapsed == ()
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True, "10"])
+def test_extensions_must_be_finite_positive_seconds(bad: object) -> None:
+    table = _table()
+    with pytest.raises(ValueError, match="extension_s must be a finite number of seconds > 0"):
+        table.add("a", 1, now=0.0, extension_s=bad)  # type: ignore[arg-type]
+    table.add("a", 1, now=0.0)
+    with pytest.raises(ValueError, match="extension_s must be a finite number of seconds > 0"):
+        table.renew("a", now=1.0, extension_s=bad)  # type: ignore[arg-type]
+
+
 def test_tiny_extensions_are_refused_since_the_leaser_would_spin() -> None:
     # With a 1 s extension the 1 s safety margin would ask for a check at once, again and again:
     # FlowControl refuses such settings at construction.
@@ -289,6 +344,7 @@ def test_no_lease_lapses_at_the_server_between_scheduled_checks(
             event("an extension above the minimum")
         assert flow.min_duration_per_lease_extension_s <= work.extension_s <= flow.max_duration_per_lease_extension_s
         assert work.expired + work.extend == before  # expired ones are the oldest, order is kept
+        assert work.lapsed == (), "a caller that keeps to the schedule never loses a lease"
         for ack_id in work.expired:
             age = now - server.arrived[ack_id]
             assert age >= flow.max_lease_duration_s or now >= server.arrived[ack_id] + flow.max_lease_duration_s
@@ -336,3 +392,58 @@ def test_no_lease_lapses_at_the_server_between_scheduled_checks(
             del server.deadlines[ack_id]
         else:
             assert table.remove("a-none", now) is None
+
+
+late_steps = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "add", "ack", "stall", "maintain"]),
+        st.floats(min_value=0.0, max_value=400.0),  # time until this step
+        st.integers(min_value=0, max_value=1000),  # which lease, or the size of a new one
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(flow=flows, steps=late_steps)
+def test_a_late_pass_reports_exactly_the_leases_whose_requested_deadline_passed(
+    flow: FlowControl, steps: list[tuple[str, float, int]]
+) -> None:
+    """A caller that sometimes stands still (``stall``: time passes, no scheduled check runs)."""
+    table = LeaseTable(flow)
+    histogram = _histogram(30)
+    requested: dict[str, float] = {}  # what the caller last asked the server for, per lease
+    now = 0.0
+    added = 0
+
+    def maintain() -> None:
+        work = table.maintain(now, histogram)
+        expected = tuple(ack_id for ack_id in work.extend if requested[ack_id] <= now)
+        if expected:
+            event("a late pass found lapsed leases")
+        assert work.lapsed == expected
+        for ack_id in work.expired:
+            del requested[ack_id]
+        for ack_id in work.extend:
+            requested[ack_id] = now + work.extension_s
+            assert table.extended_until(ack_id) == requested[ack_id]
+
+    for kind, delay, pick in steps:
+        target = now + delay
+        if kind != "stall":
+            while table.next_check_at is not None and table.next_check_at <= target:
+                now = max(now, table.next_check_at)
+                maintain()
+        now = target
+        if kind == "add":
+            ack_id = f"a{added}"
+            added += 1
+            extension = table.deadline_for(histogram)
+            table.add(ack_id, pick, now, extension)
+            requested[ack_id] = now + extension
+        elif kind == "maintain":
+            maintain()
+        elif kind == "ack" and requested:
+            ack_id = sorted(requested)[pick % len(requested)]
+            table.remove(ack_id, now)
+            del requested[ack_id]

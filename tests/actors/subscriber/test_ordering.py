@@ -143,6 +143,41 @@ def test_a_dropped_message_may_arrive_again_and_queues_at_the_back() -> None:
     assert holds.finished("a3") == ("a2",)
 
 
+# ---------------------------------------------------------------------- drop_held
+
+
+def test_drop_held_sends_back_some_held_messages_and_keeps_the_rest_in_order() -> None:
+    holds = OrderingKeyHolds()
+    for item_id in ("a1", "a2", "a3", "a4"):
+        holds.arrive(item_id, "a")
+    assert holds.held_of("a") == ("a2", "a3", "a4")
+    assert holds.drop_held("a", ("a4", "a3")) == ("a3", "a4"), "returned in arrival order"
+    assert holds.held_of("a") == ("a2",)
+    assert holds.state_of("a3") is None
+    assert holds.snapshot().held == 1
+    assert holds.finished("a1") == ("a2",)
+    assert holds.finished("a2") == ()
+    assert holds.arrive("a3", "a") == ("a3",), "a dropped message may arrive again"
+
+
+def test_drop_held_of_nothing_drops_nothing() -> None:
+    holds = OrderingKeyHolds()
+    assert holds.drop_held("idle", ()) == ()
+    assert holds.held_of("idle") == ()
+
+
+def test_drop_held_refuses_what_is_not_held_behind_that_key() -> None:
+    holds = OrderingKeyHolds()
+    holds.arrive("a1", "a")
+    holds.arrive("a2", "a")
+    holds.arrive("b1", "b")
+    with pytest.raises(HoldError, match="cannot drop 'a1' from key 'a': it is not held"):
+        holds.drop_held("a", ("a1",))  # running, not held
+    with pytest.raises(HoldError, match="cannot drop 'b1' from key 'a'"):
+        holds.drop_held("a", ("a2", "b1"))
+    assert holds.held_of("a") == ("a2",), "a refused drop changes nothing"
+
+
 # ---------------------------------------------------------------------- errors
 
 
@@ -247,6 +282,14 @@ class _Model:
     def held(self) -> list[str]:
         return [item_id for line in self.lines.values() for item_id in list(line)[1:]]
 
+    def drop_held(self, key: str, item_ids: set[str]) -> tuple[str, ...]:
+        line = self.lines[key]
+        dropped = tuple(item_id for item_id in list(line)[1:] if item_id in item_ids)
+        for item_id in dropped:
+            line.remove(item_id)
+            del self.key_of[item_id]
+        return dropped
+
 
 class OrderingKeyHoldsMachine(RuleBasedStateMachine):
     """Random arrive / finished / drop_key, checked against ``_Model`` and the ordering rules."""
@@ -314,6 +357,15 @@ class OrderingKeyHoldsMachine(RuleBasedStateMachine):
     def drop_key(self, key: str) -> None:
         got = self.holds.drop_key(key)
         assert got == self.model.drop_key(key)
+        self.dropped.update(got)
+
+    @rule(key=st.sampled_from(["a", "b", "c"]), data=st.data())
+    def drop_some_held(self, key: str, data: st.DataObject) -> None:
+        held = list(self.holds.held_of(key))
+        assert held == [item_id for item_id in self.model.held() if self.model.key_of[item_id] == key]
+        chosen = data.draw(st.lists(st.sampled_from(held), unique=True) if held else st.just([]))
+        got = self.holds.drop_held(key, tuple(chosen))
+        assert got == (self.model.drop_held(key, set(chosen)) if chosen else ())
         self.dropped.update(got)
 
     @invariant()
