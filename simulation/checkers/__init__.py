@@ -9,6 +9,12 @@ from ._broker import group_exclusivity as group_exclusivity
 from ._broker import jain_index as jain_index
 from ._broker import priority_order as priority_order
 from ._broker import strict_order as strict_order
+from ._liveness import liveness as liveness
+from ._liveness import prompt_delivery as prompt_delivery
+from ._liveness import queue_order as queue_order
+from ._liveness import single_wakeup as single_wakeup
+from ._liveness import stall as stall
+from ._liveness import starvation as starvation
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
 from ._result import CheckResult as CheckResult
@@ -30,10 +36,16 @@ __all__ = [
     "group_exclusivity",
     "jain_index",
     "lease_validity",
+    "liveness",
     "no_loss",
     "ordering_keys",
     "priority_order",
+    "prompt_delivery",
     "queue_paths",
+    "queue_order",
     "queue_story",
+    "single_wakeup",
+    "stall",
+    "starvation",
     "strict_order",
 ]

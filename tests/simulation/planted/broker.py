@@ -1,0 +1,157 @@
+"""Planted bugs in the broker: variants of the queue's entry list and of its consumer manager.
+
+Each is the real class with one rule broken, plugged into a registry scenario through
+``Variant(queue=...)``: ``QueueActor.make_entries`` swaps the ``EntryList``,
+``QueueActor.make_manager`` the ``ConsumerManagerActor`` and ``ConsumerManagerActor.make_lists``
+its ``ConsumerLists``. No hook had to be added for them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+
+from conveyor.actors.broker import ConsumerLists, ConsumerManagerActor, EntryList, Message, QueueActor, QueueConfig
+from conveyor.actors.broker._consumer_lists import ConsumerState
+from conveyor.actors.broker._entries import Entry, Returned, _Level
+
+QueueFactory = Callable[[QueueConfig], QueueActor]
+
+
+def queue_with_entries(entries: type[EntryList]) -> QueueFactory:
+    """A queue whose sans-IO entry list is ``entries``."""
+
+    class PlantedQueue(QueueActor):
+        def make_entries(self, config: QueueConfig) -> EntryList:
+            return entries(config.priorities, config.max_deliveries)
+
+    PlantedQueue.__qualname__ = PlantedQueue.__name__ = f"QueueWith{entries.__name__}"
+    return PlantedQueue
+
+
+def queue_with_lists(lists: type[ConsumerLists]) -> QueueFactory:
+    """A queue whose consumer manager keeps its lists in ``lists``."""
+
+    class PlantedManager(ConsumerManagerActor):
+        def make_lists(self) -> ConsumerLists:
+            return lists()
+
+    class PlantedQueue(QueueActor):
+        def make_manager(self) -> ConsumerManagerActor:
+            return PlantedManager(self.ctx.self_ref)
+
+    PlantedQueue.__qualname__ = PlantedQueue.__name__ = f"QueueWith{lists.__name__}"
+    return PlantedQueue
+
+
+class _TailLevel(_Level):
+    """A priority level whose bisect keys are the entries' positions (which a tail release changes)."""
+
+    def removed(self) -> None:
+        super().removed()
+        self.seqs = [entry.position[1] for entry in self.entries]
+
+
+class TailRelease(EntryList):
+    """Broken: a released (or otherwise given back) entry goes to the tail of its level, not its own position.
+
+    It is re-queued as a publish would be (a fresh sequence number orders it), but keeps its
+    tag, so nothing is lost; only the order breaks: entries published after it overtake it.
+    """
+
+    def __init__(self, priorities: int = 10, max_deliveries: int | None = None) -> None:
+        super().__init__(priorities, max_deliveries)
+        self._levels = [_TailLevel() for _ in range(priorities)]
+
+    def give_back(self, consumer_id: int, tags: Iterable[int], now: float, delay_s: float) -> Returned:
+        returned = super().give_back(consumer_id, tags, now, delay_s)
+        for entry in returned.available:
+            self._to_tail(entry)
+        return returned
+
+    def browse(self, consumer_id: int, max_messages: int, max_bytes: int) -> list[Entry]:
+        """``EntryList.browse`` in queue-key order (a tail release changes an entry's key, not its tag)."""
+        cursor = self._cursors[consumer_id]
+        seen: list[Entry] = []
+        seen_bytes = 0
+        last = cursor.pointer[1]
+        for entry in heapq.merge(*(self._live_after(level, last) for level in self._levels),
+                                 key=lambda entry: entry.position[1]):
+            if cursor.selector.matches(entry.message.header_map()):
+                if len(seen) >= max_messages or (seen and seen_bytes + entry.size > max_bytes):
+                    break
+                seen.append(entry)
+                seen_bytes += entry.size
+            last = entry.position[1]
+        cursor.pointer = (0, last)
+        return seen
+
+    @staticmethod
+    def _live_after(level: _Level, key: int) -> Iterator[Entry]:
+        for index in range(level.after(key), len(level.entries)):
+            entry = level.entries[index]
+            if entry.state.value in ("available", "acquired"):
+                yield entry
+
+    def _to_tail(self, entry: Entry) -> None:
+        rank = entry.position[0]
+        level = self._levels[rank]
+        index = level.entries.index(entry)
+        del level.entries[index]
+        del level.seqs[index]
+        key = next(self._seqs)  # the next publish's number: it now sorts after everything queued
+        entry.position = (rank, key)
+        level.append(entry)
+        level.seqs[-1] = key
+
+
+class StuckPriorityPointer(EntryList):
+    """Broken: a higher-priority publish does not move back the pointers already past its level.
+
+    Qpid's ``checkSubscriptionsNotAheadOfDelivery`` on publish is missing: the new entry hides
+    behind every consumer's pointer until some return happens to move them back.
+    """
+
+    def __init__(self, priorities: int = 10, max_deliveries: int | None = None) -> None:
+        super().__init__(priorities, max_deliveries)
+        self._publishing = False
+
+    def publish(self, message: Message, now: float) -> Entry:
+        self._publishing = True
+        try:
+            return super().publish(message, now)
+        finally:
+            self._publishing = False
+
+    def _move_pointers_back(self, entry: Entry) -> None:
+        if not self._publishing:
+            super()._move_pointers_back(entry)
+
+
+class Herd(ConsumerLists):
+    """Broken: new work wakes the two front interested consumers instead of one."""
+
+    def work_available(self) -> tuple[int, ...]:
+        woken = super().work_available()
+        extra = next((cid for cid in self.interested_ids() if cid not in woken), None)
+        if extra is None:
+            return woken
+        return (*woken, self._notify(extra))
+
+
+class Forgetful(ConsumerLists):
+    """Broken: a notified consumer that runs dry stays on Notified instead of going back to Interested.
+
+    It is never notified again, though it still has credit: it is forgotten.
+    """
+
+    def exhausted(self, consumer_id: int, *, more_work: bool) -> tuple[int, ...]:
+        if self.state_of(consumer_id) is not ConsumerState.NOTIFIED:
+            return super().exhausted(consumer_id, more_work=more_work)
+        if not more_work:
+            return ()
+        for level in self._levels:
+            candidate = self._untried_front(level)
+            if candidate is not None:
+                return (self._notify(candidate),)
+        return ()

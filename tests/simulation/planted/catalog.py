@@ -1,0 +1,83 @@
+"""The planted bugs of issue 5, each with the registry scenario that exposes it and a seed budget.
+
+One table shared by the tests (``test_planted.py``) and the measurement of seeds-to-find
+(``seeds_to_find.py``), so both judge the same variants on the same scenarios.
+"""
+
+from __future__ import annotations
+
+from typing import final
+
+import attrs
+
+from conveyor.simulation.scenarios import Variant
+
+from . import broker, subscriber
+
+
+@final
+@attrs.frozen
+class PlantedBug:
+    """A broken variant and how the simulator finds it.
+
+    Attributes:
+        name: a short handle (test ids, the table in docs/simulation.md).
+        summary: the broken rule, in words.
+        scenario: the registry scenario run with it.
+        variant: the broken actors, plugged into ``run_scenario``.
+        budget: seeds (0, 1, ...) within which the default strategy (random walk) must find it.
+        checkers: the checkers any of which may report it (the first failing one is shrunk).
+        shrink_runs: simulations the shrinker may spend.
+    """
+
+    name: str
+    summary: str
+    scenario: str
+    variant: Variant
+    budget: int
+    checkers: frozenset[str]
+    shrink_runs: int = 200
+
+
+PLANTED: tuple[PlantedBug, ...] = (
+    PlantedBug(
+        "tail-release", "a released message goes to the tail of its level, not back to its position", "groups",
+        Variant(queue=broker.queue_with_entries(broker.TailRelease)), budget=10,
+        checkers=frozenset({"browser_completeness", "queue_order", "group_exclusivity"}),
+    ),
+    PlantedBug(
+        "herd", "the consumer manager notifies two consumers of each piece of work", "fairness",
+        Variant(queue=broker.queue_with_lists(broker.Herd)), budget=5, checkers=frozenset({"single_wakeup"}),
+    ),
+    PlantedBug(
+        "forgotten-consumer", "a consumer that ran dry is not moved back to Interested", "fairness",
+        Variant(queue=broker.queue_with_lists(broker.Forgetful)), budget=10,
+        checkers=frozenset({"drained", "stall", "prompt_delivery", "starvation"}),
+    ),
+    PlantedBug(
+        "stuck-priority-pointer", "a higher-priority publish does not move the pointers back", "priorities",
+        Variant(queue=broker.queue_with_entries(broker.StuckPriorityPointer)), budget=5,
+        checkers=frozenset({"drained", "stall", "priority_order", "queue_order", "prompt_delivery"}),
+    ),
+    PlantedBug(
+        "key-released-on-ack", "an ordering key's next message is released on ack, not on callback end",
+        "ordering-keys", Variant(manager=subscriber.AckReleasesKey), budget=10,
+        checkers=frozenset({"ordering_keys"}),
+    ),
+    PlantedBug(
+        "flow-blind-to-holds", "flow control does not count messages on hold (keyed ones)", "ordering-keys",
+        Variant(manager=subscriber.manager_with(load=subscriber.HoldBlindLoad)), budget=5,
+        checkers=frozenset({"flow_bound"}),
+    ),
+    PlantedBug(
+        "late-leaser", "the leaser extends leases after their deadline", "leases",
+        Variant(manager=subscriber.manager_with(leaser=subscriber.LateLeaser)), budget=5,
+        checkers=frozenset({"lease_validity"}),
+    ),
+)
+"""Every planted bug, in the order docs/simulation.md lists them."""
+
+
+def checkers_of(violations: tuple[str, ...]) -> set[str]:
+    """The checker names in a report's violations (``checker: line``)."""
+    return {line.split(":", 1)[0] for line in violations}
