@@ -184,7 +184,8 @@ def test_fail_job_makes_exactly_the_nth_job_fail() -> None:
     sim = Simulation(seed=5, faults=[FailJob("/jobs", nth=2)])
     sim.spawn(lambda: Jobs(log), name="jobs")
     sim.run()
-    outcomes = sorted(((entry.job_id, type(entry).__name__) for _, entry in log if isinstance(entry, (JobDone, JobFailed))))
+    finished = [entry for _, entry in log if isinstance(entry, (JobDone, JobFailed))]
+    outcomes = sorted((entry.job_id, type(entry).__name__) for entry in finished)
     assert outcomes == [(1, "JobDone"), (2, "JobFailed"), (3, "JobDone")]
     failed = next(entry for _, entry in log if isinstance(entry, JobFailed))
     assert isinstance(failed.error, InjectedFault)
