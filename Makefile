@@ -14,11 +14,20 @@ $(STAMP): pyproject.toml $(shell find $(CODE_DIRS) -type d -not -name __pycache_
 	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=strict
 	@touch $@
 
-.PHONY: install demo test test-slow lint typecheck bench clean
-install: $(STAMP)
+.PHONY: java install demo test test-slow lint typecheck bench clean
+# PySpark (the sweep, trace analysis) needs a Java runtime: install one when none is on the PATH.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+java:
+	@command -v java >/dev/null 2>&1 || { \
+		echo "java missing (PySpark needs it); installing openjdk-17-jre-headless"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
 
+install: java $(STAMP)
+
+# The actor demo on the three backends, then the main job: a default Spark sweep (summary table, report path).
 demo: install
 	$(BIN)/conveyor demo
+	$(BIN)/conveyor sweep --seeds 12 --faults default,pause --out reports/demo
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,0 +1,251 @@
+"""``conveyor sweep`` and ``conveyor analyze``: the driver side of the Spark jobs.
+
+What is here and not in ``conveyor.simulation.sweep``: the wall clock (how long the
+sweep took), the thread that polls Spark's status tracker for the progress bar, the
+session's lifetime, and the printing. The simulation package keeps no clock and no
+thread (``tests/test_standing_rules.py``), so everything that needs one lives here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from conveyor.simulation.sweep import (
+    SweepOutcome,
+    SweepSpec,
+    TraceAnalysis,
+    analyze_traces,
+    default_master,
+    execute_sweep,
+    parse_fault_plans,
+    parse_scenarios,
+    parse_strategies,
+    spark_session,
+    summary_cells,
+    write_report,
+)
+
+POLL_S = 0.25
+"""How often the progress bar asks Spark's status tracker."""
+SHOWN_FAILURES = 12
+
+
+class SparkProgress:
+    """Runs one Spark action under a rich progress bar fed by ``statusTracker()``.
+
+    The action's jobs are tagged with a fresh job group; a thread polls the group's
+    stages for completed / total tasks until the action returns. Each task is a
+    partition of many runs, so the bar moves a partition at a time; the run count
+    beside it is estimated from the task fraction.
+    """
+
+    def __init__(self, spark: SparkSession, console: Console, description: str, runs: int) -> None:
+        self.spark = spark
+        self.console = console
+        self.description = description
+        self.runs = runs
+
+    def _tasks(self, group: str) -> tuple[int, int]:
+        tracker = self.spark.sparkContext.statusTracker()
+        done = total = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job is not None else ():
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    done += stage.numCompletedTasks
+                    total += stage.numTasks
+        return done, total
+
+    def run(self, action: Callable[[], None]) -> None:
+        """Run ``action`` (a Spark action) and show its progress until it returns."""
+        context = self.spark.sparkContext
+        group = f"conveyor-{uuid.uuid4().hex[:12]}"
+        context.setJobGroup(group, self.description)
+        columns = (
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("tasks"),
+            TextColumn("~{task.fields[runs]} runs"), TimeElapsedColumn(),
+        )
+        stop = threading.Event()
+        with Progress(*columns, console=self.console, transient=False) as progress:
+            bar = progress.add_task(self.description, total=None, runs=f"0/{self.runs}")
+
+            def show(done: int, total: int) -> None:
+                if total:
+                    runs = round(self.runs * done / total)
+                    progress.update(bar, completed=done, total=total, runs=f"{runs}/{self.runs}")
+
+            def poll() -> None:
+                while not stop.wait(POLL_S):
+                    show(*self._tasks(group))
+
+            watcher = threading.Thread(target=poll, name="conveyor-spark-progress", daemon=True)
+            watcher.start()
+            try:
+                action()
+            finally:
+                stop.set()
+                watcher.join()
+                context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+            show(*self._tasks(group))
+
+
+def _wide_console() -> Console:
+    """A console that does not squeeze the summary into 80 columns when output is piped (make, CI logs)."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=150)
+    return console
+
+
+def print_summary(outcome: SweepOutcome, console: Console) -> None:
+    """The aggregates as a table, then each group's first failure with its replay command."""
+    table = Table(title=f"conveyor sweep: {outcome.runs} runs, {outcome.failed} with violations")
+    shown = (0, 1, 2, 3, 4, 5, 6, 9, 11, 12)  # of SUMMARY_HEADER: the columns that fit a terminal
+    headers = ("scenario", "strategy", "faults", "runs", "failed", "violations", "1st failing seed",
+               "fairness p50", "latency p50 ms", "latency p99 ms")
+    for index, header in enumerate(headers):
+        table.add_column(header, justify="left" if index < 3 else "right", no_wrap=index < 3)
+    for group in outcome.summary:
+        cells = summary_cells(group)
+        table.add_row(*(cells[i] for i in shown), style="red" if group.failed else None)
+    console.print(table)
+    for failure in outcome.failures[:SHOWN_FAILURES]:
+        console.print(f"[red]{failure.scenario} / {failure.strategy} / {failure.faults}[/red] seed {failure.seed}: "
+                      f"{failure.violations[0][:140]}")
+        console.print(f"  replay: [bold]{failure.replay_command}[/bold]", soft_wrap=True)
+    if len(outcome.failures) > SHOWN_FAILURES:
+        console.print(f"... and {len(outcome.failures) - SHOWN_FAILURES} more groups with failures (see the report)")
+
+
+def run_sweep(
+    *,
+    scenarios: str = "all",
+    seeds: int = 20,
+    strategies: str = "random,pct",
+    faults: str = "default",
+    depth: int = 3,
+    seed_start: int = 0,
+    master: str | None = None,
+    out: Path = Path("reports/sweep"),
+    partitions_per_core: int = 4,
+    max_steps: int = 500_000,
+    console: Console | None = None,
+    spark: SparkSession | None = None,
+) -> tuple[SweepOutcome, Path]:
+    """Run a sweep end to end and print its summary; return the outcome and the report's path.
+
+    Starts the SparkSession for ``master`` (and stops it) unless ``spark`` is given.
+
+    Raises:
+        ValueError: an unknown scenario, strategy or fault plan, or no seeds.
+    """
+    console = console or _wide_console()
+    spec = SweepSpec(
+        scenarios=parse_scenarios(scenarios), seeds=seeds, strategies=parse_strategies(strategies),
+        fault_plans=parse_fault_plans(faults), seed_start=seed_start, depth=depth,
+        partitions_per_core=partitions_per_core, max_steps=max_steps,
+    )
+    runs = len(spec.cells())
+    started = time.perf_counter()
+    session = spark or spark_session(master, app_name="conveyor-sweep")
+    try:
+        ready = time.perf_counter()
+        chosen = session.sparkContext.master
+        console.print(
+            f"Spark {session.version} on {chosen} ({session.sparkContext.defaultParallelism} cores) "
+            f"ready in {ready - started:.1f} s; {runs} runs"
+        )
+        progress = SparkProgress(session, console, "simulating", runs)
+        outcome = execute_sweep(session, spec, out, run_action=progress.run)
+        swept = time.perf_counter()
+        report = write_report(
+            session, outcome,
+            notes={
+                "master": f"`{chosen}` ({session.sparkContext.defaultParallelism} cores)",
+                "wall time": f"{swept - started:.1f} s for Spark start-up, runs and aggregates "
+                             f"(of which Spark start-up {ready - started:.1f} s)",
+            },
+        )
+    finally:
+        if spark is None:
+            session.stop()
+    print_summary(outcome, console)
+    console.print(
+        f"Sweep done in {time.perf_counter() - started:.1f} s. Report: [bold]{report}[/bold] "
+        f"(rows: {outcome.runs_path})"
+    )
+    return outcome, report
+
+
+def print_analysis(analysis: TraceAnalysis, console: Console) -> None:
+    """One row per (trace, queue) with each check's verdict and figures, then the violations."""
+    events = dict(analysis.events)
+    unreadable = dict(analysis.unreadable)
+    table = Table(title="conveyor analyze: strict order, accounting and fairness per queue")
+    for header in ("trace", "queue", "events", "strict_order", "accounting", "fairness"):
+        table.add_column(header, no_wrap=header in ("queue", "events"))
+    for verdict in analysis.verdicts:
+        order, accounting, fairness = verdict.results
+
+        def mark(ok: bool) -> str:
+            return "[green]ok[/green]" if ok else "[red]VIOLATED[/red]"
+
+        table.add_row(
+            verdict.trace, verdict.queue, f"{events.get(verdict.trace, 0):,}",
+            f"{mark(order.ok)} ({order.metric('checked'):,.0f} first deliveries)",
+            f"{mark(accounting.ok)} ({accounting.metric('enqueued'):,.0f} enqueued, "
+            f"{accounting.metric('settled'):,.0f} settled, {accounting.metric('remaining'):,.0f} left)",
+            f"{mark(fairness.ok)} (Jain {fairness.metric('jain'):.4f} over {fairness.metric('consumers'):.0f})",
+        )
+    console.print(table)
+    for trace, count in unreadable.items():
+        if count:
+            console.print(f"[red]{trace}: {count} lines are not trace events[/red]")
+    for verdict in analysis.verdicts:
+        for result in verdict.results:
+            if not result.ok:
+                console.print(f"[red]{verdict.trace} {verdict.queue}[/red] {result}")
+
+
+def run_analyze(
+    traces: Sequence[Path],
+    *,
+    master: str | None = None,
+    priorities: int = 10,
+    min_jain: float = 0.9,
+    console: Console | None = None,
+    spark: SparkSession | None = None,
+) -> TraceAnalysis:
+    """Analyze traces on Spark and print the verdicts (starts and stops a session unless given one).
+
+    Raises:
+        FileNotFoundError: a trace that does not exist.
+    """
+    console = console or _wide_console()
+    missing = [str(path) for path in traces if not path.exists()]
+    if missing:
+        msg = f"no such trace: {', '.join(missing)}"
+        raise FileNotFoundError(msg)
+    started = time.perf_counter()
+    session = spark or spark_session(master or default_master(), app_name="conveyor-analyze")
+    try:
+        analysis = analyze_traces(
+            session, [str(path.resolve()) for path in traces], priorities=priorities, min_jain=min_jain
+        )
+    finally:
+        if spark is None:
+            session.stop()
+    print_analysis(analysis, console)
+    console.print(f"Analyzed {sum(count for _, count in analysis.events):,} events in "
+                  f"{time.perf_counter() - started:.1f} s (Spark start-up included).")
+    return analysis
