@@ -42,8 +42,8 @@ from conveyor.actors.broker import (
 )
 from conveyor.runtime import EventKind, Terminated, TraceEvent
 
-from ._channel import Channel
 from ._faults import Crash, Delay, Drop, FailJob, FaultApplied, Pause
+from ._strategies import Replay
 from .scenarios import (
     BrokerScenario,
     ClientPolicy,
@@ -181,28 +181,6 @@ def delivery_steps(trace: Iterable[TraceEvent]) -> int:
 # --- running candidates -----------------------------------------------------------------------
 
 
-@final
-class _Lenient:
-    """Replays choices, clamping an index past the ready channels to the last one; then 0 forever.
-
-    A shrunk workload or an edited schedule rarely offers the recorded widths, and a strict
-    ``Replay`` would refuse it; clamping keeps as much of the recorded order as fits.
-    """
-
-    name = "replay"
-
-    def __init__(self, choices: Sequence[int]) -> None:
-        self._choices = tuple(choices)
-        self._position = 0
-
-    def choose(self, ready: Sequence[Channel]) -> int:
-        position = self._position
-        if position >= len(self._choices):
-            return 0
-        self._position = position + 1
-        return min(self._choices[position], len(ready) - 1)
-
-
 def _normal(schedule: Sequence[int]) -> tuple[int, ...]:
     """A schedule without its trailing zeros (a replay past its end chooses 0 anyway)."""
     end = len(schedule)
@@ -282,17 +260,17 @@ class _Runner:
         return _Attempt(workload, plan, _normal(run.sim.schedule), run)
 
     def lenient(self, workload: Workload, plan: str, choices: Sequence[int]) -> _Attempt:
-        """Replay ``choices`` clamped to what each step offers (see ``_Lenient``)."""
+        """Replay ``choices`` clamped to what each step offers (``Replay(clamp=True)``)."""
         self._count()
         work, faults = draw_faults(self.spec, workload, self.seed, plan)
         if isinstance(work, BrokerScenario):
             sim, _ = run_broker_simulation(
-                work, self.seed, _Lenient(choices), max_steps=self.max_steps,
+                work, self.seed, Replay(choices, clamp=True), max_steps=self.max_steps,
                 queue_factory=self.variant.queue or QueueActor, faults=faults,
             )
         else:
             sim, _ = run_subscriber_simulation(
-                work, self.seed, _Lenient(choices), max_steps=self.max_steps, manager=self.variant.manager,
+                work, self.seed, Replay(choices, clamp=True), max_steps=self.max_steps, manager=self.variant.manager,
                 faults=faults,
             )
         return self.attempt(workload, plan, sim.schedule)

@@ -125,22 +125,30 @@ class PCT:
 
 @final
 class Replay:
-    """Replay a recorded list of choices; after the list ends, always choose the first."""
+    """Replay a recorded list of choices; after the list ends, always choose the first.
+
+    With ``clamp``, an index past the ready channels becomes the last one instead of an
+    error: a shrunk workload or an edited schedule rarely offers the recorded widths, and
+    clamping keeps as much of the recorded order as fits.
+    """
 
     name = "replay"
 
-    def __init__(self, choices: Sequence[int]) -> None:
+    def __init__(self, choices: Sequence[int], *, clamp: bool = False) -> None:
         self._choices = tuple(choices)
         self._position = 0
+        self._clamp = clamp
 
     def choose(self, ready: Sequence[Channel]) -> int:
-        """Return the next recorded choice, or fail loudly if the run diverged."""
+        """Return the next recorded choice, or fail loudly if the run diverged (unless clamping)."""
         position = self._position
         if position >= len(self._choices):
             return 0
         choice = self._choices[position]
         self._position = position + 1
         if not 0 <= choice < len(ready):
+            if self._clamp:
+                return len(ready) - 1
             msg = (
                 f"replay diverged at choice {position}: recorded index {choice} but only "
                 f"{len(ready)} channels are ready; the actors or the seed differ from the recorded run"
