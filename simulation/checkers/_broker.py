@@ -14,7 +14,7 @@ from conveyor.actors.broker import Delivery, EntryEnqueued, EntrySettled, Messag
 from conveyor.actors.broker._entries import priority_level
 from conveyor.runtime import TraceEvent
 
-from ._queue_view import ConsumerInfo, Observation, is_available_at, queue_story
+from ._queue_view import ConsumerInfo, ConsumerRoster, Observation, is_available_at, queue_story
 from ._result import CheckResult
 
 
@@ -115,28 +115,20 @@ def strict_order(trace: Iterable[TraceEvent], queue_path: str, priorities: int =
     return CheckResult.of("strict_order", violations, checked=checked)
 
 
-class _Availability:
+class _Availability(ConsumerRoster):
     """The queue's available entries, rebuilt from its story."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.entries: dict[int, tuple[Message, float]] = {}
         self.ready_at: dict[int, float] = {}  # after a nack's backoff
         self.held: dict[int, int] = {}
         self.group_holders: dict[str, Counter[int]] = defaultdict(Counter)
-        self.consumers: dict[int, ConsumerInfo] = {}
-        self.interested: dict[int, bool] = {}
 
     def apply(self, obs: Observation) -> None:
+        if self.track_consumers(obs):
+            return
         match obs.kind:
-            case "subscribed":
-                info, interested = obs.data
-                self.consumers[info.consumer_id] = info
-                self.interested[info.consumer_id] = interested
-            case "interest":
-                consumer_id, interested = obs.data
-                self.interested[consumer_id] = interested
-            case "unsubscribed":
-                self.consumers.pop(obs.data, None)
             case "enqueued":
                 note: EntryEnqueued = obs.data
                 self.entries[note.tag] = (note.message, obs.time)

@@ -55,7 +55,7 @@ from conveyor.actors.broker._model import AddConsumer, ConsumerExhausted, WorkAv
 from conveyor.runtime import EventKind, TraceEvent
 from conveyor.simulation._faults import Delay, FaultApplied, Pause, covers
 
-from ._queue_view import ConsumerInfo, Observation, is_available_at, queue_story
+from ._queue_view import ConsumerInfo, ConsumerRoster, Observation, is_available_at, queue_story
 from ._result import CheckResult
 
 # --- faults: who was frozen when -------------------------------------------------------------------
@@ -107,10 +107,11 @@ class _Entry:
         self.delivered = False  # its backoff then holds back the later entries of its group
 
 
-class _Board:
+class _Board(ConsumerRoster):
     """One queue's entries and consumers, rebuilt from its story, with credit and faults."""
 
     def __init__(self, priorities: int, prefetch: int | None, freezes: tuple[_Frozen, ...]) -> None:
+        super().__init__()
         self.priorities = priorities
         self.prefetch = prefetch
         self.freezes = freezes
@@ -119,8 +120,6 @@ class _Board:
         self.held: dict[int, int] = {}  # tag -> consumer id
         self.holding: Counter[int] = Counter()  # consumer id -> entries held
         self.group_holders: dict[str, Counter[int]] = {}
-        self.consumers: dict[int, ConsumerInfo] = {}  # subscribed, in subscription order
-        self.interested: dict[int, bool] = {}
         self.pulls: Counter[int] = Counter()  # consumer id -> Pulls the queue received from it
         self.progress = 0
         """Enqueues, deliveries and settlements so far: the work the queue did."""
@@ -129,16 +128,9 @@ class _Board:
 
     def apply(self, obs: Observation) -> None:
         """Apply one observation other than a delivery."""
+        if self.track_consumers(obs):
+            return
         match obs.kind:
-            case "subscribed":
-                info, interested = obs.data
-                self.consumers[info.consumer_id] = info
-                self.interested[info.consumer_id] = interested
-            case "interest":
-                consumer_id, interested = obs.data
-                self.interested[consumer_id] = interested
-            case "unsubscribed":
-                self.consumers.pop(obs.data, None)
             case "enqueued":
                 note: EntryEnqueued = obs.data
                 rank = self.priorities - 1 - priority_level(note.message.priority, self.priorities)

@@ -93,6 +93,30 @@ def queue_story(trace: Iterable[TraceEvent], queue_path: str) -> Iterator[Observ
                     yield Observation("closed", event.time, message)
 
 
+class ConsumerRoster:
+    """The queue's consumers and their interest, as its story tells them; checkers extend it."""
+
+    def __init__(self) -> None:
+        self.consumers: dict[int, ConsumerInfo] = {}  # subscribed, in subscription order
+        self.interested: dict[int, bool] = {}
+
+    def track_consumers(self, obs: Observation) -> bool:
+        """Apply a subscribed / interest / unsubscribed observation; False for any other kind."""
+        match obs.kind:
+            case "subscribed":
+                info, interested = obs.data
+                self.consumers[info.consumer_id] = info
+                self.interested[info.consumer_id] = interested
+            case "interest":
+                consumer_id, interested = obs.data
+                self.interested[consumer_id] = interested
+            case "unsubscribed":
+                self.consumers.pop(obs.data, None)
+            case _:
+                return False
+        return True
+
+
 def queue_paths(trace: Iterable[TraceEvent]) -> list[str]:
     """Paths of every queue that enqueued something in the trace, in first-seen order."""
     seen: dict[str, None] = {}
