@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -23,6 +24,10 @@ def demo() -> None:
     run_demo()
 
 
+SWEEP_OUT = Path("reports/sweep")
+"""Where ``conveyor sweep`` writes its report unless told."""
+
+
 @app.command()
 def sweep(
     scenarios: str = typer.Option("all", help="Comma-separated scenario names, or all."),
@@ -37,7 +42,7 @@ def sweep(
     master: str | None = typer.Option(
         None, help="Spark master (default: $CONVEYOR_SPARK_MASTER, else local[*], embedded)."
     ),
-    out: Path = typer.Option(Path("reports/sweep"), help="Report folder: runs.parquet, summary.parquet, report.md."),
+    out: Annotated[Path, typer.Option(help="Report folder: runs.parquet, summary.parquet, report.md.")] = SWEEP_OUT,
     partitions_per_core: int = typer.Option(4, min=1, help="Spark partitions per core (each runs many seeds)."),
     max_steps: int = typer.Option(500_000, min=1, help="Each run's step budget; a run not quiet by then fails."),
 ) -> None:
@@ -56,7 +61,7 @@ def sweep(
 
 @app.command()
 def analyze(
-    traces: list[Path] = typer.Argument(..., help="JSON Lines traces (write_jsonl) or Parquet trace folders."),
+    traces: Annotated[list[Path], typer.Argument(help="JSON Lines traces (write_jsonl) or Parquet trace folders.")],
     master: str | None = typer.Option(
         None, help="Spark master (default: $CONVEYOR_SPARK_MASTER, else local[*], embedded)."
     ),

@@ -83,8 +83,33 @@ Callback = Callable[[Delivery], object]
 
 
 @final
+@attrs.frozen
+class _FlushAcks:
+    """The consumer's note to itself: forward the acks coalesced since it was sent."""
+
+
+_FLUSH_ACKS = _FlushAcks()
+_DIRECT_AFTER_LONE_NOTE = 8
+"""After a ``_FlushAcks`` that carried a single ack, forward this many acks at once before trying again."""
+
+
+@final
 class ConsumerActor(Actor):
     """One subscription to one queue, on behalf of one client.
+
+    Plain acks from the client (``Ack`` without ``confirm``) are coalesced: their credit
+    returns at once, but the ack itself waits in ``pending_acks``. The first one puts a
+    ``_FlushAcks`` note to itself at the back of its mailbox, and the acks that arrive before
+    the note comes round travel to the queue as one ``Ack(tags)`` (RabbitMQ's "multiple" ack,
+    made by the consumer for the client). Whatever else this consumer sends the queue (a
+    ``Pull`` or ``SetInterest`` that uses the returned credit, a ``Nack``, a confirmed
+    ``Ack``...) sends the pending acks first, so the queue sees every settlement in the
+    client's order, and never a pull for credit it has not seen returned. An ack that
+    settles everything the client holds goes at once (no later ack could join it); so do the
+    next ``_DIRECT_AFTER_LONE_NOTE`` acks after a note that caught no second ack (a schedule
+    that hands over one message at a time, like the Simulation's, gains nothing from the
+    note). No clock is read, and an ack waits at most one pass over this consumer's mailbox;
+    a stop forwards what is still pending.
 
     Args:
         queue: the QueueActor to consume from.
@@ -112,6 +137,9 @@ class ConsumerActor(Actor):
         self.renotified = False  # NotifyWork came while a pull was out: it survives that pull's "exhausted"
         self.reported_interest = True
         self.jobs: dict[int, int] = {}  # job id -> tag, for callback clients
+        self.pending_acks: list[int] = []  # acked by the client, not yet forwarded to the queue
+        self.flush_sent = False  # a _FlushAcks is in our mailbox
+        self.direct_acks = 0  # acks to forward at once before trying a _FlushAcks again
 
     def on_start(self) -> None:
         """Subscribe; watch an actor client so its death ends the subscription."""
@@ -123,17 +151,35 @@ class ConsumerActor(Actor):
         if isinstance(self.client, ActorRef):
             self.ctx.watch(self.client)
 
+    def on_stop(self) -> None:
+        """Forward the acks still coalescing (stopped before our ``_FlushAcks`` came round)."""
+        self._flush_acks()
+
     def receive(self, message: Any) -> None:
         """Handle the queue's, the manager's and the client's messages."""
+        cls = type(message)
+        if cls is Ack:  # the hot path first: one per delivery
+            if message.confirm or self.consumer_id is None:
+                self._forward_settlement(message, message.tags)  # answered by AckResult: not coalesced
+            else:
+                self._coalesce(message.tags)
+            return
+        if cls is _FlushAcks:
+            self.flush_sent = False
+            if len(self.pending_acks) <= 1:  # nothing joined the first ack
+                self.direct_acks = _DIRECT_AFTER_LONE_NOTE
+            self._flush_acks()
+            return
+        if cls is Delivered:
+            self._delivered(message.deliveries, message.exhausted)
+            return
         match message:
             case NotifyWork():
                 if self.pulling:
                     self.renotified = True
                 self.notified = True
                 self._pull()
-            case Delivered(deliveries=deliveries, exhausted=exhausted):
-                self._delivered(deliveries, exhausted)
-            case Ack(tags=tags) | Release(tags=tags) | Nack(tags=tags):
+            case Release(tags=tags) | Nack(tags=tags):
                 self._forward_settlement(message, tags)
             case ModifyAckDeadline(tags=tags, seconds=seconds):
                 self._forward_settlement(message, tags if seconds == 0 else ())
@@ -158,6 +204,7 @@ class ConsumerActor(Actor):
                 if isinstance(self.client, ActorRef):
                     self.ctx.send(self.client, message)
             case Terminated(ref=ref) if ref == self.client:
+                self._flush_acks()
                 self.ctx.stop()  # the queue watches us and takes everything back
 
     def _id(self) -> int:
@@ -181,29 +228,37 @@ class ConsumerActor(Actor):
         wants = self._wants_work()
         if self.consumer_id is not None and wants != self.reported_interest:
             self.reported_interest = wants
-            self.ctx.send(self.queue, SetInterest(self.consumer_id, wants))
+            self._to_queue(SetInterest(self.consumer_id, wants))
 
     def _pull(self) -> None:
         if self.consumer_id is None or self.pulling or not self.notified or not self._wants_work():
             return
         messages, byte_credit = self._credit()
         self.pulling = True
-        self.ctx.send(self.queue, Pull(self.consumer_id, messages, byte_credit))
+        self._to_queue(Pull(self.consumer_id, messages, byte_credit))
 
     def _delivered(self, deliveries: tuple[Delivery, ...], exhausted: bool) -> None:
         self.pulling = False
-        acquiring = self.settings.acquiring
-        for delivery in deliveries:
-            if acquiring and delivery.tag not in self.outstanding:  # a lapsed lease redelivered: counted once
-                size = delivery.message.size
-                self.outstanding[delivery.tag] = size
-                self.outstanding_bytes += size
-            client = self.client
-            if isinstance(client, ActorRef):
-                self.ctx.send(client, delivery)
-            elif acquiring:
+        client = self.client
+        if self.settings.acquiring:
+            outstanding = self.outstanding
+            added = 0
+            for delivery in deliveries:
+                tag = delivery.tag
+                if tag not in outstanding:  # a lapsed lease redelivered: counted once
+                    size = delivery.message.size
+                    outstanding[tag] = size
+                    added += size
+            self.outstanding_bytes += added
+        if isinstance(client, ActorRef):
+            send = self.ctx.send
+            for delivery in deliveries:
+                send(client, delivery)
+        elif self.settings.acquiring:
+            for delivery in deliveries:
                 self.jobs[self.ctx.run_job(client, delivery)] = delivery.tag
-            else:
+        else:
+            for delivery in deliveries:
                 self.ctx.run_job(client, delivery)
         if exhausted:
             # The manager put us at the back of Interested, unless it notified us again since
@@ -213,16 +268,57 @@ class ConsumerActor(Actor):
         self._update_interest()
         self._pull()
 
+    def _coalesce(self, tags: tuple[int, ...]) -> None:
+        """A plain ack from the client: its credit returns now, the ack itself joins ``pending_acks``."""
+        self.pending_acks.extend(tags)
+        self._settle(tags)
+        if not self.flush_sent:
+            if not self.outstanding:
+                self._flush_acks()  # nothing else is out with the client, so no later ack can join these
+            elif self.direct_acks:
+                self.direct_acks -= 1  # the last note caught no second ack: this schedule does not batch
+                self._flush_acks()
+            else:
+                self.flush_sent = True
+                self.ctx.send(self.ctx.self_ref, _FLUSH_ACKS)  # at the back of our mailbox
+        # Returned credit can only make us want work: a SetInterest(True) or a Pull that uses it
+        # sends the pending acks first.
+        if not self.reported_interest:
+            self._update_interest()
+        if self.notified and not self.pulling:
+            self._pull()
+
+    def _flush_acks(self) -> None:
+        """Forward the coalesced acks as one ``Ack``, in the order the client made them."""
+        tags = self.pending_acks
+        if tags:
+            self.pending_acks = []
+            self.ctx.send(self.queue, Ack(self._id(), tuple(tags)))
+
+    def _to_queue(self, message: object) -> None:
+        """Send anything but a coalesced ack to the queue: the pending acks go first, so the queue
+        sees every settlement in the client's order and hears of returned credit before it is used."""
+        if self.pending_acks:
+            self._flush_acks()
+        self.ctx.send(self.queue, message)
+
+    def _settle(self, tags: tuple[int, ...]) -> None:
+        """Forget settled deliveries: their credit is free again."""
+        pop = self.outstanding.pop
+        freed = 0
+        for tag in tags:
+            size = pop(tag, None)
+            if size is not None:
+                freed += size
+        self.outstanding_bytes -= freed
+
     def _forward_settlement(self, request: Ack | Nack | Release | ModifyAckDeadline, settled: tuple[int, ...]) -> None:
         if self.consumer_id is None:
             return
         if request.consumer_id != self.consumer_id:
             request = attrs.evolve(request, consumer_id=self.consumer_id)
-        self.ctx.send(self.queue, request)
-        for tag in settled:
-            size = self.outstanding.pop(tag, None)
-            if size is not None:
-                self.outstanding_bytes -= size
+        self._to_queue(request)
         if settled:
+            self._settle(settled)
             self._update_interest()
             self._pull()

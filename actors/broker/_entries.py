@@ -49,7 +49,12 @@ class EntryState(enum.Enum):
     EXPIRED = "expired"
 
 
-_FINAL = frozenset({EntryState.DEQUEUED, EntryState.DEAD_LETTERED, EntryState.EXPIRED})
+_AVAILABLE = EntryState.AVAILABLE
+_ACQUIRED = EntryState.ACQUIRED
+_DEQUEUED = EntryState.DEQUEUED
+# An entry is live while AVAILABLE or ACQUIRED; the other three states are final. The hot paths
+# test that by identity: a set of states would call Enum.__hash__, a Python-level function, for
+# every entry visited.
 
 
 def priority_level(priority: int, levels: int) -> int:
@@ -132,12 +137,14 @@ class _Level:
         """An entry of this level reached a final state: trim the head, compact when sparse."""
         self.dead += 1
         entries = self.entries
-        while self.head < len(entries) and entries[self.head].state in _FINAL:
-            self.head += 1
+        head = self.head
+        end = len(entries)
+        while head < end and (state := entries[head].state) is not _AVAILABLE and state is not _ACQUIRED:
+            head += 1
             self.dead -= 1
-        live = len(entries) - self.head
-        if self.head > 1024 or (self.dead > 64 and self.dead * 2 > live):
-            kept = [e for e in entries[self.head :] if e.state not in _FINAL]
+        self.head = head
+        if head > 1024 or (self.dead > 64 and self.dead * 2 > end - head):
+            kept = [e for e in entries[head:] if e.state is _AVAILABLE or e.state is _ACQUIRED]
             self.entries = kept
             self.seqs = [e.seq for e in kept]
             self.head = 0
@@ -174,6 +181,7 @@ class EntryList:
         self.priorities = priorities
         self.max_deliveries = max_deliveries
         self._levels = [_Level() for _ in range(priorities)]  # index = rank (0 = highest)
+        self._rank_of = [priorities - 1 - priority_level(p, priorities) for p in range(10)]  # by priority 0-9
         self._seqs = itertools.count(1)
         self._live: dict[int, Entry] = {}
         self._cursors: dict[int, _Cursor] = {}
@@ -194,17 +202,24 @@ class EntryList:
     # --- entries in -------------------------------------------------------------------------
 
     def publish(self, message: Message, now: float) -> Entry:
-        """Append ``message`` at the tail of its priority level and return its entry."""
-        rank = self.priorities - 1 - priority_level(message.priority, self.priorities)
-        entry = Entry(next(self._seqs), rank, message, now)
-        self._levels[rank].append(entry)
-        self._live[entry.seq] = entry
+        """Append ``message`` at the tail of its priority level and return its entry.
+
+        ``now`` is read only for the message's TTL and delay, so a caller may skip reading
+        its clock (and pass anything) for a message that has neither.
+        """
+        rank = self._rank_of[message.priority]
+        seq = next(self._seqs)
+        entry = Entry(seq, rank, message, now)
+        level = self._levels[rank]
+        level.entries.append(entry)
+        level.seqs.append(seq)
+        self._live[seq] = entry
         self.available += 1
         self.published += 1
         if entry.expires_at is not None:
-            heapq.heappush(self._ttls, (entry.expires_at, entry.seq))
+            heapq.heappush(self._ttls, (entry.expires_at, seq))
         if entry.available_at > now:
-            heapq.heappush(self._delays, (entry.available_at, entry.seq))
+            heapq.heappush(self._delays, (entry.available_at, seq))
         if rank < self.priorities - 1:
             self._move_pointers_back(entry)
         return entry
@@ -268,9 +283,11 @@ class EntryList:
         advancing = True
         limited = False
         retrying: set[str] = set()  # groups with an earlier entry waiting out a nack's backoff
+        # Whether any higher-priority consumer could reserve entries: fixed for this walk (taking
+        # changes no other consumer), so most walks never ask per entry.
+        outranked = self._outranked(cursor)
         for entry in self._after(cursor.pointer):
-            state = entry.state
-            if state is EntryState.AVAILABLE:
+            if entry.state is _AVAILABLE:
                 group = entry.message.group
                 if entry.expires_at is not None and entry.expires_at <= now:
                     self._finish(entry, EntryState.EXPIRED)
@@ -279,9 +296,8 @@ class EntryList:
                     pass
                 elif (
                     entry.available_at > now
-                    or (group is not None and group in retrying)
-                    or not self._group_allows(entry, consumer_id)
-                    or self._reserved_for_higher(entry, cursor)
+                    or (group is not None and (group in retrying or not self._group_allows(entry, consumer_id)))
+                    or (outranked and self._reserved_for_higher(entry, cursor))
                 ):
                     if group is not None and entry.delivery_count and entry.available_at > now:
                         retrying.add(group)  # the group's later entries wait for it: group order holds
@@ -342,19 +358,27 @@ class EntryList:
     def ack(self, consumer_id: int, tags: Iterable[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Dequeue entries the consumer holds; returns (acked, not held by it)."""
         cursor = self._cursors.get(consumer_id)
+        if cursor is None:
+            return (), tuple(tags)
+        held = cursor.held
         acked: list[int] = []
         invalid: list[int] = []
         for tag in tags:
-            entry = None if cursor is None else cursor.held.get(tag)
+            entry = held.get(tag)
             if entry is None:
                 invalid.append(tag)
                 continue
-            self._unhold(entry, cursor)  # type: ignore[arg-type]
-            self._finish(entry, EntryState.DEQUEUED)
-            self.acked += 1
+            self._unhold(entry, cursor)
+            self._finish(entry, _DEQUEUED)
             acked.append(tag)
+        self.acked += len(acked)
         self._compact_leases()
         return tuple(acked), tuple(invalid)
+
+    @property
+    def groups_held(self) -> bool:
+        """Whether any consumer holds an entry of a message group (so a settlement may free one)."""
+        return bool(self._groups)
 
     def _compact_leases(self) -> None:
         """Drop lease-heap items of settled entries once they dominate (acks leave them behind)."""
@@ -461,7 +485,8 @@ class EntryList:
             while index < len(entries):
                 entry = entries[index]
                 index += 1
-                if entry.state not in _FINAL:
+                state = entry.state
+                if state is _AVAILABLE or state is _ACQUIRED:
                     yield entry
                 if entries is not level.entries:  # compacted while iterating: resume by seq
                     entries = level.entries
@@ -474,7 +499,7 @@ class EntryList:
             entries = level.entries
             for index in range(level.after(seq), len(entries)):
                 entry = entries[index]
-                if entry.state not in _FINAL:
+                if entry.state is _AVAILABLE or entry.state is _ACQUIRED:
                     yield entry
 
         return heapq.merge(*(level_entries(level) for level in self._levels), key=lambda entry: entry.seq)
@@ -485,6 +510,14 @@ class EntryList:
             return True
         owner = self._groups.get(group)
         return owner is None or owner[0] == consumer_id
+
+    def _outranked(self, cursor: _Cursor) -> bool:
+        """Whether some higher-priority acquiring consumer wants work (so may reserve entries)."""
+        priority = cursor.priority
+        for other in self._cursors.values():
+            if other.priority > priority and other.acquiring and other.interested:
+                return True
+        return False
 
     def _reserved_for_higher(self, entry: Entry, cursor: _Cursor) -> bool:
         """A higher-priority consumer that wants work and matches would take this entry."""

@@ -294,6 +294,10 @@ class Publish:
             _fail("Publish", "immediate", "True or False", self.immediate)
 
 
+# Both fields are checked above (a Message is itself a validated leaf), so sends skip looking inside.
+register_immutable_type(Publish)
+
+
 def _message_tuple(value: Iterable[Message]) -> tuple[Message, ...]:
     return tuple(value)
 
@@ -417,6 +421,17 @@ class Ack:
     consumer_id: int
     tags: tuple[int, ...] = attrs.field(converter=_tags)
     confirm: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        # With ``tags`` made a tuple of ints by its converter, these two checks make an Ack an
+        # immutable leaf: a client sends one per delivery, and sends then skip walking it.
+        if type(self.consumer_id) is not int:
+            _fail("Ack", "consumer_id", "an int (the Delivery's consumer_id)", self.consumer_id)
+        if type(self.confirm) is not bool:
+            _fail("Ack", "confirm", "True or False", self.confirm)
+
+
+register_immutable_type(Ack)
 
 
 @final
