@@ -160,3 +160,48 @@ def test_any_immutable_value_round_trips(value: Any) -> None:
     (back,) = read_jsonl(buffer)
     assert back.message == value
     assert trace_hash([back]) == trace_hash([event])
+
+
+class _Colour(enum.Enum):
+    RED = "red"
+
+
+@attrs.frozen
+class _Everything:
+    """A message with one of each kind of value the trace encodes."""
+
+    text: str
+    number: int
+    ratio: float
+    blob: bytes
+    colour: _Colour
+    pair: tuple[Any, ...]
+    tags: frozenset[Any]
+    nothing: None = None
+    flag: bool = True
+
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text() | st.binary(max_size=8)
+    | st.just(_Colour.RED),
+    lambda inner: st.tuples(inner, inner) | st.frozensets(st.integers() | st.text(max_size=3), max_size=3),
+    max_leaves=6,
+)
+
+
+@given(st.lists(st.tuples(_values, _values, st.text(max_size=5), st.floats()), max_size=4))
+def test_trace_hash_is_the_hash_of_the_written_json_lines(items: list[tuple[Any, Any, str, float]]) -> None:
+    import hashlib
+
+    from conveyor.runtime import dumps_jsonl
+
+    events = []
+    for index, (a, b, text, time) in enumerate(items):
+        shared = _Everything(text, index, time, text.encode(), _Colour.RED, (a, b), frozenset({index, text}))
+        events.append(TraceEvent(EventKind.SENT, time, "/a", None, shared))
+        events.append(TraceEvent(EventKind.DELIVERED, float(index), None, "/b", shared, error=text or None))
+        recorded = RecordedMessage("x:Y", (("z", a), ("b", RefPath("/p"))))
+        events.append(TraceEvent(EventKind.NOTE, 0, "/a", "/b", recorded))
+        events.append(TraceEvent(EventKind.FAILED, 1.5, "/a", "/b", ValueError(text)))
+    expected = hashlib.sha256(dumps_jsonl(events).encode("utf-8")).hexdigest()
+    assert trace_hash(events) == expected
