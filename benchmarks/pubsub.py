@@ -5,26 +5,33 @@ Why: issue 7 claims conveyor's actor subscriber (``subscribe_remote``: the subsc
 the same server, above all with ordering keys, where Google's client holds each key's next
 message until the previous ack has been sent (PLATFORM.md measured about 800 msg/s with 10 keys).
 
-What: one ``PubSubServer`` on loopback, in this process. For each case (unordered; ordered with 10
-and with 100 keys) and each subscriber, a fresh topic and subscription get ``messages`` messages of
-100 bytes from Google's publisher (publish msg/s: first publish to the last future resolved), then
-the subscriber runs a callback that only acks until every message was seen (receive+ack msg/s:
-subscribe to the last callback). Counts are checked: each message seen at least once, and each
-key's messages in publish order for the ordered cases. Google's client runs with its defaults (10
-callback threads); conveyor's on a ``ThreadSystem`` with 8 workers. Both share the process (and the
-GIL) with the server, equally. Rates are noisy (+-35% on a shared 2-core machine); the ratio in one
-run is the figure to read.
+What: one ``PubSubServer`` on loopback, by default in a process of its own, as an emulator runs
+(``--in-process``: in this process, sharing the GIL with the clients). For each case (unordered;
+ordered with 10 and with 100 keys) and each subscriber, a fresh topic and subscription get
+``messages`` messages of 110 bytes from Google's publisher (publish msg/s: first publish to the
+last future resolved), then the subscriber runs a callback that only acks until every message was
+seen (receive+ack msg/s: subscribe to the last callback). Counts are checked: each message seen at
+least once, and each key's messages in publish order for the ordered cases. Both subscribers run
+with the same limits: 1,000 messages of flow control and 10 callback threads (Google's defaults;
+conveyor's on a ``ThreadSystem`` with ``workers=10``). Beside each rate: this process's CPU time
+per message over the receive run (the subscriber's own cost; with ``--in-process`` the server's
+too), the figure that bounds the rate when the GIL is the bottleneck. The load average of the
+machine is printed before and after: rates are noisy (+-35% on a shared 2-core machine, more
+under load); the ratio in one run is the figure to read.
 
-Run: ``python benchmarks/pubsub.py [--messages N]`` or ``conveyor bench pubsub``.
+Run: ``python benchmarks/pubsub.py [--messages N] [--in-process]`` or ``conveyor bench pubsub``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Console
@@ -36,8 +43,13 @@ from conveyor.runtime import ThreadSystem
 
 BODY = b"x" * 100
 PROJECT = "projects/bench"
-CASES = (("unordered", 0), ("10 ordering keys", 10), ("100 ordering keys", 100))
-TARGETS = {"unordered": 1.5, "10 ordering keys": 5.0}
+CASES = (("unordered", "unordered", 0), ("keys10", "10 ordering keys", 10), ("keys100", "100 ordering keys", 100))
+TARGETS = {"unordered": 1.5, "keys10": 5.0}
+WORKERS = 10  # Google's client runs callbacks on 10 threads by default
+MAX_MESSAGES = 1000  # both clients' default flow control
+SUBSCRIBERS = ("google", "conveyor")
+
+Start = Callable[[Callable[[bytes, str, Any], None]], Callable[[], None]]
 
 
 class _Tally:
@@ -49,6 +61,7 @@ class _Tally:
         self.by_key: dict[str, list[int]] = {}
         self.done = threading.Event()
         self.finished_at = 0.0
+        self.cpu_at = 0.0
 
     def record(self, data: bytes, key: str) -> None:
         # dict operations are atomic under the GIL; each message is recorded by one callback at a time
@@ -56,6 +69,7 @@ class _Tally:
         self.seen[data[:10]] = None
         if len(self.seen) >= self.expected and not self.done.is_set():
             self.finished_at = time.perf_counter()
+            self.cpu_at = time.process_time()
             self.done.set()
 
     def check(self, name: str, keys: int) -> None:
@@ -82,62 +96,117 @@ def _publish(publisher: Any, topic: str, messages: int, keys: int) -> float:
     return messages / (time.perf_counter() - started)
 
 
-def _receive(start: Callable[[Callable[[bytes, str, Any], None]], Callable[[], None]], tally: _Tally,
-             timeout: float) -> float:
+def _receive(start: Start, tally: _Tally, timeout: float) -> tuple[float, float]:
+    """Run one subscriber until every message was seen: (msg/s, process CPU microseconds per message)."""
     def on_message(data: bytes, key: str, message: Any) -> None:
         message.ack()
         tally.record(data, key)
 
     started = time.perf_counter()
+    cpu = time.process_time()
     stop = start(on_message)
     finished = tally.done.wait(timeout)
     stop()
     if not finished:
         msg = f"only {len(tally.seen)} of {tally.expected} messages within {timeout} s"
         raise RuntimeError(msg)
-    return tally.expected / (tally.finished_at - started)
+    return tally.expected / (tally.finished_at - started), (tally.cpu_at - cpu) * 1e6 / tally.expected
 
 
-def main(messages: int = 5000, timeout: float = 300.0) -> list[tuple[str, float, float, float, float]]:
-    """Run every case once; print the table; return (case, publish g, publish c, receive g, receive c)."""
-    with PubSubServer() as server:
-        os.environ["PUBSUB_EMULATOR_HOST"] = server.address
+def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False) -> dict[str, float]:
+    """Run every case once, print the table, return the figures by stable name.
+
+    Args:
+        messages: messages per case and subscriber.
+        timeout: longest wait for one receive run.
+        in_process: run the server in this process (sharing the GIL) instead of its own.
+
+    Returns:
+        Per case (``unordered``, ``keys10``, ``keys100``): ``{case}_publish_{who}_msgs_per_s`` (the
+        publish before each subscriber's run), ``{case}_{who}_msgs_per_s`` (receive+ack),
+        ``{case}_{who}_cpu_us_per_msg`` for ``who`` in google / conveyor, and ``ratio_{case}``
+        (conveyor's receive+ack rate over Google's).
+    """
+    if messages < 1:
+        msg = f"messages must be >= 1, got {messages}"
+        raise ValueError(msg)
+    load_before = os.getloadavg()
+    figures: dict[str, float] = {}
+    emulator = os.environ.get("PUBSUB_EMULATOR_HOST")
+    with _server(in_process) as address:
+        os.environ["PUBSUB_EMULATOR_HOST"] = address  # Google's clients find the server by it
         from google.cloud import pubsub_v1
 
         publisher = pubsub_v1.PublisherClient(
             publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
         admin = pubsub_v1.SubscriberClient()
-        transport = PubSubTransport(server.address)
-        rows = []
+        transport = PubSubTransport(address)
         try:
-            for number, (case, keys) in enumerate(CASES):
-                rates: dict[str, tuple[float, float]] = {}
-                for who in ("google", "conveyor"):
+            for number, (case, _, keys) in enumerate(CASES):
+                for who in SUBSCRIBERS:
                     topic = f"{PROJECT}/topics/case{number}-{who}"
                     name = f"{PROJECT}/subscriptions/case{number}-{who}"
                     publisher.create_topic(name=topic)
                     admin.create_subscription(request={"name": name, "topic": topic,
                                                        "enable_message_ordering": bool(keys)})
-                    publish_rate = _publish(publisher, topic, messages, keys)
+                    figures[f"{case}_publish_{who}_msgs_per_s"] = _publish(publisher, topic, messages, keys)
                     tally = _Tally(messages)
-                    if who == "google":
-                        receive_rate = _receive(_google(admin, name), tally, timeout)
-                    else:
-                        receive_rate = _receive(_conveyor(transport, name), tally, timeout)
+                    start = _google(admin, name) if who == "google" else _conveyor(transport, name)
+                    rate, cpu = _receive(start, tally, timeout)
                     tally.check(f"{case}, {who}", keys)
-                    rates[who] = (publish_rate, receive_rate)
-                rows.append((case, rates["google"][0], rates["conveyor"][0], rates["google"][1], rates["conveyor"][1]))
+                    figures[f"{case}_{who}_msgs_per_s"] = rate
+                    figures[f"{case}_{who}_cpu_us_per_msg"] = cpu
+                figures[f"ratio_{case}"] = figures[f"{case}_conveyor_msgs_per_s"] / figures[f"{case}_google_msgs_per_s"]
         finally:
             transport.close()
             admin.close()
             publisher.stop()
-    _print(rows, messages)
-    return rows
+            if emulator is None:
+                del os.environ["PUBSUB_EMULATOR_HOST"]
+            else:
+                os.environ["PUBSUB_EMULATOR_HOST"] = emulator
+    _print(figures, messages, in_process, load_before, os.getloadavg())
+    return figures
 
 
-def _google(client: Any, name: str) -> Callable[[Callable[[bytes, str, Any], None]], Callable[[], None]]:
+@contextlib.contextmanager
+def _server(in_process: bool) -> Iterator[str]:
+    """A running server's ``host:port``: in this process, or in a child process (``--serve``)."""
+    if in_process:
+        with PubSubServer() as server:
+            yield server.address
+        return
+    child = subprocess.Popen([sys.executable, "-m", "conveyor.benchmarks.pubsub", "--serve"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        address = child.stdout.readline().strip()
+        if not address:
+            msg = f"the server process ended before it listened (exit code {child.wait(30)})"
+            raise RuntimeError(msg)
+        yield address
+    finally:
+        child.stdin.close()  # its cue to stop
+        try:
+            child.wait(30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(30)
+
+
+def _serve() -> None:
+    """The server process of a run: print the address, serve until stdin closes."""
+    with PubSubServer() as server:
+        print(server.address, flush=True)
+        sys.stdin.read()
+
+
+def _google(client: Any, name: str) -> Start:
     def start(on_message: Callable[[bytes, str, Any], None]) -> Callable[[], None]:
-        future = client.subscribe(name, lambda m: on_message(m.data, m.ordering_key, m))
+        from google.cloud import pubsub_v1
+
+        flow = pubsub_v1.types.FlowControl(max_messages=MAX_MESSAGES)
+        future = client.subscribe(name, lambda m: on_message(m.data, m.ordering_key, m), flow_control=flow)
 
         def stop() -> None:
             future.cancel()
@@ -148,13 +217,12 @@ def _google(client: Any, name: str) -> Callable[[Callable[[bytes, str, Any], Non
     return start
 
 
-def _conveyor(transport: PubSubTransport, name: str) -> Callable[[Callable[[bytes, str, Any], None]],
-                                                                  Callable[[], None]]:
+def _conveyor(transport: PubSubTransport, name: str) -> Start:
     def start(on_message: Callable[[bytes, str, Any], None]) -> Callable[[], None]:
-        system = ThreadSystem(job_workers=16)
+        system = ThreadSystem(job_workers=WORKERS + 2)  # the callbacks, the stream and the settlement calls
         subscription = subscribe_remote(
             system, transport, name, lambda m: on_message(m.data, m.ordering_key, m),
-            flow_control=FlowControl(max_messages=1000), workers=8)
+            flow_control=FlowControl(max_messages=MAX_MESSAGES), workers=WORKERS)
 
         def stop() -> None:
             subscription.cancel()
@@ -167,23 +235,45 @@ def _conveyor(transport: PubSubTransport, name: str) -> Callable[[Callable[[byte
     return start
 
 
-def _print(rows: Sequence[tuple[str, float, float, float, float]], messages: int) -> None:
-    table = Table(title=f"Pub/Sub front, {messages} messages of 110 bytes per case, one run")
-    for column in ("case", "publish 1", "publish 2", "google recv", "conveyor recv", "ratio", "target"):
+def _print(figures: dict[str, float], messages: int, in_process: bool, before: tuple[float, float, float],
+           after: tuple[float, float, float]) -> None:
+    where = "in this process" if in_process else "in its own process"
+    table = Table(title=f"Pub/Sub front ({where}), {messages} messages of 110 bytes per case, one run")
+    for column in ("case", "publish 1", "publish 2", "google recv", "cpu/msg", "conveyor recv", "cpu/msg",
+                   "ratio", "target"):
         table.add_column(column, justify="right")
-    for case, pub_g, pub_c, recv_g, recv_c in rows:
-        ratio = recv_c / recv_g
+    for case, label, _ in CASES:
+        ratio = figures[f"ratio_{case}"]
         target = TARGETS.get(case)
         verdict = "-" if target is None else f">= {target}x {'PASS' if ratio >= target else 'MISS'}"
-        table.add_row(case, f"{pub_g:,.0f}", f"{pub_c:,.0f}", f"{recv_g:,.0f}", f"{recv_c:,.0f}", f"{ratio:.2f}x",
-                      verdict)
-    console = Console(width=120)
+        table.add_row(
+            label,
+            f"{figures[f'{case}_publish_google_msgs_per_s']:,.0f}",
+            f"{figures[f'{case}_publish_conveyor_msgs_per_s']:,.0f}",
+            f"{figures[f'{case}_google_msgs_per_s']:,.0f}",
+            f"{figures[f'{case}_google_cpu_us_per_msg']:,.0f} us",
+            f"{figures[f'{case}_conveyor_msgs_per_s']:,.0f}",
+            f"{figures[f'{case}_conveyor_cpu_us_per_msg']:,.0f} us",
+            f"{ratio:.2f}x",
+            verdict,
+        )
+    console = Console(width=130)
     console.print(table)
+    cpu = "server included" if in_process else "the subscriber's own: the server runs in another process"
     console.print("msg/s; publish 1 / 2: Google's publisher before the google / conveyor receive runs; "
-                  "recv: receive+ack; ratio: conveyor recv / google recv")
+                  "recv: receive+ack; cpu/msg: this process's CPU time per message during that receive run "
+                  f"({cpu}); ratio: conveyor recv / google recv")
+    console.print(f"load average before: {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}; "
+                  f"after: {after[0]:.2f} {after[1]:.2f} {after[2]:.2f} ({os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--messages", type=int, default=5000)
-    main(messages=parser.parse_args().messages)
+    parser.add_argument("--in-process", action="store_true", help="run the server in this process")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server child
+    arguments = parser.parse_args()
+    if arguments.serve:
+        _serve()
+    else:
+        main(messages=arguments.messages, in_process=arguments.in_process)

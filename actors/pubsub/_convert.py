@@ -42,7 +42,6 @@ _NAME_ID = r"[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}"
 _TOPIC: Final = re.compile(rf"^projects/([^/]+)/topics/({_NAME_ID})$")
 _SUBSCRIPTION: Final = re.compile(rf"^projects/([^/]+)/subscriptions/({_NAME_ID})$")
 _PROJECT: Final = re.compile(r"^projects/[^/]+$")
-_ACK_ID: Final = re.compile(r"^(\d+)-(\d+)-(\d+)-(.+)$")
 MIN_RETENTION_S: Final = 600.0
 MAX_RETENTION_S: Final = 31 * 24 * 3600.0
 
@@ -317,13 +316,21 @@ def ack_ids(values: Iterable[str], field: str = "ack_ids") -> tuple[AckId, ...]:
     """Parsed ack ids; one this server never issued is refused, naming its index."""
     parsed = []
     for index, text in enumerate(values):
-        match = _ACK_ID.match(text)
-        if match is None:
+        ack_id = parse_ack_id(text)
+        if ack_id is None:
             raise _bad(f"{field}[{index}]", f"{text[:80]!r} is not an ack id this server issued")
-        parsed.append(AckId(int(match.group(1)), int(match.group(2)), int(match.group(3)), match.group(4)))
+        parsed.append(ack_id)
     if not parsed:
         raise _bad(field, "at least one ack id is required")
     return tuple(parsed)
+
+
+def parse_ack_id(text: str) -> AckId | None:
+    """``binding-epoch-tag-message_id`` parsed, or None if this server cannot have issued ``text``."""
+    parts = text.split("-", 3)
+    if len(parts) == 4 and parts[0].isdecimal() and parts[1].isdecimal() and parts[2].isdecimal() and parts[3]:
+        return AckId(int(parts[0]), int(parts[1]), int(parts[2]), parts[3])
+    return None
 
 
 def _fill(target: Any, ack_id: str, message: PubMessage, attempt: int) -> None:
@@ -340,21 +347,47 @@ def _fill(target: Any, ack_id: str, message: PubMessage, attempt: int) -> None:
 
 
 def stream_responses(batch: Batch) -> list[Any]:
-    """StreamingPullResponses for a batch, each under the 4 MiB receive limit, each with the properties."""
+    """StreamingPullResponses for a batch, each under the 4 MiB receive limit, each with the properties.
+
+    Confirmations go in the first response (one without messages if the batch has none); ack ids
+    are short, so they fit beside the messages.
+    """
     responses = []
     current = None
     size = 0
     for ack_id, message, attempt in batch.received:
         estimate = len(message.data) + 200 + sum(len(k) + len(v) + 8 for k, v in message.attributes)
-        if current is None or size + estimate > RECEIVE_LIMIT - _RESPONSE_SLACK:
-            current = StreamingPullResponsePb()
-            current.subscription_properties.exactly_once_delivery_enabled = batch.exactly_once
-            current.subscription_properties.message_ordering_enabled = batch.ordering
+        if current is None or size + estimate > RECEIVE_LIMIT - _RESPONSE_SLACK - _confirmations_size(batch):
+            current = _stream_response(batch)
             responses.append(current)
             size = 0
         _fill(current.received_messages.add(), ack_id, message, attempt)
         size += estimate
+    confirmations = batch.confirmations
+    if confirmations is not None:
+        if not responses:
+            responses.append(_stream_response(batch))
+        first = responses[0]
+        first.acknowledge_confirmation.ack_ids.extend(confirmations.acked)
+        first.acknowledge_confirmation.invalid_ack_ids.extend(confirmations.ack_invalid)
+        first.modify_ack_deadline_confirmation.ack_ids.extend(confirmations.modified)
+        first.modify_ack_deadline_confirmation.invalid_ack_ids.extend(confirmations.modify_invalid)
     return responses
+
+
+def _stream_response(batch: Batch) -> Any:
+    response = StreamingPullResponsePb()
+    response.subscription_properties.exactly_once_delivery_enabled = batch.exactly_once
+    response.subscription_properties.message_ordering_enabled = batch.ordering
+    return response
+
+
+def _confirmations_size(batch: Batch) -> int:
+    confirmations = batch.confirmations
+    if confirmations is None:
+        return 0
+    ids = (*confirmations.acked, *confirmations.ack_invalid, *confirmations.modified, *confirmations.modify_invalid)
+    return sum(len(ack_id) + 4 for ack_id in ids)
 
 
 def pull_response(batch: Batch) -> Any:

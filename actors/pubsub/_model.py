@@ -321,12 +321,35 @@ class NextBatch:
 
 @final
 @attrs.frozen
+class Confirmations:
+    """Exactly-once outcomes of acks and deadline changes sent on a stream, for its next response.
+
+    Glue -> binding; the binding hands them back in a ``Batch`` (Pub/Sub's
+    ``acknowledge_confirmation`` and ``modify_ack_deadline_confirmation``).
+    """
+
+    acked: tuple[str, ...] = ()
+    ack_invalid: tuple[str, ...] = ()
+    modified: tuple[str, ...] = ()
+    modify_invalid: tuple[str, ...] = ()
+
+    def __add__(self, other: Confirmations) -> Confirmations:
+        return Confirmations(self.acked + other.acked, self.ack_invalid + other.ack_invalid,
+                             self.modified + other.modified, self.modify_invalid + other.modify_invalid)
+
+
+@final
+@attrs.frozen
 class Batch:
-    """Deliveries for one response: each is (ack id, message, delivery attempt), and the properties."""
+    """Deliveries for one response: each is (ack id, message, delivery attempt), and the properties.
+
+    ``confirmations`` (exactly-once streams only) answers acks and deadline changes sent on the stream.
+    """
 
     received: tuple[tuple[str, PubMessage, int], ...]
     exactly_once: bool = False
     ordering: bool = False
+    confirmations: Confirmations | None = None
 
 
 @final

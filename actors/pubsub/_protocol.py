@@ -8,7 +8,8 @@ import attrs
 
 from conveyor.runtime import ActorRef
 
-from ._model import PubMessage, SettleKind, SubscriptionConfig
+from ._filter import Filter
+from ._model import PubMessage, Seek, SettleKind, SubscriptionConfig
 
 
 @final
@@ -76,12 +77,40 @@ class Confirmed:
 @final
 @attrs.frozen
 class Rebind:
-    """Subscription -> binding: consume from ``queue`` (a new generation after Seek or an update)."""
+    """Subscription -> binding: consume from ``queue`` (a new generation after a Seek)."""
 
     queue: ActorRef
     queue_deadline_s: int
     exactly_once: bool
     ordering: bool
+
+
+@final
+@attrs.frozen
+class Reconfigured:
+    """Subscription -> binding: the queue's deadline or exactly-once changed (UpdateSubscription); leases stay."""
+
+    queue_deadline_s: int
+    exactly_once: bool
+
+
+@final
+@attrs.frozen
+class ReplayTo:
+    """Registry -> topic: hand ``subscription`` the retained messages ``filter`` accepts, with ``seek``."""
+
+    seek: Seek
+    subscription: ActorRef
+    filter: Filter
+
+
+@final
+@attrs.frozen
+class Retained:
+    """Topic -> subscription (in an ``Envelope``): a Seek, and the topic's retained messages for it."""
+
+    seek: Seek
+    messages: tuple[PubMessage, ...]
 
 
 @final

@@ -10,6 +10,7 @@ delivered there (it counts as acknowledged).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, final
 
 import attrs
@@ -43,7 +44,7 @@ from ._model import (
     SubscriptionConfig,
     TopicConfig,
 )
-from ._protocol import Envelope, PublishInternal, Route, TopicGone, UseConfig
+from ._protocol import Envelope, PublishInternal, ReplayTo, Retained, Route, TopicGone, UseConfig
 from ._subscription import SubscriptionActor
 
 DELETED_TOPIC = "_deleted-topic_"
@@ -71,26 +72,40 @@ class DetachSubscription:
 
 @final
 class TopicActor(Actor):
-    """One topic: numbers messages, keeps the publish order, fans out to matching subscriptions."""
+    """One topic: numbers messages, keeps the publish order, fans out to matching subscriptions.
+
+    With ``message_retention_duration`` set it also keeps every message published within that
+    long of the latest publish (or Seek), so that a Seek on any of its subscriptions can replay
+    them: acked ones, and ones published before the subscription existed.
+    """
 
     def __init__(self, config: TopicConfig, id_base: int) -> None:
         self.config = config
         self.next_id = id_base + 1
         self.subscriptions: dict[str, tuple[ActorRef, Filter]] = {}
+        self.retained: OrderedDict[str, PubMessage] = OrderedDict()
+        self.latest_ns = 0
 
     def receive(self, message: Any) -> None:
-        """Publish, attach and detach subscriptions, replace settings."""
+        """Publish, replay for a Seek, attach and detach subscriptions, replace settings."""
         match message:
             case Envelope(request=Publish(messages=messages), reply_to=reply_to):
                 ids = self._publish(messages)
                 if reply_to is not None:
                     self.ctx.send(reply_to, PublishedIds(ids))
+            case Envelope(request=ReplayTo(seek=seek, subscription=ref, filter=accepts), reply_to=reply_to):
+                self._prune(seek.now_ns)
+                since = seek.time_ns
+                chosen = tuple(m for m in self.retained.values()
+                               if m.publish_time_ns >= since and _accepts(accepts, m))
+                self.ctx.send(ref, Envelope(Retained(seek, chosen), reply_to))
             case AttachSubscription(name=name, ref=ref, filter=accepts):
                 self.subscriptions[name] = (ref, accepts)
             case DetachSubscription(name=name):
                 self.subscriptions.pop(name, None)
             case TopicConfig():
                 self.config = message
+                self._prune(self.latest_ns)
 
     def _publish(self, messages: tuple[PubMessage, ...]) -> tuple[str, ...]:
         first = self.next_id
@@ -105,7 +120,31 @@ class TopicActor(Actor):
                 chosen = tuple(m for m in numbered if accepts.matches(dict(m.attributes)))
             if chosen:
                 self.ctx.send(ref, Route(chosen))
+        if self.config.retention_s is not None:
+            retained = self.retained
+            for m in numbered:
+                retained[m.message_id] = m
+            self._prune(numbered[-1].publish_time_ns)
         return tuple(m.message_id for m in numbered)
+
+    def _prune(self, now_ns: int) -> None:
+        """Forget retained messages older than the retention before ``now_ns`` (all, without retention)."""
+        self.latest_ns = max(self.latest_ns, now_ns)
+        retention = self.config.retention_s
+        retained = self.retained
+        if retention is None:
+            retained.clear()
+            return
+        horizon = self.latest_ns - int(retention * 1e9)
+        while retained:
+            oldest = next(iter(retained.values()))
+            if oldest.publish_time_ns >= horizon:
+                break
+            retained.popitem(last=False)
+
+
+def _accepts(accepts: Filter, message: PubMessage) -> bool:
+    return type(accepts) is Everything or accepts.matches(dict(message.attributes))
 
 
 def _page(names: list[str], page_size: int, after: str) -> tuple[list[str], str]:
@@ -138,7 +177,9 @@ class PubSubRegistry(Actor):
                 known_topic = self.topics.get(name)
                 if known_topic is not None:
                     self.ctx.send(known_topic[1], Envelope(Publish(name, messages), None))
-            case Settle() | PullMessages() | Seek():
+            case Seek(subscription=name):
+                self._seek(name, message)
+            case Settle() | PullMessages():
                 self._forward(message.subscription, message)
             case OpenStream(settings=settings):
                 self._forward(settings.subscription, message)
@@ -199,6 +240,15 @@ class PubSubRegistry(Actor):
             self.ctx.reply(Failed("NOT_FOUND", f"Subscription not found: {name}"))
         else:
             self.ctx.send(known[1], Envelope(request, self.ctx.sender))
+
+    def _seek(self, name: str, seek: Seek) -> None:
+        """Through the topic if it retains messages (they may be replayed), else to the subscription."""
+        known = self.subscriptions.get(name)
+        topic = None if known is None else self.topics.get(known[0].topic)
+        if known is None or topic is None or topic[0].retention_s is None:
+            self._forward(name, seek)
+        else:
+            self.ctx.send(topic[1], Envelope(ReplayTo(seek, known[1], known[0].filter), self.ctx.sender))
 
     def _child_name(self, kind: str) -> str:
         self.spawned += 1

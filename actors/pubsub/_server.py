@@ -32,7 +32,9 @@ from conveyor.runtime import ActorDeadError, ActorRef, AskTimeout, ThreadSystem
 
 from . import _convert as convert
 from ._model import (
+    AckId,
     Batch,
+    Confirmations,
     CreateSubscription,
     CreateTopic,
     DeleteSubscription,
@@ -75,6 +77,7 @@ _MAX_WAIT_S: Final = 5.0  # longest a Pull waits for its first message
 _UNARY_RESERVE: Final = 32
 _MESSAGE_LIMIT: Final = 64 * 1024 * 1024  # gRPC's own limits, above Pub/Sub's, so ours give the clear error
 _CODES: Final = {code.name: code for code in grpc.StatusCode}
+_Ids = tuple[str, ...]
 
 
 def _abort(context: grpc.ServicerContext, code: str, message: str) -> NoReturn:
@@ -179,11 +182,15 @@ class PubSubServer:
         if server is None:
             return
         self._stopping = True
+        # Refuse new calls first, then end the open streams: a client that reconnects at once must
+        # find no server (UNAVAILABLE, which it retries), not a stream that the end of the grace
+        # period would cancel (CANCELLED, which Google's client takes as the end of its subscriber).
+        stopped = server.stop(grace)
         try:
             self.system.ask(self.registry, Shutdown(), timeout=_ASK_S)
         except (AskTimeout, ActorDeadError):
             log.warning("the Pub/Sub registry did not confirm the shutdown")
-        server.stop(grace).wait()
+        stopped.wait()
         self._server = None
 
     def close(self) -> None:
@@ -422,7 +429,7 @@ class PubSubServer:
         self._streams[stream_id] = binding
         system = self.system
         context.add_callback(lambda: system.tell_from_thread(binding, Detach()))
-        self._settle_from_stream(name, first)
+        self._settle_from_stream(name, first, binding)
         reader = threading.Thread(target=self._read_stream, args=(name, requests, binding), daemon=True,
                                   name=f"conveyor-pubsub-stream-{stream_id}")
         reader.start()
@@ -445,21 +452,51 @@ class PubSubServer:
         """A stream's reader thread: acks and deadline changes sent on the stream go to the subscription."""
         try:
             for request in requests:
-                self._settle_from_stream(name, request)
-        except (grpc.RpcError, convert.RequestError, ValueError) as error:
+                self._settle_from_stream(name, request, binding)
+        except (grpc.RpcError, ValueError, AskTimeout, ActorDeadError) as error:
             log.debug("StreamingPull reader for %s ended: %r", name, error)
         finally:
             self.system.tell_from_thread(binding, Detach())
 
-    def _settle_from_stream(self, name: str, request: Any) -> None:
-        tell = self.system.tell_from_thread
+    def _settle_from_stream(self, name: str, request: Any, binding: ActorRef) -> None:
+        """Apply a stream request's acks and deadline changes, then tell the binding how each went.
+
+        The binding puts the outcomes in its next response if the subscription has exactly-once
+        delivery (``acknowledge_confirmation`` / ``modify_ack_deadline_confirmation``), as Pub/Sub
+        does, and drops them otherwise. An ack id this server never issued is invalid there.
+        """
+        confirmations = Confirmations()
         if request.ack_ids:
-            tell(self.registry, Settle(name, SettleKind.ACK, convert.ack_ids(request.ack_ids)))
+            done, failed = self._settle_ids(name, SettleKind.ACK, request.ack_ids, 0)
+            confirmations += Confirmations(acked=done, ack_invalid=failed)
         by_seconds: dict[int, list[str]] = {}
         for seconds, ack_id in zip(request.modify_deadline_seconds, request.modify_deadline_ack_ids, strict=False):
             by_seconds.setdefault(min(max(seconds, 0), 600), []).append(ack_id)
         for seconds, ids in by_seconds.items():
-            tell(self.registry, Settle(name, SettleKind.MODACK, convert.ack_ids(ids), seconds))
+            done, failed = self._settle_ids(name, SettleKind.MODACK, ids, seconds)
+            confirmations += Confirmations(modified=done, modify_invalid=failed)
+        if confirmations != Confirmations():
+            self.system.tell_from_thread(binding, confirmations)
+
+    def _settle_ids(self, name: str, kind: SettleKind, texts: Any, seconds: int) -> tuple[_Ids, _Ids]:
+        """Settle the ack ids of one stream request: (those that took, those that did not), in request order."""
+        parsed: dict[str, AckId] = {}  # as the actors write it -> parsed
+        original: dict[str, str] = {}  # as the actors write it -> as the client sent it
+        invalid: set[str] = set()
+        for text in texts:
+            ack_id = convert.parse_ack_id(text)
+            if ack_id is None:
+                invalid.add(text)
+            else:
+                parsed[ack_id.text()] = ack_id
+                original[ack_id.text()] = text
+        if parsed:
+            outcome = self.system.ask(self.registry, Settle(name, kind, tuple(parsed.values()), seconds),
+                                      timeout=_ASK_S)
+            refused = outcome.invalid if isinstance(outcome, SettleOutcome) else tuple(parsed)  # Failed: gone
+            invalid.update(original.get(text, text) for text in refused)
+        done = tuple(text for text in texts if text not in invalid)
+        return done, tuple(text for text in texts if text in invalid)
 
 
 @final

@@ -3,9 +3,11 @@
 ``SubscriptionActor`` owns a broker ``QueueActor`` (child) configured from the subscription:
 ack deadline -> ``ack_deadline_s``, dead_letter_policy -> ``max_deliveries`` with itself as the
 dead-letter target (it forwards to the dead-letter topic), retry_policy -> ``RetryPolicy``,
-ordering -> the message ``group``, retention -> ``ttl_s``. It keeps a log of the messages it
-holds (acked ones too with ``retain_acked_messages``), so Seek and an update that changes the
-queue's settings rebuild the queue as a new generation from the log.
+ordering -> the message ``group``, retention -> ``ttl_s``. An update reconfigures that queue in
+place, so held messages keep their leases and ack ids. It keeps a log of the messages it holds
+(acked ones too with ``retain_acked_messages``, and whatever a retaining topic hands it for a
+Seek): a Seek rebuilds the queue as a new generation from the log. Seek says which messages count
+as unacked from then on, so the messages clients held are redelivered and their old ack ids fail.
 
 ``Binding`` serves one StreamingPull or one Pull: it is the client of a broker ``ConsumerActor``
 (its child) whose credit is the stream's flow control, buffers deliveries until the glue asks
@@ -48,6 +50,7 @@ from ._model import (
     ORDERING_KEY,
     PUBLISH_TIME,
     Batch,
+    Confirmations,
     Detach,
     Done,
     Failed,
@@ -64,7 +67,19 @@ from ._model import (
     StreamOpened,
     SubscriptionConfig,
 )
-from ._protocol import Close, Confirmed, Envelope, PublishInternal, Rebind, Route, SettleTags, TopicGone, UseConfig
+from ._protocol import (
+    Close,
+    Confirmed,
+    Envelope,
+    PublishInternal,
+    Rebind,
+    Reconfigured,
+    Retained,
+    Route,
+    SettleTags,
+    TopicGone,
+    UseConfig,
+)
 
 UNLIMITED_MESSAGES = 1_000_000_000
 UNLIMITED_BYTES = 1 << 62
@@ -90,6 +105,12 @@ class _WaitOver:
 @attrs.frozen
 class _Check:
     """Binding's timer, once detached: stop if every lease is settled or lapsed."""
+
+
+def _publish_order(message: PubMessage) -> tuple[int, int]:
+    """Sort key: publish time, then the topic's number (message ids are decimal)."""
+    number = int(message.message_id) if message.message_id.isdecimal() else 0
+    return message.publish_time_ns, number
 
 
 def to_broker(message: PubMessage, ordered: bool, ttl_s: float) -> Message:
@@ -167,6 +188,7 @@ class Binding(Actor):
         self.outstanding: dict[int, None] = {}
         self.acked: set[int] = set()  # exactly-once: a repeated ack of an acked tag succeeds
         self.confirms: deque[tuple[int, tuple[int, ...]]] = deque()  # (confirm id, tags already refused)
+        self.confirmations: Confirmations | None = None  # for the stream's next response
         self.waiter: ActorRef | None = None
         self.waiter_serial = 0
         self.wait_timer: TimerHandle | None = None
@@ -195,7 +217,7 @@ class Binding(Actor):
                 self._delivery(message)
             case _Flush():
                 self.flush_pending = False
-                if self.waiter is not None and self.buffer:
+                if self.waiter is not None and (self.buffer or self.confirmations is not None):
                     self._answer()
             case NextBatch(wait_s=wait_s):
                 self._next_batch(wait_s)
@@ -204,6 +226,11 @@ class Binding(Actor):
                     self._answer()
             case SettleTags():
                 self._settle(message)
+            case Confirmations():
+                self._confirmations(message)
+            case Reconfigured(queue_deadline_s=queue_deadline_s, exactly_once=exactly_once):
+                self.queue_deadline_s = queue_deadline_s
+                self.exactly_once = exactly_once
             case AckResult(acked=acked, invalid=invalid):
                 confirm_id, refused = self.confirms.popleft()
                 self.acked.update(acked)
@@ -242,10 +269,20 @@ class Binding(Actor):
             return
         self.waiter = self.ctx.sender
         self.waiter_serial += 1
-        if self.buffer:
+        if self.buffer or self.confirmations is not None:
             self._answer()
         else:
             self.wait_timer = self.ctx.schedule(wait_s, _WaitOver(self.waiter_serial))
+
+    def _confirmations(self, confirmations: Confirmations) -> None:
+        """Outcomes of settlements sent on the stream: they go out with the next response, soon."""
+        if self.pull is not None or self.closed_reason or not self.exactly_once:
+            return  # Pub/Sub confirms only on exactly-once subscriptions
+        pending = self.confirmations
+        self.confirmations = confirmations if pending is None else pending + confirmations
+        if self.waiter is not None and not self.flush_pending:
+            self.flush_pending = True
+            self.ctx.send(self.ctx.self_ref, _Flush())
 
     def _answer(self) -> None:
         waiter = self.waiter
@@ -262,7 +299,8 @@ class Binding(Actor):
         if deliveries and self.ack_deadline_s != self.queue_deadline_s and self.consumer is not None:
             tags = tuple(d.tag for d in deliveries)
             self.ctx.send(self.consumer, ModifyAckDeadline(0, tags, float(self.ack_deadline_s)))
-        self.ctx.send(waiter, Batch(received, self.exactly_once, self.ordering))
+        confirmations, self.confirmations = self.confirmations, None
+        self.ctx.send(waiter, Batch(received, self.exactly_once, self.ordering, confirmations))
         if self.pull is not None:
             self._detach("pull answered")
 
@@ -357,6 +395,31 @@ class _Pending:
 
 
 @final
+@attrs.frozen
+class _Reconfigure:
+    """Subscription -> its queue: new settings (UpdateSubscription), for leases and nacks from now on."""
+
+    config: QueueConfig
+
+
+@final
+class _SubscriptionQueue(QueueActor):
+    """The broker's queue, reconfigurable in place so that an update keeps every lease and position.
+
+    A new ack deadline applies to deliveries from now on, a new retry or dead-letter policy to the
+    next nack or lapse; the delivery limit is the entry list's own setting.
+    """
+
+    def receive(self, message: Any) -> None:
+        """``_Reconfigure``, or the queue's own protocol."""
+        if type(message) is _Reconfigure:
+            self.config = message.config
+            self.entries.max_deliveries = message.config.max_deliveries
+        else:
+            super().receive(message)
+
+
+@final
 class SubscriptionActor(Actor):
     """One subscription: its queue (a child, rebuilt by Seek), its log, its bindings."""
 
@@ -394,7 +457,7 @@ class SubscriptionActor(Actor):
 
     def _spawn_queue(self) -> ActorRef:
         queue_config = self._queue_config()
-        return self.ctx.spawn(lambda: QueueActor(queue_config), name=queue_config.name)
+        return self.ctx.spawn(lambda: _SubscriptionQueue(queue_config), name=queue_config.name)
 
     def receive(self, message: Any) -> None:
         """Route messages into the queue; serve the glue's requests; forward dead letters."""
@@ -484,6 +547,11 @@ class SubscriptionActor(Actor):
                 self._seek(time_ns, now_ns)
                 if reply_to is not None:
                     self.ctx.send(reply_to, Done())
+            case Retained(seek=seek, messages=messages):
+                self._retained(messages)
+                self._seek(seek.time_ns, seek.now_ns)
+                if reply_to is not None:
+                    self.ctx.send(reply_to, Done())
             case _:
                 if reply_to is not None:
                     self.ctx.send(reply_to, Failed("UNIMPLEMENTED", f"{type(request).__name__} on a subscription"))
@@ -525,7 +593,8 @@ class SubscriptionActor(Actor):
                 self.ctx.send(self.bindings[binding],
                               SettleTags(request.kind, epoch, tuple(tags), request.seconds, None))
             if reply_to is not None:
-                self.ctx.send(reply_to, SettleOutcome(()))
+                # Exactly-once: an ack id whose stream is gone for good is reported (Pub/Sub does).
+                self.ctx.send(reply_to, SettleOutcome(tuple(invalid) if self.config.exactly_once else ()))
             return
         self.next_confirm += 1
         confirm_id = self.next_confirm
@@ -566,7 +635,22 @@ class SubscriptionActor(Actor):
                 pending.invalid.extend(pending.texts.get((number, tag), str(tag)) for tag in tags)
                 self._finish_if_done(confirm_id)
 
-    # --- generations: Seek and updates ------------------------------------------------------
+    # --- Seek (a new queue generation) and updates (in place) ----------------------------------
+
+    def _retained(self, messages: tuple[PubMessage, ...]) -> None:
+        """Add the topic's retained messages to the log (a Seek may replay them), keeping publish order.
+
+        They may predate the subscription, or have been acked and dropped from the log here: a Seek
+        with topic retention replays them all, as in Pub/Sub.
+        """
+        log = self.log
+        added = False
+        for message in messages:
+            if message.message_id not in log:
+                log[message.message_id] = message
+                added = True
+        if added:
+            self.log = OrderedDict(sorted(log.items(), key=lambda item: _publish_order(item[1])))
 
     def _seek(self, time_ns: int, now_ns: int) -> None:
         """Messages published before ``time_ns`` count as acked, later ones (still retained) as not."""
@@ -589,9 +673,15 @@ class SubscriptionActor(Actor):
             for message_id in self.acked:
                 self.log.pop(message_id, None)
             self.acked.clear()
-        queue_settings = ("ack_deadline_s", "dead_letter", "retry", "retention_s", "exactly_once")
-        if any(getattr(old, name) != getattr(config, name) for name in queue_settings):
-            self._rebuild()
+        # In place, not as a new queue generation: the messages held by clients keep their leases
+        # (and ack ids). A new retention applies to messages routed from now on.
+        if any(getattr(old, name) != getattr(config, name) for name in ("ack_deadline_s", "dead_letter", "retry")):
+            assert self.queue is not None
+            self.ctx.send(self.queue, _Reconfigure(self._queue_config()))
+        if old.ack_deadline_s != config.ack_deadline_s or old.exactly_once != config.exactly_once:
+            reconfigured = Reconfigured(config.ack_deadline_s, config.exactly_once)
+            for ref in self.bindings.values():
+                self.ctx.send(ref, reconfigured)
 
     def _rebuild(self) -> None:
         """A new queue generation holding every retained, unacked message, in publish order."""

@@ -5,16 +5,20 @@
 / ``ModifyAckDeadline`` (``Ack(confirm=True)`` answered with ``AckResult``). All network I/O runs
 as jobs (``ctx.run_job``) through a ``PubSubTransport``, the I/O handle built outside the actors
 (as a user callback is): one job holds the StreamingPull open and tells the actor each response;
-each settlement batch is one unary call. Flow control is the server's: the stream asks for
-``max_outstanding_messages`` / ``bytes`` equal to the manager's limits, so ``Suspend`` / ``Resume``
-need no action here. A stream that ends is reopened after a short backoff, as Google's client does.
+one *settlement job* at a time sends everything gathered since the last one (acks, nacks and
+deadline changes as concurrent unary calls), so under load each call carries a large batch and
+answers keep the order the manager asked in. Flow control is the server's: the stream asks for
+``max_outstanding_messages`` / ``bytes`` equal to the manager's limits, so ``Suspend`` /
+``Resume`` need no action here. A stream that ends is reopened after a short backoff, as Google's
+client does; calls wait for the channel while the server restarts.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, cast, final
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Final, cast, final
 
 import attrs
 import grpc
@@ -33,13 +37,30 @@ from conveyor.actors.broker import (
     Suspend,
 )
 from conveyor.actors.subscriber import FlowControl, StreamingPullManager, SubscriberMessage, Subscription
-from conveyor.runtime import Actor, ActorRef, ActorSystemBase, JobDone, JobFailed
+from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ConveyorError, JobDone, JobFailed
+
+log = logging.getLogger("conveyor.pubsub")
 
 _PB: dict[str, Any] = {name: getattr(types, name).pb() for name in (
     "StreamingPullRequest", "StreamingPullResponse", "AcknowledgeRequest", "ModifyAckDeadlineRequest",
 )}
-_REOPEN_S = 0.5
-_CONSUMER_ID = 1
+_REOPEN_S: Final = 0.5
+_CONSUMER_ID: Final = 1
+_CALL_TIMEOUT_S: Final = 30.0  # a settlement call waits this long for the server (restarts included)
+_IDS_PER_CALL: Final = 2500  # ack ids of ~40 bytes: about 100 KB per request, far under Pub/Sub's 512 KB
+RELEASED_MEMORY: Final = 100_000
+"""How many messages given back (nacked, or their ack refused) keep their tag for a redelivery.
+
+A message the server never sends back (dead-lettered, or taken by another subscriber) would
+otherwise keep its entry for ever; past this many, the oldest are forgotten.
+"""
+CHANNEL_OPTIONS: Final = (
+    # After a failed connection gRPC waits 1 s, then 1.6x more each time, before trying again; an
+    # emulator restarting on the same machine is back far sooner than that.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+)
 
 
 @final
@@ -52,30 +73,57 @@ class Received:
 
 @final
 @attrs.frozen
+class Settlements:
+    """What one settlement job sends: acks, and deadline changes by seconds (0 nacks)."""
+
+    acks: tuple[str, ...] = ()
+    modacks: tuple[tuple[int, tuple[str, ...]], ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        """True if there is no call to make."""
+        return not self.acks and not self.modacks
+
+
+@final
+@attrs.frozen
 class _Reopen:
     """The consumer's timer: open the stream again."""
 
 
 @final
+@attrs.frozen
+class _Send:
+    """The consumer's note to itself: send what was gathered since the note was put in its mailbox."""
+
+
+_SEND = _Send()
+
+
+@final
 class PubSubTransport:
-    """The gRPC channel to one endpoint and the three calls the consumer makes, run in jobs.
+    """The gRPC channel to one endpoint and the calls the consumer makes, run in jobs.
 
     Built outside the actors (it holds a socket) and handed to ``PubSubConsumer`` like a callback.
+
+    Args:
+        target: ``host:port`` of the endpoint (an insecure channel, as for an emulator).
+        options: gRPC channel options; by default reconnects are tried within 0.1-2 s.
     """
 
-    def __init__(self, target: str) -> None:
+    def __init__(self, target: str, options: Sequence[tuple[str, Any]] = CHANNEL_OPTIONS) -> None:
         self.target = target
-        self.channel = grpc.insecure_channel(target)
+        self.channel = grpc.insecure_channel(target, options=list(options))
         serialize = _serialize
         self._stream = self.channel.stream_stream(
             "/google.pubsub.v1.Subscriber/StreamingPull", request_serializer=serialize,
             response_deserializer=_PB["StreamingPullResponse"].FromString)
         self._ack = self.channel.unary_unary(
             "/google.pubsub.v1.Subscriber/Acknowledge", request_serializer=serialize,
-            response_deserializer=lambda data: data)
+            response_deserializer=_ignore)
         self._modack = self.channel.unary_unary(
             "/google.pubsub.v1.Subscriber/ModifyAckDeadline", request_serializer=serialize,
-            response_deserializer=lambda data: data)
+            response_deserializer=_ignore)
 
     def close(self) -> None:
         """Close the channel (open streams end)."""
@@ -91,17 +139,17 @@ class PubSubTransport:
 
         def requests() -> Iterator[Any]:
             yield first
-            while alive():
+            while alive() and not (calls and calls[0].done()):
                 time.sleep(0.2)  # this is the job's thread, not an actor: it may block
             if calls:
                 calls[0].cancel()
 
-        call = self._stream(requests())
+        call = self._stream(requests(), wait_for_ready=True)
         calls.append(call)
         try:
             for response in call:
                 items = tuple(
-                    (r.ack_id, Message(r.message.data, headers=dict(r.message.attributes),
+                    (r.ack_id, Message(r.message.data, headers=tuple(r.message.attributes.items()),
                                        group=r.message.ordering_key or None, message_id=r.message.message_id),
                      r.delivery_attempt or 1)
                     for r in response.received_messages
@@ -112,26 +160,42 @@ class PubSubTransport:
             return f"stream ended: {error.code()}"
         return "stream ended"
 
-    def acknowledge(self, subscription: str, ack_ids: tuple[str, ...]) -> tuple[str, ...]:
-        """Acknowledge; returns the ids the server refused (exactly-once), else ``()``. Blocks (a job)."""
-        try:
-            self._ack(_PB["AcknowledgeRequest"](subscription=subscription, ack_ids=ack_ids), timeout=60)
-        except grpc.RpcError as error:
-            return _refused(error, ack_ids)
-        return ()
+    def settle(self, subscription: str, settlements: Settlements) -> frozenset[str]:
+        """Make every call of ``settlements`` at once; return the ack ids whose ack was refused. Blocks (a job).
 
-    def modify(self, subscription: str, ack_ids: tuple[str, ...], seconds: int) -> tuple[str, ...]:
-        """ModifyAckDeadline (0: nack). Blocks (a job)."""
-        try:
-            self._modack(_PB["ModifyAckDeadlineRequest"](subscription=subscription, ack_ids=ack_ids,
-                                                         ack_deadline_seconds=seconds), timeout=60)
-        except grpc.RpcError as error:
-            return _refused(error, ack_ids)
-        return ()
+        An ack is refused if the server says so (exactly-once: its ErrorInfo marks it permanent)
+        or if its call failed; failed deadline changes are not reported (the lease lapses instead).
+        """
+        pending: list[tuple[Any, tuple[str, ...]]] = []
+        for chunk in _chunks(settlements.acks):
+            request = _PB["AcknowledgeRequest"](subscription=subscription, ack_ids=chunk)
+            pending.append((self._ack.future(request, timeout=_CALL_TIMEOUT_S, wait_for_ready=True), chunk))
+        for seconds, ids in settlements.modacks:
+            for chunk in _chunks(ids):
+                request = _PB["ModifyAckDeadlineRequest"](subscription=subscription, ack_ids=chunk,
+                                                          ack_deadline_seconds=seconds)
+                pending.append((self._modack.future(request, timeout=_CALL_TIMEOUT_S, wait_for_ready=True), ()))
+        refused: set[str] = set()
+        for future, acked in pending:
+            try:
+                future.result()
+            except grpc.RpcError as error:
+                if acked:
+                    refused.update(_refused(error, acked))
+        return frozenset(refused)
 
 
 def _serialize(message: Any) -> bytes:
     return cast("bytes", message.SerializeToString())
+
+
+def _ignore(data: bytes) -> bytes:
+    return data
+
+
+def _chunks(ids: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    for start in range(0, len(ids), _IDS_PER_CALL):
+        yield ids[start:start + _IDS_PER_CALL]
 
 
 def _refused(error: grpc.RpcError, ack_ids: tuple[str, ...]) -> tuple[str, ...]:
@@ -149,8 +213,27 @@ def _refused(error: grpc.RpcError, ack_ids: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @final
+@attrs.define
+class _Confirm:
+    """An ``Ack(confirm=True)`` being sent: its tags and the ack id sent for each."""
+
+    tags: tuple[int, ...]
+    ack_ids: dict[int, str]
+
+
+@final
+@attrs.define
+class _InFlight:
+    """The settlement job out: the confirmed Acks it carries, and every ack (tag -> ack id)."""
+
+    job: int
+    confirms: list[_Confirm]
+    acked: dict[int, str]
+
+
+@final
 class PubSubConsumer(Actor):
-    """The subscriber's consumer for a Pub/Sub endpoint: Deliveries out, settlements as unary calls (jobs)."""
+    """The subscriber's consumer for a Pub/Sub endpoint: Deliveries out, settlements as batched unary calls."""
 
     def __init__(self, transport: PubSubTransport, subscription: str, client: ActorRef,
                  settings: ConsumerSettings, deadline_s: int = 60) -> None:
@@ -160,15 +243,37 @@ class PubSubConsumer(Actor):
         self.settings = settings
         self.deadline_s = deadline_s
         self.next_tag = 0
-        self.ack_ids: dict[int, str] = {}  # tag -> the latest delivery's ack id
-        self.tags: dict[str, int] = {}  # message id -> tag, until acked
+        self.ack_ids: dict[int, str] = {}  # tag -> the latest delivery's ack id, until settled here
+        self.tags: dict[str, int] = {}  # message id -> tag, until the server took its ack
         self.messages: dict[int, str] = {}  # tag -> message id
+        self.released: dict[int, None] = {}  # tags given back and not delivered again, oldest first
         self.stream_job: int | None = None
-        self.confirming: dict[int, tuple[int, ...]] = {}  # job id -> tags awaiting AckResult
+        # Gathered for the next settlement job:
+        self.acks: list[str] = []
+        self.modacks: dict[int, list[str]] = {}  # seconds (0: nack) -> ack ids
+        self.confirms: list[_Confirm] = []
+        self.acked: dict[int, str] = {}  # tag -> ack id, of the acks gathered
+        self.note_sent = False
+        self.in_flight: _InFlight | None = None
 
     def on_start(self) -> None:
         """Open the stream."""
         self._open()
+
+    def on_stop(self) -> None:
+        """Send what is gathered and give back every message not settled (the server redelivers them)."""
+        if self.ack_ids:
+            self.modacks.setdefault(0, []).extend(self.ack_ids.values())
+            self.ack_ids.clear()
+        settlements = self._take_gathered()
+        if settlements.empty:
+            return
+        try:
+            self.ctx.run_job(self.transport.settle, self.subscription, settlements)
+        except ConveyorError:  # the system is shutting down: no job runs any more
+            log.warning("%s: %d acks and %d deadline changes not sent (the system shut down first); the server "
+                        "redelivers those messages once their leases lapse", self.subscription,
+                        len(settlements.acks), sum(len(ids) for _, ids in settlements.modacks))
 
     def _open(self) -> None:
         me = self.ctx.self_ref
@@ -176,64 +281,146 @@ class PubSubConsumer(Actor):
                                            lambda: me.is_alive, self.ctx.teller_for_threads(me))
 
     def receive(self, message: Any) -> None:
-        """Deliver what the stream brought; turn settlements into calls; reopen a stream that ended."""
-        match message:
-            case Received(items=items):
-                for ack_id, payload, attempt in items:
-                    # A redelivery keeps its message's tag: the subscriber's ordering-key fence waits for
-                    # exactly the tags it sent back.
-                    tag = self.tags.get(payload.message_id)
-                    if tag is None:
-                        self.next_tag += 1
-                        tag = self.next_tag
-                        self.tags[payload.message_id] = tag
-                        self.messages[tag] = payload.message_id
-                    self.ack_ids[tag] = ack_id
-                    self.ctx.send(self.client, Delivery(self.subscription, tag, payload, attempt, None, _CONSUMER_ID))
-            case Ack(tags=tags, confirm=confirm):
-                ids = self._take(tags)
-                for tag in tags:
-                    self.tags.pop(self.messages.pop(tag, ""), None)
+        """Deliver what the stream brought; gather settlements into calls; reopen a stream that ended."""
+        cls = type(message)
+        if cls is Received:
+            self._received(message.items)
+        elif cls is Ack:
+            self._ack(message.tags, message.confirm)
+        elif cls is ModifyAckDeadline:
+            if message.seconds == 0:
+                self._nack(message.tags)
+            else:
+                seconds = min(600, max(1, round(message.seconds)))
+                ids = [self.ack_ids[tag] for tag in message.tags if tag in self.ack_ids]
                 if ids:
-                    job = self.ctx.run_job(self.transport.acknowledge, self.subscription, ids)
-                    if confirm:
-                        self.confirming[job] = tags
-                elif confirm:
-                    self.ctx.send(self.client, AckResult((), tags))
-            case Nack(tags=tags) | Release(tags=tags):
-                self._modify(self._take(tags), 0)
-            case ModifyAckDeadline(tags=tags, seconds=seconds):
-                if seconds == 0:
-                    self._modify(self._take(tags), 0)
-                else:
-                    self._modify(tuple(self.ack_ids[t] for t in tags if t in self.ack_ids), round(seconds))
-            case JobDone(job_id=job_id, result=result) | JobFailed(job_id=job_id, error=result):
-                self._job_ended(job_id, result)
-            case _Reopen():
-                self._open()
-            case Suspend() | Resume():
-                pass  # the server holds the stream to max_outstanding_messages / bytes
+                    self.modacks.setdefault(seconds, []).extend(ids)
+                    self._gathered()
+        elif cls is Nack or cls is Release:
+            self._nack(message.tags)
+        elif cls is _Send:
+            self.note_sent = False
+            if self.in_flight is None:
+                self._send()
+        elif cls is JobDone or cls is JobFailed:
+            self._job_ended(message.job_id, message.result if cls is JobDone else message.error)
+        elif cls is _Reopen:
+            self._open()
+        elif cls is Suspend or cls is Resume:
+            pass  # the server holds the stream to max_outstanding_messages / bytes
 
-    def _take(self, tags: tuple[int, ...]) -> tuple[str, ...]:
-        return tuple(ack_id for tag in tags if (ack_id := self.ack_ids.pop(tag, None)) is not None)
+    # --- deliveries ---------------------------------------------------------------------------
 
-    def _modify(self, ids: tuple[str, ...], seconds: int) -> None:
-        if ids:
-            self.ctx.run_job(self.transport.modify, self.subscription, ids, seconds)
+    def _received(self, items: tuple[tuple[str, Message, int], ...]) -> None:
+        tags = self.tags
+        ack_ids = self.ack_ids
+        send = self.ctx.send
+        client = self.client
+        subscription = self.subscription
+        for ack_id, payload, attempt in items:
+            # A redelivery keeps its message's tag: the subscriber's ordering-key fence waits for
+            # exactly the tags it sent back, and tells a copy it still holds by its tag.
+            tag = tags.get(payload.message_id)
+            if tag is None:
+                self.next_tag += 1
+                tag = self.next_tag
+                tags[payload.message_id] = tag
+                self.messages[tag] = payload.message_id
+            elif self.released:
+                self.released.pop(tag, None)
+            ack_ids[tag] = ack_id
+            send(client, Delivery(subscription, tag, payload, attempt, None, _CONSUMER_ID))
+
+    # --- settlements ----------------------------------------------------------------------------
+
+    def _take(self, tags: tuple[int, ...]) -> dict[int, str]:
+        pop = self.ack_ids.pop
+        return {tag: ack_id for tag in tags if (ack_id := pop(tag, None)) is not None}
+
+    def _ack(self, tags: tuple[int, ...], confirm: bool) -> None:
+        taken = self._take(tags)
+        self.acks.extend(taken.values())
+        self.acked.update(taken)
+        if confirm:
+            self.confirms.append(_Confirm(tags, taken))
+        self._gathered()
+
+    def _nack(self, tags: tuple[int, ...]) -> None:
+        taken = self._take(tags)
+        if not taken:
+            return
+        self.modacks.setdefault(0, []).extend(taken.values())
+        self._release(taken)
+        self._gathered()
+
+    def _release(self, tags: Iterable[int]) -> None:
+        """Remember given-back messages' tags for their redelivery, forgetting the oldest past the bound."""
+        released = self.released
+        for tag in tags:
+            released[tag] = None
+        while len(released) > RELEASED_MEMORY:
+            oldest = next(iter(released))
+            del released[oldest]
+            self.tags.pop(self.messages.pop(oldest, ""), None)
+
+    def _gathered(self) -> None:
+        """Something was gathered: send it once the rest of the manager's batch has come too."""
+        if self.in_flight is None and not self.note_sent:
+            self.note_sent = True
+            self.ctx.send(self.ctx.self_ref, _SEND)  # at the back of the mailbox, behind the rest of the batch
+
+    def _take_gathered(self) -> Settlements:
+        settlements = Settlements(
+            tuple(self.acks), tuple((seconds, tuple(ids)) for seconds, ids in self.modacks.items())
+        )
+        self.acks = []
+        self.modacks = {}
+        return settlements
+
+    def _send(self) -> None:
+        confirms, self.confirms = self.confirms, []
+        acked, self.acked = self.acked, {}
+        settlements = self._take_gathered()
+        if settlements.empty:
+            self._answer(confirms, {}, frozenset())  # confirms of tags already settled: nothing to send
+            return
+        job = self.ctx.run_job(self.transport.settle, self.subscription, settlements)
+        self.in_flight = _InFlight(job, confirms, acked)
+
+    def _answer(self, confirms: list[_Confirm], acked: dict[int, str], refused: frozenset[str]) -> None:
+        """Forget the messages whose ack took; answer each confirmed Ack, in the order they came.
+
+        A message whose ack was refused keeps its tag, so that a redelivery comes to the manager
+        under the same one (it acks it again rather than run it again).
+        """
+        tags, messages = self.tags, self.messages
+        for tag, ack_id in acked.items():
+            if ack_id not in refused:
+                tags.pop(messages.pop(tag, ""), None)
+        if refused:
+            self._release(tag for tag, ack_id in acked.items() if ack_id in refused)
+        for confirm in confirms:
+            sent = confirm.ack_ids
+            took = tuple(tag for tag in confirm.tags if tag in sent and sent[tag] not in refused)
+            invalid = tuple(tag for tag in confirm.tags if tag not in sent or sent[tag] in refused)
+            self.ctx.send(self.client, AckResult(took, invalid))
 
     def _job_ended(self, job_id: int, result: object) -> None:
         if job_id == self.stream_job:
             self.stream_job = None
             self.ctx.schedule(_REOPEN_S, _Reopen())
             return
-        tags = self.confirming.pop(job_id, None)
-        if tags is None:
+        in_flight = self.in_flight
+        if in_flight is None or in_flight.job != job_id:
             return
-        refused = result if isinstance(result, tuple) else None
-        if refused is None or refused:
-            self.ctx.send(self.client, AckResult((), tags))  # failed call, or refused (one tag per confirm)
-        else:
-            self.ctx.send(self.client, AckResult(tags, ()))
+        self.in_flight = None
+        if isinstance(result, frozenset):
+            refused: frozenset[str] = result
+        else:  # the job failed: no ack is known to have taken
+            refused = frozenset(in_flight.acked.values())
+        self._answer(in_flight.confirms, in_flight.acked, refused)
+        if self.acks or self.modacks or self.confirms:
+            self._send()
 
 
 @final

@@ -1,7 +1,8 @@
 """Google's own client, unmodified (PUBSUB_EMULATOR_HOST), against conveyor's Pub/Sub front.
 
 Each test gets a fresh server (the shipped ``pubsub_emulator`` fixture). Waits are bounded
-conditions (an event, a pull with a deadline), never sleeps that a result depends on.
+conditions (an event, a pull with a deadline), never sleeps that a result depends on. The
+streaming scenarios that conveyor's own subscriber runs too are in ``test_subscribers.py``.
 """
 
 from __future__ import annotations
@@ -20,33 +21,7 @@ from google.protobuf import timestamp_pb2
 from google.pubsub_v1 import types
 
 from conveyor.actors.pubsub import PubSubServer
-
-PROJECT = "projects/demo"
-
-
-def topic(name: str) -> str:
-    return f"{PROJECT}/topics/{name}"
-
-
-def subscription(name: str) -> str:
-    return f"{PROJECT}/subscriptions/{name}"
-
-
-def pull_exactly(client: pubsub_v1.SubscriberClient, name: str, count: int, rounds: int = 20) -> list[Any]:
-    """Pull until ``count`` messages came (each pull waits at most ~1.5 s for its first)."""
-    got: list[Any] = []
-    for _ in range(rounds):
-        if len(got) >= count:
-            break
-        response = client.pull(subscription=name, max_messages=count - len(got), timeout=2.0)
-        got.extend(response.received_messages)
-    assert len(got) == count, f"pulled {len(got)} of {count}"
-    return got
-
-
-def pull_nothing(client: pubsub_v1.SubscriberClient, name: str) -> list[Any]:
-    """A pull that waits about a second; returns what came (the caller asserts it is empty)."""
-    return list(client.pull(subscription=name, max_messages=10, timeout=1.5).received_messages)
+from tests.actors.pubsub.helpers import PROJECT, pull_exactly, pull_nothing, subscription, topic
 
 
 def collect(
@@ -152,49 +127,7 @@ def test_publish_with_attributes_and_keys_then_pull_and_acknowledge(
     assert pull_nothing(subscriber, subscription("events-sub")) == []
 
 
-def test_subscribe_keeps_each_ordering_key_in_order(
-    publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
-) -> None:
-    publisher.create_topic(name=topic("ordered"))
-    subscriber.create_subscription(
-        request={"name": subscription("ordered-sub"), "topic": topic("ordered"), "enable_message_ordering": True}
-    )
-    futures = [
-        publisher.publish(topic("ordered"), f"{key}:{n}".encode(), ordering_key=key)
-        for n in range(30)
-        for key in ("a", "b", "c")
-    ]
-    for future in futures:
-        future.result(10)
-    seen, future = collect(subscriber, subscription("ordered-sub"), 90)
-    stop(future)
-    for key in ("a", "b", "c"):
-        numbers = [int(m.data.split(b":")[1]) for m in seen if m.ordering_key == key]
-        assert numbers == list(range(30)), key
-
-
-def test_nack_redelivers_with_a_higher_delivery_attempt(
-    publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
-) -> None:
-    publisher.create_topic(name=topic("retry"))
-    subscriber.create_subscription(name=subscription("retry-sub"), topic=topic("retry"))
-    publisher.publish(topic("retry"), b"again").result(10)
-    attempts: list[int] = []
-
-    def nack_first(message: Any) -> None:
-        attempts.append(message.delivery_attempt)
-        if len(attempts) == 1:
-            message.nack()
-        else:
-            message.ack()
-
-    _, future = collect(subscriber, subscription("retry-sub"), 2, on_message=nack_first)
-    stop(future)
-    assert attempts == [1, 2]
-    assert pull_nothing(subscriber, subscription("retry-sub")) == []
-
-
-def test_dead_letter_after_max_delivery_attempts(
+def test_pull_dead_letters_after_max_delivery_attempts(
     publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
 ) -> None:
     publisher.create_topic(name=topic("work"))
@@ -224,7 +157,7 @@ def test_dead_letter_after_max_delivery_attempts(
     assert pull_nothing(subscriber, subscription("work-sub")) == []
 
 
-def test_retry_policy_holds_a_nacked_message_back(
+def test_pull_waits_out_the_retry_policy_after_a_nack(
     publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
 ) -> None:
     publisher.create_topic(name=topic("backoff"))
@@ -280,7 +213,7 @@ def test_exactly_once_confirms_acks_and_refuses_stale_ones(
     assert isinstance(AcknowledgeError, type)
 
 
-def test_filter_delivers_only_matching_messages(
+def test_pull_gets_only_messages_the_filter_accepts(
     publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
 ) -> None:
     publisher.create_topic(name=topic("colors"))
@@ -348,65 +281,102 @@ def test_server_honours_max_outstanding_messages(
         stream.close()
 
 
-def test_client_flow_control_limits_messages_in_callbacks(
+def test_stream_acks_are_confirmed_on_exactly_once_subscriptions(
     publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
 ) -> None:
-    publisher.create_topic(name=topic("slow"))
-    subscriber.create_subscription(name=subscription("slow-sub"), topic=topic("slow"))
-    for n in range(12):
-        publisher.publish(topic("slow"), str(n).encode()).result(10)
-    held: queue.Queue[Any] = queue.Queue()
-    seen, future = collect(subscriber, subscription("slow-sub"), 4, on_message=held.put,
-                           flow_control=pubsub_v1.types.FlowControl(max_messages=4))
-    assert held.qsize() == 4  # four unfinished messages: the fifth waits for a settlement
-    first = [held.get() for _ in range(4)]
-    for message in first:
-        message.ack()
-    rest: list[Any] = []
-    while len(rest) < 8:
-        message = held.get(timeout=10)
-        rest.append(message)
-        message.ack()
-    stop(future)
-    assert len(seen) == 12
-    assert sorted(int(m.data) for m in first + rest) == list(range(12))
+    publisher.create_topic(name=topic("confirmed"))
+    subscriber.create_subscription(
+        request={"name": subscription("confirmed-sub"), "topic": topic("confirmed"),
+                 "enable_exactly_once_delivery": True}
+    )
+    for n in range(2):
+        publisher.publish(topic("confirmed"), str(n).encode()).result(10)
+    stream = _Stream(subscriber, {"subscription": subscription("confirmed-sub"), "stream_ack_deadline_seconds": 60})
+    try:
+        received: list[Any] = []
+        while len(received) < 2:
+            received.extend(next(stream.responses).received_messages)
+        first, second = sorted(received, key=lambda m: m.message.data)
+        never_issued = "999-0-1-12345"
+        stream.requests.put(types.StreamingPullRequest(
+            ack_ids=[first.ack_id, never_issued, "not-an-ack-id"],
+            modify_deadline_ack_ids=[second.ack_id], modify_deadline_seconds=[30],
+        ))
+        response = next(stream.responses)
+        assert list(response.received_messages) == []
+        assert list(response.acknowledge_confirmation.ack_ids) == [first.ack_id]
+        assert list(response.acknowledge_confirmation.invalid_ack_ids) == [never_issued, "not-an-ack-id"]
+        assert list(response.modify_ack_deadline_confirmation.ack_ids) == [second.ack_id]
+        stream.requests.put(types.StreamingPullRequest(ack_ids=[second.ack_id]))
+        assert list(next(stream.responses).acknowledge_confirmation.ack_ids) == [second.ack_id]
+    finally:
+        stream.close()
 
 
-def test_restart_ends_streams_with_unavailable_and_clients_reconnect(
+def test_update_subscription_keeps_the_leases_of_held_messages(
+    publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
+) -> None:
+    publisher.create_topic(name=topic("changing"))
+    subscriber.create_subscription(
+        request={"name": subscription("changing-sub"), "topic": topic("changing"),
+                 "enable_exactly_once_delivery": True}
+    )
+    publisher.publish(topic("changing"), b"held").result(10)
+    (held,) = pull_exactly(subscriber, subscription("changing-sub"), 1)
+    subscriber.update_subscription(request={
+        "subscription": {"name": subscription("changing-sub"), "ack_deadline_seconds": 30,
+                         "retry_policy": {"minimum_backoff": {"seconds": 1}}},
+        "update_mask": {"paths": ["ack_deadline_seconds", "retry_policy"]},
+    })
+    # Exactly-once: this ack would be refused if the update had dropped the lease (and redelivered it).
+    subscriber.acknowledge(subscription=subscription("changing-sub"), ack_ids=[held.ack_id])
+    assert pull_nothing(subscriber, subscription("changing-sub")) == []
+
+
+def test_seek_replays_what_the_topic_retains(
+    pubsub_server: PubSubServer, publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
+) -> None:
+    publisher.create_topic(request={"name": topic("kept"), "message_retention_duration": {"seconds": 3600}})
+    publisher.create_topic(name=topic("forgetful"))
+    start = timestamp_pb2.Timestamp()
+    start.FromNanoseconds(pubsub_server.clock())
+    for name in ("kept", "forgetful"):
+        publisher.publish(topic(name), b"before").result(10)  # before the subscription exists
+        subscriber.create_subscription(name=subscription(f"{name}-sub"), topic=topic(name))
+        publisher.publish(topic(name), b"after").result(10)
+        (after,) = pull_exactly(subscriber, subscription(f"{name}-sub"), 1)
+        assert after.message.data == b"after"  # a subscription gets what is published once it exists
+        subscriber.acknowledge(subscription=subscription(f"{name}-sub"), ack_ids=[after.ack_id])
+        subscriber.seek(request={"subscription": subscription(f"{name}-sub"), "time": start})
+    # The topic's retention replays both, the acked one and the one older than the subscription.
+    replayed = pull_exactly(subscriber, subscription("kept-sub"), 2)
+    assert sorted(m.message.data for m in replayed) == [b"after", b"before"]
+    # Without it, and without retain_acked_messages, there is nothing to replay.
+    assert pull_nothing(subscriber, subscription("forgetful-sub")) == []
+
+
+def test_stop_ends_streams_with_unavailable_and_keeps_messages(
     pubsub_server: PubSubServer, publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
 ) -> None:
     publisher.create_topic(name=topic("durable"))
     subscriber.create_subscription(name=subscription("durable-sub"), topic=topic("durable"))
-    seen: list[bytes] = []
-    arrived = threading.Condition()
-
-    def callback(message: Any) -> None:
-        message.ack()
-        with arrived:
-            seen.append(message.data)
-            arrived.notify_all()
-
-    future = subscriber.subscribe(subscription("durable-sub"), callback)
-    for n in range(5):
-        publisher.publish(topic("durable"), f"before-{n}".encode()).result(10)
-    with arrived:
-        assert arrived.wait_for(lambda: len(set(seen)) >= 5, timeout=20)
-
-    stream = _Stream(subscriber, {"subscription": subscription("durable-sub"), "stream_ack_deadline_seconds": 60})
+    publisher.publish(topic("durable"), b"kept").result(10)
+    stream = _Stream(subscriber, {"subscription": subscription("durable-sub"), "stream_ack_deadline_seconds": 60,
+                                  "max_outstanding_messages": 1})
+    (received,) = next(stream.responses).received_messages
     pubsub_server.stop()
     with pytest.raises(exceptions.ServiceUnavailable):  # UNAVAILABLE: the status clients retry on
         next(stream.responses)
     stream.close()
     pubsub_server.start()
-
-    for n in range(5):
-        publisher.publish(topic("durable"), f"after-{n}".encode()).result(30)
-    with arrived:
-        assert arrived.wait_for(lambda: len(set(seen)) >= 10, timeout=30)
-    assert not future.done()  # the subscriber reconnected instead of failing
-    stop(future)
-    assert sorted(set(seen)) == sorted([f"before-{n}".encode() for n in range(5)] +
-                                       [f"after-{n}".encode() for n in range(5)])
+    # The stream's lease outlives it: an ack with its id still takes after the restart.
+    fresh = pubsub_v1.SubscriberClient()
+    try:
+        assert fresh.get_subscription(subscription=subscription("durable-sub")).topic == topic("durable")
+        fresh.acknowledge(subscription=subscription("durable-sub"), ack_ids=[received.ack_id])
+        assert pull_nothing(fresh, subscription("durable-sub")) == []
+    finally:
+        fresh.close()
 
 
 def test_seek_to_a_time_replays_retained_messages(
@@ -470,43 +440,3 @@ def test_bad_requests_name_the_field_and_unknown_calls_name_the_call(
         publisher.api.publish(topic=topic("absent"), messages=[{"data": b"x"}])
 
 
-def test_conveyors_own_subscriber_consumes_over_grpc(
-    pubsub_server: PubSubServer, publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
-) -> None:
-    from conveyor.actors.pubsub import PubSubTransport, subscribe_remote
-    from conveyor.runtime import ThreadSystem
-
-    publisher.create_topic(name=topic("own"))
-    subscriber.create_subscription(
-        request={"name": subscription("own-sub"), "topic": topic("own"), "enable_message_ordering": True}
-    )
-    for n in range(20):
-        publisher.publish(topic("own"), f"{n}".encode(), ordering_key=f"k{n % 2}", n=str(n))
-    seen: list[Any] = []
-    done = threading.Event()
-    nacked: set[bytes] = set()
-
-    def callback(message: Any) -> None:
-        if message.data == b"3" and b"3" not in nacked:
-            nacked.add(b"3")
-            message.nack()  # redelivered, with the key's later messages after it
-            return
-        seen.append((message.data, message.ordering_key, message.attributes["n"], message.delivery_attempt))
-        message.ack()
-        if len(seen) >= 20:
-            done.set()
-
-    transport = PubSubTransport(pubsub_server.address)
-    with ThreadSystem() as system:
-        running = subscribe_remote(system, transport, subscription("own-sub"), callback)
-        assert done.wait(20)
-        running.cancel()
-        running.result(10)
-        system.wait_quiet(5)
-    transport.close()
-    assert sorted(int(data) for data, *_ in seen) == list(range(20))
-    for key in ("k0", "k1"):
-        firsts = list(dict.fromkeys(int(data) for data, k, *_ in seen if k == key))
-        assert firsts == sorted(firsts), key
-    assert [attempt for data, *_, attempt in seen if data == b"3"] == [2]
-    assert pull_nothing(subscriber, subscription("own-sub")) == []

@@ -1,0 +1,26 @@
+"""The Pub/Sub benchmark runs end to end on a tiny load and reports every figure (no timing assertions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conveyor.benchmarks.pubsub import main
+from tests.benchmarks.figures import assert_figures
+
+CASES = ("unordered", "keys10", "keys100")
+WHO = ("google", "conveyor")
+EXPECTED_KEYS = (
+    *(f"{case}_publish_{who}_msgs_per_s" for case in CASES for who in WHO),
+    *(f"{case}_{who}_msgs_per_s" for case in CASES for who in WHO),
+    *(f"{case}_{who}_cpu_us_per_msg" for case in CASES for who in WHO),
+    *(f"ratio_{case}" for case in CASES),
+)
+
+
+@pytest.mark.parametrize("in_process", [False, True], ids=["server-process", "in-process"])
+def test_main_reports_every_figure(in_process: bool) -> None:
+    figures = main(messages=60, timeout=60.0, in_process=in_process)
+    assert_figures(figures, EXPECTED_KEYS, every_figure=True)
+    for case in CASES:
+        ratio = figures[f"ratio_{case}"]
+        assert ratio == figures[f"{case}_conveyor_msgs_per_s"] / figures[f"{case}_google_msgs_per_s"]
