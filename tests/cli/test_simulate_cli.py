@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 
 import pytest
 from typer.testing import CliRunner
 
-import conveyor.simulation
-import conveyor.simulation.scenarios
 from conveyor.cli import app
 from conveyor.cli._simulate import compact, full_replay_command
+from conveyor.simulation import scenarios
 from conveyor.simulation.scenarios import BrokerScenario, ClientPolicy, Variant, run_scenario, scenario_names
 from tests.simulation.test_broker_scenarios import Forgetful, _queue_with
 
+simulation = importlib.import_module("conveyor.simulation")  # the package whose ``shrink`` a test swaps
 runner = CliRunner()
 
 
@@ -94,9 +95,9 @@ def test_a_failing_run_prints_its_seed_messages_replay_command_and_shrunk_story(
 ) -> None:
     # The command line has no flag for planted bugs; the test swaps one in beneath it.
     variant = Variant(queue=_queue_with(Forgetful))
-    monkeypatch.setattr(conveyor.simulation.scenarios, "run_scenario",
+    monkeypatch.setattr(scenarios, "run_scenario",
                         functools.partial(run_scenario, variant=variant))
-    monkeypatch.setattr(conveyor.simulation, "shrink", functools.partial(conveyor.simulation.shrink, variant=variant))
+    monkeypatch.setattr(simulation, "shrink", functools.partial(simulation.shrink, variant=variant))
     result = runner.invoke(app, ["simulate", "priorities", "--seeds", "2", "--shrink"])
     assert result.exit_code == 1, result.output
     output = result.output
