@@ -36,7 +36,7 @@ from conveyor.actors.broker import (
     Resume,
     Suspend,
 )
-from conveyor.actors.subscriber import FlowControl, StreamingPullManager, SubscriberMessage, Subscription
+from conveyor.actors.subscriber import Deliveries, FlowControl, StreamingPullManager, SubscriberMessage, Subscription
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ConveyorError, JobDone, JobFailed
 
 log = logging.getLogger("conveyor.pubsub")
@@ -236,8 +236,9 @@ class PubSubConsumer(Actor):
     """The subscriber's consumer for a Pub/Sub endpoint: Deliveries out, settlements as batched unary calls."""
 
     def __init__(self, transport: PubSubTransport, subscription: str, client: ActorRef,
-                 settings: ConsumerSettings, deadline_s: int = 60) -> None:
+                 settings: ConsumerSettings, deadline_s: int = 60, batches: bool = False) -> None:
         self.transport = transport
+        self.batches = batches  # hand the client each received batch as one ``Deliveries`` (a subscriber manager)
         self.subscription = subscription
         self.client = client
         self.settings = settings
@@ -317,6 +318,7 @@ class PubSubConsumer(Actor):
         send = self.ctx.send
         client = self.client
         subscription = self.subscription
+        deliveries: list[Delivery] = []
         for ack_id, payload, attempt in items:
             # A redelivery keeps its message's tag: the subscriber's ordering-key fence waits for
             # exactly the tags it sent back, and tells a copy it still holds by its tag.
@@ -329,7 +331,13 @@ class PubSubConsumer(Actor):
             elif self.released:
                 self.released.pop(tag, None)
             ack_ids[tag] = ack_id
-            send(client, Delivery(subscription, tag, payload, attempt, None, _CONSUMER_ID))
+            deliveries.append(Delivery(subscription, tag, payload, attempt, None, _CONSUMER_ID))
+        if self.batches and len(deliveries) > 1:
+            # One actor message per received batch: the manager fans it out as one message per component.
+            send(client, Deliveries(tuple(deliveries)))
+        else:
+            for delivery in deliveries:
+                send(client, delivery)
 
     # --- settlements ----------------------------------------------------------------------------
 
@@ -440,7 +448,8 @@ class _RemoteStreamingPullManager(StreamingPullManager):
             return super().make_part(name, factory, *args)
         _, client, settings = args
         transport, subscription = self.transport, self.subscription
-        return self.ctx.spawn(lambda: PubSubConsumer(transport, subscription, client, settings), name=name)
+        return self.ctx.spawn(lambda: PubSubConsumer(transport, subscription, client, settings, batches=True),
+                              name=name)
 
 
 def subscribe_remote(

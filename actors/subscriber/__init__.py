@@ -12,6 +12,7 @@ from ._components import WorkerPool as WorkerPool
 from ._manager import StreamingPullManager as StreamingPullManager
 from ._message import SubscriberMessage as SubscriberMessage
 from ._protocol import Cancel as Cancel
+from ._protocol import Deliveries as Deliveries
 from ._pull import PulledBatch as PulledBatch
 from ._pull import PullRequest as PullRequest
 from ._pull import PullSession as PullSession

@@ -30,13 +30,16 @@ from ._protocol import (
     Done,
     Drain,
     Drained,
+    Extend,
     FenceLifted,
     Heartbeat,
     Idle,
     Lapsed,
     Received,
+    ReceivedBatch,
     Redelivered,
     Run,
+    RunBatch,
     Settle,
     SettleKind,
     Skipped,
@@ -71,6 +74,9 @@ class LoadController(Actor):
         """Track one arrival or completion and pause or resume the stream."""
         if type(message) is Received:
             self.tracker.add(message.ack_id, message.size)
+        elif type(message) is ReceivedBatch:
+            for item in message.items:  # one decision and one note for the whole batch
+                self.tracker.add(item.ack_id, item.size)
         elif type(message) is Done:
             if not self.tracker.remove(message.ack_id):
                 return
@@ -109,6 +115,16 @@ class Leaser(Actor):
             extension = self.table.deadline_for(self.histogram)
             self.table.add(message.ack_id, message.size, now, extension)
             self.ctx.send(self.dispatcher, Settle(SettleKind.MODACK, message.ack_id, extension))
+            next_check = self.table.next_check_at
+            if next_check is not None:
+                self._arm(next_check)
+        elif type(message) is ReceivedBatch:
+            # As for Received, with one extension request for the whole batch.
+            extension = self.table.deadline_for(self.histogram)
+            add = self.table.add
+            for item in message.items:
+                add(item.ack_id, item.size, now, extension)
+            self.ctx.send(self.dispatcher, Extend(tuple(item.ack_id for item in message.items), extension))
             next_check = self.table.next_check_at
             if next_check is not None:
                 self._arm(next_check)
@@ -173,11 +189,24 @@ class OrderedKeyHandler(Actor):
         self.fence_of: dict[str, int] = {}  # key -> id of the fence now up (so an old timer lifts nothing)
         self.fences = 0
         self.early: dict[str, Received] = {}  # a new delivery of a message whose previous run has not ended here
+        self.batch: list[Run] | None = None  # while a ReceivedBatch is handled: its runs, sent together
 
     def receive(self, message: Any) -> None:
         """Release what may run now."""
         if type(message) is Received:
             self._arrive(message)
+        elif type(message) is ReceivedBatch:
+            runs: list[Run] = []  # the batch's runs go to the pool as one RunBatch
+            self.batch = runs
+            try:
+                for item in message.items:
+                    self._arrive(item)
+            finally:
+                self.batch = None
+            if len(runs) == 1:
+                self.ctx.send(self.workers, runs[0])
+            elif runs:
+                self.ctx.send(self.workers, RunBatch(tuple(runs)))
         elif type(message) is CallbackEnded:
             if message.nacked and message.key:
                 self._send_back(message.key, split_ack_id(message.ack_id)[1])
@@ -262,7 +291,11 @@ class OrderedKeyHandler(Actor):
             self.ctx.send(self.manager, Settle(SettleKind.NACK, ack_id))
 
     def _run(self, received: Received) -> None:
-        self.ctx.send(self.workers, Run(received.ack_id, received.key, received.delivery))
+        run = Run(received.ack_id, received.key, received.delivery)
+        if self.batch is not None:
+            self.batch.append(run)
+        else:
+            self.ctx.send(self.workers, run)
 
 
 def _invoke(
@@ -323,6 +356,12 @@ class WorkerPool(Actor):
                 self.ctx.send(self.manager, Settle(SettleKind.NACK, message.ack_id))  # never started
                 return
             self.waiting.append(message)
+        elif type(message) is RunBatch:
+            if self.stopping:
+                for run in message.runs:
+                    self.ctx.send(self.manager, Settle(SettleKind.NACK, run.ack_id))  # never started
+                return
+            self.waiting.extend(message.runs)
         elif type(message) is StopRunning:
             self.stopping = True
             while self.waiting:
@@ -381,6 +420,10 @@ class Dispatcher(Actor):
         now = self.ctx.now()
         if type(message) is Settle:
             self._hand_over(self.batcher.add(self._request(message), now))
+        elif type(message) is Extend:
+            add = self.batcher.add
+            for ack_id in message.ack_ids:
+                self._hand_over(add(ModAckRequest(ack_id, message.seconds), now))
         elif type(message) is Tick:
             self.timer = None
             self._hand_over(self.batcher.due(now))

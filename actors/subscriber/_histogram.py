@@ -35,11 +35,12 @@ class Histogram:
     buckets exist, whatever the number of samples.
     """
 
-    __slots__ = ("_buckets", "_len")
+    __slots__ = ("_buckets", "_cache", "_len")
 
     def __init__(self) -> None:
         self._buckets: dict[int, int] = {}
         self._len = 0
+        self._cache: dict[int, int] = {}  # p -> percentile(p) since the last add
 
     def add(self, seconds: float) -> None:
         """Record one processing duration, clamped into [10, 600] whole seconds.
@@ -63,6 +64,8 @@ class Histogram:
         bucket = min(max(int(seconds), MIN_SECONDS), MAX_SECONDS)
         self._buckets[bucket] = self._buckets.get(bucket, 0) + 1
         self._len += 1
+        if self._cache:
+            self._cache.clear()
 
     def percentile(self, p: float) -> int:
         """Return the smallest bucket value v such that at least p% of the samples are <= v.
@@ -80,19 +83,26 @@ class Histogram:
             ValueError: ``p`` is outside [0, 100] or NaN.
             TypeError: ``p`` is not an int or float.
         """
+        if type(p) is int:
+            cached = self._cache.get(p)
+            if cached is not None:  # asked again with no sample added since (the leaser's p99)
+                return cached
         if not _is_real(p):
             msg = f"Histogram.percentile: p must be an int or float, got {p!r}"
             raise TypeError(msg)
         if not 0 <= p <= 100:  # NaN fails both comparisons
             msg = f"Histogram.percentile: p must be in [0, 100], got {p!r} (histogram holds {self._len} samples)"
             raise ValueError(msg)
-        needed = math.ceil(Fraction(p) * self._len / 100)
+        # Exact ceil: in integers for an int p (no Fraction, the leaser's p99), else with a Fraction.
+        needed = -(-p * self._len // 100) if type(p) is int else math.ceil(Fraction(p) * self._len / 100)
         if needed == 0:
             return MIN_SECONDS
         seen = 0
         for bucket in sorted(self._buckets):
             seen += self._buckets[bucket]
             if seen >= needed:
+                if type(p) is int:
+                    self._cache[p] = bucket
                 return bucket
         msg = f"Histogram.percentile: counted {seen} samples but {self._len} were added"  # pragma: no cover
         raise AssertionError(msg)  # pragma: no cover

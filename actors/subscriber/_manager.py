@@ -47,13 +47,16 @@ from ._protocol import (
     AckWithResponse,
     CallbackEnded,
     Cancel,
+    Deliveries,
     Done,
     Drain,
     Drained,
+    Extend,
     Heartbeat,
     Idle,
     Lapsed,
     Received,
+    ReceivedBatch,
     Redelivered,
     Settle,
     SettleKind,
@@ -112,6 +115,7 @@ class StreamingPullManager(Actor):
         self.parts: dict[str, ActorRef] = {}
         self.closing = False
         self.await_callbacks = await_callbacks_on_shutdown
+        self.taken: list[Received] | None = None  # while a Deliveries batch is taken in: its new Received
 
     def on_start(self) -> None:
         """Spawn the broker consumer and the components."""
@@ -152,6 +156,15 @@ class StreamingPullManager(Actor):
             self._deliver(message)
         elif type(message) is Settle:
             self._settle(message)
+        elif type(message) is Deliveries:
+            self._deliver_batch(message.deliveries)
+        elif type(message) is Extend:
+            # The leaser's first extensions of a batch: on to the dispatcher for those still held here.
+            pending = self.pending
+            ids = tuple(a for a in message.ack_ids if a in pending)
+            if ids:
+                self.ctx.send(parts["dispatcher"], Extend(ids, message.seconds) if len(ids) > 1 else
+                              Settle(SettleKind.MODACK, ids[0], message.seconds))
         elif type(message) is Flush:
             self._send_batch(message)
         elif type(message) is AckResult:
@@ -183,8 +196,31 @@ class StreamingPullManager(Actor):
         elif message == "stats":
             self.ctx.reply((len(self.pending), self.heartbeats))
 
+    def _deliver_batch(self, deliveries: tuple[Delivery, ...]) -> None:
+        """Take several deliveries in, in order: one ``ReceivedBatch`` per component for those taken."""
+        taken: list[Received] = []
+        self.taken = taken
+        try:
+            for delivery in deliveries:
+                self._deliver(delivery)
+        finally:
+            self.taken = None
+        if len(taken) == 1:
+            received: Received | ReceivedBatch = taken[0]
+        elif taken:
+            received = ReceivedBatch(tuple(taken))
+        else:
+            return
+        parts = self.parts
+        self.ctx.send(parts["load"], received)
+        self.ctx.send(parts["leaser"], received)
+        self.ctx.send(parts["keys"], received)
+
     def _deliver(self, delivery: Delivery) -> None:
-        """Take a delivery in, unless it is one more copy of a message held or settled here."""
+        """Take a delivery in, unless it is one more copy of a message held or settled here.
+
+        Within a batch (``taken`` is a list), a new delivery's ``Received`` is added to it, not sent.
+        """
         ack_id = ack_id_of(delivery)
         if self.consumer_id is None:
             self.consumer_id = delivery.consumer_id
@@ -206,6 +242,10 @@ class StreamingPullManager(Actor):
             return
         self.pending[ack_id] = None
         received = Received(ack_id, delivery.message.size, delivery.message.group, delivery)
+        taken = self.taken
+        if taken is not None:
+            taken.append(received)
+            return
         parts = self.parts
         self.ctx.send(parts["load"], received)
         self.ctx.send(parts["leaser"], received)

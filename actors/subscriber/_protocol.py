@@ -198,3 +198,40 @@ class Redelivered:
     """
 
     ack_id: str
+
+
+@final
+@attrs.frozen
+class Deliveries:
+    """A consumer -> manager: several deliveries at once (one batch off a stream), taken in order.
+
+    The same as one ``Delivery`` message each, with one actor message per batch instead of per
+    delivery; the manager fans the batch out as one ``ReceivedBatch`` per component.
+    """
+
+    deliveries: tuple[Delivery, ...]
+
+
+@final
+@attrs.frozen
+class ReceivedBatch:
+    """Manager -> load controller, leaser and ordered-key handler: several ``Received`` at once, in order."""
+
+    items: tuple[Received, ...]
+
+
+@final
+@attrs.frozen
+class Extend:
+    """Leaser -> manager -> dispatcher: extend the leases of ``ack_ids`` by ``seconds`` (one ``MODACK`` each)."""
+
+    ack_ids: tuple[str, ...]
+    seconds: float
+
+
+@final
+@attrs.frozen
+class RunBatch:
+    """Ordered-key handler -> worker pool: several ``Run`` at once, in order."""
+
+    runs: tuple[Run, ...]

@@ -18,7 +18,7 @@ import attrs
 
 from conveyor.actors.broker import EntryReturned, EntrySettled, ModifyAckDeadline, QueueClosed
 from conveyor.actors.subscriber import FlowControl, FlowNote
-from conveyor.actors.subscriber._protocol import CallbackEnded, CallbackStarted, Done, Received
+from conveyor.actors.subscriber._protocol import CallbackEnded, CallbackStarted, Done, Received, ReceivedBatch
 from conveyor.runtime import EventKind, Terminated, TraceEvent
 from conveyor.simulation._faults import FaultApplied, Pause, covers
 
@@ -80,9 +80,9 @@ def _paused_between(
 def flow_bound(trace: Iterable[TraceEvent], subscription_path: str, flow: FlowControl) -> CheckResult:
     """Unfinished messages never exceed the flow control, and the load controller reports them truly.
 
-    The truth is rebuilt from the load controller's inputs (``Received`` adds a message,
-    ``Done`` removes it) and compared with the ``FlowNote`` it must write after each such
-    change: a missing note or one that disagrees is a violation (a controller that leaves
+    The truth is rebuilt from the load controller's inputs (``Received`` adds a message, a
+    ``ReceivedBatch`` each of its items, ``Done`` removes one) and compared with the ``FlowNote``
+    it must write after each such change: a missing note or one that disagrees is a violation (a controller that leaves
     some messages out of its load), and so is a count above ``max_messages`` or bytes above
     ``max_bytes``.
 
@@ -107,10 +107,13 @@ def flow_bound(trace: Iterable[TraceEvent], subscription_path: str, flow: FlowCo
             if unnoted is not None:
                 violations.append(f"t={unnoted.time:g}: {load} wrote no FlowNote after {unnoted.message!r}")
                 unnoted = None
-            if type(message) is Received and message.ack_id not in sizes:
-                sizes[message.ack_id] = message.size
-                total += message.size
-                unnoted = event
+            if type(message) is Received or type(message) is ReceivedBatch:
+                # A ReceivedBatch is its Received items, in order, with one note after the last.
+                for item in (message,) if type(message) is Received else message.items:
+                    if item.ack_id not in sizes:
+                        sizes[item.ack_id] = item.size
+                        total += item.size
+                        unnoted = event
             elif type(message) is Done and message.ack_id in sizes:
                 total -= sizes.pop(message.ack_id)
                 unnoted = event
