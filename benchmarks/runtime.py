@@ -215,78 +215,91 @@ async def bench_trio_channel(n: int) -> float:
 # --- 3. wake-up mechanisms --------------------------------------------------------------
 
 
-class _ParkMailbox:
-    """A deque whose consumer parks with ``wait_task_rescheduled``; woken on empty -> non-empty."""
+class _DequeMailbox:
+    """A deque whose consumer drains everything per wake-up and is woken on empty -> non-empty.
 
-    __slots__ = ("count", "parked", "queue")
+    Subclasses differ only in how the consumer sleeps and is woken, which is what is measured.
+    """
+
+    __slots__ = ("count", "queue")
 
     def __init__(self) -> None:
         self.queue: deque[Ping] = deque()
+        self.count = 0
+
+    def put(self, message: Ping) -> None:
+        queue = self.queue
+        queue.append(message)
+        if len(queue) == 1:
+            self.wake()
+
+    def handle(self, message: Ping) -> None:
+        self.count += 1
+
+    async def drain(self, n: int) -> None:
+        queue = self.queue
+        while True:
+            while queue:
+                self.handle(queue.popleft())
+            if self.count >= n:
+                return
+            await self.sleep()
+
+    def wake(self) -> None:
+        """Wake the consumer if it sleeps."""
+        raise NotImplementedError
+
+    async def sleep(self) -> None:
+        """Sleep until ``wake``."""
+        raise NotImplementedError
+
+
+class _ParkMailbox(_DequeMailbox):
+    """The consumer parks with ``wait_task_rescheduled`` (what ``TrioSystem`` does)."""
+
+    __slots__ = ("parked",)
+
+    def __init__(self) -> None:
+        super().__init__()
         self.parked: trio.lowlevel.Task | None = None
-        self.count = 0
 
-    def put(self, message: Ping) -> None:
-        queue = self.queue
-        queue.append(message)
-        if len(queue) == 1:
-            parked = self.parked
-            if parked is not None:
-                self.parked = None
-                trio.lowlevel.reschedule(parked)
+    def wake(self) -> None:
+        parked = self.parked
+        if parked is not None:
+            self.parked = None
+            trio.lowlevel.reschedule(parked)
 
-    def handle(self, message: Ping) -> None:
-        self.count += 1
+    async def sleep(self) -> None:
+        self.parked = trio.lowlevel.current_task()
 
-    async def drain(self, n: int) -> None:
-        queue = self.queue
-        while True:
-            while queue:
-                self.handle(queue.popleft())
-            if self.count >= n:
-                return
-            self.parked = trio.lowlevel.current_task()
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            self.parked = None
+            return trio.lowlevel.Abort.SUCCEEDED
 
-            def abort(_: Any) -> trio.lowlevel.Abort:
-                self.parked = None
-                return trio.lowlevel.Abort.SUCCEEDED
-
-            await trio.lowlevel.wait_task_rescheduled(abort)
+        await trio.lowlevel.wait_task_rescheduled(abort)
 
 
-class _EventMailbox:
-    """The same deque mailbox, its consumer woken by a fresh ``trio.Event``."""
+class _EventMailbox(_DequeMailbox):
+    """The consumer waits on a fresh ``trio.Event``."""
 
-    __slots__ = ("count", "event", "queue")
+    __slots__ = ("event",)
 
     def __init__(self) -> None:
-        self.queue: deque[Ping] = deque()
+        super().__init__()
         self.event: trio.Event | None = None
-        self.count = 0
 
-    def put(self, message: Ping) -> None:
-        queue = self.queue
-        queue.append(message)
-        if len(queue) == 1:
-            event = self.event
-            if event is not None:
-                self.event = None
-                event.set()
+    def wake(self) -> None:
+        event = self.event
+        if event is not None:
+            self.event = None
+            event.set()
 
-    def handle(self, message: Ping) -> None:
-        self.count += 1
-
-    async def drain(self, n: int) -> None:
-        queue = self.queue
-        while True:
-            while queue:
-                self.handle(queue.popleft())
-            if self.count >= n:
-                return
-            event = self.event = trio.Event()
-            await event.wait()
+    async def sleep(self) -> None:
+        event = self.event = trio.Event()
+        await event.wait()
 
 
-async def bench_wakeup(n: int, mailbox: _ParkMailbox | _EventMailbox) -> float:
+async def bench_wakeup(n: int, mailbox: _DequeMailbox) -> float:
     """Messages/s from a trio task into ``mailbox``, drained by its own task."""
 
     async def produce() -> None:
