@@ -281,11 +281,16 @@ class PubSubServer:
 
     def _update_topic(self, request: Any, context: grpc.ServicerContext) -> Any:
         name = convert.topic_name(request.topic.name, "topic.name")
-        current: TopicConfig = self._ask(context, GetTopic(name))
-        merged = convert.merge(convert.topic_pb(current), request.topic, request.update_mask.paths,
-                               convert.TOPIC_UPDATABLE)
-        config: TopicConfig = self._ask(context, ReplaceTopic(convert.topic_config(merged)))
-        return convert.topic_pb(config)
+        return self._update(context, GetTopic(name), request.topic, request.update_mask.paths,
+                            convert.TOPIC_UPDATABLE, convert.topic_pb, convert.topic_config, ReplaceTopic)
+
+    def _update(
+        self, context: grpc.ServicerContext, get: object, patch: Any, paths: Any, updatable: Any,
+        to_pb: Callable[[Any], Any], from_pb: Callable[[Any], Any], replace: Callable[[Any], object],
+    ) -> Any:
+        """UpdateTopic / UpdateSubscription: read the current config, apply the masked fields, replace it."""
+        merged = convert.merge(to_pb(self._ask(context, get)), patch, paths, updatable)
+        return to_pb(self._ask(context, replace(from_pb(merged))))
 
     def _list_topics(self, request: Any, context: grpc.ServicerContext) -> Any:
         page: Page = self._ask(context, ListTopics(convert.project_name(request.project), request.page_size,
@@ -322,11 +327,9 @@ class PubSubServer:
 
     def _update_subscription(self, request: Any, context: grpc.ServicerContext) -> Any:
         name = convert.subscription_name(request.subscription.name, "subscription.name")
-        current: SubscriptionConfig = self._ask(context, GetSubscription(name))
-        merged = convert.merge(convert.subscription_pb(current), request.subscription, request.update_mask.paths,
-                               convert.SUBSCRIPTION_UPDATABLE)
-        config: SubscriptionConfig = self._ask(context, ReplaceSubscription(convert.subscription_config(merged)))
-        return convert.subscription_pb(config)
+        return self._update(context, GetSubscription(name), request.subscription, request.update_mask.paths,
+                            convert.SUBSCRIPTION_UPDATABLE, convert.subscription_pb, convert.subscription_config,
+                            ReplaceSubscription)
 
     def _list_subscriptions(self, request: Any, context: grpc.ServicerContext) -> Any:
         page: Page = self._ask(context, ListSubscriptions(convert.project_name(request.project), request.page_size,
