@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from ._errors import ConveyorError
-from ._immutability import ensure_immutable
+from ._immutability import SCALAR_TYPES, ensure_immutable, is_immutable
 from ._messages import Stop, TimerHandle, Unwatch, Watch
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
@@ -71,7 +71,8 @@ class Context:
 
     def send(self, target: ActorRef, message: object) -> None:
         """Send ``message`` to ``target``; order per (sender, receiver) pair is kept."""
-        ensure_immutable(message)
+        if type(message) not in SCALAR_TYPES and not is_immutable(message):
+            ensure_immutable(message)  # raises, naming where the mutable part sits
         if type(target) is not ActorRef:
             msg = f"send() target must be an ActorRef, got {type(target).__qualname__}"
             raise TypeError(msg)
@@ -87,7 +88,8 @@ class Context:
                 "(it came from a timer, a job or code outside any actor); use send() with an explicit ref"
             )
             raise ConveyorError(msg)
-        ensure_immutable(message)
+        if type(message) not in SCALAR_TYPES and not is_immutable(message):
+            ensure_immutable(message)  # raises, naming where the mutable part sits
         cell = self._cell
         cell.system._send(cell, sender, message)  # noqa: SLF001
 

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("conveyor.runtime")
 
+_NOT_PLAIN: frozenset[type] = SYSTEM_MESSAGE_TYPES | {Terminated}
+"""Message types ``process`` cannot hand straight to ``receive``."""
+
 
 class CellBase:
     """What every message target has: identity, a path, liveness, backend slots."""
@@ -156,6 +159,11 @@ class ActorCell(CellBase):
 
     def process(self, sender: CellBase | None, message: object) -> None:
         """Deliver ``message`` to the actor; route failures to supervision."""
+        if type(message) not in _NOT_PLAIN and self.early is None and self.alive:
+            self._handle(sender, message)  # the hot path: a user message to a started, live actor
+            if self.stop_requested and self.alive:
+                self.terminate("stopped", None)
+            return
         if not self.alive:
             self.system._dead_letter(sender, self, message)  # noqa: SLF001
             return

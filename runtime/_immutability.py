@@ -83,6 +83,10 @@ def _is_immutable(value: object) -> bool:
     return True
 
 
+is_immutable = _is_immutable
+"""True when ``value`` is deeply immutable; builds no strings (``ensure_immutable`` names the culprit)."""
+
+
 def _learn_attrs_class(cls: type) -> tuple[str, ...] | None:
     """Cache the field getter of a frozen attrs class; None if ``cls`` is not one."""
     names = _FIELD_NAMES.get(cls)

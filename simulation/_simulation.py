@@ -149,6 +149,20 @@ class Simulation(ActorSystemBase):
     def _enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
         self._push(OUTSIDE if sender is None else sender.uid, sender, target, message)
 
+    def _send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+        if target.is_promise or self.tracer is not None or sender is None or self._drops or self._holds:
+            super()._send(sender, target, message)
+            return
+        # The hot path, _push inlined: an untraced send between two actors, no faults to apply.
+        key = (sender.uid, target.uid)
+        channel = self._channels.get(key)
+        if channel is None:
+            channel = self._channels[key] = Channel(key, sender, target)
+        channel.queue.append(message)
+        if channel.index == -1:
+            channel.index = len(self._ready)
+            self._ready.append(channel)
+
     def _push(self, sender_id: int, sender: CellBase | None, target: CellBase, message: object) -> None:
         if self._drops and self._dropped(sender, target, message):
             return
@@ -223,40 +237,52 @@ class Simulation(ActorSystemBase):
 
     def step(self, until: float | None = None) -> bool:
         """Make one delivery, jumping the clock first if nothing is ready; False if idle."""
-        if self._step_faults and self._step_faults[-1].at_step <= self.steps:
-            self._apply_step_faults()
-        if self._pauses and self._pauses[-1].at_time <= self._now:
-            self._apply_time_faults()
+        return self._deliver(1, until) == 1
+
+    def _deliver(self, limit: int | None, until: float | None) -> int:
+        """Make up to ``limit`` deliveries (no limit when None); fewer means the run went quiet.
+
+        The one delivery loop behind ``step`` and ``run``: a run makes its deliveries without a
+        call per step and with the loop's names looked up once.
+        """
         ready = self._ready
-        while not ready:
-            if not self._fire_due(until):
-                return False
-        count = len(ready)
-        if count == 1:
-            index = 0
-        else:
-            index = self.strategy.choose(ready)
-            self.schedule.append(index)
-        channel = ready[index]
-        queue = channel.queue
-        message = queue.popleft()
-        if not queue:
-            last = ready.pop()
-            if last is not channel:
-                ready[index] = last
-                last.index = index
-            channel.index = -1
-        receiver = channel.receiver
-        self.steps += 1
-        if isinstance(receiver, ActorCell):
-            self._current = receiver
-            try:
+        choose = self.strategy.choose
+        record_choice = self.schedule.append
+        made = 0
+        while limit is None or made < limit:
+            if self._step_faults and self._step_faults[-1].at_step <= self.steps:
+                self._apply_step_faults()
+            if self._pauses and self._pauses[-1].at_time <= self._now:
+                self._apply_time_faults()
+            while not ready:
+                if not self._fire_due(until):
+                    return made
+            if len(ready) == 1:
+                index = 0
+            else:
+                index = choose(ready)
+                record_choice(index)
+            channel = ready[index]
+            queue = channel.queue
+            message = queue.popleft()
+            if not queue:
+                last = ready.pop()
+                if last is not channel:
+                    ready[index] = last
+                    last.index = index
+                channel.index = -1
+            receiver = channel.receiver
+            self.steps += 1
+            made += 1
+            if isinstance(receiver, ActorCell):
+                self._current = receiver
+                try:
+                    receiver.process(channel.sender, message)
+                finally:
+                    self._current = None
+            else:
                 receiver.process(channel.sender, message)
-            finally:
-                self._current = None
-        else:
-            receiver.process(channel.sender, message)
-        return True
+        return made
 
     def run(self, until: float | None = None, max_steps: int | None = None) -> RunResult:
         """Deliver until quiet, until virtual time ``until``, or for ``max_steps`` steps.
@@ -266,13 +292,8 @@ class Simulation(ActorSystemBase):
         if max_steps is not None and max_steps < 0:
             msg = f"max_steps must be >= 0, got {max_steps}"
             raise ValueError(msg)
-        steps = 0
-        quiet = False
-        while max_steps is None or steps < max_steps:
-            if not self.step(until):
-                quiet = True
-                break
-            steps += 1
+        steps = self._deliver(max_steps, until)
+        quiet = max_steps is None or steps < max_steps
         if quiet and until is not None and self._now < until:
             self._now = until
         return RunResult(steps=steps, time=self._now, quiet=quiet)

@@ -282,7 +282,7 @@ class EntryList:
         taken_bytes = 0
         advancing = True
         limited = False
-        retrying: set[str] = set()  # groups with an earlier entry waiting out a nack's backoff
+        retrying: set[str] | None = None  # groups with an earlier entry waiting out a nack's backoff
         # Whether any higher-priority consumer could reserve entries: fixed for this walk (taking
         # changes no other consumer), so most walks never ask per entry.
         outranked = self._outranked(cursor)
@@ -296,10 +296,15 @@ class EntryList:
                     pass
                 elif (
                     entry.available_at > now
-                    or (group is not None and (group in retrying or not self._group_allows(entry, consumer_id)))
+                    or (
+                        group is not None
+                        and ((retrying is not None and group in retrying) or not self._group_allows(entry, consumer_id))
+                    )
                     or (outranked and self._reserved_for_higher(entry, cursor))
                 ):
                     if group is not None and entry.delivery_count and entry.available_at > now:
+                        if retrying is None:
+                            retrying = set()
                         retrying.add(group)  # the group's later entries wait for it: group order holds
                     advancing = False
                     continue
@@ -456,9 +461,24 @@ class EntryList:
         return count
 
     def next_wakeup(self) -> float | None:
-        """The earliest time a lease lapses, a TTL passes or a delay ends, if any."""
-        candidates = [heap[0][0] for heap in (self._leases, self._ttls, self._delays) if heap]
-        return min(candidates) if candidates else None
+        """The earliest time a lease lapses, a TTL passes or a delay ends, if any.
+
+        Lease items of settled entries are dropped from the heap's head first: a timer armed
+        at a lease already acked would wake the queue once per message for nothing.
+        """
+        leases = self._leases
+        live = self._live
+        while leases:
+            _, seq, lease = leases[0]
+            entry = live.get(seq)
+            if entry is not None and entry.state is EntryState.ACQUIRED and entry.lease == lease:
+                break
+            heapq.heappop(leases)
+        wakeup = leases[0][0] if leases else None
+        for heap in (self._ttls, self._delays):
+            if heap and (wakeup is None or heap[0][0] < wakeup):
+                wakeup = heap[0][0]
+        return wakeup
 
     # --- overflow ---------------------------------------------------------------------------
 
@@ -479,8 +499,10 @@ class EntryList:
         levels = self._levels
         for level_rank in range(max(rank, 0), self.priorities):
             level = levels[level_rank]
-            start = level.after(seq) if level_rank == rank else level.head
             entries = level.entries
+            if level.head >= len(entries):
+                continue  # nothing live on this level (most of the ten, most of the time)
+            start = level.after(seq) if level_rank == rank else level.head
             index = start
             while index < len(entries):
                 entry = entries[index]

@@ -8,6 +8,7 @@ field and the allowed values, before anything reaches an actor.
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any, final
@@ -35,20 +36,31 @@ def _headers(value: Mapping[str, HeaderValue] | Iterable[tuple[str, HeaderValue]
     """Normalise headers to a key-sorted tuple of pairs (hashable, deterministic)."""
     if value is None or value == ():
         return ()
-    pairs = list(value.items()) if isinstance(value, Mapping) else list(value)
-    seen: set[str] = set()
+    pairs = value if type(value) is tuple else tuple(value.items() if isinstance(value, Mapping) else value)
+    ascending = True  # keys already strictly ascending (the usual case) need no sort and no duplicate check
+    previous = ""
     for pair in pairs:
-        if not isinstance(pair, tuple) or len(pair) != 2:
+        if type(pair) is not tuple or len(pair) != 2:
             _fail("Message", "headers", "a mapping of str to str/int/float/bool", value)
         key, item = pair
         if not isinstance(key, str) or not key:
             _fail("Message", "headers", "keyed by non-empty str", key)
-        if not isinstance(item, (str, int, float, bool)) or (isinstance(item, float) and not math.isfinite(item)):
+        if not isinstance(item, (str, int, float, bool)) or (type(item) is float and not math.isfinite(item)):
             _fail("Message", f"headers[{key!r}]", "a str, int, finite float or bool", item)
-        if key in seen:
+        if key <= previous:
+            ascending = False
+        previous = key
+    if ascending:
+        return pairs
+    ordered = tuple(sorted(pairs, key=_pair_key))
+    for (key, _), (following, _) in itertools.pairwise(ordered):
+        if key == following:
             _fail("Message", "headers", "free of duplicate keys", key)
-        seen.add(key)
-    return tuple(sorted(pairs))
+    return ordered
+
+
+def _pair_key(pair: tuple[str, HeaderValue]) -> str:
+    return pair[0]
 
 
 def _check_priority(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -155,8 +167,8 @@ class Message:
             _fail("Message", "message_id", "a str", self.message_id)
         headers = self.headers
         size = len(self.body)
-        if headers:
-            size += sum(len(k) + len(str(v)) for k, v in headers)
+        for key, value in headers:
+            size += len(key) + len(value if type(value) is str else str(value))
         object.__setattr__(self, "size", size)
 
     def header_map(self) -> dict[str, HeaderValue]:

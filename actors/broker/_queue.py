@@ -275,8 +275,8 @@ class QueueActor(Actor):
         self.ctx.reply(Delivered(self.name, deliveries, exhausted))
         if exhausted:
             self._tell_manager(ConsumerExhausted(consumer_id, entries.available > 0))
-        if deliveries and record.acquiring:
-            self._arm_wake()
+        if deliveries and record.acquiring and (self.wake_at is None or self.wake_at > deadline):
+            self._arm_wake()  # the new leases end at ``deadline``; a timer armed no later covers them
 
     # --- settling -------------------------------------------------------------------------
 

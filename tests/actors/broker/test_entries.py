@@ -327,3 +327,22 @@ TestEntryListMachine.settings = settings(max_examples=150, stateful_step_count=4
 def test_bad_priorities_are_refused() -> None:
     with pytest.raises(ValueError, match="priorities must be from 1 to 10"):
         EntryList(priorities=0)
+
+
+def test_next_wakeup_skips_leases_already_settled() -> None:
+    """An acked or extended lease must not wake the queue at its old deadline (one wake per message)."""
+    entries = fresh()
+    for n in range(3):
+        entries.publish(msg(n), 0.0)
+    (first,), _, _ = entries.take(1, 0.0, 1, 10**6, 1.0)
+    (second,), _, _ = entries.take(1, 0.5, 1, 10**6, 1.5)
+    (third,), _, _ = entries.take(1, 0.6, 1, 10**6, 1.6)
+    assert entries.next_wakeup() == 1.0
+    entries.ack(1, (first.seq,))
+    assert entries.next_wakeup() == 1.5
+    entries.extend(1, (second.seq,), 9.0)
+    assert entries.next_wakeup() == 1.6
+    entries.ack(1, (third.seq,))
+    assert entries.next_wakeup() == 9.0
+    entries.ack(1, (second.seq,))
+    assert entries.next_wakeup() is None
