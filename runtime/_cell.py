@@ -158,35 +158,18 @@ class ActorCell(CellBase):
     # --- the hot path -----------------------------------------------------------------
 
     def process(self, sender: CellBase | None, message: object) -> None:
-        """Deliver ``message`` to the actor; route failures to supervision."""
-        if type(message) not in _NOT_PLAIN and self.early is None and self.alive:
-            self._handle(sender, message)  # the hot path: a user message to a started, live actor
-            if self.stop_requested and self.alive:
-                self.terminate("stopped", None)
-            return
-        if not self.alive:
-            self.system._dead_letter(sender, self, message)  # noqa: SLF001
-            return
-        if self.early is not None and type(message) is not Start:
-            self.early.append((sender, message))
-            return
-        if type(message) in SYSTEM_MESSAGE_TYPES:
-            if type(message) is not TimerFired:
-                tracer = self.system.tracer
-                if tracer is not None:
-                    tracer.record(EventKind.DELIVERED, self.system.now(), sender, self, message)
-                self._system_message(sender, message)
-            elif self.timer_fired(message.timer_id):
-                self._handle(None, message.message)
-        else:
-            if type(message) is Terminated and message.ref._cell.uid not in self.watching:  # noqa: SLF001
-                return  # unwatched meanwhile: the Terminated was already on its way
-            self._handle(sender, message)
-        if self.stop_requested and self.alive:
-            self.terminate("stopped", None)
+        """Deliver ``message`` to the actor; route failures to supervision.
 
-    def _handle(self, sender: CellBase | None, message: object) -> None:
-        self.ctx._sender = sender  # noqa: SLF001
+        The common case (a user message to a started, live actor) runs straight through;
+        anything else goes through ``_unusual`` first.
+        """
+        if type(message) in _NOT_PLAIN or self.early is not None or not self.alive:
+            if not self._unusual(sender, message):
+                return
+            if type(message) is TimerFired:
+                sender, message = None, message.message
+        ctx = self.ctx
+        ctx._sender = sender  # noqa: SLF001
         tracer = self.system.tracer
         if tracer is not None:
             tracer.record(EventKind.DELIVERED, self.system.now(), sender, self, message)
@@ -194,9 +177,33 @@ class ActorCell(CellBase):
             self.actor.receive(message)
         except Exception as error:  # noqa: BLE001 - every failure goes to supervision, logged
             self._failed(error, sender, message)
-        self.ctx._sender = None  # noqa: SLF001
+        ctx._sender = None  # noqa: SLF001
         if sender is not None and sender.is_promise and not sender.answered:  # type: ignore[attr-defined]
             self._remember_unanswered(sender)  # type: ignore[arg-type]
+        if self.stop_requested and self.alive:
+            self.terminate("stopped", None)
+
+    def _unusual(self, sender: CellBase | None, message: object) -> bool:
+        """Dead letters, early arrivals, system messages and stale notices; True when ``receive`` gets it."""
+        if not self.alive:
+            self.system._dead_letter(sender, self, message)  # noqa: SLF001
+            return False
+        if self.early is not None and type(message) is not Start:
+            self.early.append((sender, message))
+            return False
+        if type(message) is TimerFired:
+            return self.timer_fired(message.timer_id)
+        if type(message) is Terminated:
+            return message.ref._cell.uid in self.watching  # noqa: SLF001 - else unwatched meanwhile
+        if type(message) in SYSTEM_MESSAGE_TYPES:
+            tracer = self.system.tracer
+            if tracer is not None:
+                tracer.record(EventKind.DELIVERED, self.system.now(), sender, self, message)
+            self._system_message(sender, message)
+            if self.stop_requested and self.alive:
+                self.terminate("stopped", None)
+            return False
+        return True
 
     def _remember_unanswered(self, promise: PromiseCell) -> None:
         """An ask handled without a reply yet: fail it fast if this actor stops first."""

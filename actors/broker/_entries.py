@@ -185,6 +185,7 @@ class EntryList:
         self._seqs = itertools.count(1)
         self._live: dict[int, Entry] = {}
         self._cursors: dict[int, _Cursor] = {}
+        self._top_priority = 0  # the highest consumer priority registered: no one outranks it
         self._groups: dict[str, list[int]] = {}  # group -> [owner consumer, entries held]
         self._leases: list[tuple[float, int, int]] = []  # (deadline, seq, lease)
         self._ttls: list[tuple[float, int]] = []
@@ -240,6 +241,7 @@ class EntryList:
             msg = f"consumer {consumer_id} is already registered"
             raise ValueError(msg)
         self._cursors[consumer_id] = _Cursor(selector, priority, acquiring, _BEFORE_ALL)
+        self._top_priority = max(cursor.priority for cursor in self._cursors.values())
 
     def remove_consumer(self, consumer_id: int, now: float) -> Returned:
         """Unregister a consumer; everything it held returns, each entry at its own position."""
@@ -248,6 +250,7 @@ class EntryList:
             return Returned()
         returned = self.give_back(consumer_id, tuple(cursor.held), now, 0.0)
         del self._cursors[consumer_id]
+        self._top_priority = max((cursor.priority for cursor in self._cursors.values()), default=0)
         return returned
 
     def set_interest(self, consumer_id: int, interested: bool) -> None:
@@ -536,6 +539,8 @@ class EntryList:
     def _outranked(self, cursor: _Cursor) -> bool:
         """Whether some higher-priority acquiring consumer wants work (so may reserve entries)."""
         priority = cursor.priority
+        if priority >= self._top_priority:
+            return False  # the common case of equal consumers: no walk over them per pull
         for other in self._cursors.values():
             if other.priority > priority and other.acquiring and other.interested:
                 return True

@@ -424,6 +424,18 @@ class Delivered:
     deliveries: tuple[Delivery, ...]
     exhausted: bool
 
+    def __attrs_post_init__(self) -> None:
+        # Checked once here (one per Pull), so the reply need not walk the deliveries again.
+        if type(self.queue) is not str:
+            _fail("Delivered", "queue", "a str", self.queue)
+        if type(self.deliveries) is not tuple or any(type(d) is not Delivery for d in self.deliveries):
+            _fail("Delivered", "deliveries", "a tuple of Delivery", self.deliveries)
+        if type(self.exhausted) is not bool:
+            _fail("Delivered", "exhausted", "True or False", self.exhausted)
+
+
+register_immutable_type(Delivered)
+
 
 @final
 @attrs.frozen
