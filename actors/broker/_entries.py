@@ -24,6 +24,7 @@ from the Qpid seeds (001 and 000):
 
 from __future__ import annotations
 
+import bisect
 import enum
 import heapq
 import itertools
@@ -91,7 +92,7 @@ class Entry:
         self.position = (rank, seq)
         self.message = message
         self.size = message.size
-        self.state = EntryState.AVAILABLE
+        self.state = _AVAILABLE
         self.consumer: int | None = None
         self.last_consumer = 0  # who held it last (kept after a return, for reports)
         self.deadline: float | None = None
@@ -181,6 +182,7 @@ class EntryList:
         self.priorities = priorities
         self.max_deliveries = max_deliveries
         self._levels = [_Level() for _ in range(priorities)]  # index = rank (0 = highest)
+        self._used_ranks: list[int] = []  # ranks of the levels that ever held an entry, ascending
         self._rank_of = [priorities - 1 - priority_level(p, priorities) for p in range(10)]  # by priority 0-9
         self._seqs = itertools.count(1)
         self._live: dict[int, Entry] = {}
@@ -212,6 +214,8 @@ class EntryList:
         seq = next(self._seqs)
         entry = Entry(seq, rank, message, now)
         level = self._levels[rank]
+        if not level.seqs:
+            self._note_used(rank)
         level.entries.append(entry)
         level.seqs.append(seq)
         self._live[seq] = entry
@@ -394,7 +398,7 @@ class EntryList:
             self._leases = [
                 (entry.deadline, entry.seq, entry.lease)
                 for entry in self._live.values()
-                if entry.state is EntryState.ACQUIRED and entry.deadline is not None
+                if entry.state is _ACQUIRED and entry.deadline is not None
             ]
             heapq.heapify(self._leases)
 
@@ -436,7 +440,7 @@ class EntryList:
         while leases and leases[0][0] <= now:
             _, seq, lease = heapq.heappop(leases)
             entry = self._live.get(seq)
-            if entry is not None and entry.state is EntryState.ACQUIRED and entry.lease == lease:
+            if entry is not None and entry.state is _ACQUIRED and entry.lease == lease:
                 lapsed.append(entry)
         return self._return(lapsed, now, lambda _: 0.0)
 
@@ -447,7 +451,7 @@ class EntryList:
         while ttls and ttls[0][0] <= now:
             _, seq = heapq.heappop(ttls)
             entry = self._live.get(seq)
-            if entry is not None and entry.state is EntryState.AVAILABLE:
+            if entry is not None and entry.state is _AVAILABLE:
                 self._finish(entry, EntryState.EXPIRED)
                 expired.append(entry)
         return expired
@@ -459,7 +463,7 @@ class EntryList:
         while delays and delays[0][0] <= now:
             _, seq = heapq.heappop(delays)
             entry = self._live.get(seq)
-            if entry is not None and entry.state is EntryState.AVAILABLE and entry.available_at <= now:
+            if entry is not None and entry.state is _AVAILABLE and entry.available_at <= now:
                 count += 1
         return count
 
@@ -474,7 +478,7 @@ class EntryList:
         while leases:
             _, seq, lease = leases[0]
             entry = live.get(seq)
-            if entry is not None and entry.state is EntryState.ACQUIRED and entry.lease == lease:
+            if entry is not None and entry.state is _ACQUIRED and entry.lease == lease:
                 break
             heapq.heappop(leases)
         wakeup = leases[0][0] if leases else None
@@ -488,7 +492,7 @@ class EntryList:
     def drop_head(self) -> Entry | None:
         """Dead-letter the AVAILABLE entry that would be delivered next (overflow drop-head)."""
         for entry in self._after(_BEFORE_ALL):
-            if entry.state is EntryState.AVAILABLE:
+            if entry.state is _AVAILABLE:
                 self._finish(entry, EntryState.DEAD_LETTERED)
                 self.dead_lettered += 1
                 return entry
@@ -496,15 +500,22 @@ class EntryList:
 
     # --- internals --------------------------------------------------------------------------
 
+    def _note_used(self, rank: int) -> None:
+        """Remember that level ``rank`` holds entries, so walks visit it (and no level that never did)."""
+        if rank not in self._used_ranks:
+            bisect.insort(self._used_ranks, rank)
+
     def _after(self, pointer: tuple[int, int]) -> Iterator[Entry]:
         """Live entries strictly after ``pointer``, in queue order."""
         rank, seq = pointer
         levels = self._levels
-        for level_rank in range(max(rank, 0), self.priorities):
+        for level_rank in self._used_ranks:
+            if level_rank < rank:
+                continue
             level = levels[level_rank]
             entries = level.entries
             if level.head >= len(entries):
-                continue  # nothing live on this level (most of the ten, most of the time)
+                continue  # nothing live on this level now
             start = level.after(seq) if level_rank == rank else level.head
             index = start
             while index < len(entries):
@@ -562,7 +573,7 @@ class EntryList:
         return False
 
     def _acquire(self, entry: Entry, consumer_id: int, cursor: _Cursor, deadline: float) -> None:
-        entry.state = EntryState.ACQUIRED
+        entry.state = _ACQUIRED
         entry.consumer = consumer_id
         entry.last_consumer = consumer_id
         entry.deadline = deadline
@@ -604,7 +615,7 @@ class EntryList:
             cursor = self._cursors.get(entry.consumer) if entry.consumer is not None else None
             if cursor is not None:
                 self._unhold(entry, cursor)
-            entry.state = EntryState.AVAILABLE
+            entry.state = _AVAILABLE
             if entry.expires_at is not None and entry.expires_at <= now:
                 self._finish(entry, EntryState.EXPIRED)
                 expired.append(entry)
