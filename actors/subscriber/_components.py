@@ -9,8 +9,9 @@ the mailboxes of these actors.
 from __future__ import annotations
 
 import logging
+import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 import attrs
@@ -26,8 +27,10 @@ from ._message import SubscriberMessage
 from ._ordering import OrderingKeyHolds
 from ._protocol import (
     CallbackEnded,
+    CallbacksEnded,
     CallbackStarted,
     Done,
+    Dones,
     Drain,
     Drained,
     Extend,
@@ -40,8 +43,10 @@ from ._protocol import (
     Redelivered,
     Run,
     RunBatch,
+    RunsEnded,
     Settle,
     SettleKind,
+    Settles,
     Skipped,
     StopRunning,
     Tick,
@@ -79,6 +84,10 @@ class LoadController(Actor):
                 self.tracker.add(item.ack_id, item.size)
         elif type(message) is Done:
             if not self.tracker.remove(message.ack_id):
+                return
+        elif type(message) is Dones:
+            removed = [self.tracker.remove(done.ack_id) for done in message.items]
+            if not any(removed):
                 return
         else:
             return
@@ -137,9 +146,10 @@ class Leaser(Actor):
                 if next_check is not None:
                     self._arm(next_check)
         elif type(message) is Done:
-            duration = self.table.remove(message.ack_id, now)
-            if duration is not None and message.acked:
-                self.histogram.add(duration)
+            self._done(message, now)
+        elif type(message) is Dones:
+            for done in message.items:
+                self._done(done, now)
         elif type(message) is Tick:
             self.timer = None
             self.timer_at = None
@@ -152,6 +162,11 @@ class Leaser(Actor):
                 self.ctx.send(self.manager, Lapsed(work.lapsed))
             if work.next_check_at is not None:
                 self._arm(work.next_check_at)
+
+    def _done(self, done: Done, now: float) -> None:
+        duration = self.table.remove(done.ack_id, now)
+        if duration is not None and done.acked:
+            self.histogram.add(duration)
 
     def _arm(self, when: float) -> None:
         if self.timer_at is not None and self.timer_at <= when:
@@ -196,21 +211,11 @@ class OrderedKeyHandler(Actor):
         if type(message) is Received:
             self._arrive(message)
         elif type(message) is ReceivedBatch:
-            runs: list[Run] = []  # the batch's runs go to the pool as one RunBatch
-            self.batch = runs
-            try:
-                for item in message.items:
-                    self._arrive(item)
-            finally:
-                self.batch = None
-            if len(runs) == 1:
-                self.ctx.send(self.workers, runs[0])
-            elif runs:
-                self.ctx.send(self.workers, RunBatch(tuple(runs)))
+            self._batched(self._arrive, message.items)
         elif type(message) is CallbackEnded:
-            if message.nacked and message.key:
-                self._send_back(message.key, split_ack_id(message.ack_id)[1])
-            self._finished(message.ack_id)
+            self._ended(message)
+        elif type(message) is CallbacksEnded:
+            self._batched(self._ended, message.items)
         elif type(message) is Lapsed:
             self._lapsed(message.ack_ids)
         elif type(message) is Skipped:
@@ -220,6 +225,25 @@ class OrderedKeyHandler(Actor):
         elif type(message) is FenceLifted and self.fence_of.get(message.key) == message.fence:
             del self.fence_of[message.key]
             self.out.pop(message.key, None)
+
+    def _batched(self, handle: Callable[[Any], None], items: tuple[Any, ...]) -> None:
+        """Handle several items; the runs they release go to the pool as one ``RunBatch``."""
+        runs: list[Run] = []
+        self.batch = runs
+        try:
+            for item in items:
+                handle(item)
+        finally:
+            self.batch = None
+        if len(runs) == 1:
+            self.ctx.send(self.workers, runs[0])
+        elif runs:
+            self.ctx.send(self.workers, RunBatch(tuple(runs)))
+
+    def _ended(self, message: CallbackEnded) -> None:
+        if message.nacked and message.key:
+            self._send_back(message.key, split_ack_id(message.ack_id)[1])
+        self._finished(message.ack_id)
 
     def _arrive(self, message: Received) -> None:
         ack_id = message.ack_id
@@ -318,6 +342,51 @@ def _invoke(
     return message.decision
 
 
+def _invoke_several(
+    callback: Callable[[SubscriberMessage], object],
+    deliveries: tuple[Delivery, ...],
+    settle: Callable[[object], None],
+    ask: Callable[..., object],
+) -> tuple[tuple[object, ...], tuple[tuple[SettleKind | None, str | None], ...]]:
+    """Run the callback on several deliveries in turn, in one worker: one job instead of one each.
+
+    Settlements a callback makes on this thread while the job runs are collected and returned
+    with the outcomes, so the pool forwards them all as one message; one made on another
+    thread, or after the job, goes straight to the manager as usual (only this thread appends,
+    so nothing is lost between the two paths). A callback that raises nacks its message, and
+    the next callback still runs.
+
+    Returns:
+        (the collected settlements in order, (decision, error repr or None) per delivery).
+    """
+    collected: list[object] = []
+    owner = threading.get_ident()
+    collecting = True
+
+    def settle_here(request: object) -> None:
+        # A deadline change goes at once: the callback may be buying time for a long run.
+        if collecting and type(request) is Settle and request.kind is not SettleKind.MODACK and (
+            threading.get_ident() == owner
+        ):
+            collected.append(request)
+        else:
+            settle(request)
+
+    outcomes: list[tuple[SettleKind | None, str | None]] = []
+    for delivery in deliveries:
+        message = SubscriberMessage(delivery, settle_here, ask)
+        try:
+            callback(message)
+        except Exception as error:  # the job's next callback still runs
+            log.exception("subscriber callback raised on %r; nacking it", message)
+            message.nack()
+            outcomes.append((SettleKind.NACK, repr(error)))
+        else:
+            outcomes.append((message.decision, None))
+    collecting = False
+    return tuple(collected), tuple(outcomes)
+
+
 class CallbackRaised(Exception):
     """The user's callback raised ``error`` and its message was nacked (a job failing otherwise was not)."""
 
@@ -332,14 +401,24 @@ class WorkerPool(Actor):
 
     ``Lapsed`` names messages whose lease the queue took back: those still waiting are dropped
     from the queue unstarted (``Skipped``); a running callback cannot be stopped and settles as usual.
+
+    When more unordered messages wait than there are free workers, one job runs up to
+    ``callbacks_per_job`` of them in turn and reports them (and the settlements made in it) as
+    one ``RunsEnded``: a hand-over between threads costs more than a short callback. A message
+    in such a job counts as started with the job, as Google's client runs what its executor
+    queued. Messages with an ordering key always get a job each.
     """
 
-    def __init__(self, manager: ActorRef, callback: Callable[[SubscriberMessage], object], workers: int) -> None:
+    def __init__(
+        self, manager: ActorRef, callback: Callable[[SubscriberMessage], object], workers: int,
+        callbacks_per_job: int = 1,
+    ) -> None:
         self.manager = manager
         self.callback = callback
         self.workers = workers
+        self.callbacks_per_job = callbacks_per_job
         self.waiting: deque[Run] = deque()
-        self.running: dict[int, Run] = {}
+        self.running: dict[int, Run | tuple[Run, ...]] = {}
         self.settle: Callable[[object], None] | None = None
         self.ask: Callable[..., object] | None = None
         self.stopping = False
@@ -369,27 +448,56 @@ class WorkerPool(Actor):
         elif type(message) is Lapsed:
             self._skip(frozenset(message.ack_ids))
         elif type(message) is JobDone:
-            run = self.running.pop(message.job_id)
-            nacked = message.result is SettleKind.NACK
-            self.ctx.send(self.manager, CallbackEnded(run.ack_id, run.key, None, nacked))
+            job = self.running.pop(message.job_id)
+            if isinstance(job, tuple):
+                settled, outcomes = message.result
+                ended = tuple(CallbackEnded(run.ack_id, run.key, error, decision is SettleKind.NACK)
+                              for run, (decision, error) in zip(job, outcomes, strict=True))
+                self.ctx.send(self.manager, RunsEnded(settled, ended))
+            else:
+                nacked = message.result is SettleKind.NACK
+                self.ctx.send(self.manager, CallbackEnded(job.ack_id, job.key, None, nacked))
         elif type(message) is JobFailed:
-            run = self.running.pop(message.job_id)
+            job = self.running.pop(message.job_id)
+            runs = job if isinstance(job, tuple) else (job,)
             error = message.error
             if isinstance(error, CallbackRaised):
                 error = error.error
-            else:  # the job died outside the callback (a worker's failure): nobody nacked it yet
-                self.ctx.send(self.manager, Settle(SettleKind.NACK, run.ack_id))
-            self.ctx.send(self.manager, CallbackEnded(run.ack_id, run.key, repr(error), True))
+            else:  # the job died outside the callbacks (a worker's failure): nack all it held
+                for run in runs:
+                    self.ctx.send(self.manager, Settle(SettleKind.NACK, run.ack_id))
+            for run in runs:
+                self.ctx.send(self.manager, CallbackEnded(run.ack_id, run.key, repr(error), True))
         if self.stopping and not self.running:
             self.ctx.send(self.manager, Idle())
             return
-        while self.waiting and len(self.running) < self.workers:
-            run = self.waiting.popleft()
-            assert self.settle is not None and self.ask is not None
-            if self.ctx.tracing:
+        self._start()
+
+    def _start(self) -> None:
+        """Start waiting callbacks on free workers, several per job when many unordered ones wait."""
+        waiting = self.waiting
+        assert self.settle is not None and self.ask is not None
+        while waiting and len(self.running) < self.workers:
+            share = -(-len(waiting) // (self.workers - len(self.running)))  # what waits, spread over free workers
+            run = waiting.popleft()
+            size = min(share, self.callbacks_per_job)
+            if size > 1 and not run.key and not waiting[0].key:
+                runs = [run]
+                while waiting and len(runs) < size and not waiting[0].key:
+                    runs.append(waiting.popleft())
+                self._note_started(runs)
+                job = self.ctx.run_job(_invoke_several, self.callback, tuple(r.delivery for r in runs),
+                                       self.settle, self.ask)
+                self.running[job] = tuple(runs)
+            else:
+                self._note_started((run,))
+                self.running[self.ctx.run_job(_invoke, self.callback, run.delivery, self.settle, self.ask)] = run
+
+    def _note_started(self, runs: Sequence[Run]) -> None:
+        if self.ctx.tracing:
+            for run in runs:
                 delivery = run.delivery
                 self.ctx.note(CallbackStarted(run.ack_id, run.key, delivery.tag, delivery.delivery_count))
-            self.running[self.ctx.run_job(_invoke, self.callback, run.delivery, self.settle, self.ask)] = run
 
     def _skip(self, lapsed: frozenset[str]) -> None:
         """Take the lapsed messages that have not started off the queue: the queue redelivers them."""
@@ -420,6 +528,9 @@ class Dispatcher(Actor):
         now = self.ctx.now()
         if type(message) is Settle:
             self._hand_over(self.batcher.add(self._request(message), now))
+        elif type(message) is Settles:
+            for settle in message.items:
+                self._hand_over(self.batcher.add(self._request(settle), now))
         elif type(message) is Extend:
             add = self.batcher.add
             for ack_id in message.ack_ids:

@@ -46,9 +46,11 @@ from ._protocol import (
     AckResponse,
     AckWithResponse,
     CallbackEnded,
+    CallbacksEnded,
     Cancel,
     Deliveries,
     Done,
+    Dones,
     Drain,
     Drained,
     Extend,
@@ -58,8 +60,10 @@ from ._protocol import (
     Received,
     ReceivedBatch,
     Redelivered,
+    RunsEnded,
     Settle,
     SettleKind,
+    Settles,
     Skipped,
     StopRunning,
     ack_id_of,
@@ -68,6 +72,8 @@ from ._protocol import (
 from ._settings import FlowControl
 
 REFUSED_MEMORY_S = 3600.0
+CALLBACKS_PER_JOB = 8
+"""Most callbacks one worker job runs in turn when many unordered messages wait (``WorkerPool``)."""
 """How long an ack the queue refused is remembered, waiting for the message to be delivered here again.
 
 Long enough for any redelivery to this subscription; the bound only keeps the memory of messages
@@ -90,6 +96,7 @@ class StreamingPullManager(Actor):
         selector: Selector | None = None,
         heartbeat_s: float = 30.0,
         await_callbacks_on_shutdown: bool = False,
+        callbacks_per_job: int = CALLBACKS_PER_JOB,
     ) -> None:
         if not callable(callback):
             msg = f"subscribe() callback must be callable, got {type(callback).__qualname__}"
@@ -97,6 +104,10 @@ class StreamingPullManager(Actor):
         if type(workers) is not int or workers < 1:
             msg = f"subscribe() workers must be an int >= 1, got {workers!r}"
             raise ValueError(msg)
+        if type(callbacks_per_job) is not int or callbacks_per_job < 1:
+            msg = f"subscribe() callbacks_per_job must be an int >= 1, got {callbacks_per_job!r}"
+            raise ValueError(msg)
+        self.callbacks_per_job = callbacks_per_job
         self.queue = queue
         self.callback = callback
         self.flow = flow or FlowControl()
@@ -116,6 +127,7 @@ class StreamingPullManager(Actor):
         self.closing = False
         self.await_callbacks = await_callbacks_on_shutdown
         self.taken: list[Received] | None = None  # while a Deliveries batch is taken in: its new Received
+        self.gathered: tuple[list[Done], list[Settle]] | None = None  # while a RunsEnded is applied
 
     def on_start(self) -> None:
         """Spawn the broker consumer and the components."""
@@ -129,7 +141,7 @@ class StreamingPullManager(Actor):
         consumer = self.make_part("consumer", ConsumerActor, self.queue, me, settings)
         self.consumer = consumer
         dispatcher = self.make_part("dispatcher", Dispatcher, me)
-        workers = self.make_part("workers", WorkerPool, me, self.callback, self.workers)
+        workers = self.make_part("workers", WorkerPool, me, self.callback, self.workers, self.callbacks_per_job)
         self.parts = {
             "dispatcher": dispatcher,
             "workers": workers,
@@ -187,6 +199,8 @@ class StreamingPullManager(Actor):
                 self.ctx.send(self.parts["dispatcher"], Drain())  # every running callback has settled
         elif type(message) is CallbackEnded:
             self.ctx.send(parts["keys"], message)
+        elif type(message) is RunsEnded:
+            self._runs_ended(message)
         elif type(message) is Heartbeat:
             self.heartbeats += 1
         elif type(message) is Cancel:
@@ -251,6 +265,35 @@ class StreamingPullManager(Actor):
         self.ctx.send(parts["leaser"], received)
         self.ctx.send(parts["keys"], received)
 
+    def _runs_ended(self, message: RunsEnded) -> None:
+        """A job of several callbacks ended: its settlements first, each part told once for them all."""
+        if message.settled:
+            self.gathered = ([], [])
+            try:
+                for settle in message.settled:
+                    self._settle(settle)
+            finally:
+                self._send_gathered()
+        self.ctx.send(self.parts["keys"], CallbacksEnded(message.ended))
+
+    def _send_gathered(self) -> None:
+        gathered, self.gathered = self.gathered, None
+        if gathered is None:
+            return
+        dones, settles = gathered
+        parts = self.parts
+        if dones:
+            self.ctx.send(parts["load"], Dones(tuple(dones)))
+            self.ctx.send(parts["leaser"], Dones(tuple(dones)))
+        if settles:
+            self.ctx.send(parts["dispatcher"], Settles(tuple(settles)))
+
+    def _to_dispatcher(self, settle: Settle) -> None:
+        if self.gathered is not None:
+            self.gathered[1].append(settle)
+        else:
+            self.ctx.send(self.parts["dispatcher"], settle)
+
     def _settle(self, message: Settle) -> None:
         """Apply the first settlement of a pending message (later ones do nothing)."""
         ack_id = message.ack_id
@@ -263,22 +306,27 @@ class StreamingPullManager(Actor):
             self._expire(ack_id)
             return
         if message.kind is SettleKind.MODACK:
-            self.ctx.send(parts["dispatcher"], message)
+            self._to_dispatcher(message)
             return
         del self.pending[ack_id]
         if ack_id in self.expired:
             self.expired.discard(ack_id)  # load and leaser forgot it already
         else:
             done = Done(ack_id, acked=message.kind is SettleKind.ACK)
-            self.ctx.send(parts["load"], done)
-            self.ctx.send(parts["leaser"], done)
+            if self.gathered is not None:
+                self.gathered[0].append(done)
+            else:
+                self.ctx.send(parts["load"], done)
+                self.ctx.send(parts["leaser"], done)
         newer = self.redelivered.pop(ack_id, None)  # an ack or nack settles it too (same tag)
         if message.kind is SettleKind.ACK:
             self.acking[ack_id] = False
-        self.ctx.send(parts["dispatcher"], message)
+        self._to_dispatcher(message)
         if newer is not None and message.kind is SettleKind.DROP:
             # Dropped by the user, but the queue had already given the message back to us (its lease
-            # lapsed): that delivery is the live one now.
+            # lapsed): that delivery is the live one now. What was gathered goes first: the load
+            # controller and leaser must forget the old copy before they hear of the new one.
+            self._send_gathered()
             self._deliver(newer)
 
     def _send_batch(self, flush: Flush) -> None:

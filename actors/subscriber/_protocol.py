@@ -235,3 +235,40 @@ class RunBatch:
     """Ordered-key handler -> worker pool: several ``Run`` at once, in order."""
 
     runs: tuple[Run, ...]
+
+
+@final
+@attrs.frozen
+class RunsEnded:
+    """Worker pool -> manager: a job of several callbacks ended.
+
+    ``settled`` are the settlements its callbacks made on the job's own thread, in order (one
+    message for them all, instead of one each); ``ended`` says how each callback ended.
+    """
+
+    settled: tuple[Settle, ...]
+    ended: tuple[CallbackEnded, ...]
+
+
+@final
+@attrs.frozen
+class CallbacksEnded:
+    """Manager -> ordered-key handler: several ``CallbackEnded`` at once, in order."""
+
+    items: tuple[CallbackEnded, ...]
+
+
+@final
+@attrs.frozen
+class Dones:
+    """Manager -> load controller and leaser: several ``Done`` at once."""
+
+    items: tuple[Done, ...]
+
+
+@final
+@attrs.frozen
+class Settles:
+    """Manager -> dispatcher: several ``Settle`` at once, in order."""
+
+    items: tuple[Settle, ...]

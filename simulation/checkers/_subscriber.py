@@ -18,7 +18,15 @@ import attrs
 
 from conveyor.actors.broker import EntryReturned, EntrySettled, ModifyAckDeadline, QueueClosed
 from conveyor.actors.subscriber import FlowControl, FlowNote
-from conveyor.actors.subscriber._protocol import CallbackEnded, CallbackStarted, Done, Received, ReceivedBatch
+from conveyor.actors.subscriber._protocol import (
+    CallbackEnded,
+    CallbackStarted,
+    Done,
+    Dones,
+    Received,
+    ReceivedBatch,
+    RunsEnded,
+)
 from conveyor.runtime import EventKind, Terminated, TraceEvent
 from conveyor.simulation._faults import FaultApplied, Pause, covers
 
@@ -77,6 +85,15 @@ def _paused_between(
     )
 
 
+def _callbacks_ended(message: object) -> tuple[CallbackEnded, ...]:
+    """The worker pool's word that callbacks ended: one ``CallbackEnded``, or a job's ``RunsEnded``."""
+    if type(message) is CallbackEnded:
+        return (message,)
+    if type(message) is RunsEnded:
+        return message.ended
+    return ()
+
+
 def flow_bound(trace: Iterable[TraceEvent], subscription_path: str, flow: FlowControl) -> CheckResult:
     """Unfinished messages never exceed the flow control, and the load controller reports them truly.
 
@@ -114,9 +131,12 @@ def flow_bound(trace: Iterable[TraceEvent], subscription_path: str, flow: FlowCo
                         sizes[item.ack_id] = item.size
                         total += item.size
                         unnoted = event
-            elif type(message) is Done and message.ack_id in sizes:
-                total -= sizes.pop(message.ack_id)
-                unnoted = event
+            elif type(message) is Done or type(message) is Dones:
+                # Dones are their Done items, with one note after the last.
+                for done in (message,) if type(message) is Done else message.items:
+                    if done.ack_id in sizes:
+                        total -= sizes.pop(done.ack_id)
+                        unnoted = event
         elif event.kind is EventKind.NOTE and event.sender == load and isinstance(message, FlowNote):
             unnoted = None
             notes += 1
@@ -190,17 +210,18 @@ def ordering_keys(trace: Iterable[TraceEvent], subscription_path: str) -> CheckR
                     violations.append(f"{where} started after tag {start.tag} with no nack at or below it between")
                     break
             earlier.append(_KeyStart(message.tag))
-        elif event.kind is EventKind.SENT and event.sender == workers and isinstance(message, CallbackEnded):
-            key = message.key
-            if not key:
-                continue
-            busy = running.get(key)
-            if busy is not None and busy[0] == message.ack_id:
-                del running[key]
-            if message.nacked:
-                tag = int(message.ack_id.partition(":")[2])
-                for start in starts.get(key, ()):
-                    start.lowest_nacked_since = min(start.lowest_nacked_since, tag)
+        elif event.kind is EventKind.SENT and event.sender == workers:
+            for ended in _callbacks_ended(message):
+                key = ended.key
+                if not key:
+                    continue
+                busy = running.get(key)
+                if busy is not None and busy[0] == ended.ack_id:
+                    del running[key]
+                if ended.nacked:
+                    tag = int(ended.ack_id.partition(":")[2])
+                    for start in starts.get(key, ()):
+                        start.lowest_nacked_since = min(start.lowest_nacked_since, tag)
         elif event.kind is EventKind.STOPPED and event.receiver == workers:
             running.clear()  # the process is gone: its callbacks with it
     return CheckResult.of("ordering_keys", violations, checked=checked, keys=len(starts))
@@ -322,8 +343,9 @@ def lease_validity(
         elif event.kind is EventKind.NOTE and event.sender == workers and isinstance(message, CallbackStarted):
             leased_at = delivered_at.get((message.ack_id, message.attempt), event.time)
             running[message.ack_id] = (event.time, leased_at)
-        elif event.kind is EventKind.SENT and event.sender == workers and isinstance(message, CallbackEnded):
-            running.pop(message.ack_id, None)
+        elif event.kind is EventKind.SENT and event.sender == workers:
+            for ended in _callbacks_ended(message):
+                running.pop(ended.ack_id, None)
         elif event.kind is EventKind.STOPPED:
             if event.receiver == subscription_path:
                 manager_stopped = True
@@ -401,13 +423,15 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
             pauses.append((event.time, pause))
             continue
         message = event.message
-        if event.kind is EventKind.SENT and isinstance(message, CallbackEnded) and message.error is not None:
+        for ended in _callbacks_ended(message) if event.kind is EventKind.SENT else ():
+            if ended.error is None:
+                continue
             subscription = event.receiver or ""
             consumer_id = consumers.get(f"{subscription}/consumer")
-            if consumer_id is not None and message.ack_id.partition(":")[0] == str(consumer_id):
+            if consumer_id is not None and ended.ack_id.partition(":")[0] == str(consumer_id):
                 failures += 1
-                if message.ack_id in held:
-                    raised[message.ack_id] = (event.time, subscription)
+                if ended.ack_id in held:
+                    raised[ended.ack_id] = (event.time, subscription)
                 else:
                     stale += 1  # the queue took it back before the callback raised
     metrics = dict(base.metrics)

@@ -62,6 +62,8 @@ class SubscriberScenario:
         slow_factor: ...and runs this many ack deadlines (drawn between the two bounds).
         flow: the subscription's flow control (also the leaser's settings).
         workers: callbacks run at once.
+        callbacks_per_job: most unordered callbacks one worker job runs in turn (``WorkerPool``);
+            a job's virtual duration is one draw of ``job_duration`` however many it runs.
         ack_deadline_s: the queue's lease on each delivery, before any extension.
         max_deliveries: the queue dead-letters a message after this many; None never.
         retry: the queue's backoff after a nack.
@@ -84,6 +86,7 @@ class SubscriberScenario:
     slow_factor: tuple[float, float] = (1.5, 3.0)
     flow: FlowControl = attrs.field(factory=lambda: FlowControl(max_messages=10, min_duration_per_lease_extension_s=2))
     workers: int = 4
+    callbacks_per_job: int = 1
     ack_deadline_s: float = 2.0
     max_deliveries: int | None = None
     retry: RetryPolicy | None = attrs.field(factory=lambda: RetryPolicy(0.05, 0.4))
@@ -201,7 +204,10 @@ def _subscribe(
     callback = scenario_callback(seed, scenario)
     if manager is None:
         return subscribe(sim, queue, callback, flow_control=scenario.flow, workers=scenario.workers, name=name).manager
-    return sim.spawn(lambda: manager(queue, callback, scenario.flow, scenario.workers), name=name)
+    return sim.spawn(
+        lambda: manager(queue, callback, scenario.flow, scenario.workers, callbacks_per_job=scenario.callbacks_per_job),
+        name=name,
+    )
 
 
 def _collect_settled(trace: list[TraceEvent], start: int, tags: set[int]) -> int:
@@ -331,6 +337,7 @@ def random_subscriber_scenario(seed: int, kind: str) -> SubscriberScenario:
             messages=rng.randint(20, 40), keys=keys, sizes=(20, int(max_bytes * rng.choice((0.5, 1.5)))),
             fail=rng.choice((0.0, 0.1)), flow=flow, workers=workers, ack_deadline_s=deadline,
             burst=rng.randint(10, 40), burst_gap_s=rng.uniform(0.05, 0.5), fast_s=rng.choice((0.05, 0.5)),
+            callbacks_per_job=rng.choice((1, 8)),  # drawn last: the other draws of a seed stay as they were
         )
     if kind == "ordered":
         flow = FlowControl(max_messages=rng.randint(3, 20), min_duration_per_lease_extension_s=2)

@@ -349,8 +349,10 @@ def _acking(callback: Callable[[SubscriberMessage], object]) -> Callable[[Subscr
 class AckingPool(WorkerPool):  # type: ignore[misc]
     """Broken: a callback that raises is reported and acked, not nacked (the failure is swallowed)."""
 
-    def __init__(self, manager: ActorRef, callback: Callable[[SubscriberMessage], object], workers: int) -> None:
-        super().__init__(manager, _acking(callback), workers)
+    def __init__(
+        self, manager: ActorRef, callback: Callable[[SubscriberMessage], object], workers: int, per_job: int = 1,
+    ) -> None:
+        super().__init__(manager, _acking(callback), workers, per_job)
 
 
 class DirectLeaserManager(StreamingPullManager):
