@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import operator
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 from attr._make import _frozen_setattrs  # attrs has no public "is frozen" test
@@ -30,6 +30,7 @@ _ONE_FIELD: dict[type, Callable[[Any], Any]] = {}
 _FIELDS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 _REFUSED: set[type] = set()
+_T = TypeVar("_T")
 _ALLOWED = "attrs frozen instance, tuple, frozenset, str, bytes, int, float, bool, None, Enum or ActorRef"
 
 
@@ -40,6 +41,38 @@ def register_immutable_type(cls: type) -> None:
     guarantee every field is immutable (the broker's ``Message``).
     """
     _SCALARS.add(cls)
+
+
+def checked_when_built(cls: type[_T]) -> type[_T]:
+    """Class decorator for a frozen attrs message (put it above ``attrs.frozen``): each instance
+    is checked once when built, and sends then treat it as a leaf.
+
+    For messages sent often, or several times, or inside tuples: a send need not walk a
+    value that could not have been built mutable.
+
+    Raises:
+        TypeError: ``cls`` is not a frozen attrs class with fields.
+        MutableMessageError: (when an instance is built) a field holds a mutable value.
+    """
+    names = _learn_attrs_class(cls)
+    if not names:
+        msg = f"checked_when_built needs a frozen attrs class with fields, got {cls.__qualname__}"
+        raise TypeError(msg)
+    one = _ONE_FIELD.get(cls)
+    many = _FIELDS.get(cls)
+    build = cls.__init__
+
+    def build_and_check(self: Any, *args: Any, **kwargs: Any) -> None:
+        build(self, *args, **kwargs)
+        for value in (one(self),) if one is not None else many(self):  # type: ignore[misc]
+            if type(value) not in _SCALARS and not _is_immutable(value):
+                for name in names:
+                    _walk(getattr(self, name), f"{cls.__qualname__}.{name}")  # raises, naming the field
+
+    build_and_check.__doc__ = build.__doc__
+    cls.__init__ = build_and_check  # type: ignore[method-assign]
+    _SCALARS.add(cls)
+    return cls
 
 
 def ensure_immutable(message: object) -> None:

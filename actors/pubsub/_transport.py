@@ -36,7 +36,14 @@ from conveyor.actors.broker import (
     Resume,
     Suspend,
 )
-from conveyor.actors.subscriber import Deliveries, FlowControl, StreamingPullManager, SubscriberMessage, Subscription
+from conveyor.actors.subscriber import (
+    CALLBACKS_PER_JOB,
+    Deliveries,
+    FlowControl,
+    StreamingPullManager,
+    SubscriberMessage,
+    Subscription,
+)
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ConveyorError, JobDone, JobFailed
 
 log = logging.getLogger("conveyor.pubsub")
@@ -436,9 +443,9 @@ class _RemoteStreamingPullManager(StreamingPullManager):
     """The subscriber's manager with its broker consumer swapped for a ``PubSubConsumer``."""
 
     def __init__(self, transport: PubSubTransport, subscription: str, callback: Callable[[SubscriberMessage], object],
-                 flow: FlowControl, workers: int) -> None:
+                 flow: FlowControl, workers: int, callbacks_per_job: int = CALLBACKS_PER_JOB) -> None:
         # The manager hands its ``queue`` only to the consumer, which make_part replaces here.
-        super().__init__(cast("ActorRef", None), callback, flow, workers)
+        super().__init__(cast("ActorRef", None), callback, flow, workers, callbacks_per_job=callbacks_per_job)
         self.transport = transport
         self.subscription = subscription
 
@@ -460,6 +467,7 @@ def subscribe_remote(
     *,
     flow_control: FlowControl | None = None,
     workers: int = 4,
+    callbacks_per_job: int = CALLBACKS_PER_JOB,
 ) -> Subscription:
     """``subscribe()`` to a Pub/Sub subscription at ``transport``'s endpoint, with conveyor's actor subscriber.
 
@@ -473,5 +481,6 @@ def subscribe_remote(
     if not isinstance(subscription, str) or "/subscriptions/" not in subscription:
         msg = f"subscribe_remote() subscription must be projects/P/subscriptions/S, got {subscription!r}"
         raise ValueError(msg)
-    manager = system.spawn(lambda: _RemoteStreamingPullManager(transport, subscription, callback, flow, workers))
+    manager = system.spawn(
+        lambda: _RemoteStreamingPullManager(transport, subscription, callback, flow, workers, callbacks_per_job))
     return Subscription(system, manager)

@@ -9,6 +9,7 @@ from ._components import Leaser as Leaser
 from ._components import LoadController as LoadController
 from ._components import OrderedKeyHandler as OrderedKeyHandler
 from ._components import WorkerPool as WorkerPool
+from ._manager import CALLBACKS_PER_JOB as CALLBACKS_PER_JOB
 from ._manager import StreamingPullManager as StreamingPullManager
 from ._message import SubscriberMessage as SubscriberMessage
 from ._protocol import Cancel as Cancel
@@ -24,6 +25,7 @@ from ._pull import start_pull as start_pull
 from ._settings import FlowControl as FlowControl
 
 __all__ = [
+    "CALLBACKS_PER_JOB",
     "Cancel",
     "Dispatcher",
     "FlowControl",

@@ -56,6 +56,9 @@ from ._settings import FlowControl
 
 log = logging.getLogger("conveyor.subscriber")
 
+SETTLES_PER_HAND_OVER = 8
+"""A job of several callbacks hands the settlements made in it to the manager in groups of this many."""
+
 
 @final
 @attrs.frozen
@@ -357,9 +360,10 @@ def _invoke_several(
     the next callback still runs.
 
     Returns:
-        (the collected settlements in order, (decision, error repr or None) per delivery).
+        (the collected settlements not yet handed over, in order; (decision, error repr or
+        None) per delivery).
     """
-    collected: list[object] = []
+    collected: list[Settle] = []
     owner = threading.get_ident()
     collecting = True
 
@@ -369,6 +373,9 @@ def _invoke_several(
             threading.get_ident() == owner
         ):
             collected.append(request)
+            if len(collected) >= SETTLES_PER_HAND_OVER:  # a long job does not sit on its acks
+                settle(Settles(tuple(collected)))
+                collected.clear()
         else:
             settle(request)
 

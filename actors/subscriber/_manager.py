@@ -72,7 +72,7 @@ from ._protocol import (
 from ._settings import FlowControl
 
 REFUSED_MEMORY_S = 3600.0
-CALLBACKS_PER_JOB = 8
+CALLBACKS_PER_JOB = 32
 """Most callbacks one worker job runs in turn when many unordered messages wait (``WorkerPool``)."""
 """How long an ack the queue refused is remembered, waiting for the message to be delivered here again.
 
@@ -200,7 +200,10 @@ class StreamingPullManager(Actor):
         elif type(message) is CallbackEnded:
             self.ctx.send(parts["keys"], message)
         elif type(message) is RunsEnded:
-            self._runs_ended(message)
+            self._settle_all(message.settled)
+            self.ctx.send(self.parts["keys"], CallbacksEnded(message.ended))
+        elif type(message) is Settles:
+            self._settle_all(message.items)
         elif type(message) is Heartbeat:
             self.heartbeats += 1
         elif type(message) is Cancel:
@@ -265,16 +268,16 @@ class StreamingPullManager(Actor):
         self.ctx.send(parts["leaser"], received)
         self.ctx.send(parts["keys"], received)
 
-    def _runs_ended(self, message: RunsEnded) -> None:
-        """A job of several callbacks ended: its settlements first, each part told once for them all."""
-        if message.settled:
-            self.gathered = ([], [])
-            try:
-                for settle in message.settled:
-                    self._settle(settle)
-            finally:
-                self._send_gathered()
-        self.ctx.send(self.parts["keys"], CallbacksEnded(message.ended))
+    def _settle_all(self, settles: tuple[Settle, ...]) -> None:
+        """Settlements made in one worker job, in order: each part is told once for them all."""
+        if not settles:
+            return
+        self.gathered = ([], [])
+        try:
+            for settle in settles:
+                self._settle(settle)
+        finally:
+            self._send_gathered()
 
     def _send_gathered(self) -> None:
         gathered, self.gathered = self.gathered, None

@@ -8,6 +8,7 @@ from typing import final
 import attrs
 
 from conveyor.actors.broker import Delivery
+from conveyor.runtime._immutability import checked_when_built
 
 
 def ack_id_of(delivery: Delivery) -> str:
@@ -31,6 +32,7 @@ class SettleKind(enum.Enum):
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class Settle:
     """User code (through ``SubscriberMessage``) or the leaser settles a message."""
@@ -41,6 +43,7 @@ class Settle:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class Received:
     """The manager received a delivery: for the load controller, leaser and ordered-key handler."""
@@ -52,6 +55,7 @@ class Received:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class Run:
     """Ordered-key handler -> worker pool: run the callback on this delivery now."""
@@ -62,6 +66,7 @@ class Run:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class CallbackEnded:
     """Worker pool -> manager: the callback returned (or raised ``error``)."""
@@ -74,6 +79,7 @@ class CallbackEnded:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class Done:
     """Manager -> load controller and leaser: the message is settled (or dropped); forget it."""
@@ -163,6 +169,7 @@ class Idle:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class Lapsed:
     """Leaser -> manager -> ordered-key handler -> worker pool: the queue took these messages back.
@@ -201,6 +208,7 @@ class Redelivered:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class Deliveries:
     """A consumer -> manager: several deliveries at once (one batch off a stream), taken in order.
@@ -213,6 +221,7 @@ class Deliveries:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class ReceivedBatch:
     """Manager -> load controller, leaser and ordered-key handler: several ``Received`` at once, in order."""
@@ -221,6 +230,7 @@ class ReceivedBatch:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class Extend:
     """Leaser -> manager -> dispatcher: extend the leases of ``ack_ids`` by ``seconds`` (one ``MODACK`` each)."""
@@ -230,6 +240,7 @@ class Extend:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class RunBatch:
     """Ordered-key handler -> worker pool: several ``Run`` at once, in order."""
@@ -238,12 +249,14 @@ class RunBatch:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class RunsEnded:
     """Worker pool -> manager: a job of several callbacks ended.
 
-    ``settled`` are the settlements its callbacks made on the job's own thread, in order (one
-    message for them all, instead of one each); ``ended`` says how each callback ended.
+    ``settled`` are the settlements its callbacks made on the job's own thread that it has not
+    handed over yet (a long job hands them over in ``Settles`` as it goes), in order; ``ended``
+    says how each callback ended.
     """
 
     settled: tuple[Settle, ...]
@@ -251,6 +264,7 @@ class RunsEnded:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class CallbacksEnded:
     """Manager -> ordered-key handler: several ``CallbackEnded`` at once, in order."""
@@ -259,6 +273,7 @@ class CallbacksEnded:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class Dones:
     """Manager -> load controller and leaser: several ``Done`` at once."""
@@ -267,8 +282,9 @@ class Dones:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class Settles:
-    """Manager -> dispatcher: several ``Settle`` at once, in order."""
+    """Several ``Settle`` at once, in order: a worker job's to the manager, the manager's to the dispatcher."""
 
     items: tuple[Settle, ...]

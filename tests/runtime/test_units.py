@@ -205,3 +205,20 @@ def test_trace_hash_is_the_hash_of_the_written_json_lines(items: list[tuple[Any,
         events.append(TraceEvent(EventKind.FAILED, 1.5, "/a", "/b", ValueError(text)))
     expected = hashlib.sha256(dumps_jsonl(events).encode("utf-8")).hexdigest()
     assert trace_hash(events) == expected
+
+
+def test_checked_when_built_refuses_a_mutable_field_at_construction_and_sends_skip_the_walk() -> None:
+    from conveyor.runtime._immutability import SCALAR_TYPES, checked_when_built
+
+    @checked_when_built
+    @attrs.frozen
+    class Batch:
+        name: str
+        items: tuple[int, ...] = ()
+
+    assert Batch in SCALAR_TYPES
+    ensure_immutable((Batch("a", (1, 2)),))
+    with pytest.raises(MutableMessageError, match=r"Batch\.items is a builtins\.list"):
+        Batch("a", [1, 2])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="needs a frozen attrs class with fields"):
+        checked_when_built(int)

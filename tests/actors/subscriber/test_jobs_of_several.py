@@ -1,0 +1,168 @@
+"""A worker job that runs several unordered callbacks in turn (``WorkerPool(callbacks_per_job=...)``).
+
+What must hold: every callback runs once; the settlements made on the job's thread reach the
+manager in order, grouped (``Settles`` as the job goes, the rest with ``RunsEnded``), and none is
+lost or doubled; one made on another thread goes straight to the manager; a callback that
+raises nacks only its own message; a job that dies nacks everything it held; messages with an
+ordering key keep a job each.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from conveyor.actors.broker import Delivery, Message
+from conveyor.actors.broker._model import DEFAULT_PRIORITY
+from conveyor.actors.subscriber import SubscriberMessage, WorkerPool, subscribe
+from conveyor.actors.subscriber._components import SETTLES_PER_HAND_OVER
+from conveyor.actors.subscriber._protocol import (
+    CallbackEnded,
+    RunBatch,
+    RunsEnded,
+    Settle,
+    SettleKind,
+    Settles,
+)
+from conveyor.actors.subscriber._protocol import Run as RunOne
+from conveyor.runtime import Actor, ThreadSystem
+from conveyor.simulation import FailJob, Simulation, uniform_job_duration
+
+
+class Recorder(Actor):
+    """Stands in for the manager."""
+
+    def __init__(self, log: list[Any]) -> None:
+        self.log = log
+
+    def receive(self, message: Any) -> None:
+        self.log.append(message)
+
+
+def _run(tag: int, key: str | None = None) -> RunOne:
+    delivery = Delivery("q", tag, Message(f"m{tag}".encode(), priority=DEFAULT_PRIORITY, group=key), 1, 100.0, 1)
+    return RunOne(f"1:{tag}", key, delivery)
+
+
+def _pool(callback: Any, workers: int = 2, per_job: int = 8, **sim: Any) -> tuple[Simulation, Any, list[Any]]:
+    simulation = Simulation(seed=1, job_duration=uniform_job_duration(1.0, 1.0), **sim)
+    log: list[Any] = []
+    manager = simulation.spawn(lambda: Recorder(log), name="manager")
+    pool = simulation.spawn(lambda: WorkerPool(manager, callback, workers, per_job), name="workers")
+    return simulation, pool, log
+
+
+def _settled(log: list[Any]) -> list[Settle]:
+    """Every settlement the manager heard, in arrival order, whichever way it came."""
+    found: list[Settle] = []
+    for message in log:
+        if type(message) is Settle:
+            found.append(message)
+        elif type(message) is Settles:
+            found.extend(message.items)
+        elif type(message) is RunsEnded:
+            found.extend(message.settled)
+    return found
+
+
+def test_waiting_unordered_messages_share_jobs_and_their_acks_arrive_once_each_in_order() -> None:
+    calls: list[int] = []
+
+    def callback(message: SubscriberMessage) -> None:
+        calls.append(message.tag)
+        message.ack()
+
+    sim, pool, log = _pool(callback)
+    pool.tell(RunBatch(tuple(_run(tag) for tag in range(1, 21))))
+    sim.run(until=60.0)
+    assert calls == list(range(1, 21))
+    jobs = [message for message in log if type(message) is RunsEnded]
+    assert [len(job.ended) for job in jobs] == [8, 8, 4], "20 waiting over 2 workers: 8 each, then the rest"
+    assert not [message for message in log if type(message) is CallbackEnded], "no message got a job of its own"
+    assert [settle.ack_id for settle in _settled(log)] == [f"1:{tag}" for tag in range(1, 21)]
+    assert all(settle.kind is SettleKind.ACK for settle in _settled(log))
+    assert any(len(m.items) == SETTLES_PER_HAND_OVER for m in log if type(m) is Settles), "a long job hands over"
+    assert [end.ack_id for job in jobs for end in job.ended] == [f"1:{tag}" for tag in range(1, 21)]
+
+
+def test_few_waiting_messages_keep_every_worker_busy_with_one_each() -> None:
+    sim, pool, log = _pool(lambda message: message.ack(), workers=4)
+    pool.tell(RunBatch(tuple(_run(tag) for tag in range(1, 4))))
+    sim.run(until=60.0)
+    assert [message.ack_id for message in log if type(message) is CallbackEnded] == ["1:1", "1:2", "1:3"]
+    assert not [message for message in log if type(message) is RunsEnded]
+
+
+def test_messages_with_an_ordering_key_keep_a_job_each() -> None:
+    sim, pool, log = _pool(lambda message: message.ack(), workers=1)
+    pool.tell(RunBatch(tuple(_run(tag, key=f"k{tag}") for tag in range(1, 6))))
+    sim.run(until=60.0)
+    assert [message.ack_id for message in log if type(message) is CallbackEnded] == [f"1:{t}" for t in range(1, 6)]
+    assert not [message for message in log if type(message) is RunsEnded]
+
+
+def test_a_callback_that_raises_nacks_its_own_message_and_the_job_goes_on() -> None:
+    def callback(message: SubscriberMessage) -> None:
+        if message.tag == 3:
+            raise RuntimeError("boom")
+        message.ack()
+
+    sim, pool, log = _pool(callback, workers=1)
+    pool.tell(RunBatch(tuple(_run(tag) for tag in range(1, 6))))
+    sim.run(until=60.0)
+    kinds = {settle.ack_id: settle.kind for settle in _settled(log)}
+    assert kinds == {"1:1": SettleKind.ACK, "1:2": SettleKind.ACK, "1:3": SettleKind.NACK,
+                     "1:4": SettleKind.ACK, "1:5": SettleKind.ACK}
+    ended = {end.ack_id: end for job in log if type(job) is RunsEnded for end in job.ended}
+    assert ended["1:3"].nacked and "boom" in (ended["1:3"].error or "")
+    assert not ended["1:4"].nacked and ended["1:4"].error is None
+
+
+def test_a_job_that_dies_nacks_every_message_it_held() -> None:
+    calls: list[int] = []
+    sim, pool, log = _pool(lambda message: calls.append(message.tag), workers=1,
+                           faults=(FailJob("/workers", 1),))
+    pool.tell(RunBatch(tuple(_run(tag) for tag in range(1, 5))))
+    sim.run(until=60.0)
+    assert calls == [], "the job died before it ran any callback"
+    assert sorted(s.ack_id for s in _settled(log) if s.kind is SettleKind.NACK) == [f"1:{t}" for t in range(1, 5)]
+    ended = [message for message in log if type(message) is CallbackEnded]
+    assert len(ended) == 4 and all(end.nacked and end.error for end in ended)
+
+
+def test_an_ack_made_on_another_thread_goes_straight_to_the_manager() -> None:
+    system = ThreadSystem()
+    log: list[Any] = []
+    done = threading.Event()
+    later: list[threading.Thread] = []
+
+    def callback(message: SubscriberMessage) -> None:
+        thread = threading.Thread(target=message.ack)  # acked after the callback, off the job's thread
+        later.append(thread)
+        thread.start()
+
+    try:
+        manager = system.spawn(lambda: Recorder(log))
+        pool = system.spawn(lambda: WorkerPool(manager, callback, 1, 8))
+        pool.tell(RunBatch(tuple(_run(tag) for tag in range(1, 11))))
+        for _ in range(200):
+            if len([m for m in log if type(m) is Settle]) == 10 and any(type(m) is RunsEnded for m in log):
+                done.set()
+                break
+            threading.Event().wait(0.02)
+    finally:
+        for thread in later:
+            thread.join(5)
+        system.shutdown()
+    assert done.is_set(), log
+    assert sorted(m.ack_id for m in log if type(m) is Settle) == sorted(f"1:{t}" for t in range(1, 11))
+    assert all(not job.settled for job in log if type(job) is RunsEnded), "nothing was collected in the job"
+
+
+def test_callbacks_per_job_must_be_a_positive_int() -> None:
+    sim = Simulation(seed=1)
+    queue = sim.spawn(lambda: Recorder([]))
+    with pytest.raises(ValueError, match="callbacks_per_job must be an int >= 1, got 0"):
+        subscribe(sim, queue, lambda message: None, callbacks_per_job=0)
