@@ -72,13 +72,13 @@ from ._protocol import (
 from ._settings import FlowControl
 
 REFUSED_MEMORY_S = 3600.0
-CALLBACKS_PER_JOB = 32
-"""Most callbacks one worker job runs in turn when many unordered messages wait (``WorkerPool``)."""
 """How long an ack the queue refused is remembered, waiting for the message to be delivered here again.
 
 Long enough for any redelivery to this subscription; the bound only keeps the memory of messages
 that went elsewhere (dead-lettered, or delivered to another subscriber) from growing for ever.
 """
+CALLBACKS_PER_JOB = 32
+"""Most callbacks one worker job runs in turn when many unordered messages wait (``WorkerPool``)."""
 
 
 class StreamingPullManager(Actor):
@@ -286,8 +286,9 @@ class StreamingPullManager(Actor):
         dones, settles = gathered
         parts = self.parts
         if dones:
-            self.ctx.send(parts["load"], Dones(tuple(dones)))
-            self.ctx.send(parts["leaser"], Dones(tuple(dones)))
+            done = Dones(tuple(dones))
+            self.ctx.send(parts["load"], done)
+            self.ctx.send(parts["leaser"], done)
         if settles:
             self.ctx.send(parts["dispatcher"], Settles(tuple(settles)))
 
