@@ -168,6 +168,20 @@ class Context:
             raise ConveyorError(msg)
         cell.system._send(cell, target, Stop())  # noqa: SLF001
 
+    def give_up(self, error: Exception) -> None:
+        """Stop this actor for good once the current handler returns, as failed with ``error``.
+
+        For an actor that knows it cannot go on (its subscription was deleted): no supervisor
+        restarts it, watchers get ``Terminated(reason="failed")`` and ``ref.termination`` tells
+        outside code why.
+        """
+        if not isinstance(error, Exception):
+            msg = f"give_up() expects an exception saying why, got {type(error).__qualname__}"
+            raise TypeError(msg)
+        cell = self._cell
+        cell.stop_error = error
+        cell.stop_requested = True
+
     def teller_for_threads(self, target: ActorRef) -> Callable[[object], None]:
         """A callable that sends to ``target`` from any thread (hand it to user code in a job)."""
         return functools.partial(self._cell.system.tell_from_thread, target)

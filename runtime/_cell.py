@@ -109,6 +109,7 @@ class ActorCell(CellBase):
         "factory",
         "next_job_id",
         "parent",
+        "stop_error",
         "stop_requested",
         "supervisor",
         "termination",
@@ -142,6 +143,7 @@ class ActorCell(CellBase):
         # until on_start has run; None once started.
         self.early: list[tuple[CellBase | None, object]] | None = []
         self.stop_requested = False
+        self.stop_error: Exception | None = None  # why the actor stops itself (``ctx.give_up``), if it failed
         self.termination: Terminated | None = None
         self.next_job_id = 0
         self.ctx = Context(self)
@@ -181,7 +183,7 @@ class ActorCell(CellBase):
         if sender is not None and sender.is_promise and not sender.answered:  # type: ignore[attr-defined]
             self._remember_unanswered(sender)  # type: ignore[arg-type]
         if self.stop_requested and self.alive:
-            self.terminate("stopped", None)
+            self._stop_as_requested()
 
     def _unusual(self, sender: CellBase | None, message: object) -> bool:
         """Dead letters, early arrivals, system messages and stale notices; True when ``receive`` gets it."""
@@ -201,7 +203,7 @@ class ActorCell(CellBase):
                 tracer.record(EventKind.DELIVERED, self.system.now(), sender, self, message)
             self._system_message(sender, message)
             if self.stop_requested and self.alive:
-                self.terminate("stopped", None)
+                self._stop_as_requested()
             return False
         return True
 
@@ -288,11 +290,16 @@ class ActorCell(CellBase):
         self._cancel_all_timers()
         self._stop_children("stopped")
         self.stop_requested = False
+        self.stop_error = None
         try:
             self.actor = self._instantiate()
             self.actor.on_restart(error)
         except Exception as restart_error:  # noqa: BLE001
             self._failed(restart_error, None, Start())
+
+    def _stop_as_requested(self) -> None:
+        error = self.stop_error
+        self.terminate("stopped" if error is None else "failed", error)
 
     def terminate(self, reason: str, error: BaseException | None) -> None:
         """Stop for good: children, timers, ``on_stop``, watchers, parent, leftover mail."""

@@ -8,6 +8,7 @@ from ._immutability import SCALAR_TYPES, ensure_immutable, register_immutable_ty
 
 if TYPE_CHECKING:
     from ._cell import CellBase
+    from ._messages import Terminated
 
 
 @final
@@ -33,6 +34,11 @@ class ActorRef:
     def is_alive(self) -> bool:
         """False once the actor has stopped (a snapshot: it may stop right after)."""
         return self._cell.alive
+
+    @property
+    def termination(self) -> Terminated | None:
+        """How the actor stopped (``reason`` and ``error``), or None while it runs."""
+        return getattr(self._cell, "termination", None)
 
     def tell(self, message: object) -> None:
         """Send ``message`` without waiting.

@@ -40,6 +40,7 @@ from conveyor.actors.subscriber import (
     CALLBACKS_PER_JOB,
     Deliveries,
     FlowControl,
+    SourceGone,
     StreamingPullManager,
     SubscriberMessage,
     Subscription,
@@ -52,6 +53,9 @@ _PB: dict[str, Any] = {name: getattr(types, name).pb() for name in (
     "StreamingPullRequest", "StreamingPullResponse", "AcknowledgeRequest", "ModifyAckDeadlineRequest",
 )}
 _REOPEN_S: Final = 0.5
+_PERMANENT: Final = frozenset({"NOT_FOUND", "PERMISSION_DENIED", "INVALID_ARGUMENT", "FAILED_PRECONDITION",
+                               "UNIMPLEMENTED", "UNAUTHENTICATED"})
+"""Status codes a StreamingPull is not reopened after (the others are retried every ``_REOPEN_S``)."""
 _CONSUMER_ID: Final = 1
 _CALL_TIMEOUT_S: Final = 30.0  # a settlement call waits this long for the server (restarts included)
 _IDS_PER_CALL: Final = 2500  # ack ids of ~40 bytes: about 100 KB per request, far under Pub/Sub's 512 KB
@@ -137,8 +141,12 @@ class PubSubTransport:
         self.channel.close()
 
     def stream(self, subscription: str, settings: ConsumerSettings, deadline_s: int, alive: Callable[[], bool],
-               deliver: Callable[[object], None]) -> str:
-        """Hold one StreamingPull open while ``alive()``, telling ``deliver`` each response. Blocks (a job)."""
+               deliver: Callable[[object], None]) -> tuple[str, str]:
+        """Hold one StreamingPull open while ``alive()``, telling ``deliver`` each response. Blocks (a job).
+
+        Returns:
+            How it ended: the gRPC status code's name and details (``("OK", "")`` when it just closed).
+        """
         first = _PB["StreamingPullRequest"](
             subscription=subscription, stream_ack_deadline_seconds=deadline_s,
             max_outstanding_messages=settings.prefetch_messages, max_outstanding_bytes=settings.prefetch_bytes)
@@ -164,8 +172,9 @@ class PubSubTransport:
                 if items:
                     deliver(Received(items))
         except grpc.RpcError as error:
-            return f"stream ended: {error.code()}"
-        return "stream ended"
+            code = error.code()
+            return (code.name if code is not None else "UNKNOWN"), str(error.details() or "")
+        return "OK", ""
 
     def settle(self, subscription: str, settlements: Settlements) -> frozenset[str]:
         """Make every call of ``settlements`` at once; return the ack ids whose ack was refused. Blocks (a job).
@@ -423,6 +432,12 @@ class PubSubConsumer(Actor):
     def _job_ended(self, job_id: int, result: object) -> None:
         if job_id == self.stream_job:
             self.stream_job = None
+            if type(result) is tuple and result[0] in _PERMANENT:
+                # As Google's client does: a deleted subscription or a refused request ends the subscriber.
+                code, details = result
+                self.ctx.send(self.client, SourceGone(f"StreamingPull on {self.subscription} ended with {code}: "
+                                                      f"{details}"))
+                return
             self.ctx.schedule(_REOPEN_S, _Reopen())
             return
         in_flight = self.in_flight

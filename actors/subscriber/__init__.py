@@ -11,9 +11,11 @@ from ._components import OrderedKeyHandler as OrderedKeyHandler
 from ._components import WorkerPool as WorkerPool
 from ._manager import CALLBACKS_PER_JOB as CALLBACKS_PER_JOB
 from ._manager import StreamingPullManager as StreamingPullManager
+from ._manager import SubscriptionFailed as SubscriptionFailed
 from ._message import SubscriberMessage as SubscriberMessage
 from ._protocol import Cancel as Cancel
 from ._protocol import Deliveries as Deliveries
+from ._protocol import SourceGone as SourceGone
 from ._pull import PulledBatch as PulledBatch
 from ._pull import PullRequest as PullRequest
 from ._pull import PullSession as PullSession
@@ -39,7 +41,9 @@ __all__ = [
     "PulledBatch",
     "StreamingPullManager",
     "SubscriberMessage",
+    "SourceGone",
     "Subscription",
+    "SubscriptionFailed",
     "WorkerPool",
     "acknowledge",
     "nack_pulled",

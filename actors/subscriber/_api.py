@@ -8,7 +8,7 @@ from typing import final
 from conveyor.actors.broker import Selector, parse_selector
 from conveyor.runtime import ActorRef, ActorSystemBase, ConveyorError, TrioSystem
 
-from ._manager import CALLBACKS_PER_JOB, StreamingPullManager
+from ._manager import CALLBACKS_PER_JOB, StreamingPullManager, SubscriptionFailed
 from ._message import SubscriberMessage
 from ._protocol import Cancel
 from ._settings import FlowControl
@@ -37,6 +37,7 @@ class Subscription:
 
         Raises:
             TimeoutError: still running after ``timeout`` seconds (virtual in the Simulation).
+            SubscriptionFailed: it stopped because its source is gone (a deleted subscription).
             ConveyorError: on a TrioSystem, where ``await wait()`` is the way.
         """
         system = self.system
@@ -48,6 +49,13 @@ class Subscription:
             msg = f"result() does not know how to wait on a {type(system).__name__}"
             raise ConveyorError(msg)
         join(self.manager, timeout)
+        self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        termination = self.manager.termination
+        if termination is not None and termination.reason == "failed":
+            msg = f"subscription {self.manager.path} failed: {termination.error}"
+            raise SubscriptionFailed(msg)
 
     async def wait(self) -> None:
         """On a TrioSystem: return once the subscription has stopped."""
@@ -56,6 +64,7 @@ class Subscription:
             msg = "wait() is for a TrioSystem; use result() elsewhere"
             raise ConveyorError(msg)
         await system.join(self.manager)
+        self._raise_if_failed()
 
 
 def subscribe(

@@ -24,6 +24,7 @@ answers each with an ``AckResult`` naming the tags it acked and those it no long
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +38,7 @@ from conveyor.actors.broker import (
     Selector,
     Suspend,
 )
-from conveyor.runtime import Actor, ActorRef
+from conveyor.runtime import Actor, ActorRef, ConveyorError
 
 from ._batching import Flush
 from ._components import Dispatcher, Heartbeater, Leaser, LoadController, OrderedKeyHandler, WorkerPool, broker_requests
@@ -65,11 +66,14 @@ from ._protocol import (
     SettleKind,
     Settles,
     Skipped,
+    SourceGone,
     StopRunning,
     ack_id_of,
     split_ack_id,
 )
 from ._settings import FlowControl
+
+log = logging.getLogger("conveyor.subscriber")
 
 REFUSED_MEMORY_S = 3600.0
 """How long an ack the queue refused is remembered, waiting for the message to be delivered here again.
@@ -79,6 +83,10 @@ that went elsewhere (dead-lettered, or delivered to another subscriber) from gro
 """
 CALLBACKS_PER_JOB = 32
 """Most callbacks one worker job runs in turn when many unordered messages wait (``WorkerPool``)."""
+
+
+class SubscriptionFailed(ConveyorError):
+    """The subscription stopped because its source cannot be consumed any more (``SourceGone``)."""
 
 
 class StreamingPullManager(Actor):
@@ -128,6 +136,7 @@ class StreamingPullManager(Actor):
         self.await_callbacks = await_callbacks_on_shutdown
         self.taken: list[Received] | None = None  # while a Deliveries batch is taken in: its new Received
         self.gathered: tuple[list[Done], list[Settle]] | None = None  # while a RunsEnded is applied
+        self.gone: str | None = None  # why the source cannot be consumed any more (SourceGone)
 
     def on_start(self) -> None:
         """Spawn the broker consumer and the components."""
@@ -192,7 +201,9 @@ class StreamingPullManager(Actor):
             self.ctx.send(parts["keys"], message)
             self._settle(Settle(SettleKind.NACK, message.ack_id))
         elif type(message) is Drained:
-            if self.closing:
+            if self.closing and self.gone is not None:
+                self.ctx.give_up(SubscriptionFailed(self.gone))
+            elif self.closing:
                 self.ctx.stop()
         elif type(message) is Idle:
             if self.closing:
@@ -207,6 +218,10 @@ class StreamingPullManager(Actor):
         elif type(message) is Heartbeat:
             self.heartbeats += 1
         elif type(message) is Cancel:
+            self._cancel()
+        elif type(message) is SourceGone:
+            log.error("%s: %s; the subscription stops", self.ctx.self_ref.path, message.reason)
+            self.gone = message.reason
             self._cancel()
         elif type(message) is AckWithResponse:
             self._ack_with_response(message.ack_id)

@@ -288,3 +288,15 @@ class Settles:
     """Several ``Settle`` at once, in order: a worker job's to the manager, the manager's to the dispatcher."""
 
     items: tuple[Settle, ...]
+
+
+@final
+@attrs.frozen
+class SourceGone:
+    """Broker consumer -> manager: the source cannot be consumed any more (a deleted subscription).
+
+    The manager stops as it does on ``cancel()`` and then fails with ``reason``, so that
+    ``Subscription.result()`` raises it rather than the subscription retrying for ever.
+    """
+
+    reason: str

@@ -519,3 +519,35 @@ class TellsBack(Actor):
 async def test_an_asker_can_be_answered_by_telling_its_ref(backend: Harness) -> None:
     actor = backend.spawn(TellsBack)
     assert await backend.ask(actor, 5) == ("told", 5)
+
+
+class GiverUp(Actor):
+    """Gives up when told to: stops for good, as failed, naming why."""
+
+    def receive(self, message: Any) -> None:
+        if message == "give up":
+            self.ctx.give_up(LookupError("its source is gone"))
+        elif message == "give up badly":
+            self.ctx.give_up("not an exception")  # type: ignore[arg-type]
+
+
+async def test_give_up_stops_the_actor_as_failed_without_a_restart(backend: Harness) -> None:
+    watcher = backend.spawn(Watcher)
+    quitter = backend.spawn(GiverUp, name="giver-up")
+    assert quitter.termination is None
+    assert await backend.ask(watcher, WatchIt(quitter)) == "watching"
+    quitter.tell("give up")
+    await backend.quiet()
+    assert not quitter.is_alive
+    expected = Terminated(quitter, "failed", "LookupError('its source is gone')")
+    assert quitter.termination == expected
+    assert await backend.ask(watcher, Get()) == (expected,)
+    assert backend.system.failures == [], "giving up is not an escalation"
+
+
+async def test_give_up_wants_an_exception(backend: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.CRITICAL, logger="conveyor")
+    quitter = backend.spawn(GiverUp)
+    quitter.tell("give up badly")  # the TypeError is the handler's failure: supervision restarts it
+    await backend.quiet()
+    assert quitter.is_alive and quitter.termination is None

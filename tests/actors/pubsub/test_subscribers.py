@@ -16,7 +16,7 @@ from google.cloud import pubsub_v1
 from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError, AcknowledgeStatus
 
 from conveyor.actors.pubsub import PubSubServer, PubSubTransport, subscribe_remote
-from conveyor.actors.subscriber import FlowControl
+from conveyor.actors.subscriber import FlowControl, SubscriptionFailed
 from conveyor.runtime import ThreadSystem
 from tests.actors.pubsub.helpers import fast_reconnect_clients, pull_exactly, pull_nothing, subscription, topic
 
@@ -418,3 +418,23 @@ def test_conveyor_ack_with_response_is_false_for_a_stale_ack(
     assert answered.wait(20)
     stop()
     assert answers == [False]
+
+
+def test_conveyor_stops_with_an_error_when_its_subscription_is_deleted(
+        transport: PubSubTransport, publisher: pubsub_v1.PublisherClient,
+        subscriber: pubsub_v1.SubscriberClient) -> None:
+    """As Google's client does: a deleted subscription ends the subscriber (it used to retry every 0.5 s)."""
+    publisher.create_topic(name=topic("gone"))
+    subscriber.create_subscription(request={"name": subscription("gone-sub"), "topic": topic("gone")})
+    publisher.publish(topic("gone"), b"before").result(timeout=10)
+    seen = Seen()
+    system = ThreadSystem()
+    try:
+        running = subscribe_remote(system, transport, subscription("gone-sub"), seen, workers=2)
+        seen.wait(1)
+        subscriber.delete_subscription(subscription=subscription("gone-sub"))
+        with pytest.raises(SubscriptionFailed, match="NOT_FOUND"):
+            running.result(timeout=20)
+        assert not running.running
+    finally:
+        system.shutdown()
