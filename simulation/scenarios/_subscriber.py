@@ -20,7 +20,14 @@ from typing import Any, final
 import attrs
 
 from conveyor.actors.broker import EntrySettled, Message, PublishBatch, QueueActor, QueueConfig, RetryPolicy
-from conveyor.actors.subscriber import Cancel, FlowControl, StreamingPullManager, SubscriberMessage, subscribe
+from conveyor.actors.subscriber import (
+    CALLBACKS_PER_JOB,
+    Cancel,
+    FlowControl,
+    StreamingPullManager,
+    SubscriberMessage,
+    subscribe,
+)
 from conveyor.runtime import Actor, ActorRef, EventKind, TraceEvent
 from conveyor.simulation._faults import Fault, Pause
 from conveyor.simulation._simulation import RunResult, Simulation
@@ -337,7 +344,7 @@ def random_subscriber_scenario(seed: int, kind: str) -> SubscriberScenario:
             messages=rng.randint(20, 40), keys=keys, sizes=(20, int(max_bytes * rng.choice((0.5, 1.5)))),
             fail=rng.choice((0.0, 0.1)), flow=flow, workers=workers, ack_deadline_s=deadline,
             burst=rng.randint(10, 40), burst_gap_s=rng.uniform(0.05, 0.5), fast_s=rng.choice((0.05, 0.5)),
-            callbacks_per_job=rng.choice((1, 8)),  # drawn last: the other draws of a seed stay as they were
+            callbacks_per_job=rng.choice((1, CALLBACKS_PER_JOB)),  # drawn last: earlier draws stay as they were
         )
     if kind == "ordered":
         flow = FlowControl(max_messages=rng.randint(3, 20), min_duration_per_lease_extension_s=2)
