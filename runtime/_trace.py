@@ -203,13 +203,36 @@ def decode_value(data: Any) -> Any:
             cls = _import_qualified(data["$type"])
             return cls(**fields)
         except Exception:  # noqa: BLE001 - any failure to rebuild keeps the raw record
-            return RecordedMessage(data["$type"], tuple(fields.items()))
+            rebuilt = _with_ref_paths(data["$type"], fields)
+            return rebuilt if rebuilt is not None else RecordedMessage(data["$type"], tuple(fields.items()))
     if "$error" in data:
         return RecordedMessage("$error", (("repr", data["$error"]),))
     if "$repr" in data:
         return RecordedMessage("$repr", (("repr", data["$repr"]),))
     msg = f"cannot decode trace value {data!r}"
     raise ValueError(msg)
+
+
+def _with_ref_paths(name: str, fields: dict[str, Any]) -> Any:
+    """A frozen attrs message whose ``ActorRef`` fields came back as ``RefPath``s, as recorded.
+
+    Its validators want a live ref (``Subscribe.consumer``), which a stored trace cannot give;
+    checkers need only the path. Built without them, so only when every field is an init field
+    and a direct one is a ``RefPath``; else None (the caller keeps a ``RecordedMessage``).
+    """
+    if not any(type(value) is RefPath for value in fields.values()):
+        return None
+    try:
+        cls = _import_qualified(name)
+        names = [a.name for a in attrs.fields(cls)]
+    except Exception:  # noqa: BLE001 - not an importable attrs class
+        return None
+    if sorted(names) != sorted(fields) or not all(a.init for a in attrs.fields(cls)):
+        return None
+    instance = object.__new__(cls)
+    for field_name in names:
+        object.__setattr__(instance, field_name, fields[field_name])
+    return instance
 
 
 def _line(event: TraceEvent) -> str:

@@ -78,3 +78,26 @@ def test_replay_command_names_only_what_matters() -> None:
         replay_command("groups", 4, "pct", 2, "crash,pause")
         == "conveyor replay groups --seed 4 --strategy pct --depth 2 --faults crash,pause"
     )
+
+
+@pytest.mark.parametrize("name", ["fairness", "consumer-priorities", "selectors"])
+def test_checkers_give_the_same_verdicts_on_a_trace_read_back_from_a_file(name: str) -> None:
+    """A stored trace keeps only the paths of refs; Subscribe (whose consumer must be a live ref) is
+    rebuilt around that path, so the queue's consumers are still seen (it used to read back as a
+    raw record, and fairness saw 0 consumers)."""
+    import io
+
+    from conveyor.runtime._trace import RefPath, read_jsonl, write_jsonl
+    from conveyor.simulation.checkers import consumer_priority, fairness
+
+    run = run_scenario(name, seed=5)
+    stored = io.StringIO()
+    write_jsonl(run.sim.trace, stored)
+    stored.seek(0)
+    back = read_jsonl(stored)
+    subscribes = [e.message for e in back if type(e.message).__name__ == "Subscribe"]
+    assert subscribes and all(type(m.consumer) is RefPath for m in subscribes)
+    for checker in (fairness, consumer_priority):
+        original, read_back = checker(run.sim.trace, "/queue"), checker(back, "/queue")
+        assert read_back == original
+    assert fairness(back, "/queue").metric("consumers") > 0
