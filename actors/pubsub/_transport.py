@@ -163,12 +163,7 @@ class PubSubTransport:
         calls.append(call)
         try:
             for response in call:
-                items = tuple(
-                    (r.ack_id, Message(r.message.data, headers=tuple(r.message.attributes.items()),
-                                       group=r.message.ordering_key or None, message_id=r.message.message_id),
-                     r.delivery_attempt or 1)
-                    for r in response.received_messages
-                )
+                items = tuple(_received_item(r) for r in response.received_messages)
                 if items:
                     deliver(Received(items))
         except grpc.RpcError as error:
@@ -245,6 +240,18 @@ class _InFlight:
     job: int
     confirms: list[_Confirm]
     acked: dict[int, str]
+
+
+def _received_item(received: Any) -> tuple[str, Message, int]:
+    """(ack id, message, delivery attempt) of one ``ReceivedMessage``; each protobuf field read once."""
+    message = received.message
+    attributes = message.attributes
+    return (
+        received.ack_id,
+        Message(message.data, headers=tuple(attributes.items()) if attributes else (),
+                group=message.ordering_key or None, message_id=message.message_id),
+        received.delivery_attempt or 1,
+    )
 
 
 @final
