@@ -150,18 +150,10 @@ class Simulation(ActorSystemBase):
         self._push(OUTSIDE if sender is None else sender.uid, sender, target, message)
 
     def _send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
-        if target.is_promise or self.tracer is not None or sender is None or self._drops or self._holds:
-            super()._send(sender, target, message)
+        if target.is_promise or self.tracer is not None:
+            super()._send(sender, target, message)  # answers an ask, records the send
             return
-        # The hot path, _push inlined: an untraced send between two actors, no faults to apply.
-        key = (sender.uid, target.uid)
-        channel = self._channels.get(key)
-        if channel is None:
-            channel = self._channels[key] = Channel(key, sender, target)
-        channel.queue.append(message)
-        if channel.index == -1:
-            channel.index = len(self._ready)
-            self._ready.append(channel)
+        self._push(OUTSIDE if sender is None else sender.uid, sender, target, message)  # untraced: to the channel
 
     def _push(self, sender_id: int, sender: CellBase | None, target: CellBase, message: object) -> None:
         if self._drops and self._dropped(sender, target, message):
