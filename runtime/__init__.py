@@ -9,6 +9,7 @@ from ._errors import ConveyorError as ConveyorError
 from ._errors import EscalatedError as EscalatedError
 from ._errors import MutableMessageError as MutableMessageError
 from ._immutability import ensure_immutable as ensure_immutable
+from ._journal import Journal as Journal
 from ._messages import JobDone as JobDone
 from ._messages import JobFailed as JobFailed
 from ._messages import Terminated as Terminated
@@ -44,6 +45,7 @@ __all__ = [
     "EventKind",
     "JobDone",
     "JobFailed",
+    "Journal",
     "MutableMessageError",
     "RecordedMessage",
     "RefPath",

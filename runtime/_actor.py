@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, final
 
 from ._errors import ConveyorError
 from ._immutability import SCALAR_TYPES, ensure_immutable, is_immutable
+from ._journal import Journal
 from ._messages import Stop, TimerHandle, Unwatch, Watch
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
@@ -125,6 +126,15 @@ class Context:
         if tracer is not None:
             ensure_immutable(event)
             tracer.record(EventKind.NOTE, cell.system.now(), cell, None, event)
+
+    @property
+    def journal(self) -> Journal:
+        """This actor's durable journal: kept by the system under its path, it outlives restarts.
+
+        Record what must survive a crash; rebuild from it in ``on_start`` (see ``Journal``).
+        """
+        cell = self._cell
+        return cell.system.journal(cell.path)
 
     def now(self) -> float:
         """Seconds on the system's clock (virtual in the Simulation)."""

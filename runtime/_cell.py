@@ -293,7 +293,9 @@ class ActorCell(CellBase):
         self.stop_error = None
         try:
             self.actor = self._instantiate()
-            self.actor.on_restart(error)
+            if self.early is None:
+                self.actor.on_restart(error)
+            # else it had not started yet: the Start still on its way runs on_start, once.
         except Exception as restart_error:  # noqa: BLE001
             self._failed(restart_error, None, Start())
 

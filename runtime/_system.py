@@ -19,6 +19,7 @@ from ._actor import Actor
 from ._cell import ActorCell, CellBase, PromiseCell, fail_promise_if_asked
 from ._errors import ActorDeadError, ActorNameTaken, AskTimeout, ConveyorError
 from ._immutability import ensure_immutable
+from ._journal import Journal
 from ._messages import SYSTEM_MESSAGE_TYPES, Start, Stop, Terminated, TimerHandle, Watch
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
@@ -53,6 +54,8 @@ class ActorSystemBase(abc.ABC):
         """How many messages reached an actor after it stopped."""
         self.failures: list[tuple[str, BaseException]] = []
         """Escalations that reached the top: (actor path, error). Each is also logged."""
+        self.journals: dict[str, Journal] = {}
+        """Every actor's durable journal by path (``ctx.journal``); they outlive restarts."""
 
     # --- public API shared by all backends ----------------------------------------------
 
@@ -65,6 +68,13 @@ class ActorSystemBase(abc.ABC):
     def trace(self) -> list[TraceEvent]:
         """Events recorded so far (an empty list when tracing is off)."""
         return [] if self.tracer is None else self.tracer.events
+
+    def journal(self, path: str) -> Journal:
+        """The durable journal of the actor at ``path``, created empty on first use."""
+        journal = self.journals.get(path)
+        if journal is None:
+            journal = self.journals.setdefault(path, Journal(path))
+        return journal
 
     def spawn(self, factory: Callable[[], Actor], *, name: str | None = None) -> ActorRef:
         """Start a top-level actor built by ``factory`` and supervised by the system."""

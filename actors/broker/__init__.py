@@ -42,6 +42,7 @@ from ._model import PublishRejected as PublishRejected
 from ._model import Pull as Pull
 from ._model import QueueClosed as QueueClosed
 from ._model import QueueConfig as QueueConfig
+from ._model import QueueRecovered as QueueRecovered
 from ._model import QueueStats as QueueStats
 from ._model import Release as Release
 from ._model import RetryPolicy as RetryPolicy
@@ -107,6 +108,7 @@ __all__ = [
     "QueueActor",
     "QueueClosed",
     "QueueConfig",
+    "QueueRecovered",
     "QueueStats",
     "Release",
     "Resume",

@@ -27,7 +27,6 @@ from __future__ import annotations
 import bisect
 import enum
 import heapq
-import itertools
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from typing import final
@@ -184,7 +183,7 @@ class EntryList:
         self._levels = [_Level() for _ in range(priorities)]  # index = rank (0 = highest)
         self._used_ranks: list[int] = []  # ranks of the levels that ever held an entry, ascending
         self._rank_of = [priorities - 1 - priority_level(p, priorities) for p in range(10)]  # by priority 0-9
-        self._seqs = itertools.count(1)
+        self._next_seq = 1  # a plain int, not itertools.count: a durable queue's snapshot deep-copies it
         self._live: dict[int, Entry] = {}
         self._cursors: dict[int, _Cursor] = {}
         self._top_priority = 0  # the highest consumer priority registered: no one outranks it
@@ -211,7 +210,8 @@ class EntryList:
         its clock (and pass anything) for a message that has neither.
         """
         rank = self._rank_of[message.priority]
-        seq = next(self._seqs)
+        seq = self._next_seq
+        self._next_seq = seq + 1
         entry = Entry(seq, rank, message, now)
         level = self._levels[rank]
         if not level.seqs:

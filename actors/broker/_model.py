@@ -225,6 +225,8 @@ class QueueConfig:
         overflow: what happens past ``max_length``.
         max_message_bytes: larger messages are refused at publish.
         dead_letter: the queue actor that receives dead-lettered messages.
+        durable: keep the queue's state in its journal (``ctx.journal``), so that after a
+            crash the restarted queue rebuilds it exactly: messages, leases, consumers.
     """
 
     name: str = attrs.field(validator=_non_empty_str)
@@ -236,6 +238,7 @@ class QueueConfig:
     overflow: Overflow = attrs.field(default=Overflow.REJECT_PUBLISH, validator=attrs.validators.instance_of(Overflow))
     max_message_bytes: int = attrs.field(default=4 * 1024 * 1024, validator=_positive_int)
     dead_letter: ActorRef | None = attrs.field(default=None)
+    durable: bool = attrs.field(default=False)
 
     @priorities.validator
     def _check_priorities(self, attribute: attrs.Attribute[int], value: int) -> None:
@@ -246,6 +249,11 @@ class QueueConfig:
     def _check_retry(self, attribute: attrs.Attribute[RetryPolicy | None], value: RetryPolicy | None) -> None:
         if value is not None and not isinstance(value, RetryPolicy):
             _fail("QueueConfig", "retry", "None or a RetryPolicy", value)
+
+    @durable.validator
+    def _check_durable(self, attribute: attrs.Attribute[bool], value: bool) -> None:
+        if type(value) is not bool:
+            _fail("QueueConfig", "durable", "True or False", value)
 
     @dead_letter.validator
     def _check_dead_letter(self, attribute: attrs.Attribute[ActorRef | None], value: ActorRef | None) -> None:
@@ -622,6 +630,22 @@ class QueueClosed:
 
     queue: str
     remaining: tuple[int, ...]
+
+
+@final
+@attrs.frozen
+class QueueRecovered:
+    """Note, written when a durable queue restarted and rebuilt itself from its journal.
+
+    Attributes:
+        queue: the queue's name.
+        remaining: the entries it recovered (queued or in flight), in publish order.
+        consumers: the ids of the consumers it recovered, still registered under those ids.
+    """
+
+    queue: str
+    remaining: tuple[int, ...]
+    consumers: tuple[int, ...]
 
 
 @final

@@ -9,13 +9,25 @@ a concurrent delivery) cannot happen: the check and the enqueue are one step.
 
 from __future__ import annotations
 
-from typing import Any, final
+from typing import Any, cast, final
 
 import attrs
 
 from conveyor.runtime import Actor, ActorRef, Terminated, TimerHandle
 
 from ._consumer_lists import ConsumerListStats
+from ._durable import (
+    ConsumerRegistered,
+    ConsumerUnregistered,
+    CoreCall,
+    InterestRecorded,
+    JournaledEntries,
+    PublishRefused,
+    QueueSnapshot,
+    RegisteredConsumer,
+    copy_core,
+    replay_call,
+)
 from ._entries import Entry, EntryList, Returned
 from ._manager import ConsumerManagerActor
 from ._model import (
@@ -46,6 +58,7 @@ from ._model import (
     Pull,
     QueueClosed,
     QueueConfig,
+    QueueRecovered,
     QueueStats,
     Release,
     RemoveConsumer,
@@ -69,9 +82,12 @@ class _Wake:
 class _Consumer:
     """A registered consumer as the queue counts it."""
 
-    __slots__ = ("acked", "acquiring", "delivered", "interested", "path", "priority", "pulling", "ref")
+    __slots__ = ("acked", "acquiring", "delivered", "interested", "path", "priority", "pulling", "ref", "request")
 
-    def __init__(self, ref: ActorRef, priority: int, acquiring: bool, interested: bool) -> None:
+    def __init__(self, request: Subscribe, interested: bool) -> None:
+        self.request = request
+        ref = request.consumer
+        priority, acquiring = request.priority, request.acquiring
         self.ref = ref
         self.path = ref.path
         self.priority = priority
@@ -111,8 +127,11 @@ class QueueActor(Actor):
         return ConsumerManagerActor(self.ctx.self_ref)
 
     def on_start(self) -> None:
-        """Spawn the consumer manager as a child."""
+        """Spawn the consumer manager as a child; a durable queue first rebuilds itself from its journal."""
+        recovered = self._recover() if self.config.durable else False
         self.manager = self.ctx.spawn(self.make_manager, name="consumers")
+        if recovered:
+            self._resume()
 
     def on_stop(self) -> None:
         """Record what is still in the queue, so a trace accounts for every message."""
@@ -205,6 +224,8 @@ class QueueActor(Actor):
 
     def _reject(self, payload: Message, reason: str) -> PublishRejected:
         self.rejected += 1
+        if self.config.durable:
+            self.ctx.journal.append(PublishRefused())
         return PublishRejected(self.name, payload.message_id, reason)
 
     # --- consumers ------------------------------------------------------------------------
@@ -214,10 +235,9 @@ class QueueActor(Actor):
         self.next_consumer_id += 1
         self.entries.add_consumer(consumer_id, request.selector, request.priority, request.acquiring)
         self.entries.set_interest(consumer_id, request.interested)
-        self.consumers[consumer_id] = _Consumer(
-            request.consumer, request.priority, request.acquiring, request.interested
-        )
-        self.by_ref[request.consumer] = consumer_id
+        self._register(consumer_id, request, request.interested)
+        if self.config.durable:
+            self.ctx.journal.append(ConsumerRegistered(consumer_id, request))
         self.ctx.watch(request.consumer)
         self._tell_manager(
             AddConsumer(consumer_id, request.consumer, request.priority, request.acquiring, request.interested),
@@ -231,6 +251,8 @@ class QueueActor(Actor):
         if record is None:
             return
         del self.by_ref[record.ref]
+        if self.config.durable:
+            self.ctx.journal.append(ConsumerUnregistered(consumer_id))
         self.ctx.unwatch(record.ref)
         self._tell_manager(RemoveConsumer(consumer_id))
         self._returned(self.entries.remove_consumer(consumer_id, self.ctx.now()), consumer_id, reason)
@@ -242,6 +264,8 @@ class QueueActor(Actor):
         record.interested = interested
         if not interested:
             record.pulling = False
+        if self.config.durable:
+            self.ctx.journal.append(InterestRecorded(consumer_id, interested))
         self.entries.set_interest(consumer_id, interested)
         self._tell_manager(InterestChanged(consumer_id, interested))
         if self.entries.available:
@@ -426,6 +450,80 @@ class QueueActor(Actor):
             self.ctx.cancel(self.wake_handle)
         self.wake_at = wakeup
         self.wake_handle = self.ctx.schedule(max(0.0, wakeup - self.ctx.now()), _Wake())
+
+    # --- durability -----------------------------------------------------------------------
+
+    def _register(self, consumer_id: int, request: Subscribe, interested: bool) -> _Consumer:
+        record = self.consumers[consumer_id] = _Consumer(request, interested)
+        self.by_ref[request.consumer] = consumer_id
+        return record
+
+    def _recover(self) -> bool:
+        """Rebuild entries and consumers from the journal (see ``_durable``); True if it held anything.
+
+        From here on every change is journaled: the core is wrapped in ``JournaledEntries``.
+        """
+        journal = self.ctx.journal
+        found = bool(journal)
+        core = self.entries
+        snapshot = journal.snapshot
+        if isinstance(snapshot, QueueSnapshot):
+            core = copy_core(snapshot.core)  # the snapshot stays pristine for a later crash
+            self.rejected = snapshot.rejected
+            self.next_consumer_id = snapshot.next_consumer_id
+            for kept in snapshot.consumers:
+                restored = self._register(kept.consumer_id, kept.subscribe, kept.interested)
+                restored.delivered, restored.acked = kept.delivered, kept.acked
+        consumers = self.consumers
+        for event in journal:
+            if type(event) is CoreCall:
+                result = replay_call(core, event)
+                method = event.method
+                if method in ("take", "browse", "ack") and (record := consumers.get(event.args[0])) is not None:
+                    if method == "take":
+                        record.delivered += len(result[0])
+                    elif method == "browse":
+                        record.delivered += len(result)
+                    else:
+                        record.acked += len(result[0])
+            elif type(event) is ConsumerRegistered:
+                self._register(event.consumer_id, event.subscribe, event.subscribe.interested)
+                self.next_consumer_id = max(self.next_consumer_id, event.consumer_id + 1)
+            elif type(event) is ConsumerUnregistered:
+                gone = consumers.pop(event.consumer_id, None)
+                if gone is not None:
+                    del self.by_ref[gone.ref]
+            elif type(event) is InterestRecorded:
+                if (record := consumers.get(event.consumer_id)) is not None:
+                    record.interested = event.interested
+            elif type(event) is PublishRefused:
+                self.rejected += 1
+            else:
+                msg = f"journal of durable queue {self.name!r} holds {event!r}, which it never writes"
+                raise TypeError(msg)
+        self.entries = cast("EntryList", JournaledEntries(core, journal, self._compact))
+        return found
+
+    def _resume(self) -> None:
+        """After recovery: watch the consumers again, tell the new manager of them, re-arm the timer."""
+        for consumer_id, record in self.consumers.items():
+            self.ctx.watch(record.ref)
+            self._tell_manager(
+                AddConsumer(consumer_id, record.ref, record.priority, record.acquiring, record.interested)
+            )
+        if self.ctx.tracing:
+            self.ctx.note(QueueRecovered(self.name, self.entries.live_tags(), tuple(self.consumers)))
+        self._work_and_wake()
+
+    def _compact(self) -> None:
+        """Replace the journal's events by a snapshot of the state they describe."""
+        journaled = cast("JournaledEntries", self.entries)
+        consumers = tuple(
+            RegisteredConsumer(cid, record.request, record.interested, record.delivered, record.acked)
+            for cid, record in self.consumers.items()
+        )
+        snapshot = QueueSnapshot(copy_core(journaled.core), consumers, self.rejected, self.next_consumer_id)
+        self.ctx.journal.save_snapshot(snapshot)
 
     # --- statistics -----------------------------------------------------------------------
 

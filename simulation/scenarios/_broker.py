@@ -81,6 +81,7 @@ class BrokerScenario:
         groups: number of message groups (0: no groups).
         colours: header ``colour`` values drawn for each message (for selectors).
         ack_deadline_s, max_deliveries, prefetch: queue and consumer settings.
+        durable: the queues keep their state in their journals, so a crashed queue recovers it.
     """
 
     messages: int = 50
@@ -96,6 +97,7 @@ class BrokerScenario:
     max_deliveries: int = 5
     prefetch: int = 5
     retry: RetryPolicy | None = attrs.field(factory=lambda: RetryPolicy(0.05, 0.4))
+    durable: bool = False
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
@@ -213,13 +215,16 @@ def spawn_broker_scenario(
 
     ``queue_factory`` lets a test run a variant of the queue (a planted bug) in the same workload.
     """
-    dead_letters = system.spawn(lambda: QueueActor(QueueConfig("dead-letters")), name="dead-letters")
+    dead_letters = system.spawn(
+        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable)), name="dead-letters"
+    )
     config = QueueConfig(
         "queue",
         ack_deadline_s=scenario.ack_deadline_s,
         max_deliveries=scenario.max_deliveries,
         retry=scenario.retry,
         dead_letter=dead_letters,
+        durable=scenario.durable,
     )
     queue = system.spawn(lambda: queue_factory(config), name="queue")
     priorities = scenario.consumer_priorities or (0,) * len(scenario.consumers)

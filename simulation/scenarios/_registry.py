@@ -48,7 +48,7 @@ from ._subscriber import (
     run_subscriber_simulation,
 )
 
-FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job")
+FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash")
 """Fault plans a scenario can run under; each draws its concrete faults from the seed."""
 
 Family = Literal["broker", "subscriber"]
@@ -207,6 +207,10 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             lambda seed: random_broker_scenario(seed, "mixed"), default_faults="crash",
         ),
         ScenarioSpec(
+            "queue-crash", "the durable queue crashes mid-run and rebuilds itself from its journal", "broker",
+            lambda seed: random_broker_scenario(seed, "mixed"), default_faults="queue-crash",
+        ),
+        ScenarioSpec(
             "leases", "subscriber callbacks slower than the ack deadline: the leaser extends", "subscriber",
             lambda seed: random_subscriber_scenario(seed, "slow"),
         ),
@@ -296,6 +300,12 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
                 faults.append(never_acks(rng.choice(clients[1:])))  # client 0 keeps acking, so work drains
         elif name == "failing-job":
             faults.append(FailJob("/sub", nth=rng.randint(1, 10)))
+        elif name == "queue-crash":
+            # The queue (a broker's, or the one a subscription reads) crashes 1-3 times and is
+            # restarted at once: a durable queue must come back with everything it held.
+            workload = attrs.evolve(workload, durable=True)
+            for step in sorted(rng.sample(range(5, 800), rng.randint(1, 3))):
+                faults.append(Crash(QUEUE, at_step=step, restart=True))
     return workload, tuple(faults)
 
 

@@ -81,6 +81,7 @@ class SubscriberScenario:
         crash_at: the subscription's manager stops at this time (a process crash) and a fresh
             subscription starts ``restart_after_s`` later (None: no crash).
         horizon_s: virtual time after which the run stops waiting for everything to settle.
+        durable: the queues keep their state in their journals, so a crashed queue recovers it.
     """
 
     messages: int = 30
@@ -104,6 +105,7 @@ class SubscriberScenario:
     crash_at: float | None = None
     restart_after_s: float = 0.5
     horizon_s: float = 3600.0
+    durable: bool = False
 
     def subscription_paths(self) -> tuple[str, ...]:
         """The managers' paths this scenario starts: ``/sub``, and ``/sub-2`` after a crash."""
@@ -252,13 +254,16 @@ def run_subscriber_simulation(
         faults = (*faults, Pause(f"/{SUBSCRIPTION}", scenario.pause_at, scenario.pause_s))
     sim = Simulation(seed=seed, strategy=strategy, job_duration=durations, faults=faults)
     durations.now = sim.now
-    dead_letters = sim.spawn(lambda: QueueActor(QueueConfig("dead-letters")), name="dead-letters")
+    dead_letters = sim.spawn(
+        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable)), name="dead-letters"
+    )
     config = QueueConfig(
         "queue",
         ack_deadline_s=scenario.ack_deadline_s,
         max_deliveries=scenario.max_deliveries,
         retry=scenario.retry,
         dead_letter=dead_letters,
+        durable=scenario.durable,
     )
     queue = sim.spawn(lambda: QueueActor(config), name="queue")
     managers = [_subscribe(sim, queue, scenario, seed, SUBSCRIPTION, manager)]

@@ -99,7 +99,8 @@ class TailRelease(EntryList):
         index = level.entries.index(entry)
         del level.entries[index]
         del level.seqs[index]
-        key = next(self._seqs)  # the next publish's number: it now sorts after everything queued
+        key = self._next_seq  # the next publish's number: it now sorts after everything queued
+        self._next_seq = key + 1
         entry.position = (rank, key)
         level.append(entry)
         level.seqs[-1] = key
