@@ -264,3 +264,34 @@ class JobRunner(Actor):
                 self.outcomes.append(("failed", job_id, repr(error)))
             case Get():
                 self.ctx.reply(tuple(self.outcomes))
+
+
+class DurableCounter(Actor):
+    """Counts ``Inc`` in its ``ctx.journal`` and rebuilds the count from it when it starts.
+
+    Every ``snapshot_every`` increments it compacts the journal to one snapshot of the count.
+    """
+
+    def __init__(self, snapshot_every: int = 0) -> None:
+        self.snapshot_every = snapshot_every
+        self.count = 0
+        self.recovered: int | None = None
+
+    def on_start(self) -> None:
+        journal = self.ctx.journal
+        base = journal.snapshot
+        self.count = (base if isinstance(base, int) else 0) + sum(1 for _ in journal)
+        self.recovered = self.count
+
+    def receive(self, message: Any) -> None:
+        match message:
+            case Inc():
+                self.count += 1
+                journal = self.ctx.journal
+                journal.append("inc")
+                if self.snapshot_every and len(journal) >= self.snapshot_every:
+                    journal.save_snapshot(self.count)
+            case Boom():
+                raise ValueError("boom")
+            case Get():
+                self.ctx.reply((self.count, self.recovered))
