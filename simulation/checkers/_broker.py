@@ -354,7 +354,11 @@ def drained(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
         return CheckResult.of("drained", ["the queue never closed: run the system to quiet and shut it down"])
     violations = []
     for tag in remaining:
-        headers = view.entries[tag][0].header_map()
+        known = view.entries.get(tag)
+        if known is None:  # settled (or never enqueued) by the story, yet the queue still holds it
+            violations.append(f"tag {tag} is still in the queue at its close, but the queue had settled it")
+            continue
+        headers = known[0].header_map()
         takers = [cid for cid, info in view.consumers.items() if info.acquiring and info.selector.matches(headers)]
         if takers:
             violations.append(f"tag {tag} stayed queued while consumer {takers[0]} could take it (a stall)")

@@ -60,6 +60,15 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"drained", "stall", "priority_order", "queue_order", "prompt_delivery"}),
     ),
     PlantedBug(
+        "amnesiac-queue", "a durable queue does not recover its journal after a crash", "queue-crash",
+        Variant(queue=broker.AmnesiacQueue), budget=5,
+        checkers=frozenset({"accounting", "drained", "stall"}),
+    ),
+    PlantedBug(
+        "unjournaled-acks", "a durable queue does not journal acks: after a crash acked messages return",
+        "queue-crash", Variant(queue=broker.UnjournaledAcks), budget=5, checkers=frozenset({"accounting"}),
+    ),
+    PlantedBug(
         "key-released-on-ack", "an ordering key's next message is released on ack, not on callback end",
         "ordering-keys", Variant(manager=subscriber.AckReleasesKey), budget=10,
         checkers=frozenset({"ordering_keys"}),
