@@ -249,9 +249,11 @@ def _consumer_factory(queue: ActorRef, client: ActorRef) -> Callable[[], Actor]:
     return build
 
 
-def _build(system: ActorSystemBase, consumers: int, ack_every: int = 1) -> tuple[ActorRef, list[ActorRef]]:
+def _build(
+    system: ActorSystemBase, consumers: int, ack_every: int = 1, durable: bool = False
+) -> tuple[ActorRef, list[ActorRef]]:
     """Spawn the queue, ``consumers`` acking clients and their ConsumerActors; return (queue, clients)."""
-    config = QueueConfig("bench", ack_deadline_s=ACK_DEADLINE_S)
+    config = QueueConfig("bench", ack_deadline_s=ACK_DEADLINE_S, durable=durable)
     queue = system.spawn(lambda: QueueActor(config), name="q")
     factory: Callable[[], Actor] = AckingClient if ack_every == 1 else (lambda: BatchAckingClient(ack_every))
     clients = [system.spawn(factory, name=f"client-{i}") for i in range(consumers)]
@@ -316,11 +318,11 @@ async def _client_counts(system: TrioSystem, clients: list[ActorRef]) -> list[in
     return [await system.ask(client, GetCount(), timeout=30) for client in clients]
 
 
-async def bench_trio(n: int, consumers: int, ack_every: int = 1) -> _Measured:
+async def bench_trio(n: int, consumers: int, ack_every: int = 1, durable: bool = False) -> _Measured:
     """Messages/s told as ``Publish`` from a trio task, delivered and acked through one queue."""
-    name = f"TrioSystem x{consumers}, acks per {ack_every}"
+    name = f"TrioSystem x{consumers}, acks per {ack_every}{', durable' if durable else ''}"
     async with TrioSystem() as system:
-        queue, clients = _build(system, consumers, ack_every)
+        queue, clients = _build(system, consumers, ack_every, durable)
         await system.wait_quiet()
         tell = queue.tell
         checkpoint = trio.lowlevel.checkpoint
@@ -444,6 +446,11 @@ def _print_report(console: Console, rows: list[_Row], figures: dict[str, float],
         fairness = f"{figures[fairness_key]:.4f}" if fairness_key in figures else "-"
         table.add_row(row.label, f"{row.count:,}", _fmt_rate(rate), f"{1e6 / rate:,.2f}", ratio, fairness)
     console.print(table)
+    console.print(
+        f"durable queue (every EntryList call journaled, snapshots): "
+        f"{figures['trio_1c_durable_msgs_per_s']:,.0f}/s, {figures['ratio_durable_vs_plain']:.3f}x the same queue "
+        "without a journal (TrioSystem, 1 consumer, same run)"
+    )
 
     for key, how in (("trio_1c_msgs_per_s", "client sends one Ack per delivery"),
                      ("trio_1c_acks50_msgs_per_s", f"client acks per {ACK_EVERY}, as PLATFORM.md's RabbitMQ figures")):
@@ -486,6 +493,7 @@ def main(messages: int = 100_000, repeat: int = 3) -> dict[str, float]:
     async def trio_round() -> None:
         record("trio_1c_msgs_per_s", await bench_trio(n, 1))
         record("trio_1c_acks50_msgs_per_s", await bench_trio(n, 1, ACK_EVERY))
+        record("trio_1c_durable_msgs_per_s", await bench_trio(half, 1, durable=True))
         record("trio_8c_msgs_per_s", await bench_trio(n, many))
         record("trio_1c_batch_msgs_per_s", await bench_trio_batch(half))
         record("trio_1c_confirmed_msgs_per_s", await bench_trio_confirmed(half))
@@ -506,6 +514,7 @@ def main(messages: int = 100_000, repeat: int = 3) -> dict[str, float]:
         _Row("trio_1c_msgs_per_s", "TrioSystem, 1 consumer (an Ack per delivery)", n, one),
         _Row("trio_1c_acks50_msgs_per_s", f"TrioSystem, 1 consumer, client acks per {ACK_EVERY}", n, one),
         _Row("trio_8c_msgs_per_s", f"TrioSystem, {many} consumers", n, several),
+        _Row("trio_1c_durable_msgs_per_s", "TrioSystem, 1 consumer, durable queue (journaled)", half, one),
         _Row("trio_1c_batch_msgs_per_s", f"TrioSystem, 1 consumer, PublishBatch of {YIELD_EVERY}", half, one),
         _Row("trio_1c_confirmed_msgs_per_s", f"TrioSystem, 1 consumer, confirms (window {CONFIRM_WINDOW})", half, one),
         _Row("sim_1c_msgs_per_s", "Simulation (round-robin), 1 consumer", half, one),
@@ -514,6 +523,7 @@ def main(messages: int = 100_000, repeat: int = 3) -> dict[str, float]:
     for row in rows:
         if row.baseline is not None:
             figures[f"ratio_{row.name}_vs_asyncio"] = figures[row.key] / figures[row.baseline]
+    figures["ratio_durable_vs_plain"] = figures["trio_1c_durable_msgs_per_s"] / figures["trio_1c_msgs_per_s"]
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 120)

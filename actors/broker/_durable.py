@@ -9,8 +9,9 @@ A durable ``QueueActor`` (``QueueConfig(durable=True)``) records in ``ctx.journa
   group owners, delivery counts and counters;
 * its consumer registry (``ConsumerRegistered``, ``ConsumerUnregistered``, ``InterestRecorded``)
   and its count of refused publishes (``PublishRefused``);
-* now and then a ``QueueSnapshot`` (a private deep copy of the core and the registry) that
-  replaces the events before it, so the journal stays proportional to the queue's contents.
+* now and then a ``QueueSnapshot`` (the core's ``EntryListSnapshot`` and the registry, all
+  immutable) that replaces the events before it, so the journal stays proportional to the
+  queue's contents.
 
 After a crash, the fresh instance rebuilds from the journal in ``on_start``: leases still run,
 consumers keep their ids and their acks still count, and nothing published and confirmed is
@@ -19,16 +20,15 @@ lost (``tests/actors/broker/test_durable.py``, the ``queue-crash`` simulation sc
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from typing import Any, final
 
 import attrs
 
 from conveyor.runtime import Journal
 
-from ._entries import EntryList
-from ._model import Subscribe
+from ._entries import EntryList, EntryListSnapshot
+from ._model import Message, Subscribe
 
 RECORDED_CALLS = frozenset({
     "publish",
@@ -107,91 +107,52 @@ class RegisteredConsumer:
 
 
 @final
-@attrs.frozen(eq=False)
+@attrs.frozen
 class QueueSnapshot:
-    """Everything a durable queue must recover, at one moment; replaces the events before it.
+    """Everything a durable queue must recover, at one moment; replaces the events before it."""
 
-    ``core`` is a private deep copy that nothing mutates: recovery copies it again.
-    """
-
-    core: EntryList
+    core: EntryListSnapshot
     consumers: tuple[RegisteredConsumer, ...]
     rejected: int
     next_consumer_id: int
 
 
-def copy_core(core: EntryList) -> EntryList:
-    """A deep copy of ``core`` sharing its immutable messages and selectors (they are never copied)."""
-    memo: dict[int, Any] = {}
-    for tag in core.live_tags():
-        entry = core.get(tag)
-        if entry is not None:
-            memo[id(entry.message)] = entry.message
-    for cursor in core._cursors.values():  # noqa: SLF001 - the durable layer is the core's own copier
-        memo[id(cursor.selector)] = cursor.selector
-    return copy.deepcopy(core, memo)
+_KEPT_AS_IS = frozenset({int, float, str, bool, type(None), tuple, frozenset, Message})
+"""Argument types the journal keeps as they are: immutable."""
 
 
 def _frozen(value: object) -> object:
-    """An argument as the journal keeps it: iterables that a later change could alter become tuples."""
-    if isinstance(value, (list, set, frozenset)) or (
-        isinstance(value, Iterable) and not isinstance(value, (tuple, str, bytes, dict))
-    ):
-        return tuple(value)
+    """An argument as the journal keeps it: an iterable a later change could alter becomes a tuple."""
+    if type(value) in _KEPT_AS_IS:
+        return value
     if isinstance(value, dict):
         return dict(value)
+    if isinstance(value, (list, set, Iterator)):  # an iterator would be spent by the call it is given to
+        return tuple(value)
     return value
 
 
-class JournaledEntries:
-    """An ``EntryList`` whose every state-changing call is recorded in a journal once it returns.
+def journal_calls(core: EntryList, journal: Journal, after: Callable[[], None]) -> None:
+    """Make ``core`` record each of its state-changing calls in ``journal`` once the call returns.
 
-    Reads go straight to the core. A call that raises is not recorded, so the journal holds only
-    calls that succeeded, and replaying it cannot fail where the original did not. After each
-    recorded call, ``compact`` is called when the journal has grown long enough (see
-    ``needs_compaction``).
+    Each method named in ``RECORDED_CALLS`` is wrapped on this instance only (reads are not
+    touched, so they cost nothing more). A call that raises is not recorded, so the journal holds
+    only calls that succeeded and replaying it cannot fail where the original did not. ``after``
+    runs after every recorded call (the queue compacts its journal there when it has grown long).
     """
+    append = journal.append
+    for name in RECORDED_CALLS:
+        method = getattr(core, name)
 
-    def __init__(self, core: EntryList, journal: Journal, compact: Callable[[], None]) -> None:
-        self._core = core
-        self._journal = journal
-        self._compact = compact
+        def recorded(*args: Any, _method: Callable[..., Any] = method, _name: str = name) -> Any:
+            frozen = tuple([_frozen(arg) for arg in args])
+            result = _method(*frozen)
+            append(CoreCall(_name, frozen))
+            if len(journal) >= COMPACT_AFTER_EVENTS:  # below that, compaction is never due: skip the call
+                after()
+            return result
 
-    @property
-    def core(self) -> EntryList:
-        """The wrapped ``EntryList``."""
-        return self._core
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._core, name)
-        if name in RECORDED_CALLS:
-            return _Recorder(self, name, attribute)
-        return attribute
-
-    def record(self, method: str, args: tuple[Any, ...]) -> None:
-        """Append one successful call to the journal, compacting when it has grown long."""
-        journal = self._journal
-        journal.append(CoreCall(method, args))
-        if needs_compaction(journal, self._core):
-            self._compact()
-
-
-@final
-class _Recorder:
-    """A bound state-changing method of the core that records its call after it returns."""
-
-    __slots__ = ("_method", "_name", "_owner")
-
-    def __init__(self, owner: JournaledEntries, name: str, method: Callable[..., Any]) -> None:
-        self._owner = owner
-        self._name = name
-        self._method = method
-
-    def __call__(self, *args: Any) -> Any:
-        frozen = tuple(_frozen(arg) for arg in args)
-        result = self._method(*frozen)
-        self._owner.record(self._name, frozen)
-        return result
+        setattr(core, name, recorded)
 
 
 def needs_compaction(journal: Journal, core: EntryList) -> bool:
@@ -208,4 +169,4 @@ def replay_call(core: EntryList, call: CoreCall) -> Any:
     if call.method not in RECORDED_CALLS:
         msg = f"journal holds a call to EntryList.{call.method}, which is not one of {sorted(RECORDED_CALLS)}"
         raise ValueError(msg)
-    return getattr(core, call.method)(*call.args)
+    return getattr(type(core), call.method)(core, *call.args)

@@ -29,7 +29,7 @@ import enum
 import heapq
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
-from typing import final
+from typing import Any, final
 
 import attrs
 
@@ -166,8 +166,40 @@ class _Cursor:
         self.held: dict[int, Entry] = {}
 
 
+@final
+@attrs.frozen
+class EntryListSnapshot:
+    """Everything an ``EntryList`` holds, as an immutable value (``EntryList.snapshot``).
+
+    ``entries`` has one tuple per live entry, in publish order: (seq, rank, key, message,
+    state, consumer, last consumer, deadline, delivery count, lease, available at, expires at),
+    where (rank, key) is its position. ``cursors`` has (consumer id, selector, priority,
+    acquiring, interested, pointer, held seqs); ``groups`` (group, owner, entries held); the
+    three heaps are kept as they are, stale items included, so the next wake-up is the same.
+    """
+
+    priorities: int
+    max_deliveries: int | None
+    next_seq: int
+    used_ranks: tuple[int, ...]
+    entries: tuple[tuple[Any, ...], ...]
+    cursors: tuple[tuple[Any, ...], ...]
+    groups: tuple[tuple[str, int, int], ...]
+    leases: tuple[tuple[float, int, int], ...]
+    ttls: tuple[tuple[float, int], ...]
+    delays: tuple[tuple[float, int], ...]
+    top_priority: int
+    counters: tuple[int, ...]
+
+
+_COUNTERS = ("available", "acquired", "published", "delivered", "redelivered", "acked", "dead_lettered", "expired")
+
+
 class EntryList:
     """The ordered entries of one queue, with every consumer's pointer and every lease.
+
+    No ``__slots__``: a durable queue wraps this instance's state-changing methods to journal
+    their calls (``_durable.journal_calls``).
 
     Args:
         priorities: number of strict priority levels (1-10).
@@ -228,6 +260,83 @@ class EntryList:
         if rank < self.priorities - 1:
             self._move_pointers_back(entry)
         return entry
+
+    # --- durability -------------------------------------------------------------------------
+
+    def snapshot(self) -> EntryListSnapshot:
+        """Everything this list holds, as an immutable value that ``restore`` loads back."""
+        entries = tuple(
+            (e.seq, e.position[0], e.position[1], e.message, e.state, e.consumer, e.last_consumer, e.deadline,
+             e.delivery_count, e.lease, e.available_at, e.expires_at)
+            for e in self._live.values()
+        )
+        cursors = tuple(
+            (cid, c.selector, c.priority, c.acquiring, c.interested, c.pointer, tuple(c.held))
+            for cid, c in self._cursors.items()
+        )
+        return EntryListSnapshot(
+            priorities=self.priorities,
+            max_deliveries=self.max_deliveries,
+            next_seq=self._next_seq,
+            used_ranks=tuple(self._used_ranks),
+            entries=entries,
+            cursors=cursors,
+            groups=tuple((group, owner[0], owner[1]) for group, owner in self._groups.items()),
+            leases=tuple(self._leases),
+            ttls=tuple(self._ttls),
+            delays=tuple(self._delays),
+            top_priority=self._top_priority,
+            counters=tuple(getattr(self, name) for name in _COUNTERS),
+        )
+
+    def restore(self, snapshot: EntryListSnapshot) -> None:
+        """Load ``snapshot`` into this list, which must be new (nothing published, no consumer).
+
+        Raises:
+            ValueError: the list is not new, or was made with other priorities or delivery limit.
+        """
+        if self._next_seq != 1 or self._cursors:
+            msg = f"restore() needs a new EntryList; this one has published {self.published} and has consumers"
+            raise ValueError(msg)
+        if (snapshot.priorities, snapshot.max_deliveries) != (self.priorities, self.max_deliveries):
+            msg = (
+                f"snapshot of an EntryList with priorities={snapshot.priorities}, max_deliveries="
+                f"{snapshot.max_deliveries} cannot load into one with priorities={self.priorities}, "
+                f"max_deliveries={self.max_deliveries}"
+            )
+            raise ValueError(msg)
+        for seq, rank, key, message, state, consumer, last, deadline, count, lease, ready_at, expires_at in (
+            snapshot.entries
+        ):
+            entry = Entry(seq, rank, message, 0.0)
+            entry.position = (rank, key)
+            entry.state = state
+            entry.consumer = consumer
+            entry.last_consumer = last
+            entry.deadline = deadline
+            entry.delivery_count = count
+            entry.lease = lease
+            entry.available_at = ready_at
+            entry.expires_at = expires_at
+            self._live[seq] = entry
+            self._levels[rank].entries.append(entry)
+        for level in self._levels:
+            level.entries.sort(key=lambda entry: entry.position[1])
+            level.seqs = [entry.position[1] for entry in level.entries]
+        for cid, selector, priority, acquiring, interested, pointer, held in snapshot.cursors:
+            cursor = _Cursor(selector, priority, acquiring, pointer)
+            cursor.interested = interested
+            cursor.held = {seq: self._live[seq] for seq in held}
+            self._cursors[cid] = cursor
+        self._groups = {group: [owner, count] for group, owner, count in snapshot.groups}
+        self._leases = list(snapshot.leases)
+        self._ttls = list(snapshot.ttls)
+        self._delays = list(snapshot.delays)
+        self._used_ranks = list(snapshot.used_ranks)
+        self._next_seq = snapshot.next_seq
+        self._top_priority = snapshot.top_priority
+        for name, value in zip(_COUNTERS, snapshot.counters, strict=True):
+            setattr(self, name, value)
 
     def live_tags(self) -> tuple[int, ...]:
         """Tags of every entry not yet in a final state, in publish order."""

@@ -9,7 +9,7 @@ a concurrent delivery) cannot happen: the check and the enqueue are one step.
 
 from __future__ import annotations
 
-from typing import Any, cast, final
+from typing import Any, final
 
 import attrs
 
@@ -21,11 +21,11 @@ from ._durable import (
     ConsumerUnregistered,
     CoreCall,
     InterestRecorded,
-    JournaledEntries,
     PublishRefused,
     QueueSnapshot,
     RegisteredConsumer,
-    copy_core,
+    journal_calls,
+    needs_compaction,
     replay_call,
 )
 from ._entries import Entry, EntryList, Returned
@@ -461,14 +461,14 @@ class QueueActor(Actor):
     def _recover(self) -> bool:
         """Rebuild entries and consumers from the journal (see ``_durable``); True if it held anything.
 
-        From here on every change is journaled: the core is wrapped in ``JournaledEntries``.
+        From here on every state-changing call on the core is journaled (``journal_calls``).
         """
         journal = self.ctx.journal
         found = bool(journal)
-        core = self.entries
+        core = self.entries  # new, from make_entries
         snapshot = journal.snapshot
         if isinstance(snapshot, QueueSnapshot):
-            core = copy_core(snapshot.core)  # the snapshot stays pristine for a later crash
+            core.restore(snapshot.core)
             self.rejected = snapshot.rejected
             self.next_consumer_id = snapshot.next_consumer_id
             for kept in snapshot.consumers:
@@ -501,7 +501,7 @@ class QueueActor(Actor):
             else:
                 msg = f"journal of durable queue {self.name!r} holds {event!r}, which it never writes"
                 raise TypeError(msg)
-        self.entries = cast("EntryList", JournaledEntries(core, journal, self._compact))
+        journal_calls(core, journal, self._compact_if_long)
         return found
 
     def _resume(self) -> None:
@@ -515,15 +515,16 @@ class QueueActor(Actor):
             self.ctx.note(QueueRecovered(self.name, self.entries.live_tags(), tuple(self.consumers)))
         self._work_and_wake()
 
-    def _compact(self) -> None:
-        """Replace the journal's events by a snapshot of the state they describe."""
-        journaled = cast("JournaledEntries", self.entries)
+    def _compact_if_long(self) -> None:
+        """Replace the journal's events by a snapshot once they outgrow the state they describe."""
+        journal = self.ctx.journal
+        if not needs_compaction(journal, self.entries):
+            return
         consumers = tuple(
             RegisteredConsumer(cid, record.request, record.interested, record.delivered, record.acked)
             for cid, record in self.consumers.items()
         )
-        snapshot = QueueSnapshot(copy_core(journaled.core), consumers, self.rejected, self.next_consumer_id)
-        self.ctx.journal.save_snapshot(snapshot)
+        journal.save_snapshot(QueueSnapshot(self.entries.snapshot(), consumers, self.rejected, self.next_consumer_id))
 
     # --- statistics -----------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ RATES = (
     "asyncio_8c_msgs_per_s",
     "trio_1c_msgs_per_s",
     "trio_8c_msgs_per_s",
+    "trio_1c_durable_msgs_per_s",
     "trio_1c_batch_msgs_per_s",
     "trio_1c_confirmed_msgs_per_s",
     "sim_1c_msgs_per_s",
@@ -18,6 +19,8 @@ RATES = (
 RATIOS = (
     "ratio_trio_1c_vs_asyncio",
     "ratio_trio_8c_vs_asyncio",
+    "ratio_trio_1c_durable_vs_asyncio",
+    "ratio_durable_vs_plain",
     "ratio_trio_1c_batch_vs_asyncio",
     "ratio_trio_1c_confirmed_vs_asyncio",
     "ratio_sim_1c_vs_asyncio",

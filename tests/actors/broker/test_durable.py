@@ -28,14 +28,9 @@ from conveyor.actors.broker import (
     QueueConfig,
     QueueStats,
 )
-from conveyor.actors.broker._durable import (
-    COMPACT_AFTER_EVENTS,
-    CoreCall,
-    JournaledEntries,
-    copy_core,
-    replay_call,
-)
-from conveyor.runtime import Journal
+from conveyor.actors.broker._durable import COMPACT_AFTER_EVENTS, CoreCall, journal_calls, replay_call
+from conveyor.actors.broker._entries import EntryListSnapshot
+from conveyor.runtime import Journal, ensure_immutable
 from conveyor.simulation import Simulation
 from tests.actors.broker.clients import Action, Client, GetAckResults, Send, consume, received, seen
 from tests.conftest import Harness
@@ -191,12 +186,11 @@ PREFIX: list[tuple[Any, ...]] = [("subscribe", 0, True), ("subscribe", 1, True)]
 def test_replaying_the_journal_rebuilds_exactly_the_same_entry_list(operations: list[tuple[Any, ...]]) -> None:
     journal = Journal("/q")
     core = EntryList(priorities=3, max_deliveries=3)
-    live: Any = None
 
     def compact() -> None:
-        journal.save_snapshot(copy_core(core))
+        journal.save_snapshot(core.snapshot())
 
-    live = JournaledEntries(core, journal, compact)
+    journal_calls(core, journal, lambda: None)
     now = 0.0
     consumers: list[int] = []
     next_id = 1
@@ -207,39 +201,42 @@ def test_replaying_the_journal_rebuilds_exactly_the_same_entry_list(operations: 
         held = tuple(sorted(core._cursors[cid].held)) if cid is not None else ()
         match operation:
             case ("publish", priority, group, ttl):
-                live.publish(Message(b"m", priority=priority, group=group, ttl_s=ttl), now)
+                core.publish(Message(b"m", priority=priority, group=group, ttl_s=ttl), now)
             case ("subscribe", priority, acquiring):
-                live.add_consumer(next_id, MatchAll(), priority, acquiring)
+                core.add_consumer(next_id, MatchAll(), priority, acquiring)
                 consumers.append(next_id)
                 next_id += 1
             case ("take", _, most) if cid is not None:
                 if core._cursors[cid].acquiring:
-                    live.take(cid, now, most, 1 << 20, now + 1.0)
+                    core.take(cid, now, most, 1 << 20, now + 1.0)
                 else:
-                    live.browse(cid, most, 1 << 20)
+                    core.browse(cid, most, 1 << 20)
             case ("ack", _, count) if cid is not None:
-                live.ack(cid, held[:count])
+                core.ack(cid, held[:count])
             case ("give_back", _, count, delay) if cid is not None:
-                live.give_back(cid, held[:count], now, delay)
+                core.give_back(cid, held[:count], now, delay)
             case ("extend", _, seconds) if cid is not None:
-                live.extend(cid, held, now + seconds)
+                core.extend(cid, held, now + seconds)
             case ("interest", _, wanted) if cid is not None:
-                live.set_interest(cid, wanted)
+                core.set_interest(cid, wanted)
             case ("unsubscribe", _) if cid is not None:
-                live.remove_consumer(cid, now)
+                core.remove_consumer(cid, now)
                 consumers.remove(cid)
             case ("tick", seconds):
                 now += seconds
-                live.expire_leases(now)
-                live.expire_ttls(now)
-                live.release_delays(now)
+                core.expire_leases(now)
+                core.expire_ttls(now)
+                core.release_delays(now)
             case ("compact",):
                 compact()
             case _:
                 pass
     assert all(type(event) is CoreCall for event in journal)
     base = journal.snapshot
-    rebuilt = copy_core(base) if isinstance(base, EntryList) else EntryList(priorities=3, max_deliveries=3)
+    rebuilt = EntryList(priorities=3, max_deliveries=3)
+    if isinstance(base, EntryListSnapshot):
+        ensure_immutable(base)  # a snapshot is a value: nothing the core does later can change it
+        rebuilt.restore(base)
     for event in journal:
         assert isinstance(event, CoreCall)
         replay_call(rebuilt, event)
@@ -248,10 +245,26 @@ def test_replaying_the_journal_rebuilds_exactly_the_same_entry_list(operations: 
 
 def test_a_call_that_raises_is_not_recorded() -> None:
     journal = Journal("/q")
-    live: Any = JournaledEntries(EntryList(), journal, lambda: None)
+    core = EntryList()
+    journal_calls(core, journal, lambda: None)
     with pytest.raises(KeyError):
-        live.take(99, 0.0, 1, 1 << 20, 1.0)  # no such consumer
+        core.take(99, 0.0, 1, 1 << 20, 1.0)  # no such consumer
     assert len(journal) == 0
+    core.publish(Message(b"m"), 0.0)
+    assert [event.method for event in journal if isinstance(event, CoreCall)] == ["publish"]
+
+
+def test_a_snapshot_loads_only_into_a_new_list_of_the_same_shape() -> None:
+    core = EntryList(priorities=3)
+    core.publish(Message(b"m"), 0.0)
+    snapshot = core.snapshot()
+    with pytest.raises(ValueError, match=r"restore\(\) needs a new EntryList"):
+        core.restore(snapshot)
+    with pytest.raises(ValueError, match=r"priorities=3, max_deliveries=None cannot load into one with priorities=10"):
+        EntryList().restore(snapshot)
+    fresh = EntryList(priorities=3)
+    fresh.restore(snapshot)
+    assert core_state(fresh) == core_state(core)
 
 
 def test_an_unknown_call_in_a_journal_is_refused_by_name() -> None:

@@ -6,7 +6,7 @@ seed plus one (how many seeds a search from seed 0 spends); the hit rate gives i
 over starting points, ``seeds / hits``. Then shrinks the first random-walk failure and
 reports its delivery steps. Prints a Markdown table for docs/simulation.md.
 
-Run: ``.venv/bin/python -m tests.simulation.planted.seeds_to_find [--seeds 200] [--depth 3]``.
+Run: ``.venv/bin/python -m tests.simulation.planted.seeds_to_find [--seeds 200] [--depth 3] [--only NAME ...]``.
 """
 
 from __future__ import annotations
@@ -38,13 +38,19 @@ def _cell(failing: list[int], seeds: int) -> str:
     return f"{failing[0] + 1} ({len(failing)}/{seeds}, mean {seeds / len(failing):.1f})"
 
 
-def main(seeds: int = 200, depth: int = 3) -> None:
-    """Measure every planted bug and print the table."""
+def main(seeds: int = 200, depth: int = 3, only: tuple[str, ...] = ()) -> None:
+    """Measure every planted bug (or those named in ``only``) and print the table."""
+    unknown = set(only) - {bug.name for bug in PLANTED}
+    if unknown:
+        msg = f"unknown planted bug(s) {sorted(unknown)}; choose from {[bug.name for bug in PLANTED]}"
+        raise SystemExit(msg)
     logging.disable(logging.CRITICAL)
     print(f"| bug | scenario | found by | random walk: seeds-to-find (hits, mean) | PCT d={depth}: seeds-to-find "
           "(hits, mean) | shrunk to (deliveries) |")
     print("|---|---|---|---|---|---|")
     for bug in PLANTED:
+        if only and bug.name not in only:
+            continue
         started = time.perf_counter()
         random_hits, by_random = _hits(bug, "random", seeds, depth)
         pct_hits, by_pct = _hits(bug, "pct", seeds, depth)
@@ -62,5 +68,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--seeds", type=int, default=200)
     parser.add_argument("--depth", type=int, default=3)
+    parser.add_argument("--only", nargs="*", default=[], help="planted bug names (default: all)")
     args = parser.parse_args()
-    main(seeds=args.seeds, depth=args.depth)
+    main(seeds=args.seeds, depth=args.depth, only=tuple(args.only))
