@@ -39,6 +39,7 @@ from conveyor.actors.broker import (
     EntryReturned,
     EntrySettled,
     QueueActor,
+    QueueRecovered,
 )
 from conveyor.runtime import EventKind, Terminated, TraceEvent
 
@@ -166,6 +167,13 @@ def _note_line(
         if message.reason == "lease lapsed":
             return f"{path}: lease of {holder} on {label} lapsed"
         return f"{path}: {label} back from {holder} ({message.reason})"
+    if isinstance(message, QueueRecovered):
+        shown = ", ".join(name_of(message.queue, tag) for tag in message.remaining[:8])
+        more = f" and {len(message.remaining) - 8} more" if len(message.remaining) > 8 else ""
+        held = f": {shown}{more}" if message.remaining else ""
+        count, consumers = len(message.remaining), len(message.consumers)
+        return (f"{path}: recovered from its journal {count} message{'' if count == 1 else 's'}{held}; "
+                f"{consumers} consumer{'' if consumers == 1 else 's'}")
     return None
 
 

@@ -218,3 +218,10 @@ def test_the_story_shows_faults_and_acks() -> None:
     assert any(re.search(r"fault: crash /client-\d+ \(stopped\)$", line) for line in story)
     assert any(re.search(r"/client-\d+/consumer -> /queue: ack m\d+$", line) for line in story)
     assert sum(1 for line in story if ": deliver " in line) == run.report.delivered
+
+
+def test_the_story_tells_a_queue_crash_and_what_the_queue_recovered() -> None:
+    run = run_scenario("queue-crash", 4)
+    story = story_lines(run.sim.trace)
+    crash = next(index for index, line in enumerate(story) if line.endswith("fault: crash /queue (restarted)"))
+    assert story[crash + 1] == "t=0.169 /queue: recovered from its journal 1 message: m4; 11 consumers"
