@@ -336,8 +336,10 @@ def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str) -> CheckResu
 def drained(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
     """Liveness at the end of a run that went quiet: nothing stays queued that a live consumer could take.
 
-    A message left behind while an acquiring consumer that matches it still runs is a stall
-    (a lost notification, a consumer that stopped pulling).
+    A message left behind while an acquiring consumer that matches it still runs and wants work
+    (its last ``SetInterest`` said so: it has credit) is a stall (a lost notification, a
+    consumer that stopped pulling). A consumer without credit cannot take it: its client may
+    never have acked what it holds (``never-ack``), which no queue can repair.
     """
     view = _Availability()
     remaining: tuple[int, ...] | None = None
@@ -359,7 +361,10 @@ def drained(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
             violations.append(f"tag {tag} is still in the queue at its close, but the queue had settled it")
             continue
         headers = known[0].header_map()
-        takers = [cid for cid, info in view.consumers.items() if info.acquiring and info.selector.matches(headers)]
+        takers = [
+            cid for cid, info in view.consumers.items()
+            if info.acquiring and view.interested.get(cid, True) and info.selector.matches(headers)
+        ]
         if takers:
             violations.append(f"tag {tag} stayed queued while consumer {takers[0]} could take it (a stall)")
     return CheckResult.of("drained", violations, remaining=len(remaining))

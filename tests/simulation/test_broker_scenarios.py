@@ -27,7 +27,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.actors.broker._entries import Entry, EntryState, Returned, _Cursor
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ThreadSystem, TrioSystem
-from conveyor.simulation import RoundRobin, Simulation
+from conveyor.simulation import RoundRobin, Simulation, never_acks
 from conveyor.simulation.checkers import (
     CheckResult,
     accounting,
@@ -256,6 +256,16 @@ def test_drained_catches_a_lost_wake_up() -> None:
     _green(drained, EQUALS)
     result = _caught(drained, EQUALS, StallingQueue)
     assert "a stall" in result.violations[0]
+
+
+def test_drained_does_not_blame_the_queue_for_a_consumer_without_credit() -> None:
+    # The client's acks never reach its consumer, so its prefetch is used up for good and the rest
+    # stays queued. No queue could deliver it: the consumer said it wants no more (SetInterest).
+    scenario = BrokerScenario(messages=6, consumers=(ClientPolicy(),), prefetch=2, publish_span_s=0.0)
+    sim, _ = run_broker_simulation(scenario, 0, faults=(never_acks("/client-0"),))
+    result = drained(sim.trace, QUEUE)
+    assert result.ok, result.violations
+    assert result.metric("remaining") == 6  # the 2 it holds (leases lapsed) and the 4 it never took
 
 
 def test_fairness_catches_a_manager_with_a_favourite() -> None:
