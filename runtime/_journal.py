@@ -16,7 +16,7 @@ needs no lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import final
 
 
@@ -26,18 +26,27 @@ class Journal:
 
     Values are kept by reference, not copied: record frozen values, or a private copy that
     nobody mutates afterwards.
+
+    Args:
+        path: the owning actor's path.
+        before_write: called before every write (``append``, ``save_snapshot``); what it raises
+            fails the write, which then changes nothing. The simulator's ``FailWrite`` fault (a
+            disk error) goes through here.
     """
 
-    __slots__ = ("_events", "_snapshot", "_snapshots", "path")
+    __slots__ = ("_before_write", "_events", "_snapshot", "_snapshots", "path")
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, before_write: Callable[[], None] | None = None) -> None:
         self.path = path
+        self._before_write = before_write
         self._events: list[object] = []
         self._snapshot: object = None
         self._snapshots = 0
 
     def append(self, event: object) -> None:
         """Record one event after the latest snapshot."""
+        if self._before_write is not None:
+            self._before_write()
         self._events.append(event)
 
     def save_snapshot(self, state: object) -> None:
@@ -45,6 +54,8 @@ class Journal:
         if state is None:
             msg = f"journal of {self.path}: a snapshot cannot be None (None means 'no snapshot'); use clear()"
             raise ValueError(msg)
+        if self._before_write is not None:
+            self._before_write()
         self._snapshot = state
         self._snapshots += 1
         self._events.clear()

@@ -73,8 +73,12 @@ class ActorSystemBase(abc.ABC):
         """The durable journal of the actor at ``path``, created empty on first use."""
         journal = self.journals.get(path)
         if journal is None:
-            journal = self.journals.setdefault(path, Journal(path))
+            journal = self.journals.setdefault(path, self._new_journal(path))
         return journal
+
+    def _new_journal(self, path: str) -> Journal:
+        """A new, empty journal for ``path``; the simulator's gives it a fault hook."""
+        return Journal(path)
 
     def spawn(self, factory: Callable[[], Actor], *, name: str | None = None) -> ActorRef:
         """Start a top-level actor built by ``factory`` and supervised by the system."""

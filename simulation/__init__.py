@@ -9,6 +9,7 @@ from ._faults import Crash as Crash
 from ._faults import Delay as Delay
 from ._faults import Drop as Drop
 from ._faults import FailJob as FailJob
+from ._faults import FailWrite as FailWrite
 from ._faults import Fault as Fault
 from ._faults import FaultApplied as FaultApplied
 from ._faults import InjectedFault as InjectedFault
@@ -40,6 +41,7 @@ __all__ = [
     "ExploreResult",
     "ExploringStrategy",
     "FailJob",
+    "FailWrite",
     "Fault",
     "FaultApplied",
     "HypothesisStrategy",

@@ -113,6 +113,19 @@ class FailJob:
 
 @final
 @attrs.frozen
+class FailWrite:
+    """The ``nth`` journal write (counting from 1) by an actor under ``prefix`` fails: a disk error.
+
+    The write raises ``InjectedFault`` and changes nothing; the actor fails in the middle of its
+    handler and its supervisor restarts it, so it must recover from what it had written before.
+    """
+
+    prefix: str = attrs.field(validator=_actor_path)
+    nth: int = attrs.field(validator=_positive_int)
+
+
+@final
+@attrs.frozen
 class Drop:
     """From step ``from_step`` on, messages of type ``message_type`` sent by actors under ``sender`` vanish.
 
@@ -134,8 +147,8 @@ def never_acks(path: str) -> Drop:
     return Drop(path, "Ack")
 
 
-Fault: TypeAlias = Crash | Pause | Delay | FailJob | Drop
-FAULT_TYPES = (Crash, Pause, Delay, FailJob, Drop)
+Fault: TypeAlias = Crash | Pause | Delay | FailJob | FailWrite | Drop
+FAULT_TYPES = (Crash, Pause, Delay, FailJob, FailWrite, Drop)
 
 
 @final
@@ -154,12 +167,15 @@ def check_faults(faults: Any) -> tuple[Fault, ...]:
     try:
         plan = tuple(faults)
     except TypeError:
-        msg = f"faults must be a sequence of Crash, Pause, Delay, FailJob or Drop, got {type(faults).__qualname__}"
+        msg = (
+            "faults must be a sequence of Crash, Pause, Delay, FailJob, FailWrite or Drop, "
+            f"got {type(faults).__qualname__}"
+        )
         raise TypeError(msg) from None
     for index, fault in enumerate(plan):
         if not isinstance(fault, FAULT_TYPES):
             msg = (
-                f"faults[{index}] must be one of Crash, Pause, Delay, FailJob, Drop, "
+                f"faults[{index}] must be one of Crash, Pause, Delay, FailJob, FailWrite, Drop, "
                 f"got {type(fault).__qualname__}"
             )
             raise TypeError(msg)

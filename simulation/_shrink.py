@@ -43,7 +43,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.runtime import EventKind, Terminated, TraceEvent
 
-from ._faults import Crash, Delay, Drop, FailJob, FaultApplied, Pause
+from ._faults import Crash, Delay, Drop, FailJob, FailWrite, FaultApplied, Pause
 from ._strategies import Replay
 from .scenarios import (
     BrokerScenario,
@@ -76,6 +76,8 @@ def _describe_fault(applied: FaultApplied) -> str:
         what = f"delay {fault.sender} -> {fault.receiver} by {fault.duration_s:.3f}s"
     elif isinstance(fault, Drop):
         what = f"drop {fault.message_type} sent under {fault.sender}"
+    elif isinstance(fault, FailWrite):
+        what = f"fail journal write #{fault.nth} under {fault.prefix}"
     elif isinstance(fault, FailJob):
         what = f"fail job #{fault.nth} under {fault.prefix}"
     else:  # pragma: no cover - every fault type is listed above

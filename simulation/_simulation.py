@@ -20,6 +20,7 @@ import attrs
 from conveyor.runtime import (
     ActorRef,
     ConveyorError,
+    Journal,
     SupervisorStrategy,
     TimerHandle,
 )
@@ -30,7 +31,19 @@ from conveyor.runtime._timers import TimerQueue
 from conveyor.runtime._trace import EventKind, trace_hash
 
 from ._channel import JOBS, OUTSIDE, TIMERS, Channel
-from ._faults import Crash, Delay, Drop, FailJob, Fault, FaultApplied, InjectedFault, Pause, check_faults, covers
+from ._faults import (
+    Crash,
+    Delay,
+    Drop,
+    FailJob,
+    FailWrite,
+    Fault,
+    FaultApplied,
+    InjectedFault,
+    Pause,
+    check_faults,
+    covers,
+)
 from ._strategies import RandomWalk, Strategy
 
 _HELD = -2
@@ -119,6 +132,7 @@ class Simulation(ActorSystemBase):
         self._pauses: list[Pause] = sorted((f for f in plan if isinstance(f, Pause)), key=lambda f: -f.at_time)
         self._drops: tuple[Drop, ...] = tuple(f for f in plan if isinstance(f, Drop))
         self._failing_jobs: dict[FailJob, int] = {f: 0 for f in plan if isinstance(f, FailJob)}
+        self._failing_writes: dict[FailWrite, int] = {f: 0 for f in plan if isinstance(f, FailWrite)}
         self._holds: list[_Hold] = []
         self._held: list[Channel] = []
         self.seed = seed
@@ -432,6 +446,20 @@ class Simulation(ActorSystemBase):
                 self._record_fault(drop, f"dropped {name} from {sender.path} to {target.path}", sender)
                 return True
         return False
+
+    def _new_journal(self, path: str) -> Journal:
+        faults = [fault for fault in self._failing_writes if covers(fault.prefix, path)]
+        if not faults:
+            return Journal(path)
+
+        def before_write() -> None:
+            for fault in faults:
+                self._failing_writes[fault] += 1
+                if self._failing_writes[fault] == fault.nth:
+                    self._record_fault(fault, f"write {fault.nth} to the journal of {path} fails", self._current)
+                    raise InjectedFault(f"injected disk error: write {fault.nth} to the journal of {path}")
+
+        return Journal(path, before_write)
 
     def _maybe_failing_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any]) -> Callable[..., Any]:
         for fault in self._failing_jobs:

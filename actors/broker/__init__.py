@@ -44,6 +44,8 @@ from ._model import QueueClosed as QueueClosed
 from ._model import QueueConfig as QueueConfig
 from ._model import QueueRecovered as QueueRecovered
 from ._model import QueueStats as QueueStats
+from ._model import Rejoin as Rejoin
+from ._model import Rejoined as Rejoined
 from ._model import Release as Release
 from ._model import RetryPolicy as RetryPolicy
 from ._model import SetInterest as SetInterest
@@ -110,6 +112,8 @@ __all__ = [
     "QueueConfig",
     "QueueRecovered",
     "QueueStats",
+    "Rejoin",
+    "Rejoined",
     "Release",
     "Resume",
     "RetryPolicy",

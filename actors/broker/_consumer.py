@@ -14,7 +14,7 @@ from typing import Any, final
 
 import attrs
 
-from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Terminated
+from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Terminated, TimerHandle
 
 from ._model import (
     Ack,
@@ -25,6 +25,8 @@ from ._model import (
     Nack,
     NotifyWork,
     Pull,
+    Rejoin,
+    Rejoined,
     Release,
     SetInterest,
     Subscribe,
@@ -89,6 +91,18 @@ class _FlushAcks:
 
 
 _FLUSH_ACKS = _FlushAcks()
+
+SUBSCRIBE_RETRIES_S = (1.0, 2.0, 4.0, 8.0, 16.0)
+"""Waits for ``Subscribed`` before each ``Subscribe`` sent again (then the consumer stops asking): a
+subscribe can die with a queue that failed handling it (a durable queue's disk error)."""
+
+
+@final
+@attrs.frozen
+class _SubscribeAgain:
+    """The consumer's timer: no ``Subscribed`` came within ``SUBSCRIBE_RETRIES_S[attempt]``."""
+
+    attempt: int
 _DIRECT_AFTER_LONE_NOTE = 8
 """After a ``_FlushAcks`` that carried a single ack, forward this many acks at once before trying again."""
 
@@ -140,16 +154,23 @@ class ConsumerActor(Actor):
         self.pending_acks: list[int] = []  # acked by the client, not yet forwarded to the queue
         self.flush_sent = False  # a _FlushAcks is in our mailbox
         self.direct_acks = 0  # acks to forward at once before trying a _FlushAcks again
+        self.subscribe_retry: TimerHandle | None = None
 
     def on_start(self) -> None:
-        """Subscribe; watch an actor client so its death ends the subscription."""
+        """Subscribe (again after a while if unanswered); watch an actor client so its death ends the subscription."""
+        self._subscribe(0)
+        if isinstance(self.client, ActorRef):
+            self.ctx.watch(self.client)
+
+    def _subscribe(self, attempt: int) -> None:
         settings = self.settings
         self.ctx.send(
             self.queue,
             Subscribe(self.ctx.self_ref, settings.priority, settings.selector, settings.acquiring, True),
         )
-        if isinstance(self.client, ActorRef):
-            self.ctx.watch(self.client)
+        self.subscribe_retry = None
+        if attempt < len(SUBSCRIBE_RETRIES_S):
+            self.subscribe_retry = self.ctx.schedule(SUBSCRIBE_RETRIES_S[attempt], _SubscribeAgain(attempt + 1))
 
     def on_stop(self) -> None:
         """Forward the acks still coalescing (stopped before our ``_FlushAcks`` came round)."""
@@ -189,7 +210,14 @@ class ConsumerActor(Actor):
             case JobFailed(job_id=job_id):
                 tag = self.jobs.pop(job_id)
                 self._forward_settlement(Nack(self._id(), (tag,)), (tag,))
+            case _SubscribeAgain(attempt=attempt) if self.consumer_id is None:
+                self._subscribe(attempt)
+            case Rejoin(consumer_id=consumer_id) if consumer_id == self.consumer_id:
+                self._rejoin(consumer_id)
             case Subscribed(consumer_id=consumer_id):
+                if self.subscribe_retry is not None:
+                    self.ctx.cancel(self.subscribe_retry)
+                    self.subscribe_retry = None
                 self.consumer_id = consumer_id
                 self._update_interest()
                 self._pull()  # the manager's NotifyWork may have arrived before Subscribed
@@ -206,6 +234,20 @@ class ConsumerActor(Actor):
             case Terminated(ref=ref) if ref == self.client:
                 self._flush_acks()
                 self.ctx.stop()  # the queue watches us and takes everything back
+
+    def _rejoin(self, consumer_id: int) -> None:
+        """The queue restarted: forget the pull in flight, say so, tell our interest afresh, pull.
+
+        The new consumer manager knows nothing of earlier notices, so we pull once unasked (a
+        queue answers any pull; one with nothing for us costs a round trip).
+        """
+        self.pulling = False
+        self.renotified = False
+        self.notified = True
+        self._to_queue(Rejoined(consumer_id))
+        self.reported_interest = not self._wants_work()  # so the next line tells it, changed or not
+        self._update_interest()
+        self._pull()
 
     def _id(self) -> int:
         assert self.consumer_id is not None

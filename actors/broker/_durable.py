@@ -7,8 +7,10 @@ A durable ``QueueActor`` (``QueueConfig(durable=True)``) records in ``ctx.journa
   (it is told the time), so replaying the calls on a fresh list rebuilds it exactly: every
   entry in its place and state, every lease and its deadline, every consumer's pointer,
   group owners, delivery counts and counters;
-* its consumer registry (``ConsumerRegistered``, ``ConsumerUnregistered``, ``InterestRecorded``)
-  and its count of refused publishes (``PublishRefused``);
+* each change of its consumer registry as one event (``ConsumerRegistered``,
+  ``ConsumerUnregistered``, ``InterestRecorded``) whose replay also makes the core calls that
+  went with it (``REGISTRY_CALLS``): a step of the registry is one write, so a failed write
+  (a disk error) cannot leave half of it recorded; and refused publishes (``PublishRefused``);
 * now and then a ``QueueSnapshot`` (the core's ``EntryListSnapshot`` and the registry, all
   immutable) that replaces the events before it, so the journal stays proportional to the
   queue's contents.
@@ -30,12 +32,13 @@ from conveyor.runtime import Journal
 from ._entries import EntryList, EntryListSnapshot
 from ._model import Message, Subscribe
 
+REGISTRY_CALLS = frozenset({"add_consumer", "remove_consumer", "set_interest"})
+"""Core calls a queue makes only while its consumer registry changes: the registry's event (one
+journal write per change, so a failed write leaves nothing half-recorded) makes them on replay."""
+
 RECORDED_CALLS = frozenset({
     "publish",
     "drop_head",
-    "add_consumer",
-    "remove_consumer",
-    "set_interest",
     "take",
     "browse",
     "ack",
@@ -46,7 +49,7 @@ RECORDED_CALLS = frozenset({
     "expire_ttls",
     "release_delays",
 })
-"""The ``EntryList`` methods that change its state; everything else it offers only reads."""
+"""The other ``EntryList`` methods that change its state, each journaled as a ``CoreCall``."""
 
 COMPACT_AFTER_EVENTS = 1024
 """A journal is compacted once it holds this many events and ``COMPACT_FACTOR`` times the state's size."""
@@ -74,9 +77,10 @@ class ConsumerRegistered:
 @final
 @attrs.frozen
 class ConsumerUnregistered:
-    """Consumer ``consumer_id`` left the queue (unsubscribed or stopped)."""
+    """Consumer ``consumer_id`` left the queue (unsubscribed or stopped) at ``now``."""
 
     consumer_id: int
+    now: float
 
 
 @final
@@ -166,7 +170,8 @@ def needs_compaction(journal: Journal, core: EntryList) -> bool:
 
 def replay_call(core: EntryList, call: CoreCall) -> Any:
     """Make one recorded call again on ``core`` and return its result."""
-    if call.method not in RECORDED_CALLS:
-        msg = f"journal holds a call to EntryList.{call.method}, which is not one of {sorted(RECORDED_CALLS)}"
+    if call.method not in RECORDED_CALLS and call.method not in REGISTRY_CALLS:
+        allowed = sorted(RECORDED_CALLS | REGISTRY_CALLS)
+        msg = f"journal holds a call to EntryList.{call.method}, which is not one of {allowed}"
         raise ValueError(msg)
     return getattr(type(core), call.method)(core, *call.args)

@@ -425,6 +425,31 @@ class Pull:
 
 @final
 @attrs.frozen
+class Rejoin:
+    """A durable queue restarted: the consumer forgets its requests in flight and answers ``Rejoined``.
+
+    A request the queue was handling when it failed (a disk error) died with it; the consumer
+    cannot tell a lost ``Pull`` from one still waiting in the queue's mailbox, so it drops both.
+    """
+
+    queue: str
+    consumer_id: int
+
+
+@final
+@attrs.frozen
+class Rejoined:
+    """The consumer's answer to ``Rejoin``: every ``Pull`` it sent before this one is void.
+
+    Messages from one sender arrive in order, so the queue ignores the consumer's pulls until this
+    arrives; the consumer then pulls afresh.
+    """
+
+    consumer_id: int
+
+
+@final
+@attrs.frozen
 class Delivered:
     """The queue's answer to ``Pull``; ``exhausted`` means nothing more is there for this consumer now."""
 

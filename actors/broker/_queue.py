@@ -60,6 +60,8 @@ from ._model import (
     QueueConfig,
     QueueRecovered,
     QueueStats,
+    Rejoin,
+    Rejoined,
     Release,
     RemoveConsumer,
     SetInterest,
@@ -117,6 +119,7 @@ class QueueActor(Actor):
         self.wake_limit: int | None = None  # cached _notifiable(), reset with work_signals
         self.wake_at: float | None = None
         self.wake_handle: TimerHandle | None = None
+        self.rejoining: set[int] = set()  # consumers told to Rejoin after a restart, not yet Rejoined
 
     def make_entries(self, config: QueueConfig) -> EntryList:
         """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
@@ -151,6 +154,8 @@ class QueueActor(Actor):
                 self._arm_wake()  # only a TTL or a delay adds a deadline at publish
             return
         if cls is Pull:
+            if self.rejoining and message.consumer_id in self.rejoining:
+                return  # sent before the consumer heard of our restart: it has forgotten it (Rejoin)
             self._pull(message.consumer_id, message.max_messages, message.max_bytes)
             return
         if cls is Ack:
@@ -174,6 +179,8 @@ class QueueActor(Actor):
                     self._arm_wake()  # a shortened lease must lapse before the timer already armed
             case SetInterest(consumer_id=consumer_id, interested=interested):
                 self._set_interest(consumer_id, interested)
+            case Rejoined(consumer_id=consumer_id):
+                self.rejoining.discard(consumer_id)
             case Subscribe():
                 self._subscribe(message)
             case Unsubscribe(consumer_id=consumer_id):
@@ -231,6 +238,10 @@ class QueueActor(Actor):
     # --- consumers ------------------------------------------------------------------------
 
     def _subscribe(self, request: Subscribe) -> None:
+        known = self.by_ref.get(request.consumer)
+        if known is not None:  # asked again (its first answer was slow, or lost with a failed handler)
+            self.ctx.send(request.consumer, Subscribed(self.name, known))
+            return
         consumer_id = self.next_consumer_id
         self.next_consumer_id += 1
         self.entries.add_consumer(consumer_id, request.selector, request.priority, request.acquiring)
@@ -251,11 +262,14 @@ class QueueActor(Actor):
         if record is None:
             return
         del self.by_ref[record.ref]
+        self.rejoining.discard(consumer_id)
+        now = self.ctx.now()
+        returned = self.entries.remove_consumer(consumer_id, now)
         if self.config.durable:
-            self.ctx.journal.append(ConsumerUnregistered(consumer_id))
+            self.ctx.journal.append(ConsumerUnregistered(consumer_id, now))
         self.ctx.unwatch(record.ref)
         self._tell_manager(RemoveConsumer(consumer_id))
-        self._returned(self.entries.remove_consumer(consumer_id, self.ctx.now()), consumer_id, reason)
+        self._returned(returned, consumer_id, reason)
 
     def _set_interest(self, consumer_id: int, interested: bool) -> None:
         record = self.consumers.get(consumer_id)
@@ -264,9 +278,9 @@ class QueueActor(Actor):
         record.interested = interested
         if not interested:
             record.pulling = False
+        self.entries.set_interest(consumer_id, interested)
         if self.config.durable:
             self.ctx.journal.append(InterestRecorded(consumer_id, interested))
-        self.entries.set_interest(consumer_id, interested)
         self._tell_manager(InterestChanged(consumer_id, interested))
         if self.entries.available:
             # A consumer that wants work may find some; one that stopped wanting it may let a
@@ -487,15 +501,20 @@ class QueueActor(Actor):
                     else:
                         record.acked += len(result[0])
             elif type(event) is ConsumerRegistered:
-                self._register(event.consumer_id, event.subscribe, event.subscribe.interested)
+                request = event.subscribe
+                core.add_consumer(event.consumer_id, request.selector, request.priority, request.acquiring)
+                core.set_interest(event.consumer_id, request.interested)
+                self._register(event.consumer_id, request, request.interested)
                 self.next_consumer_id = max(self.next_consumer_id, event.consumer_id + 1)
             elif type(event) is ConsumerUnregistered:
                 gone = consumers.pop(event.consumer_id, None)
                 if gone is not None:
                     del self.by_ref[gone.ref]
+                core.remove_consumer(event.consumer_id, event.now)
             elif type(event) is InterestRecorded:
                 if (record := consumers.get(event.consumer_id)) is not None:
                     record.interested = event.interested
+                core.set_interest(event.consumer_id, event.interested)
             elif type(event) is PublishRefused:
                 self.rejected += 1
             else:
@@ -505,12 +524,19 @@ class QueueActor(Actor):
         return found
 
     def _resume(self) -> None:
-        """After recovery: watch the consumers again, tell the new manager of them, re-arm the timer."""
+        """After recovery: watch the consumers again, tell the new manager of them, re-arm the timer.
+
+        Each acquiring consumer is told to ``Rejoin``: a ``Pull`` the old instance failed on is lost,
+        and one still in the mailbox is indistinguishable from it, so both are dropped and the
+        consumer pulls again once it has answered ``Rejoined``.
+        """
         for consumer_id, record in self.consumers.items():
             self.ctx.watch(record.ref)
             self._tell_manager(
                 AddConsumer(consumer_id, record.ref, record.priority, record.acquiring, record.interested)
             )
+            self.rejoining.add(consumer_id)
+            self.ctx.send(record.ref, Rejoin(self.name, consumer_id))
         if self.ctx.tracing:
             self.ctx.note(QueueRecovered(self.name, self.entries.live_tags(), tuple(self.consumers)))
         self._work_and_wake()

@@ -26,7 +26,7 @@ from conveyor.actors.broker import (
     QueueActor,
 )
 from conveyor.runtime import EventKind, TraceEvent
-from conveyor.simulation._faults import Crash, Delay, FailJob, Fault, Pause, never_acks
+from conveyor.simulation._faults import Crash, Delay, FailJob, FailWrite, Fault, Pause, never_acks
 from conveyor.simulation._simulation import RunResult, Simulation
 from conveyor.simulation._strategies import STRATEGY_NAMES, Replay, Strategy, strategy_from_name
 from conveyor.simulation.checkers import CheckResult, fairness, jain_index, liveness
@@ -48,7 +48,7 @@ from ._subscriber import (
     run_subscriber_simulation,
 )
 
-FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash")
+FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash", "disk-error")
 """Fault plans a scenario can run under; each draws its concrete faults from the seed."""
 
 Family = Literal["broker", "subscriber"]
@@ -308,6 +308,11 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
             workload = attrs.evolve(workload, durable=True)
             for step in sorted(rng.sample(range(5, 5 + 15 * workload.messages), rng.randint(1, 3))):
                 faults.append(Crash(QUEUE, at_step=step, restart=True))
+        elif name == "disk-error":
+            # One of the durable queue's journal writes fails (about 3 a message): it crashes
+            # in the middle of a handler and recovers what it had written before.
+            workload = attrs.evolve(workload, durable=True)
+            faults.append(FailWrite(QUEUE, nth=rng.randint(1, 3 * workload.messages)))
     return workload, tuple(faults)
 
 

@@ -13,6 +13,7 @@ from conveyor.simulation import (
     Delay,
     Drop,
     FailJob,
+    FailWrite,
     FaultApplied,
     InjectedFault,
     Pause,
@@ -191,6 +192,22 @@ def test_fail_job_makes_exactly_the_nth_job_fail() -> None:
     assert isinstance(failed.error, InjectedFault)
 
 
+def test_fail_write_fails_exactly_the_nth_journal_write_and_the_actor_recovers_the_rest() -> None:
+    from tests.runtime.actors import DurableCounter, Get, Inc
+
+    sim = Simulation(seed=2, faults=[FailWrite("/counter", nth=3)])
+    counter = sim.spawn(DurableCounter, name="counter")
+    for _ in range(5):
+        counter.tell(Inc())
+    sim.run()
+    assert [f.outcome for f in sim.faults_applied] == ["write 3 to the journal of /counter fails"]
+    failed = [e for e in sim.trace if e.kind is EventKind.FAILED]
+    assert len(failed) == 1 and "injected disk error" in (failed[0].error or "")
+    # The third Inc died with its handler and its write; the restart recovered the two before it.
+    assert sim.ask(counter, Get()) == (4, 2)
+    assert len(sim.journals["/counter"]) == 4
+
+
 def test_never_acks_drops_only_that_senders_acks() -> None:
     log: list[tuple[float, Any]] = []
     sim = Simulation(seed=6, faults=[never_acks("/client")])
@@ -226,6 +243,8 @@ def test_faults_replay_identically() -> None:
         (lambda: Pause("/app", at_time=float("nan"), duration_s=1), "at_time"),
         (lambda: Delay("/a", "/b", at_step=0, duration_s=-1), "duration_s"),
         (lambda: FailJob("/a", nth=0), "nth"),
+        (lambda: FailWrite("/a", nth=0), "nth"),
+        (lambda: FailWrite("a", nth=1), "prefix"),
         (lambda: Drop("/a", "not a name"), "message_type"),
     ],
 )

@@ -63,7 +63,9 @@ def test_bad_names_are_refused_with_the_allowed_values() -> None:
     with pytest.raises(ValueError, match="unknown fault plan 'fire'"):
         check_fault_plan("crash,fire")
     assert check_fault_plan("none,crash") == "crash"
-    assert set(FAULT_PLANS) >= {"none", "crash", "pause", "delay", "never-ack", "failing-job"}
+    assert set(FAULT_PLANS) >= {
+        "none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash", "disk-error",
+    }
 
 
 def test_replay_command_names_only_what_matters() -> None:
