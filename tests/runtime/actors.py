@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -295,3 +295,15 @@ class DurableCounter(Actor):
                 raise ValueError("boom")
             case Get():
                 self.ctx.reply((self.count, self.recovered))
+
+
+def counted_under_faults(faults: Sequence[Any], increments: int, seed: int = 0) -> tuple[Any, ActorRef]:
+    """A Simulation with ``faults`` whose ``DurableCounter`` at ``/counter`` was told ``Inc`` that many times, run."""
+    from conveyor.simulation import Simulation
+
+    sim = Simulation(seed=seed, faults=faults)
+    counter = sim.spawn(DurableCounter, name="counter")
+    for _ in range(increments):
+        counter.tell(Inc())
+    sim.run()
+    return sim, counter

@@ -7,7 +7,7 @@ import pytest
 from conveyor.runtime import Actor, Journal
 from conveyor.simulation import Crash, Simulation
 from tests.conftest import Harness
-from tests.runtime.actors import Boom, DurableCounter, Fragile, Get, Inc
+from tests.runtime.actors import Boom, DurableCounter, Fragile, Get, Inc, counted_under_faults
 from tests.runtime.actors import Journal as LifeLog
 
 
@@ -57,11 +57,7 @@ def test_a_journal_outlives_the_actor_and_a_respawn_at_its_path_recovers_it() ->
 
 
 def test_the_simulators_crash_fault_restarts_into_the_journaled_state() -> None:
-    sim = Simulation(seed=3, faults=[Crash("/counter", at_step=4)])
-    counter = sim.spawn(DurableCounter, name="counter")
-    for _ in range(6):
-        counter.tell(Inc())
-    sim.run()
+    sim, counter = counted_under_faults([Crash("/counter", at_step=4)], increments=6, seed=3)
     assert [f.outcome for f in sim.faults_applied] == ["restarted"]
     assert sim.ask(counter, Get()) == (6, 3)  # Start + 3 Inc before the crash, 3 more after it
 

@@ -193,13 +193,9 @@ def test_fail_job_makes_exactly_the_nth_job_fail() -> None:
 
 
 def test_fail_write_fails_exactly_the_nth_journal_write_and_the_actor_recovers_the_rest() -> None:
-    from tests.runtime.actors import DurableCounter, Get, Inc
+    from tests.runtime.actors import Get, counted_under_faults
 
-    sim = Simulation(seed=2, faults=[FailWrite("/counter", nth=3)])
-    counter = sim.spawn(DurableCounter, name="counter")
-    for _ in range(5):
-        counter.tell(Inc())
-    sim.run()
+    sim, counter = counted_under_faults([FailWrite("/counter", nth=3)], increments=5, seed=2)
     assert [f.outcome for f in sim.faults_applied] == ["write 3 to the journal of /counter fails"]
     failed = [e for e in sim.trace if e.kind is EventKind.FAILED]
     assert len(failed) == 1 and "injected disk error" in (failed[0].error or "")
