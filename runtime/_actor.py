@@ -31,6 +31,15 @@ class Actor:
     supervisor_strategy: ClassVar[SupervisorStrategy] = SupervisorStrategy()
     """How this actor supervises the children it spawns."""
 
+    retry_failed_message: ClassVar[bool] = False
+    """After a restart, hand the message that failed to the fresh instance once more.
+
+    For actors that rebuild their state from ``ctx.journal``: a failed write changed nothing and
+    the restart rolled the state back, so a transient error (a disk) then costs the sender
+    nothing. A message that fails again is dropped, as without this, so a poison message does not
+    loop. Asks are not retried: their asker already has the error.
+    """
+
     ctx: Context
 
     def receive(self, message: Any) -> None:

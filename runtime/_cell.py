@@ -109,6 +109,7 @@ class ActorCell(CellBase):
         "factory",
         "next_job_id",
         "parent",
+        "retrying",
         "stop_error",
         "stop_requested",
         "supervisor",
@@ -146,6 +147,7 @@ class ActorCell(CellBase):
         self.stop_error: Exception | None = None  # why the actor stops itself (``ctx.give_up``), if it failed
         self.termination: Terminated | None = None
         self.next_job_id = 0
+        self.retrying = False  # handling a failed message again (Actor.retry_failed_message)
         self.ctx = Context(self)
         self.actor = self._instantiate()
 
@@ -263,7 +265,17 @@ class ActorCell(CellBase):
             directive = Directive.STOP
         if directive is Directive.RESTART:
             if self.budget.try_spend(system.now(), self.supervisor):
+                retry = (
+                    self.actor.retry_failed_message and not self.retrying
+                    and type(message) not in SYSTEM_MESSAGE_TYPES and not isinstance(sender, PromiseCell)
+                )
                 self._restart(error)
+                if retry and self.alive:
+                    self.retrying = True
+                    try:
+                        self.process(sender, message)  # once: a second failure drops it
+                    finally:
+                        self.retrying = False
                 return
             log.error(
                 "actor %s exceeded %d restarts within %ss; stopping it",

@@ -141,22 +141,35 @@ def journal_calls(core: EntryList, journal: Journal, after: Callable[[], None]) 
 
     Each method named in ``RECORDED_CALLS`` is wrapped on this instance only (reads are not
     touched, so they cost nothing more). A call that raises is not recorded, so the journal holds
-    only calls that succeeded and replaying it cannot fail where the original did not. ``after``
-    runs after every recorded call (the queue compacts its journal there when it has grown long).
+    only calls that succeeded and replaying it cannot fail where the original did not. Only the
+    outermost call is recorded: a call the core makes to itself (``remove_consumer`` gives back
+    what the consumer held) is part of the outer one and replays with it. ``REGISTRY_CALLS`` are
+    wrapped too, but record nothing: the queue's registry event replays them. ``after`` runs after
+    every recorded call once the journal is long (the queue compacts it there).
     """
     append = journal.append
-    for name in RECORDED_CALLS:
-        method = getattr(core, name)
+    depth = [0]  # calls of this core in progress: only the outermost one is recorded
 
-        def recorded(*args: Any, _method: Callable[..., Any] = method, _name: str = name) -> Any:
+    def wrap(name: str, method: Callable[..., Any], record: bool) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            if depth[0]:
+                return method(*args)  # made by the core itself, inside a call that is recorded
             frozen = tuple([_frozen(arg) for arg in args])
-            result = _method(*frozen)
-            append(CoreCall(_name, frozen))
-            if len(journal) >= COMPACT_AFTER_EVENTS:  # below that, compaction is never due: skip the call
-                after()
+            depth[0] = 1
+            try:
+                result = method(*frozen)
+            finally:
+                depth[0] = 0
+            if record:
+                append(CoreCall(name, frozen))
+                if len(journal) >= COMPACT_AFTER_EVENTS:  # below that, compaction is never due: skip the call
+                    after()
             return result
 
-        setattr(core, name, recorded)
+        return call
+
+    for name in RECORDED_CALLS | REGISTRY_CALLS:
+        setattr(core, name, wrap(name, getattr(core, name), name in RECORDED_CALLS))
 
 
 def needs_compaction(journal: Journal, core: EntryList) -> bool:

@@ -103,6 +103,12 @@ class _Consumer:
 class QueueActor(Actor):
     """One queue: publish -> notify -> pull -> deliver -> ack, with leases, TTL, groups, limits."""
 
+    retry_failed_message = True
+    """A durable queue rolls back to its journal on restart, so the request it failed on is handled again.
+
+    A non-durable queue restarts empty; retrying its request there is harmless.
+    """
+
     def __init__(self, config: QueueConfig) -> None:
         if not isinstance(config, QueueConfig):
             msg = f"QueueActor needs a QueueConfig, got {type(config).__qualname__}"

@@ -307,3 +307,38 @@ def counted_under_faults(faults: Sequence[Any], increments: int, seed: int = 0) 
         counter.tell(Inc())
     sim.run()
     return sim, counter
+
+
+@attrs.frozen
+class Flaky:
+    """Fails the first ``failures`` times it is handled (counted in the test-owned ``LifeLog``), then counts."""
+
+    key: str
+    failures: int
+
+
+class Retrying(Actor):
+    """Counts handled ``Flaky`` messages in its journal; asks its cell to retry a failed message once."""
+
+    retry_failed_message = True
+
+    def __init__(self, log: Journal) -> None:
+        self.log = log
+        self.handled: list[str] = []
+
+    def on_start(self) -> None:
+        self.handled = [str(event) for event in self.ctx.journal]
+
+    def receive(self, message: Any) -> None:
+        match message:
+            case Flaky(key=key, failures=failures):
+                self.log.add(key)
+                if self.log.count(key) <= failures:
+                    msg = f"flaky {key}"
+                    raise OSError(msg)
+                self.ctx.journal.append(key)
+                self.handled.append(key)
+                if self.ctx.sender is not None:
+                    self.ctx.reply(key)
+            case Get():
+                self.ctx.reply(tuple(self.handled))

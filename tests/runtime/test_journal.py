@@ -7,7 +7,7 @@ import pytest
 from conveyor.runtime import Actor, Journal
 from conveyor.simulation import Crash, Simulation
 from tests.conftest import Harness
-from tests.runtime.actors import Boom, DurableCounter, Fragile, Get, Inc, counted_under_faults
+from tests.runtime.actors import Boom, DurableCounter, Flaky, Fragile, Get, Inc, Retrying, counted_under_faults
 from tests.runtime.actors import Journal as LifeLog
 
 
@@ -97,3 +97,20 @@ def test_journal_api() -> None:
         journal.save_snapshot(None)
     journal.clear()
     assert (journal.snapshot, len(journal), bool(journal)) == (None, 0, False)
+
+
+async def test_an_actor_that_retries_handles_its_failed_message_once_more(backend: Harness) -> None:
+    log = LifeLog()
+    actor = backend.spawn(lambda: Retrying(log), name="retrying")
+    actor.tell(Flaky("a", failures=0))
+    actor.tell(Flaky("transient", failures=1))  # fails, the restart retries it: handled
+    actor.tell(Flaky("poison", failures=99))  # fails, fails again on the retry: dropped
+    actor.tell(Flaky("b", failures=0))
+    await backend.quiet()
+    assert await backend.ask(actor, Get()) == ("a", "transient", "b")
+    assert log.count("transient") == 2
+    assert log.count("poison") == 2  # tried twice, not more
+    with pytest.raises(OSError, match="flaky asked"):
+        await backend.ask(actor, Flaky("asked", failures=1))
+    await backend.quiet()
+    assert log.count("asked") == 1  # an ask is not retried: its asker already has the error
