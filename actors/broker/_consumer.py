@@ -140,6 +140,7 @@ class ConsumerActor(Actor):
         self.pending_acks: list[int] = []  # acked by the client, not yet forwarded to the queue
         self.flush_sent = False  # a _FlushAcks is in our mailbox
         self.direct_acks = 0  # acks to forward at once before trying a _FlushAcks again
+        self.interest_notices: tuple[SetInterest, SetInterest] | None = None  # (False, True), built on first use
 
     def on_start(self) -> None:
         """Subscribe; watch an actor client so its death ends the subscription."""
@@ -226,9 +227,13 @@ class ConsumerActor(Actor):
 
     def _update_interest(self) -> None:
         wants = self._wants_work()
-        if self.consumer_id is not None and wants != self.reported_interest:
+        consumer_id = self.consumer_id
+        if consumer_id is not None and wants != self.reported_interest:
             self.reported_interest = wants
-            self._to_queue(SetInterest(self.consumer_id, wants))
+            notices = self.interest_notices
+            if notices is None:
+                notices = self.interest_notices = (SetInterest(consumer_id, False), SetInterest(consumer_id, True))
+            self._to_queue(notices[wants])
 
     def _pull(self) -> None:
         if self.consumer_id is None or self.pulling or not self.notified or not self._wants_work():

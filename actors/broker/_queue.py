@@ -69,7 +69,10 @@ class _Wake:
 class _Consumer:
     """A registered consumer as the queue counts it."""
 
-    __slots__ = ("acked", "acquiring", "delivered", "interested", "path", "priority", "pulling", "ref")
+    __slots__ = (
+        "acked", "acquiring", "delivered", "exhausted_notices", "interest_notices", "interested", "path", "priority",
+        "pulling", "ref",
+    )
 
     def __init__(self, ref: ActorRef, priority: int, acquiring: bool, interested: bool) -> None:
         self.ref = ref
@@ -80,6 +83,10 @@ class _Consumer:
         self.pulling = False  # between a Pull and the answer that says exhausted
         self.delivered = 0
         self.acked = 0
+        # The manager notices about this consumer, indexed by the flag (False, True): immutable
+        # values, built on first use and reused, as one is sent per pull or credit change.
+        self.exhausted_notices: tuple[ConsumerExhausted, ConsumerExhausted] | None = None
+        self.interest_notices: tuple[InterestChanged, InterestChanged] | None = None
 
 
 class QueueActor(Actor):
@@ -243,7 +250,12 @@ class QueueActor(Actor):
         if not interested:
             record.pulling = False
         self.entries.set_interest(consumer_id, interested)
-        self._tell_manager(InterestChanged(consumer_id, interested))
+        notices = record.interest_notices
+        if notices is None:
+            notices = record.interest_notices = (
+                InterestChanged(consumer_id, False), InterestChanged(consumer_id, True)
+            )
+        self._tell_manager(notices[interested])
         if self.entries.available:
             # A consumer that wants work may find some; one that stopped wanting it may let a
             # lower-priority consumer serve what it would have taken.
@@ -274,7 +286,12 @@ class QueueActor(Actor):
         record.pulling = not exhausted
         self.ctx.reply(Delivered(self.name, deliveries, exhausted))
         if exhausted:
-            self._tell_manager(ConsumerExhausted(consumer_id, entries.available > 0))
+            notices = record.exhausted_notices
+            if notices is None:
+                notices = record.exhausted_notices = (
+                    ConsumerExhausted(consumer_id, False), ConsumerExhausted(consumer_id, True)
+                )
+            self._tell_manager(notices[entries.available > 0])
         if deliveries and record.acquiring and (self.wake_at is None or self.wake_at > deadline):
             self._arm_wake()  # the new leases end at ``deadline``; a timer armed no later covers them
 
