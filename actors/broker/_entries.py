@@ -225,7 +225,10 @@ class EntryList:
             heapq.heappush(self._ttls, (entry.expires_at, seq))
         if entry.available_at > now:
             heapq.heappush(self._delays, (entry.available_at, seq))
-        if rank < self.priorities - 1:
+        if rank != self._used_ranks[-1]:
+            # Only a level below this one can hold a pointer past the new entry (every pointer sits
+            # at an entry's position, or one before it, and this seq is the largest yet): a publish
+            # to the lowest level in use moves no pointer.
             self._move_pointers_back(entry)
         return entry
 

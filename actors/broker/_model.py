@@ -465,8 +465,12 @@ class Delivered:
         # Checked once here (one per Pull), so the reply need not walk the deliveries again.
         if type(self.queue) is not str:
             _fail("Delivered", "queue", "a str", self.queue)
-        if type(self.deliveries) is not tuple or any(type(d) is not Delivery for d in self.deliveries):
-            _fail("Delivered", "deliveries", "a tuple of Delivery", self.deliveries)
+        deliveries = self.deliveries
+        if type(deliveries) is not tuple:
+            _fail("Delivered", "deliveries", "a tuple of Delivery", deliveries)
+        for delivery in deliveries:  # a loop, not any() over a generator: measurably cheaper here
+            if type(delivery) is not Delivery:
+                _fail("Delivered", "deliveries", "a tuple of Delivery", deliveries)
         if type(self.exhausted) is not bool:
             _fail("Delivered", "exhausted", "True or False", self.exhausted)
 

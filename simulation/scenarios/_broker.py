@@ -132,19 +132,21 @@ class ScenarioPublisher(Actor):
 
     def receive(self, message: Any) -> None:
         """Publish one message, or count a confirm."""
-        if isinstance(message, _PublishNext):
+        if type(message) is _PublishNext:
             scenario = self.scenario
             rng = self.ctx.random
             group = f"g{rng.randrange(scenario.groups)}" if scenario.groups else None
+            index = message.index
+            name = f"m{index}"
             self.ctx.send(
                 self.queue,
                 Publish(
                     Message(
-                        f"m{message.index}".encode(),
-                        headers=(("colour", rng.choice(scenario.colours)), ("index", message.index)),
+                        name.encode(),
+                        headers=(("colour", rng.choice(scenario.colours)), ("index", index)),
                         priority=rng.choice(scenario.priorities),
                         group=group,
-                        message_id=f"m{message.index}",
+                        message_id=name,
                     )
                 ),
             )
@@ -168,6 +170,11 @@ class ScenarioClient(Actor):
         self.settings = settings
         self.deliveries = 0
         self.consumer: ActorRef | None = None
+        # The policy's cumulative thresholds, summed once in the order ``receive`` compares them.
+        self.below_nack = policy.nack
+        self.below_release = policy.nack + policy.release
+        self.below_ignore = policy.nack + policy.release + policy.ignore
+        self.below_late_ack = policy.nack + policy.release + policy.ignore + policy.late_ack
 
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
@@ -177,25 +184,26 @@ class ScenarioClient(Actor):
 
     def receive(self, message: Any) -> None:
         """Answer one delivery."""
-        if isinstance(message, _LateAck):
+        cls = type(message)
+        if cls is _LateAck:
             delivery = message.delivery
             assert self.consumer is not None
             self.ctx.send(self.consumer, Ack(delivery.consumer_id, (delivery.tag,)))
             return
-        if not isinstance(message, Delivery):
+        if cls is not Delivery:
             return
         self.deliveries += 1
         policy = self.policy
         if not self.settings.acquiring:
             return
         draw = self.ctx.random.random()
-        if draw < policy.nack:
+        if draw < self.below_nack:
             self.ctx.reply(Nack(message.consumer_id, (message.tag,)))
-        elif draw < policy.nack + policy.release:
+        elif draw < self.below_release:
             self.ctx.reply(Release(message.consumer_id, (message.tag,)))
-        elif draw < policy.nack + policy.release + policy.ignore:
+        elif draw < self.below_ignore:
             pass
-        elif draw < policy.nack + policy.release + policy.ignore + policy.late_ack:
+        elif draw < self.below_late_ack:
             self.ctx.schedule(self.ctx.random.uniform(0, policy.late_ack_s), _LateAck(message))
         else:
             self.ctx.reply(Ack(message.consumer_id, (message.tag,)))
