@@ -222,13 +222,24 @@ class ConsumerActor(Actor):
         )
 
     def _wants_work(self) -> bool:
-        messages, byte_credit = self._credit()
-        return not self.suspended and messages > 0 and byte_credit > 0
+        """Not suspended, with credit left in messages and in bytes (``_credit`` both > 0).
+
+        Compared without building the credit tuple: it is asked after every delivery and ack.
+        A browser's credit is its whole prefetch, which ``ConsumerSettings`` keeps >= 1.
+        """
+        if self.suspended:
+            return False
+        settings = self.settings
+        return not settings.acquiring or (
+            len(self.outstanding) < settings.prefetch_messages and self.outstanding_bytes < settings.prefetch_bytes
+        )
 
     def _update_interest(self) -> None:
-        wants = self._wants_work()
         consumer_id = self.consumer_id
-        if consumer_id is not None and wants != self.reported_interest:
+        if consumer_id is None:
+            return
+        wants = self._wants_work()
+        if wants != self.reported_interest:
             self.reported_interest = wants
             notices = self.interest_notices
             if notices is None:
