@@ -243,7 +243,8 @@ class Simulation(ActorSystemBase):
         step_faults = self._step_faults  # both lists are only ever changed in place
         pauses = self._pauses
         made = 0
-        while limit is None or made < limit:
+        stop = -1 if limit is None else limit  # ``made`` never reaches -1: no limit
+        while made != stop:
             if step_faults and step_faults[-1].at_step <= self.steps:
                 self._apply_step_faults()
             if pauses and pauses[-1].at_time <= self._now:

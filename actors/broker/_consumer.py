@@ -174,12 +174,13 @@ class ConsumerActor(Actor):
         if cls is Delivered:
             self._delivered(message.deliveries, message.exhausted)
             return
+        if cls is NotifyWork:
+            if self.pulling:
+                self.renotified = True
+            self.notified = True
+            self._pull()
+            return
         match message:
-            case NotifyWork():
-                if self.pulling:
-                    self.renotified = True
-                self.notified = True
-                self._pull()
             case Release(tags=tags) | Nack(tags=tags):
                 self._forward_settlement(message, tags)
             case ModifyAckDeadline(tags=tags, seconds=seconds):

@@ -28,6 +28,7 @@ from conveyor.actors.broker import (
     RetryPolicy,
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, TraceEvent
+from conveyor.runtime._immutability import register_immutable_type
 from conveyor.simulation._faults import Fault
 from conveyor.simulation._simulation import RunResult, Simulation
 from conveyor.simulation._strategies import Strategy
@@ -113,6 +114,15 @@ class BrokerScenario:
 @attrs.frozen
 class _PublishNext:
     index: int
+
+    def __attrs_post_init__(self) -> None:
+        # Checked once here, so arming its timer (one per message) need not walk it.
+        if type(self.index) is not int:
+            msg = f"_PublishNext.index must be an int, got {self.index!r}"
+            raise TypeError(msg)
+
+
+register_immutable_type(_PublishNext)
 
 
 @final
