@@ -141,6 +141,7 @@ class ConsumerActor(Actor):
         self.flush_sent = False  # a _FlushAcks is in our mailbox
         self.direct_acks = 0  # acks to forward at once before trying a _FlushAcks again
         self.interest_notices: tuple[SetInterest, SetInterest] | None = None  # (False, True), built on first use
+        self.last_pull: Pull | None = None  # sent again as is while the credit it asks for is the same
 
     def on_start(self) -> None:
         """Subscribe; watch an actor client so its death ends the subscription."""
@@ -254,7 +255,10 @@ class ConsumerActor(Actor):
         messages, byte_credit = self._credit()  # credit read once: this is _wants_work's test too
         if messages > 0 and byte_credit > 0:
             self.pulling = True
-            self._to_queue(Pull(consumer_id, messages, byte_credit))
+            request = self.last_pull
+            if request is None or request.max_messages != messages or request.max_bytes != byte_credit:
+                request = self.last_pull = Pull(consumer_id, messages, byte_credit)
+            self._to_queue(request)
 
     def _delivered(self, deliveries: tuple[Delivery, ...], exhausted: bool) -> None:
         self.pulling = False

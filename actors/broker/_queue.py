@@ -70,8 +70,8 @@ class _Consumer:
     """A registered consumer as the queue counts it."""
 
     __slots__ = (
-        "acked", "acquiring", "delivered", "exhausted_notices", "interest_notices", "interested", "path", "priority",
-        "pulling", "ref",
+        "acked", "acquiring", "delivered", "exhausted_notices", "interest_notices", "interested", "nothing", "path",
+        "priority", "pulling", "ref",
     )
 
     def __init__(self, ref: ActorRef, priority: int, acquiring: bool, interested: bool) -> None:
@@ -87,6 +87,7 @@ class _Consumer:
         # values, built on first use and reused, as one is sent per pull or credit change.
         self.exhausted_notices: tuple[ConsumerExhausted, ConsumerExhausted] | None = None
         self.interest_notices: tuple[InterestChanged, InterestChanged] | None = None
+        self.nothing: Delivered | None = None  # the empty, exhausted answer to a pull, likewise reused
 
 
 class QueueActor(Actor):
@@ -284,7 +285,13 @@ class QueueActor(Actor):
         record.delivered += len(deliveries)
         exhausted = not limited
         record.pulling = not exhausted
-        self.ctx.reply(Delivered(self.name, deliveries, exhausted))
+        if deliveries or not exhausted:
+            self.ctx.reply(Delivered(self.name, deliveries, exhausted))
+        else:
+            nothing = record.nothing
+            if nothing is None:
+                nothing = record.nothing = Delivered(self.name, (), True)
+            self.ctx.reply(nothing)
         if exhausted:
             notices = record.exhausted_notices
             if notices is None:
