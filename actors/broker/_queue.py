@@ -145,6 +145,9 @@ class QueueActor(Actor):
         if cls is Ack:
             self._ack(message.consumer_id, message.tags, message.confirm)
             return
+        if cls is SetInterest:  # one or two per message: ahead of the match's class patterns
+            self._set_interest(message.consumer_id, message.interested)
+            return
         match message:
             case PublishBatch(messages=payloads):
                 outcomes = tuple(self._publish(payload, False) for payload in payloads)
@@ -161,8 +164,6 @@ class QueueActor(Actor):
                 else:
                     self.entries.extend(consumer_id, tags, self.ctx.now() + seconds)
                     self._arm_wake()  # a shortened lease must lapse before the timer already armed
-            case SetInterest(consumer_id=consumer_id, interested=interested):
-                self._set_interest(consumer_id, interested)
             case Subscribe():
                 self._subscribe(message)
             case Unsubscribe(consumer_id=consumer_id):
