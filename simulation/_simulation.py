@@ -254,11 +254,14 @@ class Simulation(ActorSystemBase):
         ready = self._ready
         choose = self.strategy.choose
         record_choice = self.schedule.append
+        step_faults = self._step_faults  # both lists are only ever changed in place
+        pauses = self._pauses
         made = 0
-        while limit is None or made < limit:
-            if self._step_faults and self._step_faults[-1].at_step <= self.steps:
+        stop = -1 if limit is None else limit  # ``made`` never reaches -1: no limit
+        while made != stop:
+            if step_faults and step_faults[-1].at_step <= self.steps:
                 self._apply_step_faults()
-            if self._pauses and self._pauses[-1].at_time <= self._now:
+            if pauses and pauses[-1].at_time <= self._now:
                 self._apply_time_faults()
             while not ready:
                 if not self._fire_due(until):

@@ -155,6 +155,8 @@ class ConsumerActor(Actor):
         self.flush_sent = False  # a _FlushAcks is in our mailbox
         self.direct_acks = 0  # acks to forward at once before trying a _FlushAcks again
         self.subscribe_retry: TimerHandle | None = None
+        self.interest_notices: tuple[SetInterest, SetInterest] | None = None  # (False, True), built on first use
+        self.last_pull: Pull | None = None  # sent again as is while the credit it asks for is the same
 
     def on_start(self) -> None:
         """Subscribe (again after a while if unanswered); watch an actor client so its death ends the subscription."""
@@ -183,7 +185,7 @@ class ConsumerActor(Actor):
             if message.confirm or self.consumer_id is None:
                 self._forward_settlement(message, message.tags)  # answered by AckResult: not coalesced
             else:
-                self._coalesce(message.tags)
+                self._coalesce(message)
             return
         if cls is _FlushAcks:
             self.flush_sent = False
@@ -194,12 +196,13 @@ class ConsumerActor(Actor):
         if cls is Delivered:
             self._delivered(message.deliveries, message.exhausted)
             return
+        if cls is NotifyWork:
+            if self.pulling:
+                self.renotified = True
+            self.notified = True
+            self._pull()
+            return
         match message:
-            case NotifyWork():
-                if self.pulling:
-                    self.renotified = True
-                self.notified = True
-                self._pull()
             case Release(tags=tags) | Nack(tags=tags):
                 self._forward_settlement(message, tags)
             case ModifyAckDeadline(tags=tags, seconds=seconds):
@@ -263,21 +266,41 @@ class ConsumerActor(Actor):
         )
 
     def _wants_work(self) -> bool:
-        messages, byte_credit = self._credit()
-        return not self.suspended and messages > 0 and byte_credit > 0
+        """Not suspended, with credit left in messages and in bytes (``_credit`` both > 0).
+
+        Compared without building the credit tuple: it is asked after every delivery and ack.
+        A browser's credit is its whole prefetch, which ``ConsumerSettings`` keeps >= 1.
+        """
+        if self.suspended:
+            return False
+        settings = self.settings
+        return not settings.acquiring or (
+            len(self.outstanding) < settings.prefetch_messages and self.outstanding_bytes < settings.prefetch_bytes
+        )
 
     def _update_interest(self) -> None:
+        consumer_id = self.consumer_id
+        if consumer_id is None:
+            return
         wants = self._wants_work()
-        if self.consumer_id is not None and wants != self.reported_interest:
+        if wants != self.reported_interest:
             self.reported_interest = wants
-            self._to_queue(SetInterest(self.consumer_id, wants))
+            notices = self.interest_notices
+            if notices is None:
+                notices = self.interest_notices = (SetInterest(consumer_id, False), SetInterest(consumer_id, True))
+            self._to_queue(notices[wants])
 
     def _pull(self) -> None:
-        if self.consumer_id is None or self.pulling or not self.notified or not self._wants_work():
+        consumer_id = self.consumer_id
+        if consumer_id is None or self.pulling or not self.notified or self.suspended:
             return
-        messages, byte_credit = self._credit()
-        self.pulling = True
-        self._to_queue(Pull(self.consumer_id, messages, byte_credit))
+        messages, byte_credit = self._credit()  # credit read once: this is _wants_work's test too
+        if messages > 0 and byte_credit > 0:
+            self.pulling = True
+            request = self.last_pull
+            if request is None or request.max_messages != messages or request.max_bytes != byte_credit:
+                request = self.last_pull = Pull(consumer_id, messages, byte_credit)
+            self._to_queue(request)
 
     def _delivered(self, deliveries: tuple[Delivery, ...], exhausted: bool) -> None:
         self.pulling = False
@@ -310,16 +333,17 @@ class ConsumerActor(Actor):
         self._update_interest()
         self._pull()
 
-    def _coalesce(self, tags: tuple[int, ...]) -> None:
+    def _coalesce(self, ack: Ack) -> None:
         """A plain ack from the client: its credit returns now, the ack itself joins ``pending_acks``."""
+        tags = ack.tags
         self.pending_acks.extend(tags)
         self._settle(tags)
         if not self.flush_sent:
             if not self.outstanding:
-                self._flush_acks()  # nothing else is out with the client, so no later ack can join these
+                self._flush_acks(ack)  # nothing else is out with the client, so no later ack can join these
             elif self.direct_acks:
                 self.direct_acks -= 1  # the last note caught no second ack: this schedule does not batch
-                self._flush_acks()
+                self._flush_acks(ack)
             else:
                 self.flush_sent = True
                 self.ctx.send(self.ctx.self_ref, _FLUSH_ACKS)  # at the back of our mailbox
@@ -330,12 +354,20 @@ class ConsumerActor(Actor):
         if self.notified and not self.pulling:
             self._pull()
 
-    def _flush_acks(self) -> None:
-        """Forward the coalesced acks as one ``Ack``, in the order the client made them."""
+    def _flush_acks(self, last: Ack | None = None) -> None:
+        """Forward the coalesced acks as one ``Ack``, in the order the client made them.
+
+        ``last`` is the client's plain ack whose tags joined ``pending_acks`` last: when they are
+        all that is pending and it names this consumer, it is the very ``Ack`` to forward (an
+        immutable value, equal to the one this would build), so none is built.
+        """
         tags = self.pending_acks
         if tags:
             self.pending_acks = []
-            self.ctx.send(self.queue, Ack(self._id(), tuple(tags)))
+            if last is not None and len(last.tags) == len(tags) and last.consumer_id == self.consumer_id:
+                self.ctx.send(self.queue, last)
+            else:
+                self.ctx.send(self.queue, Ack(self._id(), tuple(tags)))
 
     def _to_queue(self, message: object) -> None:
         """Send anything but a coalesced ack to the queue: the pending acks go first, so the queue

@@ -52,6 +52,8 @@ class EntryState(enum.Enum):
 _AVAILABLE = EntryState.AVAILABLE
 _ACQUIRED = EntryState.ACQUIRED
 _DEQUEUED = EntryState.DEQUEUED
+_DEAD_LETTERED = EntryState.DEAD_LETTERED
+_EXPIRED = EntryState.EXPIRED
 # An entry is live while AVAILABLE or ACQUIRED; the other three states are final. The hot paths
 # test that by identity: a set of states would call Enum.__hash__, a Python-level function, for
 # every entry visited.
@@ -257,7 +259,10 @@ class EntryList:
             heapq.heappush(self._ttls, (entry.expires_at, seq))
         if entry.available_at > now:
             heapq.heappush(self._delays, (entry.available_at, seq))
-        if rank < self.priorities - 1:
+        if rank != self._used_ranks[-1]:
+            # Only a level below this one can hold a pointer past the new entry (every pointer sits
+            # at an entry's position, or one before it, and this seq is the largest yet): a publish
+            # to the lowest level in use moves no pointer.
             self._move_pointers_back(entry)
         return entry
 
@@ -401,12 +406,12 @@ class EntryList:
         retrying: set[str] | None = None  # groups with an earlier entry waiting out a nack's backoff
         # Whether any higher-priority consumer could reserve entries: fixed for this walk (taking
         # changes no other consumer), so most walks never ask per entry.
-        outranked = self._outranked(cursor)
+        outranked = cursor.priority < self._top_priority and self._outranked(cursor)
         for entry in self._after(cursor.pointer):
             if entry.state is _AVAILABLE:
                 group = entry.message.group
                 if entry.expires_at is not None and entry.expires_at <= now:
-                    self._finish(entry, EntryState.EXPIRED)
+                    self._finish(entry, _EXPIRED)
                     expired.append(entry)
                 elif not match_all and not selector.matches(entry.message.header_map()):
                     pass
@@ -493,7 +498,8 @@ class EntryList:
             self._finish(entry, _DEQUEUED)
             acked.append(tag)
         self.acked += len(acked)
-        self._compact_leases()
+        if len(self._leases) > 4 * (self.acquired + 256):
+            self._compact_leases()
         return tuple(acked), tuple(invalid)
 
     @property
@@ -502,14 +508,13 @@ class EntryList:
         return bool(self._groups)
 
     def _compact_leases(self) -> None:
-        """Drop lease-heap items of settled entries once they dominate (acks leave them behind)."""
-        if len(self._leases) > 4 * (self.acquired + 256):
-            self._leases = [
-                (entry.deadline, entry.seq, entry.lease)
-                for entry in self._live.values()
-                if entry.state is _ACQUIRED and entry.deadline is not None
-            ]
-            heapq.heapify(self._leases)
+        """Drop lease-heap items of settled entries (``ack`` calls this once they dominate)."""
+        self._leases = [
+            (entry.deadline, entry.seq, entry.lease)
+            for entry in self._live.values()
+            if entry.state is _ACQUIRED and entry.deadline is not None
+        ]
+        heapq.heapify(self._leases)
 
     def give_back(self, consumer_id: int, tags: Iterable[int], now: float, delay_s: float) -> Returned:
         """Return held entries to AVAILABLE at their positions (after ``delay_s``), or dead-letter them."""
@@ -561,7 +566,7 @@ class EntryList:
             _, seq = heapq.heappop(ttls)
             entry = self._live.get(seq)
             if entry is not None and entry.state is _AVAILABLE:
-                self._finish(entry, EntryState.EXPIRED)
+                self._finish(entry, _EXPIRED)
                 expired.append(entry)
         return expired
 
@@ -602,7 +607,7 @@ class EntryList:
         """Dead-letter the AVAILABLE entry that would be delivered next (overflow drop-head)."""
         for entry in self._after(_BEFORE_ALL):
             if entry.state is _AVAILABLE:
-                self._finish(entry, EntryState.DEAD_LETTERED)
+                self._finish(entry, _DEAD_LETTERED)
                 self.dead_lettered += 1
                 return entry
         return None
@@ -726,10 +731,10 @@ class EntryList:
                 self._unhold(entry, cursor)
             entry.state = _AVAILABLE
             if entry.expires_at is not None and entry.expires_at <= now:
-                self._finish(entry, EntryState.EXPIRED)
+                self._finish(entry, _EXPIRED)
                 expired.append(entry)
             elif self.max_deliveries is not None and entry.delivery_count >= self.max_deliveries:
-                self._finish(entry, EntryState.DEAD_LETTERED)
+                self._finish(entry, _DEAD_LETTERED)
                 self.dead_lettered += 1
                 dead.append(entry)
             else:
@@ -747,7 +752,7 @@ class EntryList:
         """Move an AVAILABLE entry to a final state and out of the live set."""
         entry.state = state
         self.available -= 1
-        if state is EntryState.EXPIRED:
+        if state is _EXPIRED:
             self.expired += 1
         del self._live[entry.seq]
         self._levels[entry.position[0]].removed()

@@ -40,15 +40,23 @@ class ConsumerManagerActor(Actor):
     def receive(self, message: Any) -> None:
         """Apply one change from the queue and notify whoever it selects."""
         lists = self.lists
+        cls = type(message)
+        # The three per-delivery notices first, by exact type (the classes are final): a ``match``
+        # tries its class patterns one isinstance at a time.
+        if cls is WorkAvailable:
+            self._notify(lists.work_available())
+            return
+        if cls is ConsumerExhausted:
+            consumer_id = message.consumer_id
+            if consumer_id in lists:
+                self._notify(lists.exhausted(consumer_id, more_work=message.more_work))
+            return
+        if cls is InterestChanged:
+            consumer_id = message.consumer_id
+            if consumer_id in lists:
+                lists.set_interest(consumer_id, message.interested)
+            return
         match message:
-            case WorkAvailable():
-                self._notify(lists.work_available())
-            case ConsumerExhausted(consumer_id=consumer_id, more_work=more_work):
-                if consumer_id in lists:
-                    self._notify(lists.exhausted(consumer_id, more_work=more_work))
-            case InterestChanged(consumer_id=consumer_id, interested=interested):
-                if consumer_id in lists:
-                    lists.set_interest(consumer_id, interested)
             case AddConsumer(consumer_id=consumer_id, consumer=ref, priority=priority, acquiring=acquiring,
                              interested=interested):
                 lists.add(consumer_id, priority=priority, acquiring=acquiring, interested=interested)

@@ -344,6 +344,15 @@ class Published:
     tag: int
     message_id: str
 
+    def __attrs_post_init__(self) -> None:
+        # Checked once here (one per publish, the confirm), so the reply need not walk it again.
+        if type(self.queue) is not str or type(self.tag) is not int or type(self.message_id) is not str:
+            msg = f"Published fields must be str, int, str; got {self!r}"
+            raise TypeError(msg)
+
+
+register_immutable_type(Published)
+
 
 @final
 @attrs.frozen
@@ -404,6 +413,14 @@ class Unsubscribe:
     consumer_id: int
 
 
+def _check_id_and_flag(owner: str, consumer_id: object, flag: str, value: object) -> None:
+    """The checks of the small (consumer id, bool) messages that travel once or twice per delivery."""
+    if type(consumer_id) is not int:
+        _fail(owner, "consumer_id", "an int", consumer_id)
+    if type(value) is not bool:
+        _fail(owner, flag, "True or False", value)
+
+
 @final
 @attrs.frozen
 class SetInterest:
@@ -412,6 +429,13 @@ class SetInterest:
     consumer_id: int
     interested: bool
 
+    def __attrs_post_init__(self) -> None:
+        # Both fields checked here, so sends treat it as a leaf (a consumer sends one per credit change).
+        _check_id_and_flag("SetInterest", self.consumer_id, "interested", self.interested)
+
+
+register_immutable_type(SetInterest)
+
 
 @final
 @attrs.frozen
@@ -419,8 +443,21 @@ class Pull:
     """A notified consumer asks for up to ``max_messages`` / ``max_bytes`` of work."""
 
     consumer_id: int
-    max_messages: int = attrs.field(validator=_positive_int)
-    max_bytes: int = attrs.field(validator=_positive_int)
+    max_messages: int
+    max_bytes: int
+
+    def __attrs_post_init__(self) -> None:
+        # One check per field in a plain method (attrs validators are a call each): a Pull is
+        # built per pull, and sends then treat it as a leaf.
+        if type(self.consumer_id) is not int:
+            _fail("Pull", "consumer_id", "an int", self.consumer_id)
+        if type(self.max_messages) is not int or self.max_messages < 1:
+            _fail("Pull", "max_messages", "an int >= 1", self.max_messages)
+        if type(self.max_bytes) is not int or self.max_bytes < 1:
+            _fail("Pull", "max_bytes", "an int >= 1", self.max_bytes)
+
+
+register_immutable_type(Pull)
 
 
 @final
@@ -461,8 +498,12 @@ class Delivered:
         # Checked once here (one per Pull), so the reply need not walk the deliveries again.
         if type(self.queue) is not str:
             _fail("Delivered", "queue", "a str", self.queue)
-        if type(self.deliveries) is not tuple or any(type(d) is not Delivery for d in self.deliveries):
-            _fail("Delivered", "deliveries", "a tuple of Delivery", self.deliveries)
+        deliveries = self.deliveries
+        if type(deliveries) is not tuple:
+            _fail("Delivered", "deliveries", "a tuple of Delivery", deliveries)
+        for delivery in deliveries:  # a loop, not any() over a generator: measurably cheaper here
+            if type(delivery) is not Delivery:
+                _fail("Delivered", "deliveries", "a tuple of Delivery", deliveries)
         if type(self.exhausted) is not bool:
             _fail("Delivered", "exhausted", "True or False", self.exhausted)
 
@@ -611,11 +652,20 @@ class InterestChanged:
     consumer_id: int
     interested: bool
 
+    def __attrs_post_init__(self) -> None:
+        _check_id_and_flag("InterestChanged", self.consumer_id, "interested", self.interested)
+
+
+register_immutable_type(InterestChanged)
+
 
 @final
 @attrs.frozen
 class WorkAvailable:
     """Queue -> manager: new work appeared (publish, release, expiry of a delay, a freed group)."""
+
+
+register_immutable_type(WorkAvailable)  # no fields
 
 
 @final
@@ -626,6 +676,12 @@ class ConsumerExhausted:
     consumer_id: int
     more_work: bool
 
+    def __attrs_post_init__(self) -> None:
+        _check_id_and_flag("ConsumerExhausted", self.consumer_id, "more_work", self.more_work)
+
+
+register_immutable_type(ConsumerExhausted)
+
 
 @final
 @attrs.frozen
@@ -633,6 +689,14 @@ class NotifyWork:
     """Manager -> consumer: there may be work for you; pull until the queue says exhausted."""
 
     queue: ActorRef
+
+    def __attrs_post_init__(self) -> None:
+        if type(self.queue) is not ActorRef:
+            _fail("NotifyWork", "queue", "the ActorRef of a queue", self.queue)
+
+
+# Checked above (an ActorRef is an identity leaf): the manager sends one per notification.
+register_immutable_type(NotifyWork)
 
 
 # --- notes: what a queue records in the trace for checkers (ctx.note) --------------------------

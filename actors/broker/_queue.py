@@ -84,7 +84,10 @@ class _Wake:
 class _Consumer:
     """A registered consumer as the queue counts it."""
 
-    __slots__ = ("acked", "acquiring", "delivered", "interested", "path", "priority", "pulling", "ref", "request")
+    __slots__ = (
+        "acked", "acquiring", "delivered", "exhausted_notices", "interest_notices", "interested", "nothing", "path",
+        "priority", "pulling", "ref", "request",
+    )
 
     def __init__(self, request: Subscribe, interested: bool) -> None:
         self.request = request
@@ -98,6 +101,11 @@ class _Consumer:
         self.pulling = False  # between a Pull and the answer that says exhausted
         self.delivered = 0
         self.acked = 0
+        # The manager notices about this consumer, indexed by the flag (False, True): immutable
+        # values, built on first use and reused, as one is sent per pull or credit change.
+        self.exhausted_notices: tuple[ConsumerExhausted, ConsumerExhausted] | None = None
+        self.interest_notices: tuple[InterestChanged, InterestChanged] | None = None
+        self.nothing: Delivered | None = None  # the empty, exhausted answer to a pull, likewise reused
 
 
 class QueueActor(Actor):
@@ -167,6 +175,9 @@ class QueueActor(Actor):
         if cls is Ack:
             self._ack(message.consumer_id, message.tags, message.confirm)
             return
+        if cls is SetInterest:  # one or two per message: ahead of the match's class patterns
+            self._set_interest(message.consumer_id, message.interested)
+            return
         match message:
             case PublishBatch(messages=payloads):
                 outcomes = tuple(self._publish(payload, False) for payload in payloads)
@@ -183,8 +194,6 @@ class QueueActor(Actor):
                 else:
                     self.entries.extend(consumer_id, tags, self.ctx.now() + seconds)
                     self._arm_wake()  # a shortened lease must lapse before the timer already armed
-            case SetInterest(consumer_id=consumer_id, interested=interested):
-                self._set_interest(consumer_id, interested)
             case Rejoined(consumer_id=consumer_id):
                 self.rejoining.discard(consumer_id)
             case Subscribe():
@@ -287,7 +296,12 @@ class QueueActor(Actor):
         self.entries.set_interest(consumer_id, interested)
         if self.config.durable:
             self.ctx.journal.append(InterestRecorded(consumer_id, interested))
-        self._tell_manager(InterestChanged(consumer_id, interested))
+        notices = record.interest_notices
+        if notices is None:
+            notices = record.interest_notices = (
+                InterestChanged(consumer_id, False), InterestChanged(consumer_id, True)
+            )
+        self._tell_manager(notices[interested])
         if self.entries.available:
             # A consumer that wants work may find some; one that stopped wanting it may let a
             # lower-priority consumer serve what it would have taken.
@@ -316,9 +330,20 @@ class QueueActor(Actor):
         record.delivered += len(deliveries)
         exhausted = not limited
         record.pulling = not exhausted
-        self.ctx.reply(Delivered(self.name, deliveries, exhausted))
+        if deliveries or not exhausted:
+            self.ctx.reply(Delivered(self.name, deliveries, exhausted))
+        else:
+            nothing = record.nothing
+            if nothing is None:
+                nothing = record.nothing = Delivered(self.name, (), True)
+            self.ctx.reply(nothing)
         if exhausted:
-            self._tell_manager(ConsumerExhausted(consumer_id, entries.available > 0))
+            notices = record.exhausted_notices
+            if notices is None:
+                notices = record.exhausted_notices = (
+                    ConsumerExhausted(consumer_id, False), ConsumerExhausted(consumer_id, True)
+                )
+            self._tell_manager(notices[entries.available > 0])
         if deliveries and record.acquiring and (self.wake_at is None or self.wake_at > deadline):
             self._arm_wake()  # the new leases end at ``deadline``; a timer armed no later covers them
 
@@ -459,7 +484,10 @@ class QueueActor(Actor):
         could wake nobody; skipping it saves the manager a message per publish. A consumer
         notified but not yet pulling counts as someone to wake, so no wake-up is lost.
         """
-        return any(record.interested and not record.pulling for record in self.consumers.values())
+        for record in self.consumers.values():  # noqa: SIM110 - a loop is cheaper than any() over a generator
+            if record.interested and not record.pulling:
+                return True
+        return False
 
     def _arm_wake(self) -> None:
         """Keep one timer armed at the earliest lease, TTL or delay deadline."""

@@ -28,6 +28,7 @@ from conveyor.actors.broker import (
     RetryPolicy,
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, TraceEvent
+from conveyor.runtime._immutability import register_immutable_type
 from conveyor.simulation._faults import Fault
 from conveyor.simulation._simulation import RunResult, Simulation
 from conveyor.simulation._strategies import Strategy
@@ -116,6 +117,15 @@ class BrokerScenario:
 class _PublishNext:
     index: int
 
+    def __attrs_post_init__(self) -> None:
+        # Checked once here, so arming its timer (one per message) need not walk it.
+        if type(self.index) is not int:
+            msg = f"_PublishNext.index must be an int, got {self.index!r}"
+            raise TypeError(msg)
+
+
+register_immutable_type(_PublishNext)
+
 
 @final
 class ScenarioPublisher(Actor):
@@ -134,19 +144,21 @@ class ScenarioPublisher(Actor):
 
     def receive(self, message: Any) -> None:
         """Publish one message, or count a confirm."""
-        if isinstance(message, _PublishNext):
+        if type(message) is _PublishNext:
             scenario = self.scenario
             rng = self.ctx.random
             group = f"g{rng.randrange(scenario.groups)}" if scenario.groups else None
+            index = message.index
+            name = f"m{index}"
             self.ctx.send(
                 self.queue,
                 Publish(
                     Message(
-                        f"m{message.index}".encode(),
-                        headers=(("colour", rng.choice(scenario.colours)), ("index", message.index)),
+                        name.encode(),
+                        headers=(("colour", rng.choice(scenario.colours)), ("index", index)),
                         priority=rng.choice(scenario.priorities),
                         group=group,
-                        message_id=f"m{message.index}",
+                        message_id=name,
                     )
                 ),
             )
@@ -170,6 +182,11 @@ class ScenarioClient(Actor):
         self.settings = settings
         self.deliveries = 0
         self.consumer: ActorRef | None = None
+        # The policy's cumulative thresholds, summed once in the order ``receive`` compares them.
+        self.below_nack = policy.nack
+        self.below_release = policy.nack + policy.release
+        self.below_ignore = policy.nack + policy.release + policy.ignore
+        self.below_late_ack = policy.nack + policy.release + policy.ignore + policy.late_ack
 
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
@@ -179,25 +196,26 @@ class ScenarioClient(Actor):
 
     def receive(self, message: Any) -> None:
         """Answer one delivery."""
-        if isinstance(message, _LateAck):
+        cls = type(message)
+        if cls is _LateAck:
             delivery = message.delivery
             assert self.consumer is not None
             self.ctx.send(self.consumer, Ack(delivery.consumer_id, (delivery.tag,)))
             return
-        if not isinstance(message, Delivery):
+        if cls is not Delivery:
             return
         self.deliveries += 1
         policy = self.policy
         if not self.settings.acquiring:
             return
         draw = self.ctx.random.random()
-        if draw < policy.nack:
+        if draw < self.below_nack:
             self.ctx.reply(Nack(message.consumer_id, (message.tag,)))
-        elif draw < policy.nack + policy.release:
+        elif draw < self.below_release:
             self.ctx.reply(Release(message.consumer_id, (message.tag,)))
-        elif draw < policy.nack + policy.release + policy.ignore:
+        elif draw < self.below_ignore:
             pass
-        elif draw < policy.nack + policy.release + policy.ignore + policy.late_ack:
+        elif draw < self.below_late_ack:
             self.ctx.schedule(self.ctx.random.uniform(0, policy.late_ack_s), _LateAck(message))
         else:
             self.ctx.reply(Ack(message.consumer_id, (message.tag,)))
