@@ -31,14 +31,17 @@ class Actor:
     supervisor_strategy: ClassVar[SupervisorStrategy] = SupervisorStrategy()
     """How this actor supervises the children it spawns."""
 
-    retry_failed_message: ClassVar[bool] = False
-    """After a restart, hand the message that failed to the fresh instance once more.
+    def retry_failed(self, message: Any) -> bool:
+        """Asked of a failed instance that will restart: should the fresh one handle ``message`` again?
 
-    For actors that rebuild their state from ``ctx.journal``: a failed write changed nothing and
-    the restart rolled the state back, so a transient error (a disk) then costs the sender
-    nothing. A message that fails again is dropped, as without this, so a poison message does not
-    loop. Asks are not retried: their asker already has the error.
-    """
+        For actors that rebuild their state from ``ctx.journal``: if the failing handler had written
+        nothing that lasts (its first write failed), the restart rolled the state back to before
+        it, and handling the message again is exactly-once, so a transient error (a disk) costs its
+        sender nothing. Answer False when the handler had written part of its work: a retry would
+        do that part twice. A message that fails again is dropped, so a poison message does not
+        loop; asks and system messages are never retried. The default: never.
+        """
+        return False
 
     ctx: Context
 

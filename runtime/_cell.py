@@ -147,7 +147,7 @@ class ActorCell(CellBase):
         self.stop_error: Exception | None = None  # why the actor stops itself (``ctx.give_up``), if it failed
         self.termination: Terminated | None = None
         self.next_job_id = 0
-        self.retrying = False  # handling a failed message again (Actor.retry_failed_message)
+        self.retrying = False  # handling a failed message again (Actor.retry_failed)
         self.ctx = Context(self)
         self.actor = self._instantiate()
 
@@ -266,8 +266,8 @@ class ActorCell(CellBase):
         if directive is Directive.RESTART:
             if self.budget.try_spend(system.now(), self.supervisor):
                 retry = (
-                    self.actor.retry_failed_message and not self.retrying
-                    and type(message) not in SYSTEM_MESSAGE_TYPES and not isinstance(sender, PromiseCell)
+                    not self.retrying and type(message) not in SYSTEM_MESSAGE_TYPES
+                    and not isinstance(sender, PromiseCell) and self._wants_retry(message)
                 )
                 self._restart(error)
                 if retry and self.alive:
@@ -293,6 +293,13 @@ class ActorCell(CellBase):
             else:
                 system._send(self, parent, Escalate(self.ref, error))  # noqa: SLF001
             self.terminate("failed", error)
+
+    def _wants_retry(self, message: object) -> bool:
+        try:
+            return bool(self.actor.retry_failed(message))
+        except Exception as error:  # a broken answer means no retry, logged
+            log.error("actor %s raised in retry_failed: %r", self.path, error, exc_info=error)
+            return False
 
     def _restart(self, error: Exception) -> None:
         system = self.system

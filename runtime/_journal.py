@@ -34,7 +34,7 @@ class Journal:
             disk error) goes through here.
     """
 
-    __slots__ = ("_before_write", "_events", "_snapshot", "_snapshots", "path")
+    __slots__ = ("_before_write", "_events", "_snapshot", "_snapshots", "path", "writes")
 
     def __init__(self, path: str, before_write: Callable[[], None] | None = None) -> None:
         self.path = path
@@ -42,12 +42,15 @@ class Journal:
         self._events: list[object] = []
         self._snapshot: object = None
         self._snapshots = 0
+        self.writes = 0
+        """Writes that succeeded over the journal's life (an actor compares it to know if it wrote)."""
 
     def append(self, event: object) -> None:
         """Record one event after the latest snapshot."""
         if self._before_write is not None:
             self._before_write()
         self._events.append(event)
+        self.writes += 1
 
     def save_snapshot(self, state: object) -> None:
         """Replace everything recorded so far by ``state`` (compaction): events start again empty."""
@@ -59,6 +62,7 @@ class Journal:
         self._snapshot = state
         self._snapshots += 1
         self._events.clear()
+        self.writes += 1
 
     def clear(self) -> None:
         """Forget the snapshot and every event: the actor starts from nothing next time."""

@@ -13,7 +13,7 @@ from typing import Any, final
 
 import attrs
 
-from conveyor.runtime import Actor, ActorRef, Terminated, TimerHandle
+from conveyor.runtime import Actor, ActorRef, Journal, Terminated, TimerHandle
 
 from ._consumer_lists import ConsumerListStats
 from ._durable import (
@@ -111,11 +111,6 @@ class _Consumer:
 class QueueActor(Actor):
     """One queue: publish -> notify -> pull -> deliver -> ack, with leases, TTL, groups, limits."""
 
-    retry_failed_message = True
-    """A durable queue rolls back to its journal on restart, so the request it failed on is handled again.
-
-    A non-durable queue restarts empty; retrying its request there is harmless.
-    """
 
     def __init__(self, config: QueueConfig) -> None:
         if not isinstance(config, QueueConfig):
@@ -134,6 +129,8 @@ class QueueActor(Actor):
         self.wake_at: float | None = None
         self.wake_handle: TimerHandle | None = None
         self.rejoining: set[int] = set()  # consumers told to Rejoin after a restart, not yet Rejoined
+        self.journal: Journal | None = None  # a durable queue's, once recovered
+        self.writes_before = 0  # the journal's writes when the message being handled arrived
 
     def make_entries(self, config: QueueConfig) -> EntryList:
         """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
@@ -157,6 +154,8 @@ class QueueActor(Actor):
 
     def receive(self, message: Any) -> None:
         """Dispatch one request."""
+        if self.journal is not None:
+            self.writes_before = self.journal.writes  # see retry_failed
         cls = type(message)
         if cls is Publish:  # the hot path: one per message
             payload = message.message
@@ -501,6 +500,17 @@ class QueueActor(Actor):
 
     # --- durability -----------------------------------------------------------------------
 
+    def retry_failed(self, message: Any) -> bool:
+        """A durable queue handles a request again after a restart if its handler had written nothing.
+
+        Then the restart rolled it back to before the request (its first write failed), and the
+        retry is exactly-once: a disk error loses no Ack, Nack, lease extension or Pull. A handler
+        that wrote part of its work (a batch of publishes) is not retried: that part would be done
+        twice; the rest was never confirmed, which its publisher must handle as any lost publish.
+        """
+        journal = self.journal
+        return journal is not None and journal.writes == self.writes_before
+
     def _register(self, consumer_id: int, request: Subscribe, interested: bool) -> _Consumer:
         record = self.consumers[consumer_id] = _Consumer(request, interested)
         self.by_ref[request.consumer] = consumer_id
@@ -555,6 +565,7 @@ class QueueActor(Actor):
                 msg = f"journal of durable queue {self.name!r} holds {event!r}, which it never writes"
                 raise TypeError(msg)
         journal_calls(core, journal, self._compact_if_long)
+        self.journal = journal
         return found
 
     def _resume(self) -> None:
