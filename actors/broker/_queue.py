@@ -111,7 +111,6 @@ class _Consumer:
 class QueueActor(Actor):
     """One queue: publish -> notify -> pull -> deliver -> ack, with leases, TTL, groups, limits."""
 
-
     def __init__(self, config: QueueConfig) -> None:
         if not isinstance(config, QueueConfig):
             msg = f"QueueActor needs a QueueConfig, got {type(config).__qualname__}"
@@ -245,8 +244,8 @@ class QueueActor(Actor):
 
     def _reject(self, payload: Message, reason: str) -> PublishRejected:
         self.rejected += 1
-        if self.config.durable:
-            self.ctx.journal.append(PublishRefused())
+        if self.journal is not None:
+            self.journal.append(PublishRefused())
         return PublishRejected(self.name, payload.message_id, reason)
 
     # --- consumers ------------------------------------------------------------------------
@@ -261,8 +260,8 @@ class QueueActor(Actor):
         self.entries.add_consumer(consumer_id, request.selector, request.priority, request.acquiring)
         self.entries.set_interest(consumer_id, request.interested)
         self._register(consumer_id, request, request.interested)
-        if self.config.durable:
-            self.ctx.journal.append(ConsumerRegistered(consumer_id, request))
+        if self.journal is not None:
+            self.journal.append(ConsumerRegistered(consumer_id, request))
         self.ctx.watch(request.consumer)
         self._tell_manager(
             AddConsumer(consumer_id, request.consumer, request.priority, request.acquiring, request.interested),
@@ -279,8 +278,8 @@ class QueueActor(Actor):
         self.rejoining.discard(consumer_id)
         now = self.ctx.now()
         returned = self.entries.remove_consumer(consumer_id, now)
-        if self.config.durable:
-            self.ctx.journal.append(ConsumerUnregistered(consumer_id, now))
+        if self.journal is not None:
+            self.journal.append(ConsumerUnregistered(consumer_id, now))
         self.ctx.unwatch(record.ref)
         self._tell_manager(RemoveConsumer(consumer_id))
         self._returned(returned, consumer_id, reason)
@@ -293,8 +292,8 @@ class QueueActor(Actor):
         if not interested:
             record.pulling = False
         self.entries.set_interest(consumer_id, interested)
-        if self.config.durable:
-            self.ctx.journal.append(InterestRecorded(consumer_id, interested))
+        if self.journal is not None:
+            self.journal.append(InterestRecorded(consumer_id, interested))
         notices = record.interest_notices
         if notices is None:
             notices = record.interest_notices = (
@@ -588,8 +587,8 @@ class QueueActor(Actor):
 
     def _compact_if_long(self) -> None:
         """Replace the journal's events by a snapshot once they outgrow the state they describe."""
-        journal = self.ctx.journal
-        if not needs_compaction(journal, self.entries):
+        journal = self.journal
+        if journal is None or not needs_compaction(journal, self.entries):
             return
         consumers = tuple(
             RegisteredConsumer(cid, record.request, record.interested, record.delivered, record.acked)

@@ -1,7 +1,7 @@
 """Durable queues: after a crash the restarted queue has exactly the state it had, on every backend.
 
 The core property (hypothesis): any sequence of calls on an ``EntryList`` made through
-``JournaledEntries``, with compactions anywhere, replays from the journal into the same state.
+``journal_calls``, with compactions anywhere, replays from the journal into the same state.
 The actor tests crash a real ``QueueActor`` mid-work on trio, threads and the simulator and
 check what a client sees: nothing lost, nothing redelivered, leases and acks still valid.
 """
