@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from conveyor.simulation.scenarios import FAULT_PLANS
+
 from ._simulate import replay_command, simulate_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="conveyor: actors for message queues.")
@@ -34,8 +36,8 @@ def sweep(
     seeds: int = typer.Option(20, min=1, help="Seeds per (scenario, strategy, fault plan)."),
     strategies: str = typer.Option("random,pct", help="Comma-separated: random, pct, round-robin."),
     faults: str = typer.Option(
-        "default", help="Comma-separated fault plans: default (each scenario's own), none, crash, pause, delay, "
-        "never-ack, failing-job; join plans with + to combine them (crash+delay)."
+        "default", help=f"Comma-separated fault plans: default (each scenario's own), {', '.join(FAULT_PLANS)}; "
+        "join plans with + to combine them (crash+delay)."
     ),
     depth: int = typer.Option(3, min=1, help="PCT's bug depth."),
     seed_start: int = typer.Option(0, min=0, help="The first seed."),

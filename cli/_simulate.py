@@ -25,6 +25,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from conveyor.simulation.scenarios import FAULT_PLANS
+
 if TYPE_CHECKING:
     from conveyor.simulation.scenarios import RunReport
 
@@ -251,8 +253,7 @@ def simulate_command(
     depth: int = typer.Option(3, "--depth", min=1, help="PCT's bug depth."),
     faults: str | None = typer.Option(
         None, "--faults", callback=check_faults,
-        help="Fault plans, comma separated: none, crash, pause, delay, never-ack, failing-job "
-        "(default: each scenario's own).",
+        help=f"Fault plans, comma separated: {', '.join(FAULT_PLANS)} (default: each scenario's own).",
     ),
     shrink: bool = typer.Option(False, "--shrink", help="Shrink the first failing run and print its story."),
     max_steps: int = typer.Option(500_000, "--max-steps", min=1, help="Give up a run after this many deliveries."),

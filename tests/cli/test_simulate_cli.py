@@ -119,3 +119,12 @@ def test_a_shrunk_workload_prints_only_what_differs_from_the_defaults() -> None:
     assert compact(mixed) == (
         "BrokerScenario(consumers=(ClientPolicy(nack=0.1), ClientPolicy()), consumer_priorities=(1, 0))"
     )
+
+
+@pytest.mark.parametrize("command", ["simulate", "sweep"])
+def test_the_help_names_every_fault_plan(command: str) -> None:
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for plan in scenarios.FAULT_PLANS:
+        assert plan in text, f"{command} --help does not name {plan!r}"
