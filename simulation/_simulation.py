@@ -141,6 +141,8 @@ class Simulation(ActorSystemBase):
         self._job_duration = job_duration or uniform_job_duration()
         self._now = 0.0
         self._channels: dict[tuple[int, int], Channel] = {}
+        self._outgoing: dict[int, dict[CellBase, Channel]] = {OUTSIDE: {}, TIMERS: {}, JOBS: {}}
+        """Channels from the senders that are not cells (outside code, timers, jobs), by receiver."""
         self._ready: list[Channel] = []
         self._timers = TimerQueue()
         self._jobs: list[tuple[float, int, int, ActorCell, Callable[..., Any], tuple[Any, ...]]] = []
@@ -172,10 +174,10 @@ class Simulation(ActorSystemBase):
     def _push(self, sender_id: int, sender: CellBase | None, target: CellBase, message: object) -> None:
         if self._drops and self._dropped(sender, target, message):
             return
-        key = (sender_id, target.uid)
-        channel = self._channels.get(key)
+        outgoing = self._outgoing[sender_id] if sender is None else sender.backend_state
+        channel = outgoing.get(target) if outgoing is not None else None
         if channel is None:
-            channel = self._channels[key] = Channel(key, sender, target)
+            channel = self._open_channel(sender_id, sender, target)
         channel.queue.append(message)
         if channel.index == -1:
             if self._holds and self._is_held(channel):
@@ -184,6 +186,22 @@ class Simulation(ActorSystemBase):
             else:
                 channel.index = len(self._ready)
                 self._ready.append(channel)
+
+    def _open_channel(self, sender_id: int, sender: CellBase | None, target: CellBase) -> Channel:
+        """The channel from ``sender`` to ``target``, made on first use and kept for the run.
+
+        Found again through the sending cell's ``backend_state`` (a dict by receiving cell), not
+        by a (sender, receiver) key: a send then builds and hashes no tuple.
+        """
+        key = (sender_id, target.uid)
+        channel = self._channels[key] = Channel(key, sender, target)
+        if sender is None:
+            self._outgoing.setdefault(sender_id, {})[target] = channel
+        else:
+            if sender.backend_state is None:
+                sender.backend_state = {}
+            sender.backend_state[target] = channel
+        return channel
 
     def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
         return self._timers.arm(self._now + delay_s, cell, message)
