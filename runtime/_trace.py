@@ -13,8 +13,9 @@ import importlib
 import io
 import json
 import math
+import operator
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, final
 
@@ -278,17 +279,50 @@ def trace_hash(events: Iterable[TraceEvent]) -> str:
 
     The lines are written by ``_CanonicalWriter``, which gives the very text ``write_jsonl``
     writes but encodes each message object once (a message is recorded when sent and again
-    when delivered, and a broker ``Message`` rides in several notes): 3-4x faster.
+    when delivered, and a broker ``Message`` rides in several notes) and learns each attrs
+    class's field layout once: 3-4x faster and then 2x again.
     """
     digest = hashlib.sha256()
-    writer = _CanonicalWriter()
+    line = _CanonicalWriter().line
+    lines: list[str] = []
     for event in events:
-        digest.update(writer.line(event).encode("ascii"))
-        digest.update(b"\n")
+        lines.append(line(event))
+        if len(lines) == _LINES_PER_UPDATE:
+            lines.append("")  # so the chunk ends with a newline, as every line does
+            digest.update("\n".join(lines).encode("ascii"))
+            lines.clear()
+    if lines:
+        lines.append("")
+        digest.update("\n".join(lines).encode("ascii"))
     return digest.hexdigest()
 
 
 _ESCAPE = json.encoder.encode_basestring_ascii  # what json.dumps uses for str with ensure_ascii
+_LINES_PER_UPDATE = 512
+"""Lines hashed per ``digest.update``: one call per line cost as much as writing a short line."""
+_KIND_TEXT = {id(kind): _ESCAPE(kind.value) for kind in EventKind}
+"""Each kind's JSON text, by the member's id: hashing an Enum member is a Python-level call."""
+
+
+@final
+class _AttrsLayout:
+    """How an attrs class is written as ``{"$type":..., "fields":{...}}``: learnt once per class."""
+
+    __slots__ = ("fields", "head", "keys")
+
+    def __init__(self, cls: type) -> None:
+        names = sorted(a.name for a in attrs.fields(cls) if a.init)
+        self.head = f'{{"$type":{_ESCAPE(_qualified(cls))},"fields":{{'
+        self.keys = tuple(f"{_ESCAPE(name)}:" for name in names)
+        getter = operator.attrgetter(*names) if names else None
+        # attrgetter of one name returns the value itself, of several a tuple: always a tuple here.
+        self.fields: Callable[[Any], tuple[Any, ...]] = (
+            (lambda _: ()) if getter is None else (lambda value: (getter(value),)) if len(names) == 1 else getter
+        )
+
+
+_LAYOUTS: dict[type, _AttrsLayout] = {}
+"""Attrs classes met by any writer (only classes ``_composite`` writes as ``$type``)."""
 
 
 class _CanonicalWriter:
@@ -296,24 +330,36 @@ class _CanonicalWriter:
 
     Encodings of composite values are remembered by ``id`` for the writer's life: the
     events being hashed keep every such value alive, so an id cannot be reused meanwhile.
+    Actor paths, which every line repeats, are escaped once each.
     """
 
-    __slots__ = ("_memo",)
+    __slots__ = ("_memo", "_paths")
 
     def __init__(self) -> None:
         self._memo: dict[int, str] = {}
+        self._paths: dict[str, str] = {}
 
     def line(self, event: TraceEvent) -> str:
         """One event's canonical line (keys in sorted order: error, kind, message, receiver, sender, time)."""
         error = "null" if event.error is None else _ESCAPE(event.error)
-        receiver = "null" if event.receiver is None else _ESCAPE(event.receiver)
-        sender = "null" if event.sender is None else _ESCAPE(event.sender)
+        paths = self._paths
+        receiver, sender = event.receiver, event.sender
+        # An escaped path is never empty (it has its quotes), so ``or`` only escapes a new one.
+        receiver_text = "null" if receiver is None else paths.get(receiver) or self._new_path(receiver)
+        sender_text = "null" if sender is None else paths.get(sender) or self._new_path(sender)
         time = event.time
-        clock = self.value(time) if type(time) is int or math.isfinite(time) else json.dumps(time)
+        if type(time) is float and math.isfinite(time):
+            clock = float.__repr__(time)
+        else:
+            clock = self.value(time) if type(time) is int or math.isfinite(time) else json.dumps(time)
         return (
-            f'{{"error":{error},"kind":{_ESCAPE(event.kind.value)},"message":{self.value(event.message)},'
-            f'"receiver":{receiver},"sender":{sender},"time":{clock}}}'
+            f'{{"error":{error},"kind":{_KIND_TEXT[id(event.kind)]},"message":{self.value(event.message)},'
+            f'"receiver":{receiver_text},"sender":{sender_text},"time":{clock}}}'
         )
+
+    def _new_path(self, path: str) -> str:
+        text = self._paths[path] = _ESCAPE(path)
+        return text
 
     def value(self, value: Any) -> str:
         """The canonical JSON of ``encode_value(value)``."""
@@ -331,7 +377,18 @@ class _CanonicalWriter:
         key = id(value)
         text = self._memo.get(key)
         if text is None:
-            text = self._memo[key] = self._composite(value)
+            layout = _LAYOUTS.get(cls)
+            if layout is not None:
+                encode = self.value
+                keys = layout.keys
+                text = layout.head + ",".join([keys[i] + encode(item) for i, item in enumerate(layout.fields(value))])
+                text += "}}"
+            elif cls is tuple:
+                encode = self.value
+                text = '{"$tuple":[' + ",".join([encode(item) for item in value]) + "]}"
+            else:
+                text = self._composite(value)
+            self._memo[key] = text
         return text
 
     def _composite(self, value: Any) -> str:
@@ -354,10 +411,13 @@ class _CanonicalWriter:
             pairs = sorted(value.fields, key=lambda pair: pair[0])
             return self._typed(_ESCAPE(value.type_name), [(name, item) for name, item in pairs])
         if attrs.has(type(value)):
-            names = sorted(a.name for a in attrs.fields(type(value)) if a.init)
-            return self._typed(_ESCAPE(_qualified(type(value))), [(name, getattr(value, name)) for name in names])
+            # Every later value of this class takes the learnt layout in ``value`` (same text).
+            layout = _LAYOUTS[type(value)] = _AttrsLayout(type(value))
+            return layout.head + ",".join(
+                [key + self.value(item) for key, item in zip(layout.keys, layout.fields(value), strict=True)]
+            ) + "}}"
         if isinstance(value, tuple):
-            return '{"$tuple":[' + ",".join(self.value(item) for item in value) + "]}"
+            return '{"$tuple":[' + ",".join([self.value(item) for item in value]) + "]}"
         # Rare (frozensets sort by another JSON form; errors and reprs): the reference path.
         return json.dumps(encode_value(value), sort_keys=True, separators=(",", ":"))
 

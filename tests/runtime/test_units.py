@@ -181,6 +181,19 @@ class _Everything:
     flag: bool = True
 
 
+@attrs.frozen
+class _One:
+    """One init field (its layout reads a single value) and one field that is not an init field."""
+
+    value: Any
+    derived: int = attrs.field(init=False, default=0)
+
+
+@attrs.frozen
+class _Empty:
+    """No fields at all."""
+
+
 _values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text() | st.binary(max_size=8)
     | st.just(_Colour.RED),
@@ -202,9 +215,26 @@ def test_trace_hash_is_the_hash_of_the_written_json_lines(items: list[tuple[Any,
         events.append(TraceEvent(EventKind.DELIVERED, float(index), None, "/b", shared, error=text or None))
         recorded = RecordedMessage("x:Y", (("z", a), ("b", RefPath("/p"))))
         events.append(TraceEvent(EventKind.NOTE, 0, "/a", "/b", recorded))
+        events.append(TraceEvent(EventKind.NOTE, time, "/b", None, (_One(a), _One(_One(b)), _Empty(), shared)))
         events.append(TraceEvent(EventKind.FAILED, 1.5, "/a", "/b", ValueError(text)))
     expected = hashlib.sha256(dumps_jsonl(events).encode("utf-8")).hexdigest()
     assert trace_hash(events) == expected
+
+
+def test_trace_hash_of_a_long_trace_is_the_hash_of_its_json_lines() -> None:
+    """Past the lines hashed per update (512), with values shared across chunks."""
+    import hashlib
+
+    from conveyor.runtime import dumps_jsonl
+
+    shared = _One(("x", 1, 2.5))
+    events = [
+        TraceEvent(EventKind.SENT if index % 3 else EventKind.NOTE, index / 7, f"/a{index % 5}", "/b",
+                   (shared, _One(index)) if index % 2 else shared)
+        for index in range(1_500)
+    ]
+    assert trace_hash(events) == hashlib.sha256(dumps_jsonl(events).encode("utf-8")).hexdigest()
+    assert trace_hash(events[:512]) == hashlib.sha256(dumps_jsonl(events[:512]).encode("utf-8")).hexdigest()
 
 
 def test_checked_when_built_refuses_a_mutable_field_at_construction_and_sends_skip_the_walk() -> None:
