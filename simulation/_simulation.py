@@ -97,6 +97,9 @@ class _Hold:
         return covers(self.receiver, receiver)
 
 
+_SENT = EventKind.SENT
+
+
 @final
 class Simulation(ActorSystemBase):
     """A deterministic actor system on a virtual clock.
@@ -166,10 +169,13 @@ class Simulation(ActorSystemBase):
         self._push(OUTSIDE if sender is None else sender.uid, sender, target, message)
 
     def _send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
-        if target.is_promise or self.tracer is not None:
-            super()._send(sender, target, message)  # answers an ask, records the send
+        if target.is_promise:
+            super()._send(sender, target, message)  # answers an ask (and records the send)
             return
-        self._push(OUTSIDE if sender is None else sender.uid, sender, target, message)  # untraced: to the channel
+        tracer = self.tracer
+        if tracer is not None:  # as the base class records a send, without its two further calls
+            tracer.record(_SENT, self._now, sender, target, message)
+        self._push(OUTSIDE if sender is None else sender.uid, sender, target, message)
 
     def _push(self, sender_id: int, sender: CellBase | None, target: CellBase, message: object) -> None:
         if self._drops and self._dropped(sender, target, message):
