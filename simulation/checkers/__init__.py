@@ -15,6 +15,7 @@ from ._liveness import queue_order as queue_order
 from ._liveness import single_wakeup as single_wakeup
 from ._liveness import stall as stall
 from ._liveness import starvation as starvation
+from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
 from ._result import CheckResult as CheckResult
@@ -26,6 +27,7 @@ from ._subscriber import ordering_keys as ordering_keys
 
 __all__ = [
     "CheckResult",
+    "SharedTrace",
     "accounting",
     "all_settled",
     "browser_completeness",

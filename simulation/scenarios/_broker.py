@@ -34,6 +34,7 @@ from conveyor.simulation._simulation import RunResult, Simulation
 from conveyor.simulation._strategies import Strategy
 from conveyor.simulation.checkers import (
     CheckResult,
+    SharedTrace,
     accounting,
     browser_completeness,
     consumer_priority,
@@ -322,4 +323,5 @@ _CHECKERS = {
 
 def check_broker_run(trace: list[TraceEvent], scenario: BrokerScenario) -> list[CheckResult]:
     """Run every checker that applies to ``scenario`` over the main queue's story."""
-    return [_CHECKERS[name](trace, QUEUE) for name in scenario.checkers_that_apply()]
+    shared = SharedTrace(trace)  # the queue's story is read once for all of them
+    return [_CHECKERS[name](shared, QUEUE) for name in scenario.checkers_that_apply()]

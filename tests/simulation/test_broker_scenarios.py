@@ -30,6 +30,7 @@ from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ThreadSystem, Tri
 from conveyor.simulation import RoundRobin, Simulation, never_acks
 from conveyor.simulation.checkers import (
     CheckResult,
+    SharedTrace,
     accounting,
     browser_completeness,
     consumer_priority,
@@ -38,6 +39,7 @@ from conveyor.simulation.checkers import (
     group_exclusivity,
     jain_index,
     priority_order,
+    queue_story,
     strict_order,
 )
 from conveyor.simulation.scenarios import (
@@ -208,6 +210,31 @@ RANKED = BrokerScenario(
 NACKING = BrokerScenario(messages=40, consumers=(ClientPolicy(nack=0.3, release=0.2),) * 3, max_deliveries=50)
 GROUPED = BrokerScenario(messages=40, consumers=(ClientPolicy(late_ack=0.5),) * 3, groups=2)
 BROWSED = BrokerScenario(messages=30, consumers=(), browsers=1, publish_span_s=0.0)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "factory"),
+    [(ONE_CONSUMER, _queue_with(LifoEntries)), (RANKED, _queue_with(NoReservation)), (GROUPED, QueueActor)],
+    ids=["lifo", "no-reservation", "groups"],
+)
+def test_checkers_give_the_same_verdicts_on_a_shared_trace(
+    scenario: BrokerScenario, factory: Callable[[QueueConfig], QueueActor]
+) -> None:
+    """A SharedTrace reads the queue's story once and replays it: every checker's result, failing
+    ones included, is the one it gives on the plain trace."""
+    checkers = [accounting, browser_completeness, consumer_priority, drained, fairness, group_exclusivity,
+                priority_order, strict_order]
+    failing = 0
+    for seed in range(3):
+        sim, _ = run_broker_simulation(scenario, seed, queue_factory=factory)
+        shared = SharedTrace(sim.trace)
+        assert shared.story(QUEUE) == tuple(queue_story(sim.trace, QUEUE))
+        assert shared.story(QUEUE) is shared.story(QUEUE)  # read once
+        for checker in checkers:
+            alone, replayed = checker(sim.trace, QUEUE), checker(shared, QUEUE)
+            assert replayed == alone, checker.__name__
+            failing += not alone.ok
+    assert failing or factory is QueueActor
 
 
 def test_strict_order_catches_a_lifo_queue() -> None:
