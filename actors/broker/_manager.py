@@ -80,19 +80,30 @@ class ConsumerManagerActor(Actor):
         # The three per-delivery notices first, by exact type (the classes are final): a ``match``
         # tries its class patterns one isinstance at a time.
         if cls is WorkAvailable:
-            self._notify(lists.work_available(self.ctx.now()))
+            now = self.ctx.now()
+            woken = lists.work_available(now)
+            if woken:
+                self._notify(woken)
             return
         if cls is ConsumerExhausted:
             consumer_id = message.consumer_id
             if consumer_id in lists:
-                self._notify(lists.exhausted(consumer_id, more_work=message.more_work, now=self.ctx.now()))
-                self._disarm_if_answered()
+                if message.more_work:  # the work may go on to another consumer, whose hand-over is timed
+                    now = self.ctx.now()
+                    self._notify(lists.exhausted(consumer_id, more_work=True, now=now))
+                else:
+                    lists.exhausted(consumer_id, more_work=False)  # notifies nobody: no clock needed
+                if self.timer is not None and lists.hand_over_deadline() is None:
+                    self._disarm()  # the last hand-over is answered
             return
         if cls is InterestChanged:
             consumer_id = message.consumer_id
             if consumer_id in lists:
-                lists.set_interest(consumer_id, message.interested)
-                self._disarm_if_answered()
+                interested = message.interested
+                lists.set_interest(consumer_id, interested)
+                # Only leaving Notified (losing interest) can answer a hand-over.
+                if not interested and self.timer is not None and lists.hand_over_deadline() is None:
+                    self._disarm()
             return
         match message:
             case _HandOverDue():
@@ -107,14 +118,19 @@ class ConsumerManagerActor(Actor):
             case RemoveConsumer(consumer_id=consumer_id):
                 if consumer_id in lists:
                     lists.remove(consumer_id)
-                    self._disarm_if_answered()
+                    if self.timer is not None and lists.hand_over_deadline() is None:
+                        self._disarm()
                 self.refs.pop(consumer_id, None)
             case GetStats():
                 self.ctx.reply(lists.stats())
 
     def _notify(self, consumer_ids: tuple[int, ...]) -> None:
+        """Tell each consumer of work, and make sure a timer watches the hand-overs this began."""
+        ctx = self.ctx
+        refs = self.refs
+        notify = self.notify
         for consumer_id in consumer_ids:
-            self.ctx.send(self.refs[consumer_id], self.notify)
+            ctx.send(refs[consumer_id], notify)
         if consumer_ids and self.timer is None:
             self._arm()
 
@@ -122,10 +138,13 @@ class ConsumerManagerActor(Actor):
         """Arm the timer at the oldest unanswered hand-over's deadline, if there is one."""
         deadline = self.lists.hand_over_deadline()
         if deadline is not None:
-            self.timer = self.ctx.schedule(max(0.0, deadline - self.ctx.now()), _HAND_OVER_DUE)
+            ctx = self.ctx
+            self.timer = ctx.schedule(max(0.0, deadline - ctx.now()), _HAND_OVER_DUE)
 
-    def _disarm_if_answered(self) -> None:
-        """Cancel the timer once every hand-over is answered: a timer left armed would fire in vain."""
-        if self.timer is not None and self.lists.hand_over_deadline() is None:
-            self.ctx.cancel(self.timer)
-            self.timer = None
+    def _disarm(self) -> None:
+        """Cancel the armed timer (every hand-over is answered): left armed, it would fire in vain,
+        and on the simulator add a step to a run whose consumers all answered in time."""
+        timer = self.timer
+        assert timer is not None
+        self.timer = None
+        self.ctx.cancel(timer)
