@@ -13,19 +13,32 @@ Two rules come from the seed:
 * A notified consumer that runs dry goes to the *back* of Interested at its priority, which
   gives the seed's **asymptotic fairness**.
 
-One rule is ours: each ``work_available`` starts a *generation*, and within a generation each
-consumer gets one chance. ``exhausted(..., more_work=True)`` passes the work on only to
-consumers not yet tried, so entries that no consumer can take (say, no selector matches) do
-not cause an endless notify loop.
+Two rules are ours:
 
-The class knows nothing of time, threads or I/O: callers feed it events and carry out the
-notifications it returns. Each move is O(1); choosing whom to notify is O(priority levels).
+* Each ``work_available`` starts a *generation*, and within a generation each consumer gets
+  one chance. ``exhausted(..., more_work=True)`` passes the work on only to consumers not yet
+  tried, so entries that no consumer can take (say, no selector matches) do not cause an
+  endless notify loop.
+* A **hand-over** (an acquiring consumer moved to Notified) that is not answered within
+  ``hand_over_timeout_s`` is passed on as if the consumer had run dry with work left, except
+  that the silent consumer stays on Notified: a frozen consumer (a GC pause, a starved thread)
+  must not hold work that others with credit could take. The queue still decides who takes
+  each entry, so passing work on never gives a message to two consumers; and the generation
+  rule bounds the passing on as it bounds ``exhausted``. A consumer answers by leaving
+  Notified (``exhausted``, losing interest, ``remove``); each hand-over times out at most once.
+
+The class knows nothing of threads or I/O and reads no clock: callers tell it the time with
+each event that may start a hand-over (``now``), ask it when the oldest unanswered one falls
+due (``hand_over_deadline``), and tell it when that time has come (``hand_overs_due``). They
+carry out the notifications it returns. Each move is O(1); choosing whom to notify is
+O(priority levels).
 """
 
 from __future__ import annotations
 
 import bisect
 import enum
+import math
 from typing import final
 
 import attrs
@@ -33,6 +46,7 @@ import attrs
 from conveyor.runtime import ConveyorError
 
 __all__ = [
+    "DEFAULT_HAND_OVER_TIMEOUT_S",
     "ConsumerListStats",
     "ConsumerLists",
     "ConsumerState",
@@ -60,6 +74,31 @@ _NON_ACQUIRING = ConsumerState.NON_ACQUIRING
 _NOT_INTERESTED = ConsumerState.NOT_INTERESTED
 _INTERESTED = ConsumerState.INTERESTED
 _NOTIFIED = ConsumerState.NOTIFIED
+
+
+DEFAULT_HAND_OVER_TIMEOUT_S = 1.0
+"""How long a notified consumer may stay silent before its work is passed on, in seconds.
+
+A healthy consumer answers within one pull round trip (well under a millisecond in one process);
+one second is far above that even on a loaded machine, and well below the 4 s the simulator's
+``prompt_delivery`` monitor allows an entry to wait while a consumer with credit could take it."""
+
+
+def check_hand_over_timeout(owner: str, value: object) -> float | None:
+    """Return ``value`` as seconds (or None) if it is a valid hand-over timeout, else raise.
+
+    Raises:
+        ValueError: naming ``owner``'s field and the allowed values.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        msg = (
+            f"{owner}.hand_over_timeout_s must be None (wait for a notified consumer forever, as Qpid does) "
+            f"or a finite number of seconds > 0, got {value!r}"
+        )
+        raise ValueError(msg)
+    return float(value)
 
 
 class UnknownConsumer(ConveyorError, KeyError):
@@ -143,10 +182,19 @@ class ConsumerLists:
     """The consumer lists of one queue: registers consumers and decides whom to notify of work.
 
     Owned by one actor (the queue or its consumer manager), so it is unsynchronised.
+
+    Args:
+        hand_over_timeout_s: how long a notified acquiring consumer may stay silent before
+            ``hand_overs_due`` passes its work on; None never passes it on (Qpid's behaviour).
+            Only notifications made with ``now`` given are timed.
+
+    Raises:
+        ValueError: ``hand_over_timeout_s`` is neither None nor a finite number > 0.
     """
 
     __slots__ = (
         "_added",
+        "_awaiting",
         "_browser_order",
         "_consumers",
         "_generation",
@@ -154,9 +202,10 @@ class ConsumerLists:
         "_levels_by_priority",
         "_non_acquiring",
         "_not_interested",
+        "_timeout",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, hand_over_timeout_s: float | None = DEFAULT_HAND_OVER_TIMEOUT_S) -> None:
         self._consumers: dict[int, _Consumer] = {}
         """The All list: every consumer, in add order."""
         self._non_acquiring: dict[int, None] = {}
@@ -168,6 +217,10 @@ class ConsumerLists:
         self._added = 0
         self._browser_order: tuple[int, ...] | None = ()
         """The NonAcquiring ids in add order, or None when it must be recomputed."""
+        self._timeout = check_hand_over_timeout("ConsumerLists", hand_over_timeout_s)
+        self._awaiting: dict[int, float] = {}
+        """Unanswered timed hand-overs: consumer id -> deadline, in notification order (so in
+        deadline order, as ``now`` never goes back and the timeout is fixed)."""
 
     # ------------------------------------------------------------------ events in
 
@@ -249,8 +302,12 @@ class ConsumerLists:
             self._detach(consumer)
             self._attach(consumer, target)
 
-    def work_available(self) -> tuple[int, ...]:
+    def work_available(self, now: float | None = None) -> tuple[int, ...]:
         """Start a new generation because new work appeared, and return the ids to notify.
+
+        Args:
+            now: the caller's clock; given, the hand-over to the acquiring consumer is timed
+                (see ``hand_overs_due``). It must not go back between calls.
 
         Returns:
             Every NonAcquiring consumer in add order, then the front Interested consumer of
@@ -264,10 +321,10 @@ class ConsumerLists:
             self._browser_order = browsers
         for level in self._levels:
             if level.interested:
-                return (*browsers, self._notify(next(iter(level.interested))))
+                return (*browsers, self._notify(next(iter(level.interested)), now))
         return browsers
 
-    def exhausted(self, consumer_id: int, *, more_work: bool) -> tuple[int, ...]:
+    def exhausted(self, consumer_id: int, *, more_work: bool, now: float | None = None) -> tuple[int, ...]:
         """Record that a consumer found nothing more it could take, and pass the work on if some is left.
 
         A Notified consumer moves to the back of Interested at its priority (asymptotic
@@ -275,8 +332,9 @@ class ConsumerLists:
         list stays put.
 
         Args:
-            consumer_id: the consumer that ran dry.
+            consumer_id: the consumer that ran dry; this answers its hand-over.
             more_work: whether the queue still holds entries nobody has taken.
+            now: the caller's clock; given, a hand-over to the next consumer is timed.
 
         Returns:
             With ``more_work``, the front-most Interested consumer of the highest priority
@@ -296,8 +354,42 @@ class ConsumerLists:
         for level in self._levels:
             candidate = self._untried_front(level)
             if candidate is not None:
-                return (self._notify(candidate),)
+                return (self._notify(candidate, now),)
         return ()
+
+    def hand_overs_due(self, now: float) -> tuple[int, ...]:
+        """Pass on the work of every hand-over unanswered at ``now`` past its deadline.
+
+        Each such consumer stays Notified (it may still wake and pull; the queue decides who
+        takes each entry) but its hand-over is over: it times out once. Its work goes, as with
+        ``exhausted(..., more_work=True)``, to the front-most Interested consumer of the highest
+        priority not yet tried in this generation, whose own hand-over is timed from ``now``.
+        Whether work is still left the lists cannot know: a consumer notified in vain pulls
+        nothing and reports ``exhausted``, at the cost of one round trip.
+
+        Returns:
+            The consumers now Notified, one per timed-out hand-over that found a candidate, in
+            the order the hand-overs began.
+        """
+        awaiting = self._awaiting
+        woken: list[int] = []
+        while awaiting:
+            consumer_id, deadline = next(iter(awaiting.items()))
+            if deadline > now:
+                break
+            del awaiting[consumer_id]
+            for level in self._levels:
+                candidate = self._untried_front(level)
+                if candidate is not None:
+                    woken.append(self._notify(candidate, now))
+                    break
+        return tuple(woken)
+
+    def hand_over_deadline(self) -> float | None:
+        """Return when the oldest unanswered timed hand-over falls due, or None if there is none."""
+        for deadline in self._awaiting.values():
+            return deadline
+        return None
 
     # ------------------------------------------------------------------ queries
 
@@ -326,7 +418,8 @@ class ConsumerLists:
         s = self.stats()
         return (
             f"<ConsumerLists all={s.all} non_acquiring={s.non_acquiring} not_interested={s.not_interested} "
-            f"interested={s.interested} notified={s.notified} generation={self._generation}>"
+            f"interested={s.interested} notified={s.notified} awaiting={len(self._awaiting)} "
+            f"generation={self._generation}>"
         )
 
     def all_ids(self) -> tuple[int, ...]:
@@ -340,6 +433,10 @@ class ConsumerLists:
     def notified_ids(self) -> tuple[int, ...]:
         """Return the Notified ids: highest priority first, then in the order they were notified."""
         return tuple(cid for level in self._levels for cid in level.notified)
+
+    def awaiting_ids(self) -> tuple[int, ...]:
+        """Return the Notified ids whose timed hand-over is unanswered and not yet timed out, oldest first."""
+        return tuple(self._awaiting)
 
     def stats(self) -> ConsumerListStats:
         """Return a snapshot of the list sizes."""
@@ -365,12 +462,17 @@ class ConsumerLists:
             raise UnknownConsumer(msg)
         return consumer
 
-    def _notify(self, consumer_id: int) -> int:
-        """Move an Interested consumer to Notified, mark it tried in this generation, and return its id."""
+    def _notify(self, consumer_id: int, now: float | None = None) -> int:
+        """Move an Interested consumer to Notified, mark it tried in this generation, and return its id.
+
+        With ``now`` (and a timeout), the hand-over is timed: it falls due at ``now + timeout``.
+        """
         consumer = self._consumers[consumer_id]
         self._detach(consumer)
         consumer.tried_generation = self._generation
         self._attach(consumer, _NOTIFIED)
+        if now is not None and self._timeout is not None:
+            self._awaiting[consumer_id] = now + self._timeout
         return consumer_id
 
     def _untried_front(self, level: _Level) -> int | None:
@@ -400,6 +502,8 @@ class ConsumerLists:
                 level.fresh.pop(cid, None)
         elif state is _NOTIFIED:
             del consumer.level.notified[cid]
+            if self._awaiting:
+                self._awaiting.pop(cid, None)  # leaving Notified answers the hand-over
         elif state is _NOT_INTERESTED:
             del self._not_interested[cid]
         else:

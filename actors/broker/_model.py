@@ -18,6 +18,7 @@ import attrs
 from conveyor.runtime import ActorRef
 from conveyor.runtime._immutability import register_immutable_type
 
+from ._consumer_lists import DEFAULT_HAND_OVER_TIMEOUT_S, check_hand_over_timeout
 from ._selectors import MatchAll, Selector, parse_selector
 
 HeaderValue = str | int | float | bool
@@ -227,6 +228,11 @@ class QueueConfig:
         dead_letter: the queue actor that receives dead-lettered messages.
         durable: keep the queue's state in its journal (``ctx.journal``), so that after a
             crash the restarted queue rebuilds it exactly: messages, leases, consumers.
+        hand_over_timeout_s: how long a consumer told of work (``NotifyWork``) may stay silent,
+            neither pulling until exhausted nor losing interest, before the consumer manager
+            passes the work on to the next interested consumer (the silent one stays notified;
+            the queue still gives each entry to one consumer). None waits forever, as Qpid
+            does, so one frozen consumer can hold work that others with credit could take.
     """
 
     name: str = attrs.field(validator=_non_empty_str)
@@ -239,6 +245,7 @@ class QueueConfig:
     max_message_bytes: int = attrs.field(default=4 * 1024 * 1024, validator=_positive_int)
     dead_letter: ActorRef | None = attrs.field(default=None)
     durable: bool = attrs.field(default=False)
+    hand_over_timeout_s: float | None = attrs.field(default=DEFAULT_HAND_OVER_TIMEOUT_S)
 
     @priorities.validator
     def _check_priorities(self, attribute: attrs.Attribute[int], value: int) -> None:
@@ -254,6 +261,10 @@ class QueueConfig:
     def _check_durable(self, attribute: attrs.Attribute[bool], value: bool) -> None:
         if type(value) is not bool:
             _fail("QueueConfig", "durable", "True or False", value)
+
+    @hand_over_timeout_s.validator
+    def _check_hand_over_timeout(self, attribute: attrs.Attribute[float | None], value: float | None) -> None:
+        check_hand_over_timeout("QueueConfig", value)
 
     @dead_letter.validator
     def _check_dead_letter(self, attribute: attrs.Attribute[ActorRef | None], value: ActorRef | None) -> None:

@@ -137,7 +137,7 @@ class QueueActor(Actor):
 
     def make_manager(self) -> ConsumerManagerActor:
         """The consumer manager child; a subclass may supply a variant."""
-        return ConsumerManagerActor(self.ctx.self_ref)
+        return ConsumerManagerActor(self.ctx.self_ref, self.config.hand_over_timeout_s)
 
     def on_start(self) -> None:
         """Spawn the consumer manager as a child; a durable queue first rebuilds itself from its journal."""

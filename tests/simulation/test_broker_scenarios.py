@@ -165,11 +165,11 @@ class Favouritism(ConsumerManagerActor):
 
     def make_lists(self) -> ConsumerLists:
         class FirstOnly(ConsumerLists):
-            def work_available(self) -> tuple[int, ...]:
+            def work_available(self, now: float | None = None) -> tuple[int, ...]:
                 ids = self.all_ids()
                 return ids[:1]
 
-            def exhausted(self, consumer_id: int, *, more_work: bool) -> tuple[int, ...]:
+            def exhausted(self, consumer_id: int, *, more_work: bool, now: float | None = None) -> tuple[int, ...]:
                 return ()
 
         return FirstOnly()
@@ -187,9 +187,9 @@ class Tired(ConsumerManagerActor):
         class Drowsy(ConsumerLists):
             calls = 0
 
-            def work_available(self) -> tuple[int, ...]:
+            def work_available(self, now: float | None = None) -> tuple[int, ...]:
                 self.calls += 1
-                return super().work_available() if self.calls <= 10 else ()
+                return super().work_available(now) if self.calls <= 10 else ()
 
         return Drowsy()
 

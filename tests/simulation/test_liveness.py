@@ -59,9 +59,9 @@ class Sleepy(ConsumerLists):
 
     calls = 0
 
-    def work_available(self) -> tuple[int, ...]:
+    def work_available(self, now: float | None = None) -> tuple[int, ...]:
         self.calls += 1
-        woken = super().work_available()
+        woken = super().work_available(now)
         return woken if self.calls % 2 else ()
 
 
@@ -70,9 +70,9 @@ class Tired(ConsumerLists):
 
     calls = 0
 
-    def work_available(self) -> tuple[int, ...]:
+    def work_available(self, now: float | None = None) -> tuple[int, ...]:
         self.calls += 1
-        return super().work_available() if self.calls <= 10 else ()
+        return super().work_available(now) if self.calls <= 10 else ()
 
 
 class Shunning(ConsumerManagerActor):

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from conveyor.actors.broker._consumer_lists import (
+    DEFAULT_HAND_OVER_TIMEOUT_S,
     ConsumerLists,
     ConsumerListStats,
     ConsumerState,
@@ -354,6 +355,137 @@ def test_exhausted_by_a_browser_can_still_pass_work_on() -> None:
     assert lists.exhausted(1, more_work=True) == (2,)
 
 
+# ---------------------------------------------------------------------- hand-over timeouts
+
+
+def _timed(*ids: int, timeout: float = 1.0) -> ConsumerLists:
+    lists = ConsumerLists(timeout)
+    for cid in ids:
+        lists.add(cid)
+    return lists
+
+
+def test_a_silent_consumers_work_is_passed_on_at_its_deadline_and_it_stays_notified() -> None:
+    lists = _timed(1, 2, 3)
+    assert lists.work_available(10.0) == (1,)
+    assert lists.hand_over_deadline() == 11.0
+    assert lists.hand_overs_due(10.999) == ()  # not yet
+    assert lists.state_of(2) is INTERESTED
+    assert lists.hand_overs_due(11.0) == (2,)
+    assert lists.state_of(1) is NOTIFIED  # still eligible: it may wake and pull
+    assert lists.state_of(2) is NOTIFIED
+    assert lists.awaiting_ids() == (2,)  # 1 timed out once and for all
+    assert lists.hand_over_deadline() == 12.0  # 2's hand-over is timed from when it began
+
+
+def test_a_chain_of_silent_consumers_passes_the_work_to_each_once_per_generation() -> None:
+    lists = _timed(1, 2, 3)
+    assert lists.work_available(0.0) == (1,)
+    assert lists.hand_overs_due(1.0) == (2,)
+    assert lists.hand_overs_due(2.0) == (3,)
+    assert lists.hand_overs_due(3.0) == ()  # everyone has had its chance at this work
+    assert lists.hand_over_deadline() is None
+    assert lists.hand_overs_due(100.0) == ()
+    assert lists.notified_ids() == (1, 2, 3)
+
+
+def test_an_answered_hand_over_never_falls_due() -> None:
+    lists = _timed(1, 2, 3, 4)
+    assert lists.work_available(0.0) == (1,)
+    assert lists.exhausted(1, more_work=False, now=0.5) == ()  # ran dry: answered
+    assert lists.work_available(0.5) == (2,)
+    lists.set_interest(2, False)  # lost its credit: answered too
+    assert lists.work_available(0.5) == (3,)
+    lists.remove(3)  # gone: nothing to wait for
+    assert lists.hand_over_deadline() is None
+    assert lists.hand_overs_due(50.0) == ()
+    assert lists.interested_ids() == (4, 1)
+
+
+def test_a_late_answer_sends_the_silent_consumer_to_the_back_of_interested() -> None:
+    lists = _timed(1, 2, 3)
+    assert lists.work_available(0.0) == (1,)
+    assert lists.hand_overs_due(1.0) == (2,)
+    assert lists.exhausted(2, more_work=False, now=1.0) == ()
+    assert lists.exhausted(1, more_work=False, now=4.0) == ()  # woke up at last, found nothing
+    assert lists.interested_ids() == (3, 2, 1)
+    assert lists.work_available(5.0) == (3,)
+
+
+def test_a_pass_on_from_a_timeout_is_itself_timed_and_cleared_by_its_answer() -> None:
+    lists = _timed(1, 2)
+    assert lists.work_available(0.0) == (1,)
+    assert lists.hand_overs_due(1.0) == (2,)
+    assert lists.exhausted(2, more_work=False, now=1.25) == ()
+    assert lists.hand_over_deadline() is None
+    assert lists.notified_ids() == (1,)
+
+
+def test_timed_out_work_goes_to_the_highest_priority_untried_consumer() -> None:
+    lists = ConsumerLists(2.0)
+    lists.add(1, priority=5)
+    lists.add(2, priority=0)
+    lists.add(3, priority=5)
+    lists.add(4, priority=9, interested=False)
+    assert lists.work_available(0.0) == (1,)
+    lists.set_interest(4, True)
+    assert lists.hand_overs_due(2.0) == (4,)
+    assert lists.hand_overs_due(4.0) == (3,)
+    assert lists.hand_overs_due(6.0) == (2,)
+
+
+def test_a_timeout_skips_consumers_already_tried_in_this_generation() -> None:
+    lists = _timed(1, 2, 3)
+    assert lists.work_available(0.0) == (1,)
+    assert lists.work_available(0.0) == (2,)
+    assert lists.exhausted(2, more_work=False, now=0.0) == ()  # 2 had its chance at this generation
+    assert lists.hand_overs_due(1.0) == (3,)
+    assert lists.hand_overs_due(2.0) == ()
+
+
+def test_hand_overs_fall_due_in_the_order_they_began() -> None:
+    lists = _timed(1, 2, 3, 4, 5)
+    assert lists.work_available(0.0) == (1,)
+    assert lists.work_available(0.5) == (2,)
+    assert lists.awaiting_ids() == (1, 2)
+    assert lists.hand_overs_due(1.0) == (3,)  # only 1 is due
+    assert lists.awaiting_ids() == (2, 3)
+    assert lists.hand_over_deadline() == 1.5
+    assert lists.hand_overs_due(9.0) == (4, 5)  # 2's work, then 3's (timed from 1.0)
+
+
+def test_browsers_and_untimed_notifications_have_no_deadline() -> None:
+    lists = ConsumerLists(1.0)
+    lists.add(1, acquiring=False)
+    lists.add(2)
+    assert lists.work_available(0.0) == (1, 2)
+    assert lists.awaiting_ids() == (2,)  # the browser is told every time; nothing to hand over
+    assert lists.exhausted(2, more_work=True) == ()  # no untried consumer
+    assert lists.work_available() == (1, 2)  # no clock given: not timed
+    assert lists.hand_over_deadline() is None
+
+
+def test_without_a_timeout_nothing_is_timed() -> None:
+    lists = _timed(1, 2, timeout=None)  # type: ignore[arg-type]
+    assert lists.work_available(0.0) == (1,)
+    assert lists.hand_over_deadline() is None
+    assert lists.hand_overs_due(1e9) == ()
+    assert lists.state_of(2) is INTERESTED
+
+
+def test_the_default_timeout_is_a_second() -> None:
+    lists = _lists(1, 2)
+    assert lists.work_available(3.0) == (1,)
+    assert lists.hand_over_deadline() == 3.0 + DEFAULT_HAND_OVER_TIMEOUT_S == 4.0
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), float("nan"), True, "1"])
+def test_a_bad_timeout_is_refused_naming_the_field_and_the_allowed_values(bad: object) -> None:
+    allowed = r"ConsumerLists\.hand_over_timeout_s must be None .* or a finite number of seconds > 0"
+    with pytest.raises(ValueError, match=allowed):
+        ConsumerLists(bad)  # type: ignore[arg-type]
+
+
 # ---------------------------------------------------------------------- fairness
 
 
@@ -395,6 +527,9 @@ class _Model:
     """In the order they joined; a stable sort by priority gives each level front to back."""
     notified: list[int] = attrs.Factory(list)
     tried: list[int] = attrs.Factory(list)
+    timeout: float = 1.0
+    awaiting: dict[int, float] = attrs.Factory(dict)
+    """Timed hand-overs not yet answered nor timed out: id -> the time it began."""
 
     def _by_priority(self, ids: list[int]) -> list[int]:
         return sorted(ids, key=lambda cid: -self.priority[cid])
@@ -410,17 +545,26 @@ class _Model:
             self.interested.remove(cid)
         if cid in self.notified:
             self.notified.remove(cid)
+            self.awaiting.pop(cid, None)
 
     def _mark_tried(self, cid: int) -> None:
         if cid not in self.tried:
             self.tried.append(cid)
 
-    def _notify(self, cid: int) -> int:
+    def _notify(self, cid: int, now: float | None) -> int:
         self.interested.remove(cid)
         self.notified.append(cid)
         self.state[cid] = NOTIFIED
         self._mark_tried(cid)
+        if now is not None:
+            self.awaiting[cid] = now
         return cid
+
+    def _pass_on(self, now: float | None) -> tuple[int, ...]:
+        for candidate in self._by_priority(self.interested):
+            if candidate not in self.tried:
+                return (self._notify(candidate, now),)
+        return ()
 
     def add(self, cid: int, priority: int, acquiring: bool, interested: bool) -> None:
         self.all.append(cid)
@@ -452,24 +596,31 @@ class _Model:
             else:
                 self.state[cid] = NON_ACQUIRING
 
-    def work_available(self) -> tuple[int, ...]:
+    def work_available(self, now: float | None) -> tuple[int, ...]:
         self.tried = []
         browsers = tuple(cid for cid in self.all if self.state[cid] is NON_ACQUIRING)
         candidates = self._by_priority(self.interested)
-        return (*browsers, self._notify(candidates[0])) if candidates else browsers
+        return (*browsers, self._notify(candidates[0], now)) if candidates else browsers
 
-    def exhausted(self, cid: int, more_work: bool) -> tuple[int, ...]:
+    def exhausted(self, cid: int, more_work: bool, now: float | None) -> tuple[int, ...]:
         if self.state[cid] is NOTIFIED:
-            self.notified.remove(cid)
+            self._leave(cid)
             self.interested.append(cid)
             self.state[cid] = INTERESTED
             self._mark_tried(cid)
         if not more_work:
             return ()
-        for candidate in self._by_priority(self.interested):
-            if candidate not in self.tried:
-                return (self._notify(candidate),)
-        return ()
+        return self._pass_on(now)
+
+    def hand_overs_due(self, now: float) -> tuple[int, ...]:
+        # In the order the hand-overs began (a stable sort keeps notification order among equal times).
+        due = sorted((cid for cid, began in self.awaiting.items() if began + self.timeout <= now),
+                     key=lambda cid: self.awaiting[cid])
+        woken: list[int] = []
+        for cid in due:
+            del self.awaiting[cid]
+            woken.extend(self._pass_on(now))
+        return tuple(woken)
 
 
 IDS = st.integers(0, 7)
@@ -480,8 +631,9 @@ class ConsumerListsMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.lists = ConsumerLists()
-        self.model = _Model()
+        self.lists = ConsumerLists(1.0)
+        self.model = _Model(timeout=1.0)
+        self.now = 0.0
 
     @rule(cid=IDS, priority=st.integers(-2, 2), acquiring=st.booleans(), interested=st.booleans())
     def add(self, cid: int, priority: int, acquiring: bool, interested: bool) -> None:
@@ -510,24 +662,34 @@ class ConsumerListsMachine(RuleBasedStateMachine):
         self.lists.set_interest(cid, interested)
         self.model.set_interest(cid, interested)
 
-    @rule()
-    def work_available(self) -> None:
-        assert self.lists.work_available() == self.model.work_available()
+    @rule(timed=st.booleans())
+    def work_available(self, timed: bool) -> None:
+        now = self.now if timed else None
+        assert self.lists.work_available(now) == self.model.work_available(now)
 
-    @rule(cid=IDS, more_work=st.booleans())
-    def exhausted(self, cid: int, more_work: bool) -> None:
+    @rule(cid=IDS, more_work=st.booleans(), timed=st.booleans())
+    def exhausted(self, cid: int, more_work: bool, timed: bool) -> None:
+        now = self.now if timed else None
         if cid not in self.model.state:
             with pytest.raises(UnknownConsumer):
-                self.lists.exhausted(cid, more_work=more_work)
+                self.lists.exhausted(cid, more_work=more_work, now=now)
             return
-        assert self.lists.exhausted(cid, more_work=more_work) == self.model.exhausted(cid, more_work)
+        assert self.lists.exhausted(cid, more_work=more_work, now=now) == self.model.exhausted(cid, more_work, now)
 
     @precondition(lambda self: self.model.notified)
     @rule(more_work=st.booleans())
     def a_notified_consumer_runs_dry(self, more_work: bool) -> None:
         """The common case, drawn more often than a random id would be."""
         cid = self.model.notified_ids()[0]
-        assert self.lists.exhausted(cid, more_work=more_work) == self.model.exhausted(cid, more_work)
+        assert self.lists.exhausted(cid, more_work=more_work, now=self.now) == self.model.exhausted(
+            cid, more_work, self.now
+        )
+
+    @rule(seconds=st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.75]))
+    def time_passes(self, seconds: float) -> None:
+        """The clock moves; the shell asks what fell due (exact quarters hit deadlines on the dot)."""
+        self.now += seconds
+        assert self.lists.hand_overs_due(self.now) == self.model.hand_overs_due(self.now)
 
     @invariant()
     def each_consumer_is_on_exactly_one_list(self) -> None:
@@ -550,6 +712,8 @@ class ConsumerListsMachine(RuleBasedStateMachine):
         for cid in lists.notified_ids():
             assert lists.state_of(cid) is NOTIFIED
             assert lists.is_acquiring(cid)
+        for cid in lists.awaiting_ids():
+            assert lists.state_of(cid) is NOTIFIED  # only a Notified consumer can owe an answer
 
     @invariant()
     def matches_the_model(self) -> None:
@@ -561,6 +725,9 @@ class ConsumerListsMachine(RuleBasedStateMachine):
         assert {cid: lists.is_acquiring(cid) for cid in model.all} == model.acquiring
         assert lists.interested_ids() == model.interested_ids()
         assert lists.notified_ids() == model.notified_ids()
+        assert lists.awaiting_ids() == tuple(model.awaiting)  # in the order the hand-overs began
+        deadlines = [began + model.timeout for began in model.awaiting.values()]
+        assert lists.hand_over_deadline() == (min(deadlines) if deadlines else None)
 
     @invariant()
     def stats_are_consistent(self) -> None:

@@ -21,12 +21,14 @@ from conveyor.actors.broker import (
     Ack,
     AckResult,
     ConsumerActor,
+    ConsumerManagerActor,
     ConsumerSettings,
     Delivery,
     GetStats,
     Message,
     ModifyAckDeadline,
     Nack,
+    NotifyWork,
     Overflow,
     Publish,
     PublishBatch,
@@ -42,7 +44,7 @@ from conveyor.actors.broker import (
     Subscribe,
     Suspend,
 )
-from conveyor.runtime import ActorRef
+from conveyor.runtime import Actor, ActorRef, EventKind
 from tests.actors.broker.clients import Action, GetAckResults, Send, consume, received, seen
 from tests.conftest import Harness
 
@@ -772,6 +774,87 @@ async def test_a_suspended_high_priority_consumer_takes_work_again_on_resume(bac
     assert await received(backend, low) == []
 
 
+# --- 13b. a notified consumer that stays silent -----------------------------------------------------
+
+
+class Frozen(Actor):
+    """A consumer that subscribes and then never pulls: a process frozen by a GC pause, a starved thread."""
+
+    def __init__(self, queue: ActorRef) -> None:
+        self.queue = queue
+        self.notified = 0
+
+    def on_start(self) -> None:
+        self.ctx.send(self.queue, Subscribe(self.ctx.self_ref))
+
+    def receive(self, message: object) -> None:
+        if isinstance(message, NotifyWork):
+            self.notified += 1  # told of work; it will never pull
+        elif message == "notified?":
+            self.ctx.reply(self.notified)
+
+
+async def frozen_then_live(backend: Harness, **options: object) -> tuple[ActorRef, ActorRef, ActorRef]:
+    """A queue whose first subscriber is frozen (front of Interested) and whose second is live."""
+    queue = queue_of(backend, "handover", **options)
+    frozen = backend.spawn(lambda: Frozen(queue), name="frozen")
+    await backend.quiet()
+    client, _ = consume(backend, queue, name="live")
+    await backend.quiet()
+    return queue, frozen, client
+
+
+async def test_a_silent_notified_consumer_hands_its_work_on_after_the_timeout(backend: Harness) -> None:
+    queue, frozen, client = await frozen_then_live(backend, hand_over_timeout_s=0.2)
+    start = backend.system.now()
+    await publish(backend, queue, msg("m1"))
+    await backend.quiet()
+    assert await backend.ask(frozen, "notified?") == 1  # one consumer told per piece of work: the front one
+    await not_yet(backend, client, [])
+    assert await eventually(backend, client, [(b"m1", 1)]) == [(b"m1", 1)]
+    (first,) = await seen(backend, client)
+    assert first.at - start >= 0.2  # passed on by the timeout, not by anything sooner
+    result = await stats(backend, queue)
+    assert (result.delivered, result.acked, result.depth) == (1, 1, 0)
+    assert len(hand_overs_timed_out(backend)) == 1
+
+
+def hand_overs_timed_out(backend: Harness) -> list[float]:
+    """When the consumer manager's hand-over timer fired, read from the trace."""
+    return [
+        event.time
+        for event in backend.trace
+        if event.kind is EventKind.DELIVERED and type(event.message).__name__ == "_HandOverDue"
+    ]
+
+
+async def test_without_a_timeout_a_silent_notified_consumer_holds_the_work(backend: Harness) -> None:
+    queue, frozen, client = await frozen_then_live(backend, hand_over_timeout_s=None)
+    await publish(backend, queue, msg("m1"))
+    await backend.elapse(0.4)
+    assert await backend.ask(frozen, "notified?") == 1
+    assert await received(backend, client) == []  # Qpid's behaviour: the work waits for the frozen one
+    result = await stats(backend, queue)
+    assert (result.delivered, result.depth) == (0, 1)
+
+
+async def test_a_consumer_that_answers_in_time_is_not_passed_over(backend: Harness) -> None:
+    queue = queue_of(backend, "prompt", hand_over_timeout_s=0.2)
+    first, _ = consume(backend, queue, name="first")
+    await backend.quiet()
+    second, _ = consume(backend, queue, name="second")
+    await backend.quiet()
+    await publish(backend, queue, msg("m1"))
+    await backend.elapse(0.5)
+    await publish(backend, queue, msg("m2"))
+    await backend.elapse(0.5)
+    # Each publish went to the front of Interested, which pulled at once; no timeout passed
+    # a second notice around, so the rotation is the plain one: first, then second.
+    assert await received(backend, first) == [(b"m1", 1)]
+    assert await received(backend, second) == [(b"m2", 1)]
+    assert hand_overs_timed_out(backend) == []  # each timer was cancelled when its consumer answered
+
+
 # --- 14. credit -------------------------------------------------------------------------------------
 
 
@@ -857,6 +940,23 @@ async def test_byte_credit_limits_what_a_consumer_holds(backend: Harness) -> Non
         (
             lambda: QueueConfig("q", dead_letter="dlq"),  # type: ignore[arg-type]
             r"QueueConfig\.dead_letter must be None or the ActorRef",
+        ),
+        (
+            lambda: QueueConfig("q", hand_over_timeout_s=0),
+            r"QueueConfig\.hand_over_timeout_s must be None \(wait for a notified consumer forever, as Qpid does\) "
+            r"or a finite number of seconds > 0, got 0",
+        ),
+        (
+            lambda: QueueConfig("q", hand_over_timeout_s=float("inf")),
+            r"QueueConfig\.hand_over_timeout_s must be None .* > 0, got inf",
+        ),
+        (
+            lambda: QueueConfig("q", hand_over_timeout_s="1s"),  # type: ignore[arg-type]
+            r"QueueConfig\.hand_over_timeout_s must be None .* > 0, got '1s'",
+        ),
+        (
+            lambda: ConsumerManagerActor(None, hand_over_timeout_s=-1),  # type: ignore[arg-type]
+            r"ConsumerManagerActor\.hand_over_timeout_s must be None .* > 0, got -1",
         ),
         (
             lambda: RetryPolicy(min_backoff_s=2.0, max_backoff_s=1.0),

@@ -132,12 +132,12 @@ class StuckPriorityPointer(EntryList):
 class Herd(ConsumerLists):
     """Broken: new work wakes the two front interested consumers instead of one."""
 
-    def work_available(self) -> tuple[int, ...]:
-        woken = super().work_available()
+    def work_available(self, now: float | None = None) -> tuple[int, ...]:
+        woken = super().work_available(now)
         extra = next((cid for cid in self.interested_ids() if cid not in woken), None)
         if extra is None:
             return woken
-        return (*woken, self._notify(extra))
+        return (*woken, self._notify(extra, now))
 
 
 class Forgetful(ConsumerLists):
@@ -146,15 +146,15 @@ class Forgetful(ConsumerLists):
     It is never notified again, though it still has credit: it is forgotten.
     """
 
-    def exhausted(self, consumer_id: int, *, more_work: bool) -> tuple[int, ...]:
+    def exhausted(self, consumer_id: int, *, more_work: bool, now: float | None = None) -> tuple[int, ...]:
         if self.state_of(consumer_id) is not ConsumerState.NOTIFIED:
-            return super().exhausted(consumer_id, more_work=more_work)
+            return super().exhausted(consumer_id, more_work=more_work, now=now)
         if not more_work:
             return ()
         for level in self._levels:
             candidate = self._untried_front(level)
             if candidate is not None:
-                return (self._notify(candidate),)
+                return (self._notify(candidate, now),)
         return ()
 
 
