@@ -7,13 +7,14 @@ vain; a consumer that found nothing goes to the back of Interested.
 
 A notified consumer that stays silent (frozen by a GC pause, a starved thread, a
 stopped container) would hold the work it was handed while others with credit
-wait. So the shell keeps one timer armed while some hand-over is unanswered, at the
+wait. So the shell keeps one timer while some hand-over is unanswered, armed at the
 oldest one's deadline (``ConsumerLists.hand_over_deadline``); when it fires, the
-lists pass the overdue work on (``hand_overs_due``). The timer is cancelled as soon
-as every hand-over is answered, so a consumer that answers in time costs one
-``schedule`` and one ``cancel`` per busy spell of the lists, and a cancelled timer
-never fires: on the simulator the schedules of runs without a silent consumer do
-not change.
+lists pass the overdue work on (``hand_overs_due``) and the timer is armed again at
+the oldest deadline still ahead, if any. It is never cancelled: answered hand-overs
+cost nothing, and a busy queue's manager wakes about once per timeout. Cancelling it
+whenever the last hand-over was answered kept quiet runs free of timer steps but cost
+a ``schedule`` and a ``cancel`` per message under a steady trickle of publishes: 7%
+of the simulator's speed and 3.5% of a TrioSystem queue's (measured).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class ConsumerManagerActor(Actor):
         self.refs: dict[int, ActorRef] = {}
         self.notify = NotifyWork(queue)
         self.timer: TimerHandle | None = None
-        """Armed while some timed hand-over is unanswered (at the deadline of the oldest when armed)."""
+        """Armed while some timed hand-over may be unanswered (at the oldest one's deadline when armed)."""
 
     def make_lists(self) -> ConsumerLists:
         """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
@@ -93,17 +94,11 @@ class ConsumerManagerActor(Actor):
                     self._notify(lists.exhausted(consumer_id, more_work=True, now=now))
                 else:
                     lists.exhausted(consumer_id, more_work=False)  # notifies nobody: no clock needed
-                if self.timer is not None and lists.hand_over_deadline() is None:
-                    self._disarm()  # the last hand-over is answered
             return
         if cls is InterestChanged:
             consumer_id = message.consumer_id
             if consumer_id in lists:
-                interested = message.interested
-                lists.set_interest(consumer_id, interested)
-                # Only leaving Notified (losing interest) can answer a hand-over.
-                if not interested and self.timer is not None and lists.hand_over_deadline() is None:
-                    self._disarm()
+                lists.set_interest(consumer_id, message.interested)
             return
         match message:
             case _HandOverDue():
@@ -118,8 +113,6 @@ class ConsumerManagerActor(Actor):
             case RemoveConsumer(consumer_id=consumer_id):
                 if consumer_id in lists:
                     lists.remove(consumer_id)
-                    if self.timer is not None and lists.hand_over_deadline() is None:
-                        self._disarm()
                 self.refs.pop(consumer_id, None)
             case GetStats():
                 self.ctx.reply(lists.stats())
@@ -140,11 +133,3 @@ class ConsumerManagerActor(Actor):
         if deadline is not None:
             ctx = self.ctx
             self.timer = ctx.schedule(max(0.0, deadline - ctx.now()), _HAND_OVER_DUE)
-
-    def _disarm(self) -> None:
-        """Cancel the armed timer (every hand-over is answered): left armed, it would fire in vain,
-        and on the simulator add a step to a run whose consumers all answered in time."""
-        timer = self.timer
-        assert timer is not None
-        self.timer = None
-        self.ctx.cancel(timer)

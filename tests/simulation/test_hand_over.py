@@ -49,8 +49,11 @@ def _verdict(run: ScenarioRun, checker: str) -> str | None:
     return None if result.ok else str(result)
 
 
+MANAGER = "/queue/consumers"
+
+
 def _timeouts(run: ScenarioRun) -> int:
-    """How often the consumer manager's hand-over timer fired (a cancelled one never does)."""
+    """How often the consumer manager's hand-over timer fired."""
     return sum(
         1
         for event in run.sim.trace
@@ -58,11 +61,23 @@ def _timeouts(run: ScenarioRun) -> int:
     )
 
 
+def _passed_on(run: ScenarioRun) -> int:
+    """``NotifyWork`` the manager sent while handling its timer: work a timed-out hand-over passed on."""
+    handling_timer = False
+    passed = 0
+    for event in run.sim.trace:
+        if event.kind is EventKind.DELIVERED and event.receiver == MANAGER:
+            handling_timer = type(event.message).__name__ == "_HandOverDue"
+        elif handling_timer and event.kind is EventKind.SENT and event.sender == MANAGER:
+            passed += type(event.message).__name__ == "NotifyWork"
+    return passed
+
+
 @pytest.mark.parametrize(("name", "seed", "faults"), FOUND)
 def test_the_seeds_that_found_the_frozen_hand_over_pass(name: str, seed: int, faults: str) -> None:
     run = run_scenario(name, seed, faults=faults)
     assert run.report.ok, run.report.violations
-    assert _timeouts(run) >= 1  # the timeout passed the work on, not some later event
+    assert _passed_on(run) >= 1  # the timeout passed the work on, not some later event
 
 
 @pytest.mark.parametrize(("name", "seed", "faults"), FOUND)
@@ -74,17 +89,19 @@ def test_the_same_runs_fail_prompt_delivery_without_the_timeout(name: str, seed:
     assert _timeouts(run) == 0
 
 
-def test_a_run_without_faults_never_fires_the_timer() -> None:
-    """Every consumer answers in the instant it is told: each timer is cancelled, none fires,
-    so fault-free schedules are what they were before the timeout existed."""
+def test_a_run_without_faults_never_passes_work_on() -> None:
+    """Every consumer answers in the instant it is told: the manager's timer, never cancelled, may
+    fire (about once per virtual second while hand-overs go on) but finds nothing overdue."""
+    fired = 0
     for name in ("fairness", "priorities", "selectors", "groups", "consumer-priorities"):
         for seed in range(5):
             run = run_scenario(name, seed, faults="none")
-            untimed = run_scenario(name, seed, faults="none", variant=UNTIMED)
             assert run.report.ok, run.report.violations
-            assert _timeouts(run) == 0
-            assert run.sim.schedule == untimed.sim.schedule, f"{name} seed {seed}"
-            assert (run.sim.steps, run.sim.now()) == (untimed.sim.steps, untimed.sim.now()), f"{name} seed {seed}"
+            assert _passed_on(run) == 0, f"{name} seed {seed}"
+            timeouts = _timeouts(run)
+            assert timeouts <= 2 * run.sim.now() + 2, f"{name} seed {seed}: {timeouts} in {run.sim.now():g} s"
+            fired += timeouts
+    assert fired > 0  # the timer did run (so the test can see a pass-on if one happened)
 
 
 @pytest.mark.parametrize("name", ["selectors", "priorities"])
