@@ -215,8 +215,8 @@ class ConsumerActor(Actor):
                 self._forward_settlement(Nack(self._id(), (tag,)), (tag,))
             case _SubscribeAgain(attempt=attempt) if self.consumer_id is None:
                 self._subscribe(attempt)
-            case Rejoin(consumer_id=consumer_id) if consumer_id == self.consumer_id:
-                self._rejoin(consumer_id)
+            case Rejoin(consumer_id=consumer_id, incarnation=incarnation) if consumer_id == self.consumer_id:
+                self._rejoin(consumer_id, incarnation)
             case Subscribed(consumer_id=consumer_id):
                 if self.subscribe_retry is not None:
                     self.ctx.cancel(self.subscribe_retry)
@@ -238,7 +238,7 @@ class ConsumerActor(Actor):
                 self._flush_acks()
                 self.ctx.stop()  # the queue watches us and takes everything back
 
-    def _rejoin(self, consumer_id: int) -> None:
+    def _rejoin(self, consumer_id: int, incarnation: int) -> None:
         """The queue restarted: forget the pull in flight, say so, tell our interest afresh, pull.
 
         The new consumer manager knows nothing of earlier notices, so we pull once unasked (a
@@ -247,7 +247,7 @@ class ConsumerActor(Actor):
         self.pulling = False
         self.renotified = False
         self.notified = True
-        self._to_queue(Rejoined(consumer_id))
+        self._to_queue(Rejoined(consumer_id, incarnation))
         self.reported_interest = not self._wants_work()  # so the next line tells it, changed or not
         self._update_interest()
         self._pull()

@@ -478,10 +478,13 @@ class Rejoin:
 
     A request the queue was handling when it failed (a disk error) died with it; the consumer
     cannot tell a lost ``Pull`` from one still waiting in the queue's mailbox, so it drops both.
+    ``incarnation`` names the restarted instance (a random id, as Akka names an actor's
+    incarnations): the answer must carry it back.
     """
 
     queue: str
     consumer_id: int
+    incarnation: int
 
 
 @final
@@ -490,10 +493,13 @@ class Rejoined:
     """The consumer's answer to ``Rejoin``: every ``Pull`` it sent before this one is void.
 
     Messages from one sender arrive in order, so the queue ignores the consumer's pulls until this
-    arrives; the consumer then pulls afresh.
+    arrives; the consumer then pulls afresh. An answer to an earlier incarnation's ``Rejoin`` (the
+    queue restarted twice before the consumer answered) does not count: the ``Pull`` after it was
+    sent for that incarnation, and answering it too would give the consumer more than its credit.
     """
 
     consumer_id: int
+    incarnation: int
 
 
 @final

@@ -128,6 +128,7 @@ class QueueActor(Actor):
         self.wake_at: float | None = None
         self.wake_handle: TimerHandle | None = None
         self.rejoining: set[int] = set()  # consumers told to Rejoin after a restart, not yet Rejoined
+        self.incarnation = 0  # this instance's id in its Rejoin handshakes (drawn at recovery)
         self.journal: Journal | None = None  # a durable queue's, once recovered
         self.writes_before = 0  # the journal's writes when the message being handled arrived
 
@@ -192,8 +193,8 @@ class QueueActor(Actor):
                 else:
                     self.entries.extend(consumer_id, tags, self.ctx.now() + seconds)
                     self._arm_wake()  # a shortened lease must lapse before the timer already armed
-            case Rejoined(consumer_id=consumer_id):
-                self.rejoining.discard(consumer_id)
+            case Rejoined(consumer_id=consumer_id, incarnation=incarnation) if incarnation == self.incarnation:
+                self.rejoining.discard(consumer_id)  # an answer to an earlier incarnation's Rejoin is stale
             case Subscribe():
                 self._subscribe(message)
             case Unsubscribe(consumer_id=consumer_id):
@@ -572,15 +573,16 @@ class QueueActor(Actor):
 
         Each acquiring consumer is told to ``Rejoin``: a ``Pull`` the old instance failed on is lost,
         and one still in the mailbox is indistinguishable from it, so both are dropped and the
-        consumer pulls again once it has answered ``Rejoined``.
+        consumer pulls again once it has answered ``Rejoined`` with this instance's incarnation id.
         """
+        self.incarnation = self.ctx.random.getrandbits(63) + 1  # never 0, the id of a queue never restarted
         for consumer_id, record in self.consumers.items():
             self.ctx.watch(record.ref)
             self._tell_manager(
                 AddConsumer(consumer_id, record.ref, record.priority, record.acquiring, record.interested)
             )
             self.rejoining.add(consumer_id)
-            self.ctx.send(record.ref, Rejoin(self.name, consumer_id))
+            self.ctx.send(record.ref, Rejoin(self.name, consumer_id, self.incarnation))
         if self.ctx.tracing:
             self.ctx.note(QueueRecovered(self.name, self.entries.live_tags(), tuple(self.consumers)))
         self._work_and_wake()
