@@ -143,7 +143,6 @@ class Simulation(ActorSystemBase):
         self._job_rng = random.Random(f"jobs:{seed}")
         self._job_duration = job_duration or uniform_job_duration()
         self._now = 0.0
-        self._channels: dict[tuple[int, int], Channel] = {}
         self._outgoing: dict[int, dict[CellBase, Channel]] = {OUTSIDE: {}, TIMERS: {}, JOBS: {}}
         """Channels from the senders that are not cells (outside code, timers, jobs), by receiver."""
         self._ready: list[Channel] = []
@@ -199,8 +198,7 @@ class Simulation(ActorSystemBase):
         Found again through the sending cell's ``backend_state`` (a dict by receiving cell), not
         by a (sender, receiver) key: a send then builds and hashes no tuple.
         """
-        key = (sender_id, target.uid)
-        channel = self._channels[key] = Channel(key, sender, target)
+        channel = Channel((sender_id, target.uid), sender, target)
         if sender is None:
             self._outgoing.setdefault(sender_id, {})[target] = channel
         else:
