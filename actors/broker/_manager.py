@@ -23,7 +23,7 @@ from typing import Any, final
 
 import attrs
 
-from conveyor.runtime import Actor, ActorRef, TimerHandle
+from conveyor.runtime import Actor, ActorRef
 from conveyor.runtime._immutability import register_immutable_type
 
 from ._consumer_lists import DEFAULT_HAND_OVER_TIMEOUT_S, ConsumerLists, check_hand_over_timeout
@@ -67,8 +67,8 @@ class ConsumerManagerActor(Actor):
         self.lists = self.make_lists()
         self.refs: dict[int, ActorRef] = {}
         self.notify = NotifyWork(queue)
-        self.timer: TimerHandle | None = None
-        """Armed while some timed hand-over may be unanswered (at the oldest one's deadline when armed)."""
+        self.timer_armed = False
+        """Whether the hand-over timer is armed (at the oldest unanswered deadline when it was armed)."""
 
     def make_lists(self) -> ConsumerLists:
         """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
@@ -102,9 +102,9 @@ class ConsumerManagerActor(Actor):
             return
         match message:
             case _HandOverDue():
-                self.timer = None
+                self.timer_armed = False
                 self._notify(lists.hand_overs_due(self.ctx.now()))  # arms for the hand-overs it starts
-                if self.timer is None:
+                if not self.timer_armed:
                     self._arm()  # for the hand-overs not yet due
             case AddConsumer(consumer_id=consumer_id, consumer=ref, priority=priority, acquiring=acquiring,
                              interested=interested):
@@ -124,7 +124,7 @@ class ConsumerManagerActor(Actor):
         notify = self.notify
         for consumer_id in consumer_ids:
             ctx.send(refs[consumer_id], notify)
-        if consumer_ids and self.timer is None:
+        if consumer_ids and not self.timer_armed:
             self._arm()
 
     def _arm(self) -> None:
@@ -132,4 +132,5 @@ class ConsumerManagerActor(Actor):
         deadline = self.lists.hand_over_deadline()
         if deadline is not None:
             ctx = self.ctx
-            self.timer = ctx.schedule(max(0.0, deadline - ctx.now()), _HAND_OVER_DUE)
+            ctx.schedule(max(0.0, deadline - ctx.now()), _HAND_OVER_DUE)
+            self.timer_armed = True
