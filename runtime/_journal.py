@@ -17,6 +17,7 @@ needs no lock.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import final
 
 
@@ -34,7 +35,7 @@ class Journal:
             disk error) goes through here.
     """
 
-    __slots__ = ("_before_write", "_events", "_snapshot", "_snapshots", "path", "writes")
+    __slots__ = ("_before_write", "_events", "_group_depth", "_pending", "_snapshot", "_snapshots", "path", "writes")
 
     def __init__(self, path: str, before_write: Callable[[], None] | None = None) -> None:
         self.path = path
@@ -44,12 +45,48 @@ class Journal:
         self._snapshots = 0
         self.writes = 0
         """Writes that succeeded over the journal's life (an actor compares it to know if it wrote)."""
+        self._pending: list[object] = []  # events appended inside ``atomic``, not yet written
+        self._group_depth = 0
 
     def append(self, event: object) -> None:
-        """Record one event after the latest snapshot."""
+        """Record one event after the latest snapshot (inside ``atomic``: when the group is written)."""
+        if self._group_depth:
+            self._pending.append(event)
+            return
         if self._before_write is not None:
             self._before_write()
         self._events.append(event)
+        self.writes += 1
+
+    @property
+    def in_atomic(self) -> bool:
+        """True inside ``atomic``: appends are held until the group is written as one."""
+        return self._group_depth > 0
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Make every ``append`` inside the block one write: all of them are recorded, or none.
+
+        For a handler whose work takes several events (a batch of publishes): a failed write
+        (``before_write`` raising) or an exception inside the block records nothing, so a
+        restart rolls the actor back to before the whole block, never into the middle of it.
+        A nested block joins the outermost one. ``save_snapshot`` is refused inside a block.
+        """
+        self._group_depth += 1
+        try:
+            yield
+        except BaseException:
+            self._group_depth -= 1
+            if not self._group_depth:
+                self._pending.clear()
+            raise
+        self._group_depth -= 1
+        if self._group_depth or not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        if self._before_write is not None:
+            self._before_write()  # what it raises fails the whole group: nothing was recorded
+        self._events.extend(pending)
         self.writes += 1
 
     def save_snapshot(self, state: object) -> None:
@@ -57,6 +94,10 @@ class Journal:
         if state is None:
             msg = f"journal of {self.path}: a snapshot cannot be None (None means 'no snapshot'); use clear()"
             raise ValueError(msg)
+        if self._group_depth:
+            msg = (f"journal of {self.path}: save_snapshot inside atomic() would record the group's "
+                   "effects twice; save it after the block")
+            raise RuntimeError(msg)
         if self._before_write is not None:
             self._before_write()
         self._snapshot = state

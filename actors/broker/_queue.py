@@ -9,6 +9,8 @@ a concurrent delivery) cannot happen: the check and the enqueue are one step.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, final
 
 import attrs
@@ -131,6 +133,9 @@ class QueueActor(Actor):
         self.incarnation = 0  # this instance's id in its Rejoin handshakes (drawn at recovery)
         self.journal: Journal | None = None  # a durable queue's, once recovered
         self.writes_before = 0  # the journal's writes when the message being handled arrived
+        # Inside ``_one_write``: what the writes announce (trace notes, dead letters), held until
+        # the group is written; None outside.
+        self.after_write: list[Callable[[], None]] | None = None
 
     def make_entries(self, config: QueueConfig) -> EntryList:
         """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
@@ -179,7 +184,8 @@ class QueueActor(Actor):
             return
         match message:
             case PublishBatch(messages=payloads):
-                outcomes = tuple(self._publish(payload, False) for payload in payloads)
+                with self._one_write():  # a disk error keeps none of the batch, and the retry all of it
+                    outcomes = tuple(self._publish(payload, False) for payload in payloads)
                 if self.ctx.sender is not None:
                     self.ctx.reply(BatchPublished(outcomes))
                 self._work_and_wake()
@@ -233,15 +239,47 @@ class QueueActor(Actor):
         if config.max_length is not None and entries.available >= config.max_length:
             if config.overflow is Overflow.REJECT_PUBLISH:
                 return self._reject(payload, f"queue is full (max_length={config.max_length})")
-            dropped = entries.drop_head()
-            if dropped is not None:
-                self._dead_letter(dropped, "max-length")
+            with self._one_write():  # a disk error must not drop the head for a message not kept
+                dropped = entries.drop_head()
+                if dropped is not None:
+                    self._dead_letter(dropped, "max-length")
+                return self._enqueue_entry(payload)
+        return self._enqueue_entry(payload)
+
+    def _enqueue_entry(self, payload: Message) -> Entry:
         # The clock matters to an entry only for its TTL or delay; reading it costs a call per publish.
         now = self.ctx.now() if payload.ttl_s is not None or payload.delay_s else 0.0
-        entry = entries.publish(payload, now)
+        entry = self.entries.publish(payload, now)
         if self.ctx.tracing:
-            self.ctx.note(EntryEnqueued(self.name, entry.seq, payload))
+            note = EntryEnqueued(self.name, entry.seq, payload)
+            if self.after_write is None:
+                self.ctx.note(note)
+            else:
+                self.after_write.append(lambda: self.ctx.note(note))
         return entry
+
+    @contextmanager
+    def _one_write(self) -> Iterator[None]:
+        """A durable queue's journal writes inside are one write: all of them are kept, or none.
+
+        What they announce (trace notes, dead letters) waits until the write is made, so a failed
+        write (a disk error) leaves no sign of the block: the restart rolls the queue back to
+        before it and ``retry_failed`` hands the request to the fresh instance, exactly once. A
+        nested block joins the outer one; a queue that is not durable runs the block as it is.
+        """
+        journal = self.journal
+        if journal is None or self.after_write is not None:
+            yield
+            return
+        held: list[Callable[[], None]] = []
+        self.after_write = held
+        try:
+            with journal.atomic():
+                yield
+        finally:
+            self.after_write = None
+        for announce in held:
+            announce()
 
     def _reject(self, payload: Message, reason: str) -> PublishRejected:
         self.rejected += 1
@@ -394,6 +432,9 @@ class QueueActor(Actor):
             self.ctx.note(EntrySettled(self.name, entry.seq, outcome, consumer_id, reason))
 
     def _dead_letter(self, entry: Entry, reason: str, consumer_id: int | None = None) -> None:
+        if self.after_write is not None:  # inside _one_write: once the write is made
+            self.after_write.append(lambda: self._dead_letter(entry, reason, consumer_id))
+            return
         self._settled(entry, "dead_lettered", consumer_id, reason)
         target = self.config.dead_letter
         if target is None:
@@ -503,10 +544,11 @@ class QueueActor(Actor):
     def retry_failed(self, message: Any) -> bool:
         """A durable queue handles a request again after a restart if its handler had written nothing.
 
-        Then the restart rolled it back to before the request (its first write failed), and the
-        retry is exactly-once: a disk error loses no Ack, Nack, lease extension or Pull. A handler
-        that wrote part of its work (a batch of publishes) is not retried: that part would be done
-        twice; the rest was never confirmed, which its publisher must handle as any lost publish.
+        Then the restart rolled it back to before the request (its write failed), and the retry is
+        exactly-once: a disk error loses no publish, Ack, Nack, lease extension or Pull. Work that
+        takes several writes is made one (``_one_write``: a batch of publishes, a publish that drops
+        the head), so no request is left half-recorded; only a timer's wake, whose steps are each
+        whole, can stop after some of them, and the recovered queue arms it again.
         """
         journal = self.journal
         return journal is not None and journal.writes == self.writes_before
@@ -590,8 +632,8 @@ class QueueActor(Actor):
     def _compact_if_long(self) -> None:
         """Replace the journal's events by a snapshot once they outgrow the state they describe."""
         journal = self.journal
-        if journal is None or not needs_compaction(journal, self.entries):
-            return
+        if journal is None or journal.in_atomic or not needs_compaction(journal, self.entries):
+            return  # inside a group the snapshot would count its events twice: a later call compacts
         consumers = tuple(
             RegisteredConsumer(cid, record.request, record.interested, record.delivered, record.acked)
             for cid, record in self.consumers.items()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conveyor.runtime import Actor, Journal
 from conveyor.simulation import Crash, Simulation
@@ -97,6 +99,84 @@ def test_journal_api() -> None:
         journal.save_snapshot(None)
     journal.clear()
     assert (journal.snapshot, len(journal), bool(journal)) == (None, 0, False)
+
+
+class _DiskError(OSError):
+    pass
+
+
+def _failing_on(failing: set[int]) -> tuple[Journal, list[int]]:
+    """A journal whose n-th write (1-based) raises ``_DiskError`` for each n in ``failing``."""
+    attempts = [0]
+
+    def before_write() -> None:
+        attempts[0] += 1
+        if attempts[0] in failing:
+            raise _DiskError(f"write {attempts[0]}")
+
+    return Journal("/q", before_write=before_write), attempts
+
+
+def test_an_atomic_block_is_one_write_kept_whole() -> None:
+    journal, attempts = _failing_on(set())
+    journal.append("a")
+    with journal.atomic():
+        journal.append("b")
+        with journal.atomic():  # a nested block joins the outer one
+            journal.append("c")
+        assert journal.in_atomic
+        assert list(journal) == ["a"]  # nothing of the block is recorded before it ends
+        journal.append("d")
+    assert (list(journal), journal.writes, attempts[0], journal.in_atomic) == (["a", "b", "c", "d"], 2, 2, False)
+    with journal.atomic():
+        pass  # an empty block writes nothing
+    assert (journal.writes, attempts[0]) == (2, 2)
+
+
+def test_a_failed_write_or_an_error_inside_an_atomic_block_records_none_of_it() -> None:
+    journal, _ = _failing_on({2})
+    journal.append("a")
+    with pytest.raises(_DiskError, match="write 2"), journal.atomic():
+        journal.append("b")
+        journal.append("c")
+    assert (list(journal), journal.writes, journal.in_atomic) == (["a"], 1, False)
+    with pytest.raises(KeyError), journal.atomic():
+        journal.append("d")
+        raise KeyError("the handler failed")
+    journal.append("e")  # the discarded block's events do not come back with a later write
+    assert (list(journal), journal.writes) == (["a", "e"], 2)
+
+
+def test_a_snapshot_inside_an_atomic_block_is_refused_by_name() -> None:
+    journal = Journal("/q")
+    with pytest.raises(RuntimeError, match=r"journal of /q: save_snapshot inside atomic\(\)"), journal.atomic():
+        journal.append("a")
+        journal.save_snapshot("state")
+    assert (journal.snapshot, list(journal)) == (None, [])
+
+
+@given(
+    blocks=st.lists(st.lists(st.integers(0, 9), max_size=4), max_size=12),
+    failing=st.sets(st.integers(1, 14), max_size=5),
+)
+def test_the_journal_holds_exactly_the_blocks_whose_write_succeeded(
+    blocks: list[list[int]], failing: set[int]
+) -> None:
+    # Each block is a handler's work: its events are all recorded, or (its write failed) none.
+    journal, attempts = _failing_on(failing)
+    kept: list[int] = []
+    for events in blocks:
+        try:
+            with journal.atomic():
+                for event in events:
+                    journal.append(event)
+        except _DiskError:
+            continue
+        kept.extend(events)
+    assert list(journal) == kept
+    nonempty = sum(1 for events in blocks if events)
+    assert attempts[0] == nonempty  # one write attempted per block with events
+    assert journal.writes == nonempty - len(failing & set(range(1, nonempty + 1)))
 
 
 async def test_an_actor_that_retries_handles_its_failed_message_once_more(backend: Harness) -> None:
