@@ -370,7 +370,18 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
     ``acked`` is a violation (the failure was swallowed) and so is a lapsed lease (the nack
     never came). The entry then stays accounted for by ``accounting``: delivered again,
     dead-lettered or still queued at the end. Scenario callbacks never settle before raising,
-    so an ack after a raise is never the user's own.
+    so an ack after a raise is never the user's own, unless the subscription ran the message
+    again first.
+
+    **Run again.** A callback of the same subscription that starts on a later delivery of the
+    message (its ``CallbackStarted.attempt`` is higher than the raised one's) ends the follow-up:
+    the message came back and is being retried, which is what the nack was for, and that run is
+    followed on its own. Without this, a raise reported late (the worker pool was paused between
+    the callback's end and its ``CallbackEnded``) after the queue had already redelivered the
+    message under the same tag was charged to the redelivery, and the ack of that redelivery's
+    own successful run was taken for a swallowed failure. (A redelivery the manager absorbs into
+    the copy still running starts no callback, so the raise's nack, which settles it, is still
+    followed.)
 
     Two cases are not a swallowed failure, both of a paused subscription (a ``Pause`` fault):
 
@@ -387,10 +398,11 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
     base = accounting(events, queue_path)
     consumers: dict[str, int] = {}  # consumer path -> consumer id
     held: set[str] = set()  # ack ids the queue has delivered and not taken back
-    raised: dict[str, tuple[float, str]] = {}  # ack id -> (when its callback raised, its subscription)
+    raised: dict[str, tuple[float, str, int]] = {}  # ack id -> (when its callback raised, its subscription, attempt)
+    attempts: dict[tuple[str, str], int] = {}  # (worker pool, ack id) -> attempt of its latest callback started
     pauses: list[tuple[float, Pause]] = []
     violations = list(base.violations)
-    failures = stale = paused = 0
+    failures = stale = paused = retried = 0
     for event in _interleaved(events, queue_path):
         if isinstance(event, tuple):
             kind, time, data = event
@@ -406,9 +418,12 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
                 record = raised.pop(ack_id, None)
                 if record is None:
                     continue
-                when, subscription = record
+                when, subscription, attempt = record
                 if isinstance(data, EntrySettled) and data.outcome == "acked":
-                    violations.append(f"t={time:g}: {ack_id} was acked although its callback raised at t={when:g}")
+                    violations.append(
+                        f"t={time:g}: {ack_id} was acked although its callback raised at t={when:g} "
+                        f"(on delivery attempt {attempt}, and it was not run again)"
+                    )
                 elif isinstance(data, EntryReturned) and data.reason == LEASE_LAPSED:
                     if _paused_between(pauses, subscription, SETTLE_PATH, when, time):
                         paused += 1
@@ -423,6 +438,13 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
             pauses.append((event.time, pause))
             continue
         message = event.message
+        if event.kind is EventKind.NOTE and type(message) is CallbackStarted and event.sender is not None:
+            attempts[event.sender, message.ack_id] = message.attempt
+            record = raised.get(message.ack_id)
+            if record is not None and event.sender == _part(record[1], "workers") and message.attempt > record[2]:
+                del raised[message.ack_id]  # run again on a later delivery: the failure was not swallowed
+                retried += 1
+            continue
         for ended in _callbacks_ended(message) if event.kind is EventKind.SENT else ():
             if ended.error is None:
                 continue
@@ -431,7 +453,8 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
             if consumer_id is not None and ended.ack_id.partition(":")[0] == str(consumer_id):
                 failures += 1
                 if ended.ack_id in held:
-                    raised[ended.ack_id] = (event.time, subscription)
+                    attempt = attempts.get((event.sender or "", ended.ack_id), 0)
+                    raised[ended.ack_id] = (event.time, subscription, attempt)
                 else:
                     stale += 1  # the queue took it back before the callback raised
     metrics = dict(base.metrics)
@@ -440,6 +463,7 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
         violations,
         raised=failures,
         raised_when_lapsed=stale,
+        raised_then_run_again=retried,
         nack_paused=paused,
         enqueued=metrics["enqueued"],
         lost=metrics["lost"],
