@@ -191,11 +191,17 @@ def test_exactly_once_confirms_acks_and_refuses_stale_ones(
     publisher.publish(topic("once"), b"one").result(10)
     publisher.publish(topic("once"), b"two").result(10)
     statuses: list[Any] = []
+    both_confirmed = threading.Event()
 
     def ack_confirmed(message: Any) -> None:
         statuses.append(message.ack_with_response().result(timeout=10))
+        if len(statuses) == 2:
+            both_confirmed.set()
 
     seen, future = collect(subscriber, subscription("once-sub"), 2, on_message=ack_confirmed)
+    # The two callbacks run on the client's pool at once: the one that saw the second message can
+    # return before the first one's confirmation arrives, so wait for both, not for the callbacks.
+    assert both_confirmed.wait(20), f"only {len(statuses)} of 2 acks were confirmed"
     stop(future)
     assert sorted(m.data for m in seen) == [b"one", b"two"]
     assert statuses == [AcknowledgeStatus.SUCCESS, AcknowledgeStatus.SUCCESS]
