@@ -11,12 +11,12 @@ only relates events whose order is causal.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
 
-from conveyor.actors.broker import EntryReturned, EntrySettled, ModifyAckDeadline, QueueClosed
+from conveyor.actors.broker import EntryReturned, EntrySettled, ModifyAckDeadline, Nack, QueueClosed
 from conveyor.actors.subscriber import FlowControl, FlowNote
 from conveyor.actors.subscriber._protocol import (
     CallbackEnded,
@@ -28,7 +28,7 @@ from conveyor.actors.subscriber._protocol import (
     RunsEnded,
 )
 from conveyor.runtime import EventKind, Terminated, TraceEvent
-from conveyor.simulation._faults import FaultApplied, Pause, covers
+from conveyor.simulation._faults import Delay, Drop, FaultApplied, Pause, covers
 
 from ._broker import accounting
 from ._queue_view import ConsumerInfo, queue_story
@@ -83,6 +83,89 @@ def _paused_between(
         and any(covers(pause.prefix, subscription_path + part) for part in parts)
         for applied, pause in pauses
     )
+
+
+class _LateSends:
+    """What each subscription's broker consumer sent the queue that has not reached it yet, and the delays that held it.
+
+    A ``Delay`` fault stalls one channel (``sender`` -> ``receiver``) from the time it was applied
+    for its ``duration_s``; what the sender put on it meanwhile (or had put on it and was not yet
+    delivered) arrives late, in order. The simulator has no other latency: a message still in
+    flight when the queue takes a lease back was held by such a stall (or sent in that very
+    instant). ``observe`` every trace event in order; ``held`` then answers for the present
+    moment of the walk.
+    """
+
+    __slots__ = ("_delays", "_in_flight", "_last_sent", "_queue")
+
+    def __init__(self, queue_path: str) -> None:
+        self._queue = queue_path
+        self._delays: list[tuple[float, Delay]] = []  # (applied at, fault) on a channel into the queue
+        self._in_flight: dict[str, list[tuple[float, object]]] = {}  # sender path -> (sent at, message)
+        self._last_sent: str | None = None  # the sender of the previous event, if it was a send to the queue
+
+    def observe(self, event: TraceEvent) -> None:
+        """Follow one trace event: a send to the queue, its delivery (or dead letter, or drop), a Delay."""
+        last_sent, self._last_sent = self._last_sent, None
+        kind = event.kind
+        if kind is EventKind.SENT:
+            if event.receiver == self._queue and event.sender is not None and event.sender.endswith("/consumer"):
+                self._in_flight.setdefault(event.sender, []).append((event.time, event.message))
+                self._last_sent = event.sender
+        elif kind is EventKind.DELIVERED or kind is EventKind.DEAD_LETTER:
+            if event.receiver == self._queue and event.sender is not None:
+                sent = self._in_flight.get(event.sender)
+                if sent:
+                    message = event.message
+                    for index, (_, queued) in enumerate(sent):  # FIFO: the first equal one is this
+                        if queued == message:
+                            del sent[index]
+                            break
+        elif kind is EventKind.FAULT and isinstance(event.message, FaultApplied):
+            fault = event.message.fault
+            if isinstance(fault, Delay) and fault.receiver == self._queue:
+                self._delays.append((event.time, fault))
+            elif isinstance(fault, Drop) and last_sent is not None:
+                self._in_flight[last_sent].pop()  # the send just recorded never entered the channel
+
+    def held(self, sender: str, time: float, saves: Callable[[float, object], bool]) -> bool:
+        """Whether a Delay of ``sender`` -> queue stalled it at ``time`` with a message ``saves`` accepts still in it.
+
+        ``saves(sent_at, message)`` says whether that message, had it arrived when sent, would
+        have spared the entry what happened to it at ``time``.
+        """
+        if not any(
+            fault.sender == sender and applied <= time <= applied + fault.duration_s
+            for applied, fault in self._delays
+        ):
+            return False
+        return any(saves(sent_at, message) for sent_at, message in self._in_flight.get(sender, ()))
+
+
+def _extends(consumer_id: int | None, tag: int, lapse: float) -> Callable[[float, object], bool]:
+    """Whether a message to the queue extends ``consumer_id``'s lease on ``tag`` past ``lapse``, had it come at once."""
+
+    def saves(sent_at: float, message: object) -> bool:
+        return (
+            type(message) is ModifyAckDeadline
+            and message.consumer_id == consumer_id
+            and tag in message.tags
+            and message.seconds > 0
+            and sent_at <= lapse < sent_at + message.seconds
+        )
+
+    return saves
+
+
+def _nacks(consumer_id: int | None, tag: int, raised: float) -> Callable[[float, object], bool]:
+    """Whether a message to the queue is ``consumer_id``'s nack of ``tag``, sent after its callback raised."""
+
+    def saves(sent_at: float, message: object) -> bool:
+        if not (type(message) is Nack or (type(message) is ModifyAckDeadline and message.seconds == 0)):
+            return False
+        return message.consumer_id == consumer_id and tag in message.tags and sent_at >= raised
+
+    return saves
 
 
 def _callbacks_ended(message: object) -> tuple[CallbackEnded, ...]:
@@ -277,6 +360,15 @@ def lease_validity(
       its ``duration_s``. (A pause that ended inside the window, in time for the leaser to
       extend again, is exempted too: the checker cannot see the leaser's schedule, so it errs
       towards leniency only for lapses a pause may have caused.)
+    * **An extension held up on the way.** At the lapse, a ``Delay`` fault stalled the channel
+      from the subscription's broker consumer to the queue, and on it was a ``ModifyAckDeadline``
+      for that entry (its consumer, its tag, ``seconds > 0``), sent before the lapse and long
+      enough to carry the deadline past it (``sent + seconds > lapse``). The subscriber did its
+      part; the network held the extension longer than the lease had left (a delay of up to 3 s
+      against a 1 s safety margin, or against the queue's own short ``ack_deadline_s`` before the
+      receipt extension lands), which no Pub/Sub client can prevent. A lapse with no such
+      extension in flight (the leaser never sent one, or sent it too late, or it arrived and was
+      too short) is still a violation, delay or not.
 
     The leaser must not fail or restart, nor stop before its manager.
     """
@@ -286,8 +378,10 @@ def lease_validity(
     delivered_at: dict[tuple[str, int], float] = {}  # (ack id, delivery count) -> when the queue delivered it
     deadline_set_at: dict[str, float] = {}  # held ack id -> when the queue last set its lease's deadline
     pauses: list[tuple[float, Pause]] = []
+    late = _LateSends(queue_path)
+    consumer = _part(subscription_path, "consumer")
     violations: list[str] = []
-    lapses = during = exempt = paused = 0
+    lapses = during = exempt = paused = delayed = 0
     manager_stopped = False
     for event in _interleaved(trace, queue_path):
         if isinstance(event, tuple):
@@ -316,12 +410,17 @@ def lease_validity(
                 if _paused_between(pauses, subscription_path, LEASE_PATH, start, time):
                     paused += 1
                     continue
+                if late.held(consumer, time, _extends(data.consumer_id, data.tag, time)):
+                    delayed += 1
+                    continue
                 violations.append(
                     f"t={time:g}: the lease of {ack_id} lapsed while its callback ran (since t={started:g}; "
                     f"leased {held:g} s < max_lease_duration_s={flow.max_lease_duration_s:g}; no pause of "
-                    f"{subscription_path} since its deadline was last set at t={start:g})"
+                    f"{subscription_path} since its deadline was last set at t={start:g}, and no extension "
+                    f"of it held up on the way)"
                 )
             continue
+        late.observe(event)
         pause = _pause_of(event)
         if pause is not None:
             pauses.append((event.time, pause))
@@ -356,7 +455,8 @@ def lease_validity(
                 if reason != "shutdown":
                     violations.append(f"t={event.time:g}: {leaser} stopped ({reason}) while {subscription_path} ran")
     return CheckResult.of(
-        "lease_validity", violations, lapses=lapses, during_callbacks=during, exempt=exempt, paused=paused
+        "lease_validity", violations, lapses=lapses, during_callbacks=during, exempt=exempt, paused=paused,
+        delayed=delayed,
     )
 
 
@@ -393,6 +493,13 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
       dispatcher or consumer (``SETTLE_PATH``, which carry the nack) at some time between the
       raise and the lapse: the nack was frozen in the paused process, and the lapse gave the
       message back instead.
+
+    And one of a delayed channel: the lease lapsed after the raise while a ``Delay`` fault
+    stalled the channel from the subscription's broker consumer to the queue with the nack on it
+    (a ``Nack``, or a ``ModifyAckDeadline`` of 0 s, of that entry, sent after the raise and before
+    the lapse). The subscriber nacked; the network held the nack past the lease, so the lapse gave
+    the message back first, as it would to any Pub/Sub client, and the late nack finds nothing to
+    return. A nack not yet sent at the lapse is still a violation.
     """
     events = list(trace)
     base = accounting(events, queue_path)
@@ -401,8 +508,9 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
     raised: dict[str, tuple[float, str, int]] = {}  # ack id -> (when its callback raised, its subscription, attempt)
     attempts: dict[tuple[str, str], int] = {}  # (worker pool, ack id) -> attempt of its latest callback started
     pauses: list[tuple[float, Pause]] = []
+    late = _LateSends(queue_path)
     violations = list(base.violations)
-    failures = stale = paused = retried = 0
+    failures = stale = paused = retried = delayed = 0
     for event in _interleaved(events, queue_path):
         if isinstance(event, tuple):
             kind, time, data = event
@@ -428,11 +536,15 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
                     if _paused_between(pauses, subscription, SETTLE_PATH, when, time):
                         paused += 1
                         continue
+                    if late.held(_part(subscription, "consumer"), time, _nacks(data.consumer_id, data.tag, when)):
+                        delayed += 1
+                        continue
                     violations.append(
                         f"t={time:g}: {ack_id} was never nacked after its callback raised at t={when:g} "
-                        f"(its lease lapsed: {outcome})"
+                        f"(its lease lapsed: {outcome}, and no nack of it held up on the way)"
                     )
             continue
+        late.observe(event)
         pause = _pause_of(event)
         if pause is not None:
             pauses.append((event.time, pause))
@@ -465,6 +577,7 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
         raised_when_lapsed=stale,
         raised_then_run_again=retried,
         nack_paused=paused,
+        nack_delayed=delayed,
         enqueued=metrics["enqueued"],
         lost=metrics["lost"],
         duplicated=metrics["duplicated"],
