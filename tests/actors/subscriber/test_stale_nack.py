@@ -70,6 +70,8 @@ def test_a_nack_arriving_after_the_redelivery_leaves_it_leased_counted_once_and_
     # The broker consumer's own count of what it has out (its credit), read off the actor itself.
     consumer: ConsumerActor = sim._find_live("/sub/consumer").actor  # type: ignore[union-attr,assignment]
     (tag,) = consumer.outstanding
+    consumer_id = consumer.consumer_id
+    assert consumer_id is not None
     assert not _handled(sim.trace, "/sub/consumer", Nack), "the nack is still held on its way"
 
     # Step until the broker consumer has forwarded the held nack (the run's ack is right behind it).
@@ -77,7 +79,7 @@ def test_a_nack_arriving_after_the_redelivery_leaves_it_leased_counted_once_and_
         assert sim.step()
     assert list(consumer.outstanding) == [tag], "delivery 2 still holds its credit: the queue ignores the nack"
     (nack,) = _handled(sim.trace, "/sub/consumer", Nack)
-    assert nack == Nack(consumer.consumer_id, (tag,), attempts=(1,)), "the nack names the delivery it is for"
+    assert nack == Nack(consumer_id, (tag,), attempts=(1,)), "the nack names the delivery it is for"
 
     sim.run(until=HELD_S + 5.0)
     assert _handled(sim.trace, "/sub", AckResult) == [AckResult((tag,), ())], "the run's ack took: still leased"
@@ -86,4 +88,4 @@ def test_a_nack_arriving_after_the_redelivery_leaves_it_leased_counted_once_and_
     stats: QueueStats = sim.ask(queue, GetStats())
     assert (stats.delivered, stats.redelivered, stats.acked, stats.in_flight, stats.depth) == (2, 1, 1, 0, 0)
     stale = [e.message for e in sim.trace if e.kind is EventKind.NOTE and type(e.message) is StaleNackIgnored]
-    assert stale == [StaleNackIgnored("q", tag, consumer.consumer_id, 1, 2)]
+    assert stale == [StaleNackIgnored("q", tag, consumer_id, 1, 2)]
