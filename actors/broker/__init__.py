@@ -49,6 +49,7 @@ from ._model import Rejoined as Rejoined
 from ._model import Release as Release
 from ._model import RetryPolicy as RetryPolicy
 from ._model import SetInterest as SetInterest
+from ._model import StaleNackIgnored as StaleNackIgnored
 from ._model import Subscribe as Subscribe
 from ._model import Subscribed as Subscribed
 from ._model import Unsubscribe as Unsubscribe
@@ -118,6 +119,7 @@ __all__ = [
     "Resume",
     "RetryPolicy",
     "SetInterest",
+    "StaleNackIgnored",
     "Pull",
     "NotifyWork",
     "Selector",

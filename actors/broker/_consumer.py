@@ -144,6 +144,9 @@ class ConsumerActor(Actor):
         self.settings = settings or ConsumerSettings()
         self.consumer_id: int | None = None
         self.outstanding: dict[int, int] = {}  # tag -> size, unsettled deliveries
+        # Outstanding tags last delivered as a redelivery -> that delivery_count (absent: 1). A nack
+        # naming an older attempt is stale: the queue ignores it, so it frees no credit here.
+        self.attempts: dict[int, int] = {}
         self.outstanding_bytes = 0
         self.suspended = False
         self.pulling = False
@@ -203,7 +206,9 @@ class ConsumerActor(Actor):
             self._pull()
             return
         match message:
-            case Release(tags=tags) | Nack(tags=tags):
+            case Nack(tags=tags, attempts=attempts):
+                self._forward_settlement(message, self._current(tags, attempts) if attempts else tags)
+            case Release(tags=tags):
                 self._forward_settlement(message, tags)
             case ModifyAckDeadline(tags=tags, seconds=seconds):
                 self._forward_settlement(message, tags if seconds == 0 else ())
@@ -314,6 +319,8 @@ class ConsumerActor(Actor):
                     size = delivery.message.size
                     outstanding[tag] = size
                     added += size
+                if delivery.delivery_count != 1:
+                    self.attempts[tag] = delivery.delivery_count
             self.outstanding_bytes += added
         if isinstance(client, ActorRef):
             send = self.ctx.send
@@ -385,6 +392,22 @@ class ConsumerActor(Actor):
             if size is not None:
                 freed += size
         self.outstanding_bytes -= freed
+        attempts = self.attempts
+        if attempts:
+            for tag in tags:
+                attempts.pop(tag, None)
+
+    def _current(self, tags: tuple[int, ...], attempts: tuple[int, ...]) -> tuple[int, ...]:
+        """The tags of a nack that name the latest delivery seen here; the queue ignores the others.
+
+        A nack for an older delivery than one this consumer has since passed on leaves that tag
+        outstanding. If the redelivery comes after the nack went, the tag is no longer outstanding
+        then and counts as new, which is right: the queue ignored the stale nack.
+        """
+        latest = self.attempts
+        if not latest:
+            return tags
+        return tuple(tag for tag, attempt in zip(tags, attempts, strict=True) if attempt >= latest.get(tag, 1))
 
     def _forward_settlement(self, request: Ack | Nack | Release | ModifyAckDeadline, settled: tuple[int, ...]) -> None:
         if self.consumer_id is None:

@@ -106,6 +106,16 @@ class Entry:
         return f"<Entry {self.seq} {self.state.value} at {self.position}>"
 
 
+def _current(held: dict[int, Entry], tags: Iterable[int], attempts: tuple[int, ...]) -> list[Entry]:
+    """The held entries of ``tags`` whose delivery is still the one named by ``attempts`` (parallel)."""
+    entries = []
+    for tag, attempt in zip(tags, attempts, strict=True):
+        entry = held.get(tag)
+        if entry is not None and entry.delivery_count == attempt:
+            entries.append(entry)
+    return entries
+
+
 @final
 @attrs.frozen
 class Returned:
@@ -516,20 +526,36 @@ class EntryList:
         ]
         heapq.heapify(self._leases)
 
-    def give_back(self, consumer_id: int, tags: Iterable[int], now: float, delay_s: float) -> Returned:
-        """Return held entries to AVAILABLE at their positions (after ``delay_s``), or dead-letter them."""
+    def give_back(
+        self, consumer_id: int, tags: Iterable[int], now: float, delay_s: float, attempts: tuple[int, ...] = ()
+    ) -> Returned:
+        """Return held entries to AVAILABLE at their positions (after ``delay_s``), or dead-letter them.
+
+        ``attempts``, if not empty, is parallel to ``tags``: a tag is given back only while its
+        entry's ``delivery_count`` is that attempt. A nack for an older delivery of a message the
+        queue has delivered again since (same tag) changes nothing.
+        """
         cursor = self._cursors.get(consumer_id)
         if cursor is None:
             return Returned()
-        entries = [cursor.held[tag] for tag in tags if tag in cursor.held]
+        held = cursor.held
+        entries = _current(held, tags, attempts) if attempts else [held[tag] for tag in tags if tag in held]
         return self._return(entries, now, lambda _: delay_s)
 
-    def give_back_with(self, consumer_id: int, tags: Iterable[int], now: float, delays: dict[int, float]) -> Returned:
+    def give_back_with(
+        self,
+        consumer_id: int,
+        tags: Iterable[int],
+        now: float,
+        delays: dict[int, float],
+        attempts: tuple[int, ...] = (),
+    ) -> Returned:
         """Like ``give_back`` with a delay per tag (retry backoff by delivery count)."""
         cursor = self._cursors.get(consumer_id)
         if cursor is None:
             return Returned()
-        entries = [cursor.held[tag] for tag in tags if tag in cursor.held]
+        held = cursor.held
+        entries = _current(held, tags, attempts) if attempts else [held[tag] for tag in tags if tag in held]
         return self._return(entries, now, lambda entry: delays.get(entry.seq, 0.0))
 
     def extend(self, consumer_id: int, tags: Iterable[int], deadline: float) -> tuple[int, ...]:

@@ -122,6 +122,16 @@ def _tags(value: Iterable[int]) -> tuple[int, ...]:
     return tags
 
 
+def _attempts(value: Iterable[int]) -> tuple[int, ...]:
+    if value == ():
+        return ()
+    attempts = tuple(value)
+    for attempt in attempts:
+        if type(attempt) is not int or attempt < 1:
+            _fail("Nack", "attempts", "delivery counts (ints >= 1), one per tag", attempt)
+    return attempts
+
+
 # --- values ---------------------------------------------------------------------------------
 
 
@@ -561,11 +571,28 @@ class AckResult:
 @final
 @attrs.frozen
 class Nack:
-    """Return deliveries for redelivery: after the queue's retry backoff, or ``delay_s`` if given."""
+    """Return deliveries for redelivery: after the queue's retry backoff, or ``delay_s`` if given.
+
+    ``attempts``, when given, is parallel to ``tags``: each the ``Delivery.delivery_count`` of the
+    delivery being nacked. The queue gives a lapsed message back under the same tag, so a nack that
+    arrives after the message was delivered again would otherwise return that newer delivery; with
+    its attempt, a nack for an older delivery changes nothing. Empty means the current delivery of
+    each tag (whichever it is when the nack arrives).
+    """
 
     consumer_id: int
     tags: tuple[int, ...] = attrs.field(converter=_tags)
     delay_s: float | None = attrs.field(default=None, validator=_non_negative_seconds)
+    attempts: tuple[int, ...] = attrs.field(default=(), converter=_attempts)
+
+    def __attrs_post_init__(self) -> None:
+        if self.attempts and len(self.attempts) != len(self.tags):
+            _fail(
+                "Nack",
+                "attempts",
+                f"empty or one delivery_count per tag ({len(self.tags)})",
+                self.attempts,
+            )
 
 
 @final
@@ -777,3 +804,18 @@ class EntryReturned:
     reason: str
     available_at: float = 0.0
     """When it may be delivered again (after a nack's backoff), on the queue's clock."""
+
+
+@final
+@attrs.frozen
+class StaleNackIgnored:
+    """Note: a ``Nack`` named delivery ``attempt`` of ``tag``, but the consumer holds delivery ``current``.
+
+    The nack is stale (sent before the queue delivered the message again) and changes nothing.
+    """
+
+    queue: str
+    tag: int
+    consumer_id: int
+    attempt: int
+    current: int

@@ -67,6 +67,7 @@ from ._model import (
     Release,
     RemoveConsumer,
     SetInterest,
+    StaleNackIgnored,
     Subscribe,
     Subscribed,
     Unsubscribe,
@@ -189,8 +190,8 @@ class QueueActor(Actor):
                 if self.ctx.sender is not None:
                     self.ctx.reply(BatchPublished(outcomes))
                 self._work_and_wake()
-            case Nack(consumer_id=consumer_id, tags=tags, delay_s=delay_s):
-                self._nack(consumer_id, tags, delay_s)
+            case Nack(consumer_id=consumer_id, tags=tags, delay_s=delay_s, attempts=attempts):
+                self._nack(consumer_id, tags, delay_s, attempts)
             case Release(consumer_id=consumer_id, tags=tags):
                 self._returned(self.entries.give_back(consumer_id, tags, self.ctx.now(), 0.0), consumer_id, "release")
             case ModifyAckDeadline(consumer_id=consumer_id, tags=tags, seconds=seconds):
@@ -403,19 +404,47 @@ class QueueActor(Actor):
         if grouped and entries.available:
             self._tell_manager(_WORK)  # a group may have been freed for other consumers
 
-    def _nack(self, consumer_id: int, tags: tuple[int, ...], delay_s: float | None) -> None:
+    def _nack(
+        self, consumer_id: int, tags: tuple[int, ...], delay_s: float | None, attempts: tuple[int, ...] = ()
+    ) -> None:
+        """Give back what a nack names; with ``attempts``, only the deliveries still current (see ``Nack``).
+
+        Without attempts the core is called exactly as before, so journals written before
+        ``attempts`` existed replay unchanged.
+        """
         now = self.ctx.now()
         retry = self.config.retry
+        entries = self.entries
         if delay_s is not None or retry is None:
-            returned = self.entries.give_back(consumer_id, tags, now, delay_s or 0.0)
+            if attempts:
+                returned = entries.give_back(consumer_id, tags, now, delay_s or 0.0, attempts)
+            else:
+                returned = entries.give_back(consumer_id, tags, now, delay_s or 0.0)
         else:
             delays = {}
             for tag in tags:
-                entry = self.entries.get(tag)
+                entry = entries.get(tag)
                 if entry is not None:
                     delays[tag] = retry.backoff(entry.delivery_count)
-            returned = self.entries.give_back_with(consumer_id, tags, now, delays)
+            if attempts:
+                returned = entries.give_back_with(consumer_id, tags, now, delays, attempts)
+            else:
+                returned = entries.give_back_with(consumer_id, tags, now, delays)
+        if attempts and self.ctx.tracing:
+            self._note_stale(consumer_id, tags, attempts, returned)
         self._returned(returned, consumer_id, "nack")
+
+    def _note_stale(
+        self, consumer_id: int, tags: tuple[int, ...], attempts: tuple[int, ...], returned: Returned
+    ) -> None:
+        """Trace the tags a nack left alone because it named an older delivery than the current one."""
+        done = {entry.seq for entry in (*returned.available, *returned.dead_lettered, *returned.expired)}
+        for tag, attempt in zip(tags, attempts, strict=True):
+            entry = self.entries.get(tag)
+            if entry is None or tag in done or entry.consumer != consumer_id:
+                continue  # given back, or not held by this consumer (an invalid tag, as without attempts)
+            if entry.delivery_count != attempt:
+                self.ctx.note(StaleNackIgnored(self.name, tag, consumer_id, attempt, entry.delivery_count))
 
     def _returned(self, returned: Returned, consumer_id: int, reason: str) -> None:
         if self.ctx.tracing:

@@ -47,6 +47,12 @@ def _ack_id(_: object, attribute: attrs.Attribute[str], value: str) -> None:
         raise TypeError(msg)
 
 
+def _attempt(_: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or value < 0:
+        msg = f"NackRequest.{attribute.name} must be an int >= 0 (a delivery_count; 0: not known), got {value!r}"
+        raise ValueError(msg)
+
+
 def _deadline_seconds(_: object, attribute: attrs.Attribute[float], value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         msg = f"ModAckRequest.{attribute.name} must be a finite number >= 0, got {value!r}"
@@ -64,9 +70,14 @@ class AckRequest:
 @final
 @attrs.frozen
 class NackRequest:
-    """Tell the server the message was abandoned, so it is redelivered (to any subscriber) now."""
+    """Tell the server the message was abandoned, so it is redelivered (to any subscriber) now.
+
+    ``attempt`` is the ``delivery_count`` of the delivery abandoned (0: not known, the current one):
+    the server ignores a nack for a delivery older than the one it has made since (same ack id).
+    """
 
     ack_id: str = attrs.field(validator=_ack_id)
+    attempt: int = attrs.field(default=0, validator=_attempt)
 
 
 @final
@@ -104,12 +115,15 @@ class Flush:
         modacks: ``(seconds, ids)`` pairs, one per distinct deadline, in the order each deadline
             was first seen in the batch.
         drops: ids to forget without telling the server (release their flow-control budget).
+        nack_attempts: parallel to ``nacks``, the delivery each nack is for (``NackRequest.attempt``,
+            0 if not known); empty when no nack named one.
     """
 
     acks: tuple[str, ...] = ()
     nacks: tuple[str, ...] = ()
     modacks: tuple[tuple[float, tuple[str, ...]], ...] = ()
     drops: tuple[str, ...] = ()
+    nack_attempts: tuple[int, ...] = ()
 
     @property
     def size(self) -> int:
@@ -120,14 +134,16 @@ class Flush:
 def _flush_of(pending: dict[str, BatchedRequest]) -> Flush:
     acks: list[str] = []
     nacks: list[str] = []
+    attempts: list[int] = []
     modacks: dict[float, list[str]] = {}
     drops: list[str] = []
     for ack_id, request in pending.items():
         match request:
             case AckRequest():
                 acks.append(ack_id)
-            case NackRequest():
+            case NackRequest(attempt=attempt):
                 nacks.append(ack_id)
+                attempts.append(attempt)
             case ModAckRequest(seconds=seconds):
                 modacks.setdefault(float(seconds), []).append(ack_id)
             case DropRequest():
@@ -137,6 +153,7 @@ def _flush_of(pending: dict[str, BatchedRequest]) -> Flush:
         nacks=tuple(nacks),
         modacks=tuple((seconds, tuple(ids)) for seconds, ids in modacks.items()),
         drops=tuple(drops),
+        nack_attempts=tuple(attempts) if any(attempts) else (),
     )
 
 

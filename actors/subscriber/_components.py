@@ -558,7 +558,7 @@ class Dispatcher(Actor):
             case SettleKind.ACK:
                 return AckRequest(settle.ack_id)
             case SettleKind.NACK:
-                return NackRequest(settle.ack_id)
+                return NackRequest(settle.ack_id, settle.attempt)
             case SettleKind.MODACK:
                 return ModAckRequest(settle.ack_id, settle.seconds)
             case _:
@@ -578,13 +578,35 @@ def broker_requests(flush: Flush) -> list[Ack | Nack | ModifyAckDeadline]:
     requests: list[Ack | Nack | ModifyAckDeadline] = [
         Ack(consumer_id, tags, confirm=True) for consumer_id, tags in _by_consumer(flush.acks).items()
     ]
-    requests.extend(Nack(consumer_id, tags) for consumer_id, tags in _by_consumer(flush.nacks).items())
+    if flush.nack_attempts:
+        requests.extend(_nacks(flush.nacks, flush.nack_attempts))
+    else:
+        requests.extend(Nack(consumer_id, tags) for consumer_id, tags in _by_consumer(flush.nacks).items())
     for seconds, ids in flush.modacks:
         requests.extend(
             ModifyAckDeadline(consumer_id, tags, min(600.0, seconds))
             for consumer_id, tags in _by_consumer(ids).items()
         )
     return requests
+
+
+def _nacks(ack_ids: tuple[str, ...], attempts: tuple[int, ...]) -> list[Nack]:
+    """One ``Nack`` per consumer naming the delivery each tag's nack is for (``Nack.attempts``).
+
+    The queue delivers a lapsed message again under the same tag; a nack without its attempt that
+    arrives after that would return the newer delivery. A consumer's nacks go without attempts only
+    if one of them has none (0: then each names the current delivery, as before attempts existed).
+    """
+    grouped: dict[int, tuple[list[int], list[int]]] = {}
+    for ack_id, attempt in zip(ack_ids, attempts, strict=True):
+        consumer_id, tag = split_ack_id(ack_id)
+        tags, tried = grouped.setdefault(consumer_id, ([], []))
+        tags.append(tag)
+        tried.append(attempt)
+    return [
+        Nack(consumer_id, tuple(tags), attempts=tuple(tried) if all(tried) else ())
+        for consumer_id, (tags, tried) in grouped.items()
+    ]
 
 
 def _by_consumer(ack_ids: tuple[str, ...]) -> dict[int, tuple[int, ...]]:

@@ -16,7 +16,10 @@ settled is never run twice by it:
   which therefore covers it (the queue answers a confirmed ack after everything it sent before);
 * delivered again after the queue refused its ack (the lease had lapsed first): it was handled
   here, so it is acked again instead of run again. Without this, a keyed message whose ack came
-  too late would run again after its key's later messages.
+  too late would run again after its key's later messages;
+* delivered again while its nack is on the way (its lease lapsed before the nack arrived): a new
+  delivery. Each nack names the delivery it is for (``Nack.attempts``, the newest one held here),
+  so the queue ignores a nack for an older one and this delivery stays leased to us.
 
 To know which acks took, acks go out as ``Ack(confirm=True)`` (``broker_requests``): the queue
 answers each with an ``AckResult`` naming the tags it acked and those it no longer held.
@@ -122,7 +125,7 @@ class StreamingPullManager(Actor):
         self.workers = workers
         self.selector = selector
         self.heartbeat_s = heartbeat_s
-        self.pending: dict[str, None] = {}  # received, not yet settled or dropped
+        self.pending: dict[str, int] = {}  # received, not yet settled or dropped -> its delivery_count then
         self.expired: set[str] = set()  # pending, but leased max_lease_duration_s: released, not extended
         self.redelivered: dict[str, Delivery] = {}  # pending ack id -> its newest delivery (the lease lapsed)
         self.acking: dict[str, bool] = {}  # acked, AckResult not back yet -> delivered again meanwhile?
@@ -272,7 +275,7 @@ class StreamingPullManager(Actor):
             del self.refused[ack_id]
             self._confirm_ack(ack_id)
             return
-        self.pending[ack_id] = None
+        self.pending[ack_id] = delivery.delivery_count
         received = Received(ack_id, delivery.message.size, delivery.message.group, delivery)
         taken = self.taken
         if taken is not None:
@@ -327,7 +330,7 @@ class StreamingPullManager(Actor):
         if message.kind is SettleKind.MODACK:
             self._to_dispatcher(message)
             return
-        del self.pending[ack_id]
+        attempt = self.pending.pop(ack_id)
         if ack_id in self.expired:
             self.expired.discard(ack_id)  # load and leaser forgot it already
         else:
@@ -340,6 +343,10 @@ class StreamingPullManager(Actor):
         newer = self.redelivered.pop(ack_id, None)  # an ack or nack settles it too (same tag)
         if message.kind is SettleKind.ACK:
             self.acking[ack_id] = False
+        elif message.kind is SettleKind.NACK:
+            # The nack is for the newest delivery held here: one made after it (the lease lapses
+            # again before the nack arrives) is not this nack's to return, and is taken in as new.
+            message = Settle(SettleKind.NACK, ack_id, attempt=newer.delivery_count if newer is not None else attempt)
         self._to_dispatcher(message)
         if newer is not None and message.kind is SettleKind.DROP:
             # Dropped by the user, but the queue had already given the message back to us (its lease

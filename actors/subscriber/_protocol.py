@@ -40,6 +40,9 @@ class Settle:
     kind: SettleKind
     ack_id: str
     seconds: float = 0.0
+    attempt: int = 0
+    """For a nack: the ``delivery_count`` of the delivery it is for (the newest one held here), set by
+    the manager; 0 means not known, and the broker then nacks whatever delivery is current."""
 
 
 @final

@@ -299,6 +299,7 @@ OPERATION = st.one_of(
     _TAKE,
     st.tuples(st.just("subscribe"), st.integers(0, 2), st.booleans()),
     st.tuples(st.just("give_back"), st.integers(0, 3), st.integers(1, 3), st.sampled_from([0.0, 0.3])),
+    st.tuples(st.just("nack"), st.integers(0, 3), st.integers(1, 3), st.booleans(), st.integers(0, 1)),
     st.tuples(st.just("extend"), st.integers(0, 3), st.floats(0.1, 3.0)),
     st.tuples(st.just("interest"), st.integers(0, 3), st.booleans()),
     st.tuples(st.just("unsubscribe"), st.integers(0, 3)),
@@ -350,7 +351,14 @@ def test_replaying_the_journal_rebuilds_exactly_the_same_entry_list(operations: 
             case ("ack", _, count) if cid is not None:
                 core.ack(cid, held[:count])
             case ("give_back", _, count, delay) if cid is not None:
-                core.give_back(cid, held[:count], now, delay)
+                core.give_back(cid, held[:count], now, delay)  # as a journal from before Nack.attempts has it
+            case ("nack", _, count, with_delays, stale) if cid is not None:
+                # A nack naming its deliveries: each tag's current one, or (stale) the one before it.
+                attempts = tuple(max(1, core._cursors[cid].held[tag].delivery_count - stale) for tag in held[:count])
+                if with_delays:
+                    core.give_back_with(cid, held[:count], now, dict.fromkeys(held[:count], 0.2), attempts)
+                else:
+                    core.give_back(cid, held[:count], now, 0.0, attempts)
             case ("extend", _, seconds) if cid is not None:
                 core.extend(cid, held, now + seconds)
             case ("interest", _, wanted) if cid is not None:

@@ -7,7 +7,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from conveyor.actors.broker._entries import EntryList, EntryState, priority_level
+from conveyor.actors.broker._entries import EntryList, EntryState, Returned, priority_level
 from conveyor.actors.broker._model import Message
 from conveyor.actors.broker._selectors import HeaderEquals, MatchAll
 
@@ -285,6 +285,32 @@ class EntryListMachine(RuleBasedStateMachine):
         self.entries.give_back(consumer, tags, self.now, 0.0)
         self._return(tags)
 
+    @precondition(lambda self: self.consumers)
+    @rule(data=st.data(), with_delays=st.booleans())
+    def nack_naming_attempts(self, data: st.DataObject, with_delays: bool) -> None:
+        """A nack naming each tag's delivery: a stale attempt (any but the current) changes nothing."""
+        consumer = data.draw(st.sampled_from(sorted(self.consumers)))
+        held = self._held(consumer)
+        tags = data.draw(st.lists(st.sampled_from(held), unique=True)) if held else []
+        attempts = [
+            data.draw(st.one_of(st.just(int(self.model[seq][3])), st.integers(1, self.LIMIT + 1)))  # type: ignore[call-overload]
+            for seq in tags
+        ]
+        current = [seq for seq, attempt in zip(tags, attempts, strict=True) if self.model[seq][3] == attempt]
+        stale = {seq: self._state_of(seq) for seq in tags if seq not in current}
+        if with_delays:
+            returned = self.entries.give_back_with(consumer, tags, self.now, {}, tuple(attempts))
+        else:
+            returned = self.entries.give_back(consumer, tags, self.now, 0.0, tuple(attempts))
+        assert sorted(e.seq for e in returned.available + returned.dead_lettered) == sorted(current)
+        assert {seq: self._state_of(seq) for seq in stale} == stale, "a stale nack changed its entry"
+        self._return(current)
+
+    def _state_of(self, seq: int) -> tuple[object, ...]:
+        entry = self.entries.get(seq)
+        assert entry is not None
+        return entry.state, entry.consumer, entry.delivery_count, entry.deadline, entry.lease, entry.position
+
     @rule()
     def leases_lapse(self) -> None:
         self.now += 10
@@ -346,3 +372,16 @@ def test_next_wakeup_skips_leases_already_settled() -> None:
     assert entries.next_wakeup() == 9.0
     entries.ack(1, (second.seq,))
     assert entries.next_wakeup() is None
+
+
+def test_a_nack_for_an_older_delivery_leaves_the_redelivery_leased() -> None:
+    entries = fresh()
+    entries.publish(msg(0), 0.0)
+    (first,), _, _ = entries.take(1, 0.0, 1, 10**6, 10.0)
+    assert entries.expire_leases(10.0).available == (first,)  # the lease lapsed: delivery 1 is over
+    (again,), _, _ = entries.take(1, 10.0, 1, 10**6, 20.0)  # the same consumer, the same tag
+    assert again is first and again.delivery_count == 2
+    assert entries.give_back(1, (first.seq,), 10.5, 0.0, (1,)) == Returned(), "the nack of delivery 1 is stale"
+    assert (again.state, again.consumer, again.deadline) == (EntryState.ACQUIRED, 1, 20.0)
+    assert entries.give_back(1, (first.seq,), 10.5, 0.0, (2,)).available == (again,)
+    assert again.state is EntryState.AVAILABLE

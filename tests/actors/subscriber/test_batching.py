@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conveyor.actors.broker import Nack
 from conveyor.actors.subscriber._batching import (
     AckRequest,
     BatchedRequest,
@@ -17,6 +18,7 @@ from conveyor.actors.subscriber._batching import (
     NackRequest,
     RequestBatcher,
 )
+from conveyor.actors.subscriber._components import broker_requests
 
 # ---------------------------------------------------------------------- settings and requests
 
@@ -337,3 +339,27 @@ def test_add_alone_never_flushes_more_than_max_batch_ids(max_batch: int, request
         assert rest.size < max_batch
         seen.extend(_ids_of(rest))
     assert set(seen) == {r.ack_id for r in requests}
+
+
+# ---------------------------------------------------------------------- nacks naming their delivery
+
+
+def test_a_nack_keeps_the_delivery_it_is_for_and_a_later_nack_of_the_id_supersedes_it() -> None:
+    batcher = RequestBatcher(max_batch=10)
+    batcher.add(NackRequest("1:1", 2), 0.0)
+    batcher.add(NackRequest("1:2"), 0.0)  # no attempt known: 0
+    batcher.add(NackRequest("1:1", 3), 0.0)  # delivered again and nacked again before the batch left
+    assert batcher.flush() == Flush(nacks=("1:2", "1:1"), nack_attempts=(0, 3))
+    batcher.add(NackRequest("1:3"), 0.0)
+    assert batcher.flush() == Flush(nacks=("1:3",)), "no attempt named: none carried"
+
+
+def test_broker_nacks_name_their_deliveries_per_consumer_unless_one_is_not_known() -> None:
+    flush = Flush(nacks=("1:5", "2:6", "1:7", "2:8"), nack_attempts=(2, 0, 1, 4))
+    assert broker_requests(flush) == [Nack(1, (5, 7), attempts=(2, 1)), Nack(2, (6, 8))]
+    assert broker_requests(Flush(nacks=("1:5",))) == [Nack(1, (5,))]
+
+
+def test_a_nack_attempt_must_be_a_delivery_count_or_zero() -> None:
+    with pytest.raises(ValueError, match=r"NackRequest\.attempt must be an int >= 0 \(a delivery_count; 0: not"):
+        NackRequest("1:1", -1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from conveyor.actors.broker import Ack, AckResult, Delivery, Message, ModifyAckDeadline
+from conveyor.actors.broker import Ack, AckResult, Delivery, Message, ModifyAckDeadline, Nack
 from conveyor.actors.subscriber import OrderedKeyHandler, StreamingPullManager, SubscriberMessage, WorkerPool
 from conveyor.actors.subscriber._protocol import (
     CallbackEnded,
@@ -165,7 +165,7 @@ def test_the_pool_drops_lapsed_messages_that_have_not_started() -> None:
 class _Subscription:
     """A real manager and components whose broker consumer is a recording stand-in, fed by hand."""
 
-    def __init__(self, callback_s: float = 0.02) -> None:
+    def __init__(self, callback_s: float = 0.02, nack: bool = False) -> None:
         self.sim = Simulation(seed=2, job_duration=uniform_job_duration(callback_s, callback_s))
         self.log: Log = []
         self.calls: list[tuple[str, int]] = []
@@ -179,7 +179,10 @@ class _Subscription:
 
         def callback(message: SubscriberMessage) -> None:
             self.calls.append((message.ack_id, message.delivery_attempt))
-            message.ack()
+            if nack:
+                message.nack()
+            else:
+                message.ack()
 
         queue = self.sim.spawn(lambda: Recorder(log, "queue"), name="queue")  # only the consumer would use it
         self.manager = self.sim.spawn(lambda: Manager(queue, callback), name="sub")
@@ -226,3 +229,32 @@ def test_a_message_delivered_again_while_still_held_renews_its_lease_and_runs_on
     sub.sim.run(until=sub.sim.now() + 10.0)
     assert sub.calls == [("1:4", 1)]
     assert sub.acks() == [Ack(1, (4,), confirm=True)], "the one run's ack settles the second delivery too"
+
+
+def _nacks(sub: _Subscription) -> list[Nack]:
+    return [m for who, m in sub.log if who == "consumer" and type(m) is Nack]
+
+
+def test_a_nack_names_the_delivery_it_is_for() -> None:
+    sub = _Subscription(nack=True)
+    sub.tell(_delivery(5, count=3))
+    assert _nacks(sub) == [Nack(1, (5,), attempts=(3,))], "the queue ignores it if it has delivered 5 again since"
+
+
+def test_the_nack_of_a_copy_held_while_delivered_again_names_the_newest_delivery() -> None:
+    sub = _Subscription(callback_s=5.0, nack=True)
+    sub.tell(_delivery(6))
+    sub.tell(_delivery(6, count=2))  # its lease lapsed while the callback runs: the copy here settles this one
+    sub.sim.run(until=sub.sim.now() + 10.0)
+    assert sub.calls == [("1:6", 1)]
+    assert _nacks(sub) == [Nack(1, (6,), attempts=(2,))]
+
+
+def test_a_message_delivered_again_after_its_nack_went_runs_again() -> None:
+    """The queue made this delivery after it took the nack, or before (then the nack, naming the older
+    delivery, left it leased to us): either way it is ours to run."""
+    sub = _Subscription(nack=True)
+    sub.tell(_delivery(7))
+    sub.tell(_delivery(7, count=2))
+    assert sub.calls == [("1:7", 1), ("1:7", 2)]
+    assert _nacks(sub) == [Nack(1, (7,), attempts=(1,)), Nack(1, (7,), attempts=(2,))]

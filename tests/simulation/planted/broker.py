@@ -63,8 +63,10 @@ class TailRelease(EntryList):
         super().__init__(priorities, max_deliveries)
         self._levels = [_TailLevel() for _ in range(priorities)]
 
-    def give_back(self, consumer_id: int, tags: Iterable[int], now: float, delay_s: float) -> Returned:
-        returned = super().give_back(consumer_id, tags, now, delay_s)
+    def give_back(
+        self, consumer_id: int, tags: Iterable[int], now: float, delay_s: float, attempts: tuple[int, ...] = ()
+    ) -> Returned:
+        returned = super().give_back(consumer_id, tags, now, delay_s, attempts)
         for entry in returned.available:
             self._to_tail(entry)
         return returned
