@@ -22,6 +22,7 @@ import pytest
 from conveyor.runtime import EventKind
 from conveyor.simulation.checkers import lease_validity, no_loss
 from conveyor.simulation.scenarios import ScenarioRun, SubscriberScenario, run_scenario
+from tests.simulation._sweeps import failing_seeds
 
 FOUND = (
     ("flow-control", 5003, "delay", "no_loss"),
@@ -80,21 +81,11 @@ def test_the_same_traces_fail_without_their_faults(name: str, seed: int, faults:
 @pytest.mark.parametrize("faults", ["delay", "crash,delay"])
 @pytest.mark.parametrize("name", ["leases", "ordering-keys"])
 def test_a_short_sweep_under_delay_is_green(name: str, faults: str) -> None:
-    failures = [
-        (seed, run.report.violations[:1])
-        for seed in range(5000, 5040)
-        if not (run := run_scenario(name, seed, faults=faults)).report.ok
-    ]
-    assert failures == []
+    assert failing_seeds(name, range(5000, 5040), faults) == []
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("faults", ["delay", "crash,delay"])
 @pytest.mark.parametrize("name", ["leases", "ordering-keys", "flow-control", "subscriber-crash", "paused-process"])
 def test_300_seeds_under_delay_are_green(name: str, faults: str) -> None:
-    failures = [
-        (seed, run.report.violations[:1])
-        for seed in range(5000, 5300)
-        if not (run := run_scenario(name, seed, faults=faults)).report.ok
-    ]
-    assert failures == []
+    assert failing_seeds(name, range(5000, 5300), faults) == []

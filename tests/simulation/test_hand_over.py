@@ -18,6 +18,7 @@ import pytest
 from conveyor.actors.broker import QueueActor, QueueConfig
 from conveyor.runtime import EventKind
 from conveyor.simulation.scenarios import ScenarioRun, Variant, run_scenario
+from tests.simulation._sweeps import failing_seeds
 
 FOUND = (
     ("selectors", 57, "pause"),
@@ -106,21 +107,11 @@ def test_a_run_without_faults_never_passes_work_on() -> None:
 
 @pytest.mark.parametrize("name", ["selectors", "priorities"])
 def test_a_short_sweep_under_pause_is_green(name: str) -> None:
-    failures = [
-        (seed, run.report.violations[:1])
-        for seed in range(40)
-        if not (run := run_scenario(name, seed, faults="pause")).report.ok
-    ]
-    assert failures == []
+    assert failing_seeds(name, range(40), "pause") == []
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("faults", ["pause", "queue-crash,pause"])
 @pytest.mark.parametrize("name", ["selectors", "priorities"])
 def test_300_seeds_under_pause_are_green(name: str, faults: str) -> None:
-    failures = [
-        (seed, run.report.violations[:1])
-        for seed in range(300)
-        if not (run := run_scenario(name, seed, faults=faults)).report.ok
-    ]
-    assert failures == []
+    assert failing_seeds(name, range(300), faults) == []
