@@ -1,5 +1,7 @@
 """A ``google.pubsub.v1`` gRPC front on the broker's actors: conveyor as an embeddable Pub/Sub emulator."""
 
+from ._ackid import AckId as AckId
+from ._ackid import AckIdCodec as AckIdCodec
 from ._filter import Filter as Filter
 from ._filter import FilterError as FilterError
 from ._filter import parse_filter as parse_filter
@@ -16,6 +18,8 @@ from ._transport import PubSubTransport as PubSubTransport
 from ._transport import subscribe_remote as subscribe_remote
 
 __all__ = [
+    "AckId",
+    "AckIdCodec",
     "Binding",
     "Filter",
     "FilterError",

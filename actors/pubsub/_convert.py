@@ -15,10 +15,10 @@ from typing import Any, Final
 from google.protobuf import duration_pb2
 from google.pubsub_v1 import types
 
+from ._ackid import looks_like_ack_id
 from ._filter import FilterError, parse_filter
 from ._model import (
     DEFAULT_RETENTION_S,
-    AckId,
     Batch,
     DeadLetterSettings,
     PubMessage,
@@ -312,25 +312,19 @@ def pub_messages(messages: Any, publish_time_ns: int) -> tuple[PubMessage, ...]:
     return tuple(result)
 
 
-def ack_ids(values: Iterable[str], field: str = "ack_ids") -> tuple[AckId, ...]:
-    """Parsed ack ids; one this server never issued is refused, naming its index."""
-    parsed = []
-    for index, text in enumerate(values):
-        ack_id = parse_ack_id(text)
-        if ack_id is None:
+def ack_ids(values: Iterable[str], field: str = "ack_ids") -> tuple[str, ...]:
+    """The ack ids of a request; one without an ack id's shape is refused, naming its index.
+
+    Only the shape is checked here: the subscription verifies each id's seal, and one it did not
+    issue settles nothing (reported only on an exactly-once subscription).
+    """
+    checked = tuple(values)
+    for index, text in enumerate(checked):
+        if not looks_like_ack_id(text):
             raise _bad(f"{field}[{index}]", f"{text[:80]!r} is not an ack id this server issued")
-        parsed.append(ack_id)
-    if not parsed:
+    if not checked:
         raise _bad(field, "at least one ack id is required")
-    return tuple(parsed)
-
-
-def parse_ack_id(text: str) -> AckId | None:
-    """``binding-epoch-tag-message_id`` parsed, or None if this server cannot have issued ``text``."""
-    parts = text.split("-", 3)
-    if len(parts) == 4 and parts[0].isdecimal() and parts[1].isdecimal() and parts[2].isdecimal() and parts[3]:
-        return AckId(int(parts[0]), int(parts[1]), int(parts[2]), parts[3])
-    return None
+    return checked
 
 
 def _fill(target: Any, ack_id: str, message: PubMessage, attempt: int) -> None:

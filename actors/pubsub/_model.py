@@ -235,31 +235,17 @@ class SettleKind(enum.Enum):
 
 @final
 @attrs.frozen
-class AckId:
-    """A parsed ack id: ``binding``-``epoch``-``tag``-``message_id``."""
-
-    binding: int
-    epoch: int
-    tag: int
-    message_id: str
-
-    def text(self) -> str:
-        """The ack id as sent to clients."""
-        return f"{self.binding}-{self.epoch}-{self.tag}-{self.message_id}"
-
-
-@final
-@attrs.frozen
 class Settle:
     """Acknowledge or modify deadlines of ``ack_ids`` on ``subscription``.
 
     Answered with ``SettleOutcome``: with exactly-once delivery the invalid ack ids are listed
-    once the queue has confirmed; otherwise at once, listing nothing.
+    once the queue has confirmed; otherwise at once, listing nothing. The subscription verifies
+    each id's seal (``AckIdCodec``): an id it did not issue settles nothing.
     """
 
     subscription: str
     kind: SettleKind
-    ack_ids: tuple[AckId, ...]
+    ack_ids: tuple[str, ...]
     seconds: int = 0
 
 

@@ -55,11 +55,16 @@ class UseConfig:
 @final
 @attrs.frozen
 class SettleTags:
-    """Subscription -> binding: settle ``tags`` of ``epoch``; with ``confirm_id`` answer ``Confirmed``."""
+    """Subscription -> binding: settle the deliveries ``tags`` / ``attempts`` (parallel) of ``generation``.
+
+    With ``confirm_id`` the binding answers ``Confirmed``. A tag whose current delivery is not the
+    attempt named (a later one came under the same tag) is not touched.
+    """
 
     kind: SettleKind
-    epoch: int
+    generation: int
     tags: tuple[int, ...]
+    attempts: tuple[int, ...]
     seconds: int
     confirm_id: int | None
 
@@ -77,9 +82,10 @@ class Confirmed:
 @final
 @attrs.frozen
 class Rebind:
-    """Subscription -> binding: consume from ``queue`` (a new generation after a Seek)."""
+    """Subscription -> binding: consume from ``queue``, the subscription's ``generation`` after a Seek."""
 
     queue: ActorRef
+    generation: int
     queue_deadline_s: int
     exactly_once: bool
     ordering: bool

@@ -17,6 +17,7 @@ import attrs
 
 from conveyor.runtime import Actor, ActorRef
 
+from ._ackid import KEY_BYTES, AckIdCodec
 from ._filter import Everything, Filter
 from ._model import (
     CreateSubscription,
@@ -157,12 +158,25 @@ def _page(names: list[str], page_size: int, after: str) -> tuple[list[str], str]
 
 @final
 class PubSubRegistry(Actor):
-    """Topics and subscriptions by name; routes every request to the actor that serves it."""
+    """Topics and subscriptions by name; routes every request to the actor that serves it.
 
-    def __init__(self) -> None:
+    Args:
+        ack_key: the key that seals every ack id its subscriptions issue (``AckIdCodec``): give
+            one drawn from the operating system's secure source per server start
+            (``PubSubServer`` does); None draws it from ``ctx.random`` (seeded, so replayable, in
+            the simulator; not secret).
+    """
+
+    def __init__(self, ack_key: bytes | None = None) -> None:
         self.topics: dict[str, tuple[TopicConfig, ActorRef]] = {}
         self.subscriptions: dict[str, tuple[SubscriptionConfig, ActorRef]] = {}
         self.spawned = 0
+        self.codec = AckIdCodec(ack_key) if ack_key is not None else None
+
+    def on_start(self) -> None:
+        """Draw the ack-id key if none was given."""
+        if self.codec is None:
+            self.codec = AckIdCodec(self.ctx.random.randbytes(KEY_BYTES))
 
     def receive(self, message: Any) -> None:
         """Answer admin calls; forward data-path calls in an ``Envelope``."""
@@ -292,8 +306,11 @@ class PubSubRegistry(Actor):
             self.ctx.reply(Failed("NOT_FOUND", f"dead_letter_policy.dead_letter_topic not found: "
                                                f"{config.dead_letter.topic}"))
             return
-        me = self.ctx.self_ref
-        ref = self.ctx.spawn(lambda: SubscriptionActor(config, me), name=self._child_name("subscription"))
+        me, codec = self.ctx.self_ref, self.codec
+        assert codec is not None
+        name = self._child_name("subscription")
+        number = self.spawned  # never reused: an ack id of a deleted subscription names another number
+        ref = self.ctx.spawn(lambda: SubscriptionActor(config, me, number, codec), name=name)
         self.subscriptions[config.name] = (config, ref)
         self.ctx.send(topic[1], AttachSubscription(config.name, ref, config.filter))
         self.ctx.reply(config)

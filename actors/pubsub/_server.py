@@ -15,6 +15,7 @@ left to starve the acks.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,8 +32,8 @@ from grpc_status import rpc_status
 from conveyor.runtime import ActorDeadError, ActorRef, AskTimeout, ThreadSystem
 
 from . import _convert as convert
+from ._ackid import KEY_BYTES, looks_like_ack_id
 from ._model import (
-    AckId,
     Batch,
     Confirmations,
     CreateSubscription,
@@ -126,7 +127,8 @@ class PubSubServer:
         self.max_streams = max_streams
         self.clock = clock
         self.system = ThreadSystem(job_workers=2)
-        self.registry: ActorRef = self.system.spawn(PubSubRegistry, name="pubsub")
+        ack_key = secrets.token_bytes(KEY_BYTES)  # seals ack ids: nobody outside this process can make one
+        self.registry: ActorRef = self.system.spawn(lambda: PubSubRegistry(ack_key), name="pubsub")
         self._server: grpc.Server | None = None
         self._streams: dict[int, ActorRef] = {}  # open streams; dict operations are atomic in CPython
         self._stream_ids = iter(range(1, 1 << 62))
@@ -367,7 +369,7 @@ class PubSubServer:
         failed = set(outcome.invalid)
         metadata = dict.fromkeys(failed, "PERMANENT_FAILURE_INVALID_ACK_ID")
         for ack_id in request.ack_ids:
-            metadata.setdefault(ack_id.text(), "TRANSIENT_FAILURE_CONFIRM_AGAIN")
+            metadata.setdefault(ack_id, "TRANSIENT_FAILURE_CONFIRM_AGAIN")
         info = error_details_pb2.ErrorInfo(reason="EXACTLY_ONCE_ACKID_FAILURE", domain="pubsub.googleapis.com",
                                            metadata=metadata)
         detail = any_pb2.Any()
@@ -483,21 +485,11 @@ class PubSubServer:
 
     def _settle_ids(self, name: str, kind: SettleKind, texts: Any, seconds: int) -> tuple[_Ids, _Ids]:
         """Settle the ack ids of one stream request: (those that took, those that did not), in request order."""
-        parsed: dict[str, AckId] = {}  # as the actors write it -> parsed
-        original: dict[str, str] = {}  # as the actors write it -> as the client sent it
-        invalid: set[str] = set()
-        for text in texts:
-            ack_id = convert.parse_ack_id(text)
-            if ack_id is None:
-                invalid.add(text)
-            else:
-                parsed[ack_id.text()] = ack_id
-                original[ack_id.text()] = text
-        if parsed:
-            outcome = self.system.ask(self.registry, Settle(name, kind, tuple(parsed.values()), seconds),
-                                      timeout=_ASK_S)
-            refused = outcome.invalid if isinstance(outcome, SettleOutcome) else tuple(parsed)  # Failed: gone
-            invalid.update(original.get(text, text) for text in refused)
+        shaped = tuple(text for text in texts if looks_like_ack_id(text))
+        invalid = {text for text in texts if not looks_like_ack_id(text)} if len(shaped) < len(texts) else set()
+        if shaped:
+            outcome = self.system.ask(self.registry, Settle(name, kind, shaped, seconds), timeout=_ASK_S)
+            invalid.update(outcome.invalid if isinstance(outcome, SettleOutcome) else shaped)  # Failed: gone
         done = tuple(text for text in texts if text not in invalid)
         return done, tuple(text for text in texts if text in invalid)
 

@@ -36,6 +36,7 @@ from conveyor.actors.broker import (
     Delivery,
     Message,
     ModifyAckDeadline,
+    Nack,
     Publish,
     PublishBatch,
     QueueActor,
@@ -46,6 +47,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.runtime import Actor, ActorRef, Terminated, TimerHandle
 
+from ._ackid import AckId, AckIdCodec
 from ._model import (
     ORDERING_KEY,
     PUBLISH_TIME,
@@ -148,7 +150,9 @@ class Binding(Actor):
     """One StreamingPull (``pull`` None) or one Pull, consuming from the subscription's queue.
 
     Args:
-        number: the binding's number, the first part of its ack ids.
+        number: the binding's number, named by its ack ids.
+        ack_ids: the subscription's ack-id codec, and its incarnation and queue generation, which
+            every ack id it issues names (``AckId``).
         queue: the queue to consume from.
         subscription: the owning ``SubscriptionActor`` (gets ``Confirmed``).
         settings: the consumer's credit (the stream's flow control).
@@ -162,6 +166,7 @@ class Binding(Actor):
     def __init__(
         self,
         number: int,
+        ack_ids: tuple[AckIdCodec, int, int],
         queue: ActorRef,
         subscription: ActorRef,
         settings: ConsumerSettings,
@@ -173,6 +178,7 @@ class Binding(Actor):
         reply_to: ActorRef | None = None,
     ) -> None:
         self.number = number
+        self.codec, self.subscription_id, self.generation = ack_ids
         self.queue = queue
         self.subscription = subscription
         self.settings = settings
@@ -182,12 +188,12 @@ class Binding(Actor):
         self.ordering = ordering
         self.pull = pull
         self.reply_to = reply_to
-        self.epoch = 0
         self.consumer: ActorRef | None = None
         self.buffer: list[Delivery] = []
-        self.outstanding: dict[int, None] = {}
-        self.acked: set[int] = set()  # exactly-once: a repeated ack of an acked tag succeeds
-        self.confirms: deque[tuple[int, tuple[int, ...]]] = deque()  # (confirm id, tags already refused)
+        self.outstanding: dict[int, int] = {}  # tag -> the attempt (delivery count) handed out under it
+        self.acked: set[tuple[int, int]] = set()  # exactly-once: a repeated ack of an acked delivery succeeds
+        # (confirm id, tags already refused, tag -> attempt of each ack sent), per confirmed Ack out
+        self.confirms: deque[tuple[int, tuple[int, ...], dict[int, int]]] = deque()
         self.confirmations: Confirmations | None = None  # for the stream's next response
         self.waiter: ActorRef | None = None
         self.waiter_serial = 0
@@ -208,7 +214,8 @@ class Binding(Actor):
 
     def _spawn_consumer(self) -> None:
         queue, me, settings = self.queue, self.ctx.self_ref, self.settings
-        self.consumer = self.ctx.spawn(lambda: ConsumerActor(queue, me, settings), name=f"consumer-{self.epoch}")
+        self.consumer = self.ctx.spawn(lambda: ConsumerActor(queue, me, settings),
+                                       name=f"consumer-{self.generation}")
 
     def receive(self, message: Any) -> None:
         """Deliveries in, batches out, settlements through, confirmations back."""
@@ -232,8 +239,8 @@ class Binding(Actor):
                 self.queue_deadline_s = queue_deadline_s
                 self.exactly_once = exactly_once
             case AckResult(acked=acked, invalid=invalid):
-                confirm_id, refused = self.confirms.popleft()
-                self.acked.update(acked)
+                confirm_id, refused, attempts = self.confirms.popleft()
+                self.acked.update((tag, attempts[tag]) for tag in acked)
                 self.ctx.send(self.subscription, Confirmed(confirm_id, self.number, refused + invalid))
                 self._maybe_stop()
             case Detach():
@@ -253,7 +260,7 @@ class Binding(Actor):
             if self.consumer is not None:
                 self.ctx.send(self.consumer, Release(0, (delivery.tag,)))
             return
-        self.outstanding[delivery.tag] = None
+        self.outstanding[delivery.tag] = delivery.delivery_count
         self.latest_deadline = max(self.latest_deadline, self.ctx.now() + self.ack_deadline_s)
         self.buffer.append(delivery)
         if self.waiter is not None and not self.flush_pending:
@@ -292,9 +299,11 @@ class Binding(Actor):
             self.ctx.cancel(self.wait_timer)
             self.wait_timer = None
         deliveries, self.buffer = self.buffer, []
-        prefix = f"{self.number}-{self.epoch}-"
+        issue, subscription, generation, number = self.codec.issue, self.subscription_id, self.generation, self.number
         received = tuple(
-            (f"{prefix}{d.tag}-{d.message.message_id}", from_broker(d.message), d.delivery_count) for d in deliveries
+            (issue(AckId(subscription, generation, number, d.tag, d.delivery_count, d.message.message_id)),
+             from_broker(d.message), d.delivery_count)
+            for d in deliveries
         )
         if deliveries and self.ack_deadline_s != self.queue_deadline_s and self.consumer is not None:
             tags = tuple(d.tag for d in deliveries)
@@ -305,34 +314,39 @@ class Binding(Actor):
             self._detach("pull answered")
 
     def _settle(self, request: SettleTags) -> None:
+        """Settle the deliveries named: a tag whose current delivery is another attempt is left alone."""
         consumer = self.consumer
-        if request.epoch != self.epoch or consumer is None:
+        if request.generation != self.generation or consumer is None:
             if request.confirm_id is not None:
                 self.ctx.send(self.subscription, Confirmed(request.confirm_id, self.number, request.tags))
             return
-        held = tuple(tag for tag in request.tags if tag in self.outstanding)
+        outstanding = self.outstanding
+        named = tuple(dict.fromkeys(zip(request.tags, request.attempts, strict=True)))  # an id sent twice: once
+        held = tuple(tag for tag, attempt in named if outstanding.get(tag) == attempt)
         if request.kind is SettleKind.ACK:
             for tag in held:
-                del self.outstanding[tag]
+                del outstanding[tag]
             if request.confirm_id is None:
                 if held:
                     self.ctx.send(consumer, Ack(0, held))
             else:
-                refused = tuple(t for t in request.tags if t not in self.outstanding and t not in held
-                                and t not in self.acked)
+                taken = set(held)
+                refused = tuple(tag for tag, attempt in named if tag not in taken and (tag, attempt) not in self.acked)
                 if held:
-                    self.confirms.append((request.confirm_id, refused))
+                    self.confirms.append((request.confirm_id, refused, {tag: a for tag, a in named if tag in taken}))
                     self.ctx.send(consumer, Ack(0, held, confirm=True))
                 else:
                     self.ctx.send(self.subscription, Confirmed(request.confirm_id, self.number, refused))
         elif held:
             seconds = request.seconds
             if seconds == 0:
-                for tag in held:
-                    del self.outstanding[tag]
+                attempts = tuple(outstanding.pop(tag) for tag in held)
+                # A nack names its delivery: if the queue gave the message out again under this tag
+                # meanwhile, the nack (on its way) leaves that later delivery alone.
+                self.ctx.send(consumer, Nack(0, held, None, attempts))
             else:
                 self.latest_deadline = max(self.latest_deadline, self.ctx.now() + seconds)
-            self.ctx.send(consumer, ModifyAckDeadline(0, held, float(seconds)))
+                self.ctx.send(consumer, ModifyAckDeadline(0, held, float(seconds)))
         self._maybe_stop()
 
     def _detach(self, reason: str) -> None:
@@ -363,12 +377,12 @@ class Binding(Actor):
             self.check = self.ctx.schedule(self.latest_deadline - now + 0.01, _Check())
 
     def _rebind(self, request: Rebind) -> None:
-        for confirm_id, refused in self.confirms:
+        for confirm_id, refused, _ in self.confirms:
             self.ctx.send(self.subscription, Confirmed(confirm_id, self.number, refused))
         self.confirms.clear()
         if self.consumer is not None:
             self.ctx.stop(self.consumer)
-        self.epoch += 1
+        self.generation = request.generation
         self.queue = request.queue
         self.queue_deadline_s = request.queue_deadline_s
         self.exactly_once = request.exactly_once
@@ -421,11 +435,21 @@ class _SubscriptionQueue(QueueActor):
 
 @final
 class SubscriptionActor(Actor):
-    """One subscription: its queue (a child, rebuilt by Seek), its log, its bindings."""
+    """One subscription: its queue (a child, rebuilt by Seek), its log, its bindings.
 
-    def __init__(self, config: SubscriptionConfig, registry: ActorRef) -> None:
+    Args:
+        config: its settings.
+        registry: where dead letters are published.
+        number: its incarnation number, named by every ack id it issues (the registry never reuses one).
+        codec: seals and verifies ack ids; an id that does not verify as this subscription's, for
+            its current queue generation, settles nothing.
+    """
+
+    def __init__(self, config: SubscriptionConfig, registry: ActorRef, number: int, codec: AckIdCodec) -> None:
         self.config = config
         self.registry = registry
+        self.number = number
+        self.codec = codec
         self.generation = 0
         self.queue: ActorRef | None = None
         self.log: OrderedDict[str, PubMessage] = OrderedDict()
@@ -563,9 +587,10 @@ class SubscriptionActor(Actor):
         number = self.next_binding
         queue, me, config = self.queue, self.ctx.self_ref, self.config
         assert queue is not None
+        ack_ids = (self.codec, self.number, self.generation)
         ref = self.ctx.spawn(
-            lambda: Binding(number, queue, me, settings, deadline, config.ack_deadline_s, config.exactly_once,
-                            config.enable_message_ordering, pull, reply_to),
+            lambda: Binding(number, ack_ids, queue, me, settings, deadline, config.ack_deadline_s,
+                            config.exactly_once, config.enable_message_ordering, pull, reply_to),
             name=f"binding-{number}",
         )
         self.bindings[number] = ref
@@ -574,36 +599,48 @@ class SubscriptionActor(Actor):
         return ref
 
     def _settle(self, request: Settle, reply_to: ActorRef | None) -> None:
-        confirm = self.config.exactly_once and request.kind is SettleKind.ACK
-        groups: dict[tuple[int, int], list[int]] = {}
+        """Route each ack id to its binding, once its seal shows this subscription issued it.
+
+        An id that does not verify (forged, of another subscription or of a deleted one, of an
+        earlier queue generation, or of a binding that is gone) settles nothing and leaves the
+        Seek log alone; only an exactly-once subscription reports it, as Pub/Sub does.
+        """
+        config = self.config
+        confirm = config.exactly_once and request.kind is SettleKind.ACK
+        groups: dict[int, list[AckId]] = {}
         invalid: list[str] = []
         texts: dict[tuple[int, int], str] = {}
-        for ack_id in request.ack_ids:
-            if ack_id.binding not in self.bindings:
-                invalid.append(ack_id.text())
+        read, number, generation, bindings = self.codec.read, self.number, self.generation, self.bindings
+        acking = request.kind is SettleKind.ACK
+        for text in request.ack_ids:
+            ack_id = read(text)
+            if (ack_id is None or ack_id.subscription != number or ack_id.generation != generation
+                    or ack_id.binding not in bindings):
+                invalid.append(text)
                 continue
-            groups.setdefault((ack_id.binding, ack_id.epoch), []).append(ack_id.tag)
-            texts[(ack_id.binding, ack_id.tag)] = ack_id.text()
-            if request.kind is SettleKind.ACK and not self.config.retain_acked_messages:
+            groups.setdefault(ack_id.binding, []).append(ack_id)
+            texts[(ack_id.binding, ack_id.tag)] = text
+            if acking and not config.retain_acked_messages:
                 self.log.pop(ack_id.message_id, None)
-            elif request.kind is SettleKind.ACK:
+            elif acking:
                 self.acked[ack_id.message_id] = None
-        if not confirm:
-            for (binding, epoch), tags in groups.items():
-                self.ctx.send(self.bindings[binding],
-                              SettleTags(request.kind, epoch, tuple(tags), request.seconds, None))
-            if reply_to is not None:
-                # Exactly-once: an ack id whose stream is gone for good is reported (Pub/Sub does).
-                self.ctx.send(reply_to, SettleOutcome(tuple(invalid) if self.config.exactly_once else ()))
-            return
-        self.next_confirm += 1
-        confirm_id = self.next_confirm
-        pending = _Pending(reply_to, {}, invalid, texts)
-        for (binding, epoch), tags in groups.items():
-            pending.waiting[binding] = pending.waiting.get(binding, ()) + tuple(tags)
-            self.ctx.send(self.bindings[binding], SettleTags(request.kind, epoch, tuple(tags), 0, confirm_id))
-        self.pending[confirm_id] = pending
-        self._finish_if_done(confirm_id)
+        confirm_id = None
+        if confirm:
+            self.next_confirm += 1
+            confirm_id = self.next_confirm
+            self.pending[confirm_id] = _Pending(reply_to, {}, invalid, texts)
+        for binding, ids in groups.items():
+            tags = tuple(ack_id.tag for ack_id in ids)
+            attempts = tuple(ack_id.attempt for ack_id in ids)
+            if confirm_id is not None:
+                self.pending[confirm_id].waiting[binding] = tags
+            self.ctx.send(bindings[binding], SettleTags(request.kind, generation, tags, attempts,
+                                                         0 if confirm else request.seconds, confirm_id))
+        if confirm_id is not None:
+            self._finish_if_done(confirm_id)
+        elif reply_to is not None:
+            # Exactly-once: an ack id that does not count is reported (Pub/Sub does); otherwise ignored.
+            self.ctx.send(reply_to, SettleOutcome(tuple(invalid) if config.exactly_once else ()))
 
     def _confirmed(self, message: Confirmed) -> None:
         pending = self.pending.get(message.confirm_id)
@@ -701,6 +738,7 @@ class SubscriptionActor(Actor):
                 kept.append(to_broker(message, config.enable_message_ordering, left_s))
         if kept:
             self.ctx.send(queue, PublishBatch(tuple(kept)))
-        rebind = Rebind(queue, config.ack_deadline_s, config.exactly_once, config.enable_message_ordering)
+        rebind = Rebind(queue, self.generation, config.ack_deadline_s, config.exactly_once,
+                        config.enable_message_ordering)
         for ref in self.bindings.values():
             self.ctx.send(ref, rebind)

@@ -77,7 +77,7 @@ CHANNEL_OPTIONS: Final = (
 @final
 @attrs.frozen
 class Received:
-    """Stream job -> consumer: one StreamingPullResponse's messages (ack id, message, attempt)."""
+    """Stream job -> consumer: one StreamingPullResponse's messages (ack id, message, attempt; 0 unknown)."""
 
     items: tuple[tuple[str, Message, int], ...]
 
@@ -250,7 +250,7 @@ def _received_item(received: Any) -> tuple[str, Message, int]:
         received.ack_id,
         Message(message.data, headers=tuple(attributes.items()) if attributes else (),
                 group=message.ordering_key or None, message_id=message.message_id),
-        received.delivery_attempt or 1,
+        received.delivery_attempt,  # 0 (unset) unless the subscription has a dead-letter policy
     )
 
 
@@ -268,6 +268,7 @@ class PubSubConsumer(Actor):
         self.deadline_s = deadline_s
         self.next_tag = 0
         self.ack_ids: dict[int, str] = {}  # tag -> the latest delivery's ack id, until settled here
+        self.attempts: dict[int, int] = {}  # tag -> the latest delivery's attempt, while the tag is kept
         self.tags: dict[str, int] = {}  # message id -> tag, until the server took its ack
         self.messages: dict[int, str] = {}  # tag -> message id
         self.released: dict[int, None] = {}  # tags given back and not delivered again, oldest first
@@ -320,7 +321,9 @@ class PubSubConsumer(Actor):
                 if ids:
                     self.modacks.setdefault(seconds, []).extend(ids)
                     self._gathered()
-        elif cls is Nack or cls is Release:
+        elif cls is Nack:
+            self._nack(message.tags, message.attempts)
+        elif cls is Release:
             self._nack(message.tags)
         elif cls is _Send:
             self.note_sent = False
@@ -338,11 +341,12 @@ class PubSubConsumer(Actor):
     def _received(self, items: tuple[tuple[str, Message, int], ...]) -> None:
         tags = self.tags
         ack_ids = self.ack_ids
+        attempts = self.attempts
         send = self.ctx.send
         client = self.client
         subscription = self.subscription
         deliveries: list[Delivery] = []
-        for ack_id, payload, attempt in items:
+        for ack_id, payload, server_attempt in items:
             # A redelivery keeps its message's tag: the subscriber's ordering-key fence waits for
             # exactly the tags it sent back, and tells a copy it still holds by its tag.
             tag = tags.get(payload.message_id)
@@ -353,6 +357,10 @@ class PubSubConsumer(Actor):
                 self.messages[tag] = payload.message_id
             elif self.released:
                 self.released.pop(tag, None)
+            # The server's count when it keeps one (a dead-letter policy), else this consumer's own,
+            # so that each delivery under a tag has its own attempt, which a nack names.
+            attempt = server_attempt or attempts.get(tag, 0) + 1
+            attempts[tag] = attempt
             ack_ids[tag] = ack_id
             deliveries.append(Delivery(subscription, tag, payload, attempt, None, _CONSUMER_ID))
         if self.batches and len(deliveries) > 1:
@@ -376,7 +384,12 @@ class PubSubConsumer(Actor):
             self.confirms.append(_Confirm(tags, taken))
         self._gathered()
 
-    def _nack(self, tags: tuple[int, ...]) -> None:
+    def _nack(self, tags: tuple[int, ...], attempts: tuple[int, ...] = ()) -> None:
+        if attempts:
+            # A nack names the delivery it is for: one for an earlier delivery than the latest
+            # received under its tag is stale, and sending the latest ack id would return the newer one.
+            current = self.attempts
+            tags = tuple(tag for tag, attempt in zip(tags, attempts, strict=True) if current.get(tag) == attempt)
         taken = self._take(tags)
         if not taken:
             return
@@ -393,6 +406,7 @@ class PubSubConsumer(Actor):
             oldest = next(iter(released))
             del released[oldest]
             self.tags.pop(self.messages.pop(oldest, ""), None)
+            self.attempts.pop(oldest, None)
 
     def _gathered(self) -> None:
         """Something was gathered: send it once the rest of the manager's batch has come too."""
@@ -428,6 +442,7 @@ class PubSubConsumer(Actor):
         for tag, ack_id in acked.items():
             if ack_id not in refused:
                 tags.pop(messages.pop(tag, ""), None)
+                self.attempts.pop(tag, None)
         if refused:
             self._release(tag for tag, ack_id in acked.items() if ack_id in refused)
         for confirm in confirms:

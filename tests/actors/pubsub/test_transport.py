@@ -116,6 +116,27 @@ def test_a_redelivered_message_keeps_its_tag_and_the_newest_ack_id_is_used(syste
     assert results(got) == [AckResult((1, 2), ())]
 
 
+def test_a_nack_names_its_delivery_and_a_stale_one_returns_nothing(system: ThreadSystem) -> None:
+    """Without a dead-letter policy the server sends no attempt (0): the consumer counts deliveries itself."""
+    transport = FakeTransport()
+    consumer, got = start(system, transport)
+    receive(transport, ("a1", "m1", 0))
+    receive(transport, ("a2", "m1", 0))  # the lease lapsed and the server sent it again
+    until(lambda: len(deliveries(got)) == 2)
+    assert deliveries(got) == [(1, "m1", 1), (1, "m1", 2)]
+    consumer.tell(Nack(1, (1,), attempts=(1,)))  # the manager's nack of the first delivery, late
+    consumer.tell(Ack(1, (1,), confirm=True))
+    until(lambda: bool(results(got)))
+    assert transport.sent == [Settlements(acks=("a2",))]  # nothing nacked the delivery the ack is for
+    assert results(got) == [AckResult((1,), ())]
+    receive(transport, ("b1", "m2", 3))  # with a dead-letter policy, the server's count
+    until(lambda: len(deliveries(got)) == 3)
+    assert deliveries(got)[-1] == (2, "m2", 3)
+    consumer.tell(Nack(1, (2,), attempts=(3,)))
+    until(lambda: len(transport.sent) == 2)
+    assert transport.sent[-1] == Settlements(modacks=((0, ("b1",)),))
+
+
 def test_one_settlement_job_at_a_time_and_the_rest_gathers_behind_it(system: ThreadSystem) -> None:
     transport = FakeTransport()
     consumer, got = start(system, transport)

@@ -1,0 +1,100 @@
+"""Ack ids: what one delivery's id names, sealed with a keyed hash so that nobody can forge or guess one.
+
+An ack id names the subscription (its incarnation: a subscription deleted and created again gets
+a new number), the subscription's queue generation (a Seek starts a new one), the binding that
+delivered it (one StreamingPull or Pull), the delivery (broker tag and attempt) and the message.
+A keyed BLAKE2b hash of those fields, under a key drawn when the server starts, seals them: an id
+of another subscription, of a deleted one, of an earlier server, or one made up by a client does
+not verify, and the actors ignore it (or report it invalid on an exactly-once subscription)
+before it can settle, nack or extend anything. This module is sans-IO: the key comes in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Final, final
+
+import attrs
+
+SEAL_BYTES: Final = 12
+"""Bytes of the keyed hash in an ack id: 96 bits, so a guess verifies with probability 2**-96."""
+KEY_BYTES: Final = 32
+"""Bytes of the key; BLAKE2b takes up to 64."""
+MAX_ACK_ID_CHARS: Final = 512
+"""No id this server issues is longer; longer text is refused before it is parsed."""
+_FIELDS: Final = 6  # five numbers, then the message id
+
+
+@final
+@attrs.frozen
+class AckId:
+    """The delivery an ack id names."""
+
+    subscription: int
+    """The subscription's incarnation number (the registry's, never reused while it runs)."""
+    generation: int
+    """The subscription's queue generation: a Seek rebuilds the queue, and older ids stop counting."""
+    binding: int
+    """The StreamingPull or Pull that was given the delivery."""
+    tag: int
+    """The broker's delivery tag (a redelivery to the same binding may keep it)."""
+    attempt: int
+    """The broker's delivery count: tells this delivery from a later one under the same tag."""
+    message_id: str
+
+
+def _check_key(_: object, attribute: attrs.Attribute[bytes], value: bytes) -> None:
+    if type(value) is not bytes or not 16 <= len(value) <= 64:
+        shown = f"{len(value)} bytes" if type(value) is bytes else type(value).__qualname__
+        msg = f"AckIdCodec.{attribute.name} must be bytes, 16 to 64 of them, got {shown}"
+        raise ValueError(msg)
+
+
+@final
+@attrs.frozen
+class AckIdCodec:
+    """Issues ack ids and reads them back, verifying the seal; one key per server start.
+
+    An id reads ``subscription-generation-binding-tag-attempt-message_id.seal``, the seal in hex.
+    """
+
+    key: bytes = attrs.field(validator=_check_key, repr=False)
+
+    def _seal(self, body: str) -> str:
+        return hashlib.blake2b(body.encode(), key=self.key, digest_size=SEAL_BYTES).hexdigest()
+
+    def issue(self, ack_id: AckId) -> str:
+        """The text of ``ack_id``, sealed."""
+        body = (f"{ack_id.subscription}-{ack_id.generation}-{ack_id.binding}-{ack_id.tag}-{ack_id.attempt}-"
+                f"{ack_id.message_id}")
+        return f"{body}.{self._seal(body)}"
+
+    def read(self, text: str) -> AckId | None:
+        """The delivery ``text`` names, or None if it is not an id this codec issued (malformed or forged)."""
+        split = _split(text)
+        if split is None:
+            return None
+        body, parts, seal = split
+        if not hmac.compare_digest(seal, self._seal(body)):
+            return None
+        subscription, generation, binding, tag, attempt = (int(part) for part in parts[:-1])
+        return AckId(subscription, generation, binding, tag, attempt, parts[-1])
+
+
+def _split(text: str) -> tuple[str, list[str], str] | None:
+    """(sealed body, its fields, seal) of a text with an ack id's shape, or None."""
+    if len(text) > MAX_ACK_ID_CHARS:
+        return None
+    body, dot, seal = text.rpartition(".")
+    if not dot or len(seal) != 2 * SEAL_BYTES:
+        return None
+    parts = body.split("-", _FIELDS - 1)
+    if len(parts) != _FIELDS or not all(part.isdecimal() for part in parts[:-1]):
+        return None
+    return body, parts, seal
+
+
+def looks_like_ack_id(text: str) -> bool:
+    """Whether ``text`` has an ack id's shape (the seal is not checked: only the key's holder can)."""
+    return _split(text) is not None
