@@ -44,6 +44,7 @@ from ._model import QueueClosed as QueueClosed
 from ._model import QueueConfig as QueueConfig
 from ._model import QueueRecovered as QueueRecovered
 from ._model import QueueStats as QueueStats
+from ._model import Reconfigure as Reconfigure
 from ._model import Rejoin as Rejoin
 from ._model import Rejoined as Rejoined
 from ._model import Release as Release
@@ -113,6 +114,7 @@ __all__ = [
     "QueueConfig",
     "QueueRecovered",
     "QueueStats",
+    "Reconfigure",
     "Rejoin",
     "Rejoined",
     "Release",

@@ -30,7 +30,7 @@ import attrs
 from conveyor.runtime import Journal
 
 from ._entries import EntryList, EntryListSnapshot
-from ._model import Message, Subscribe
+from ._model import Message, QueueConfig, Subscribe
 
 REGISTRY_CALLS = frozenset({"add_consumer", "remove_consumer", "set_interest"})
 """Core calls a queue makes only while its consumer registry changes: the registry's event (one
@@ -94,6 +94,14 @@ class InterestRecorded:
 
 @final
 @attrs.frozen
+class QueueReconfigured:
+    """The queue took new settings (``Reconfigure``), from this point of its history on."""
+
+    config: QueueConfig
+
+
+@final
+@attrs.frozen
 class PublishRefused:
     """A publish was refused (counted in the queue's statistics)."""
 
@@ -119,6 +127,8 @@ class QueueSnapshot:
     consumers: tuple[RegisteredConsumer, ...]
     rejected: int
     next_consumer_id: int
+    config: QueueConfig | None = None
+    """The settings at the snapshot, if a ``Reconfigure`` changed them (None: the queue's own)."""
 
 
 _KEPT_AS_IS = frozenset({int, float, str, bool, type(None), tuple, frozenset, Message})

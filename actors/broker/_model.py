@@ -284,6 +284,21 @@ class QueueConfig:
 
 @final
 @attrs.frozen
+class Reconfigure:
+    """Change a queue's settings in place: its entries keep their places, leases and consumers.
+
+    The new ack deadline applies to deliveries from now on; the delivery limit, retry and
+    dead-letter settings to the next nack or lapse; a limit on length to the next publish. The
+    queue's ``name``, ``priorities`` and ``durable`` are its own and stay as they were (the
+    consumer manager keeps the hand-over timeout it was spawned with). A durable queue journals
+    the change, so a restart rebuilds the queue with the settings it had.
+    """
+
+    config: QueueConfig = attrs.field(validator=attrs.validators.instance_of(QueueConfig))
+
+
+@final
+@attrs.frozen
 class Delivery:
     """One message handed to a consumer; ``tag`` names it in acks."""
 

@@ -24,6 +24,7 @@ from ._durable import (
     CoreCall,
     InterestRecorded,
     PublishRefused,
+    QueueReconfigured,
     QueueSnapshot,
     RegisteredConsumer,
     journal_calls,
@@ -62,6 +63,7 @@ from ._model import (
     QueueConfig,
     QueueRecovered,
     QueueStats,
+    Reconfigure,
     Rejoin,
     Rejoined,
     Release,
@@ -200,6 +202,8 @@ class QueueActor(Actor):
                 else:
                     self.entries.extend(consumer_id, tags, self.ctx.now() + seconds)
                     self._arm_wake()  # a shortened lease must lapse before the timer already armed
+            case Reconfigure(config=config):
+                self._reconfigure(config)
             case Rejoined(consumer_id=consumer_id, incarnation=incarnation) if incarnation == self.incarnation:
                 self.rejoining.discard(consumer_id)  # an answer to an earlier incarnation's Rejoin is stale
             case Subscribe():
@@ -568,6 +572,18 @@ class QueueActor(Actor):
         self.wake_at = wakeup
         self.wake_handle = self.ctx.schedule(max(0.0, wakeup - self.ctx.now()), _Wake())
 
+    def _reconfigure(self, config: QueueConfig) -> None:
+        """Take new settings in place (``Reconfigure``), keeping the queue's name, levels and durability."""
+        own = self.config
+        config = attrs.evolve(config, name=own.name, priorities=own.priorities, durable=own.durable)
+        if self.journal is not None:
+            self.journal.append(QueueReconfigured(config))  # a failed write changes nothing
+        self._use_config(config)
+
+    def _use_config(self, config: QueueConfig) -> None:
+        self.config = config
+        self.entries.max_deliveries = config.max_deliveries
+
     # --- durability -----------------------------------------------------------------------
 
     def retry_failed(self, message: Any) -> bool:
@@ -597,6 +613,8 @@ class QueueActor(Actor):
         core = self.entries  # new, from make_entries
         snapshot = journal.snapshot
         if isinstance(snapshot, QueueSnapshot):
+            if snapshot.config is not None:
+                self._use_config(snapshot.config)
             core.restore(snapshot.core)
             self.rejected = snapshot.rejected
             self.next_consumer_id = snapshot.next_consumer_id
@@ -632,6 +650,8 @@ class QueueActor(Actor):
                 core.set_interest(event.consumer_id, event.interested)
             elif type(event) is PublishRefused:
                 self.rejected += 1
+            elif type(event) is QueueReconfigured:
+                self._use_config(event.config)
             else:
                 msg = f"journal of durable queue {self.name!r} holds {event!r}, which it never writes"
                 raise TypeError(msg)
@@ -667,7 +687,8 @@ class QueueActor(Actor):
             RegisteredConsumer(cid, record.request, record.interested, record.delivered, record.acked)
             for cid, record in self.consumers.items()
         )
-        journal.save_snapshot(QueueSnapshot(self.entries.snapshot(), consumers, self.rejected, self.next_consumer_id))
+        journal.save_snapshot(QueueSnapshot(self.entries.snapshot(), consumers, self.rejected, self.next_consumer_id,
+                                            self.config))
 
     # --- statistics -----------------------------------------------------------------------
 

@@ -15,9 +15,10 @@ from typing import Any, final
 
 import attrs
 
-from conveyor.runtime import Actor, ActorRef
+from conveyor.runtime import ActorRef
 
 from ._ackid import KEY_BYTES, AckIdCodec
+from ._containment import ContainedActor
 from ._filter import Everything, Filter
 from ._model import (
     CreateSubscription,
@@ -46,7 +47,7 @@ from ._model import (
     TopicConfig,
 )
 from ._protocol import Envelope, PublishInternal, ReplayTo, Retained, Route, TopicGone, UseConfig
-from ._subscription import SubscriptionActor
+from ._subscription import SubscriptionActor, unpublishable
 
 DELETED_TOPIC = "_deleted-topic_"
 """What a subscription's topic reads once the topic is deleted, as in Pub/Sub."""
@@ -72,7 +73,7 @@ class DetachSubscription:
 
 
 @final
-class TopicActor(Actor):
+class TopicActor(ContainedActor):
     """One topic: numbers messages, keeps the publish order, fans out to matching subscriptions.
 
     With ``message_retention_duration`` set it also keeps every message published within that
@@ -87,10 +88,15 @@ class TopicActor(Actor):
         self.retained: OrderedDict[str, PubMessage] = OrderedDict()
         self.latest_ns = 0
 
-    def receive(self, message: Any) -> None:
+    def handle(self, message: Any) -> None:
         """Publish, replay for a Seek, attach and detach subscriptions, replace settings."""
         match message:
             case Envelope(request=Publish(messages=messages), reply_to=reply_to):
+                refused = unpublishable(messages)  # checked whole, before anything is numbered or stored
+                if refused is not None:
+                    if reply_to is not None:
+                        self.ctx.send(reply_to, Failed("INVALID_ARGUMENT", refused))
+                    return
                 ids = self._publish(messages)
                 if reply_to is not None:
                     self.ctx.send(reply_to, PublishedIds(ids))
@@ -157,7 +163,7 @@ def _page(names: list[str], page_size: int, after: str) -> tuple[list[str], str]
 
 
 @final
-class PubSubRegistry(Actor):
+class PubSubRegistry(ContainedActor):
     """Topics and subscriptions by name; routes every request to the actor that serves it.
 
     Args:
@@ -178,7 +184,7 @@ class PubSubRegistry(Actor):
         if self.codec is None:
             self.codec = AckIdCodec(self.ctx.random.randbytes(KEY_BYTES))
 
-    def receive(self, message: Any) -> None:
+    def handle(self, message: Any) -> None:
         """Answer admin calls; forward data-path calls in an ``Envelope``."""
         match message:
             case Publish(topic=name):

@@ -445,13 +445,23 @@ class PubSubServer:
                 except (ActorDeadError, AskTimeout):
                     if self._stopping:
                         _abort(context, "UNAVAILABLE", "StreamingPull: the server is shutting down; reconnect")
-                    _abort(context, "NOT_FOUND", f"StreamingPull: subscription {name} is gone")
+                    if not self._subscription_exists(name):
+                        _abort(context, "NOT_FOUND", f"StreamingPull: subscription {name} is gone")
+                    # Its binding failed (and gave its leases back): the client reconnects to a new one.
+                    _abort(context, "UNAVAILABLE", f"StreamingPull: the stream on {name} failed; reconnect")
                 if isinstance(answer, StreamClosed):
                     _abort(context, "UNAVAILABLE", f"StreamingPull: {answer.reason}; reconnect")
                 yield from convert.stream_responses(answer)
         finally:
             self._streams.pop(stream_id, None)
             system.tell_from_thread(binding, Detach())
+
+    def _subscription_exists(self, name: str) -> bool:
+        try:
+            answer = self.system.ask(self.registry, GetSubscription(name), timeout=_ASK_S)
+        except (AskTimeout, ActorDeadError):
+            return False
+        return not isinstance(answer, Failed)
 
     def _read_stream(self, name: str, requests: Iterator[Any], binding: ActorRef) -> None:
         """A stream's reader thread: acks and deadline changes sent on the stream go to the subscription."""

@@ -19,6 +19,7 @@ consumer hands whatever is left back to the queue.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict, deque
 from typing import Any, final
 
@@ -41,6 +42,7 @@ from conveyor.actors.broker import (
     PublishBatch,
     QueueActor,
     QueueConfig,
+    Reconfigure,
     Release,
     RetryPolicy,
     Suspend,
@@ -48,6 +50,7 @@ from conveyor.actors.broker import (
 from conveyor.runtime import Actor, ActorRef, Terminated, TimerHandle
 
 from ._ackid import AckId, AckIdCodec
+from ._containment import ContainedActor, HandlerFailed
 from ._model import (
     ORDERING_KEY,
     PUBLISH_TIME,
@@ -83,6 +86,7 @@ from ._protocol import (
     UseConfig,
 )
 
+logger = logging.getLogger("conveyor.pubsub")
 UNLIMITED_MESSAGES = 1_000_000_000
 UNLIMITED_BYTES = 1 << 62
 _MAX_MESSAGE_BYTES = (1 << 31) - 1  # the glue enforces Pub/Sub's limits before a message gets here
@@ -128,6 +132,20 @@ def to_broker(message: PubMessage, ordered: bool, ttl_s: float) -> Message:
         message_id=message.message_id,
         ttl_s=ttl_s if ttl_s > 0 else None,
     )
+
+
+def unpublishable(messages: tuple[PubMessage, ...]) -> str | None:
+    """Why a publish of ``messages`` cannot be stored whole (``messages[i]: ...``), or None if it can.
+
+    The topic asks this before it numbers or confirms anything, so one message the broker's queues
+    would refuse refuses the whole request and nothing of it is stored.
+    """
+    for index, message in enumerate(messages):
+        try:
+            to_broker(message, True, 1.0)
+        except (TypeError, ValueError) as error:
+            return f"messages[{index}]: {error}"
+    return None
 
 
 def from_broker(message: Message) -> PubMessage:
@@ -211,6 +229,10 @@ class Binding(Actor):
             self.waiter = self.reply_to
             self.waiter_serial += 1
             self.wait_timer = self.ctx.schedule(self.pull.wait_s, _WaitOver(self.waiter_serial))
+
+    def on_restart(self, error: Exception) -> None:
+        """A binding that raised ends its stream instead (the client reconnects); its consumer gave its leases back."""
+        self.ctx.give_up(error)
 
     def _spawn_consumer(self) -> None:
         queue, me, settings = self.queue, self.ctx.self_ref, self.settings
@@ -409,32 +431,22 @@ class _Pending:
 
 
 @final
-@attrs.frozen
-class _Reconfigure:
-    """Subscription -> its queue: new settings (UpdateSubscription), for leases and nacks from now on."""
-
-    config: QueueConfig
-
-
-@final
 class _SubscriptionQueue(QueueActor):
-    """The broker's queue, reconfigurable in place so that an update keeps every lease and position.
+    """The broker's queue under a subscription: durable, and its journal dropped once it stops for good.
 
-    A new ack deadline applies to deliveries from now on, a new retry or dead-letter policy to the
-    next nack or lapse; the delivery limit is the entry list's own setting.
+    Durable (``QueueConfig(durable=True)``) so that a raise inside it costs nothing: the restart
+    rebuilds every message, lease and consumer from its journal. Stopped for good (a Seek's new
+    generation, the subscription deleted), it forgets the journal, which nobody will read again.
     """
 
-    def receive(self, message: Any) -> None:
-        """``_Reconfigure``, or the queue's own protocol."""
-        if type(message) is _Reconfigure:
-            self.config = message.config
-            self.entries.max_deliveries = message.config.max_deliveries
-        else:
-            super().receive(message)
+    def on_stop(self) -> None:
+        """Forget the journal, then close as any queue does."""
+        self.ctx.journal.clear()
+        super().on_stop()
 
 
 @final
-class SubscriptionActor(Actor):
+class SubscriptionActor(ContainedActor):
     """One subscription: its queue (a child, rebuilt by Seek), its log, its bindings.
 
     Args:
@@ -477,13 +489,14 @@ class SubscriptionActor(Actor):
             retry=RetryPolicy(retry.min_backoff_s, retry.max_backoff_s) if retry else None,
             max_message_bytes=_MAX_MESSAGE_BYTES,
             dead_letter=self.ctx.self_ref if dead_letter else None,
+            durable=True,
         )
 
     def _spawn_queue(self) -> ActorRef:
         queue_config = self._queue_config()
         return self.ctx.spawn(lambda: _SubscriptionQueue(queue_config), name=queue_config.name)
 
-    def receive(self, message: Any) -> None:
+    def handle(self, message: Any) -> None:
         """Route messages into the queue; serve the glue's requests; forward dead letters."""
         match message:
             case Route(messages=messages):
@@ -510,6 +523,14 @@ class SubscriptionActor(Actor):
 
     def _route(self, messages: tuple[PubMessage, ...]) -> None:
         config = self.config
+        ordered = config.enable_message_ordering
+        ttl = config.retention_s
+        try:
+            batch = tuple(to_broker(m, ordered, ttl) for m in messages)
+        except (TypeError, ValueError):
+            messages, batch = self._storable(messages)
+            if not messages:
+                return
         log = self.log
         for m in messages:
             log[m.message_id] = m
@@ -522,10 +543,30 @@ class SubscriptionActor(Actor):
                 break
             log.popitem(last=False)
             self.acked.pop(first.message_id, None)
-        ordered = config.enable_message_ordering
-        ttl = config.retention_s
         assert self.queue is not None
-        self.ctx.send(self.queue, PublishBatch(tuple(to_broker(m, ordered, ttl) for m in messages)))
+        self.ctx.send(self.queue, PublishBatch(batch))
+
+    def _storable(self, messages: tuple[PubMessage, ...]) -> tuple[tuple[PubMessage, ...], tuple[Message, ...]]:
+        """The messages of a route the queue can take, one by one: one it cannot take is logged, not the rest.
+
+        The topic refuses such a publish whole before it confirms it (``unpublishable``), so this
+        is defence in depth: a message that still gets here cannot stop the others of its batch.
+        """
+        config = self.config
+        kept: list[PubMessage] = []
+        converted: list[Message] = []
+        for message in messages:
+            try:
+                converted.append(to_broker(message, config.enable_message_ordering, config.retention_s))
+            except (TypeError, ValueError) as error:
+                path = self.ctx.self_ref.path
+                logger.error("%s cannot store message %s, which its topic should have refused: %r", path,
+                          message.message_id, error)
+                if self.ctx.tracing:
+                    self.ctx.note(HandlerFailed(path, f"Route of message {message.message_id}", repr(error)[:200]))
+            else:
+                kept.append(message)
+        return tuple(kept), tuple(converted)
 
     def _dead_letter(self, dead: Message) -> None:
         headers = dict(dead.headers)
@@ -714,7 +755,7 @@ class SubscriptionActor(Actor):
         # (and ack ids). A new retention applies to messages routed from now on.
         if any(getattr(old, name) != getattr(config, name) for name in ("ack_deadline_s", "dead_letter", "retry")):
             assert self.queue is not None
-            self.ctx.send(self.queue, _Reconfigure(self._queue_config()))
+            self.ctx.send(self.queue, Reconfigure(self._queue_config()))
         if old.ack_deadline_s != config.ack_deadline_s or old.exactly_once != config.exactly_once:
             reconfigured = Reconfigured(config.ack_deadline_s, config.exactly_once)
             for ref in self.bindings.values():

@@ -32,8 +32,10 @@ from conveyor.actors.broker import (
     QueueActor,
     QueueConfig,
     QueueStats,
+    Reconfigure,
     Rejoin,
     Rejoined,
+    RetryPolicy,
     Subscribe,
     Subscribed,
 )
@@ -41,7 +43,7 @@ from conveyor.actors.broker._durable import COMPACT_AFTER_EVENTS, CoreCall, jour
 from conveyor.actors.broker._entries import EntryListSnapshot
 from conveyor.runtime import Actor, ActorRef, EventKind, Journal, ensure_immutable
 from conveyor.simulation import FailWrite, InjectedFault, Simulation
-from tests.actors.broker.clients import Action, Client, GetAckResults, Send, consume, received, seen
+from tests.actors.broker.clients import Action, Client, GetAckResults, GetSeen, Send, consume, received, seen
 from tests.conftest import Harness
 
 
@@ -414,3 +416,31 @@ def test_a_snapshot_loads_only_into_a_new_list_of_the_same_shape() -> None:
 def test_an_unknown_call_in_a_journal_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"journal holds a call to EntryList\.clear, which is not one of"):
         replay_call(EntryList(), CoreCall("clear", ()))
+
+
+# --- Reconfigure: new settings in place, kept across a crash -----------------------------------
+
+
+@pytest.mark.parametrize("compacted", [False, True], ids=["events", "snapshot"])
+def test_a_durable_queue_keeps_new_settings_across_a_crash(compacted: bool) -> None:
+    # The delivery limit a Reconfigure set must survive the restart, whether the journal still
+    # holds the change as an event or a compaction folded it into a snapshot: a queue rebuilt with
+    # its original settings would redeliver the nacked message for ever.
+    sim = Simulation(seed=5, trace=False)
+    dlq = sim.spawn(lambda: QueueActor(QueueConfig("dlq")), name="dlq")
+    config = QueueConfig("q", durable=True, retry=RetryPolicy(0.01, 0.01), dead_letter=dlq)
+    queue = sim.spawn(lambda: CrashableQueue(config), name="q")
+    client = sim.spawn(lambda: Client(Action.NACK), name="client")
+    sim.spawn(lambda: ConsumerActor(queue, client, ConsumerSettings(prefetch_messages=1)), name="consumer")
+    limit = 400 if compacted else 5
+    queue.tell(Reconfigure(attrs.evolve(config, max_deliveries=limit, name="ignored", durable=False)))
+    queue.tell(Publish(Message(b"nacked")))
+    sim.run(until=limit * 0.01 / 2)  # about half way to the limit
+    journal = sim.journals["/q"]
+    assert (journal.snapshots_saved > 0) is compacted
+    queue.tell(CrashNow())
+    sim.run(until=limit * 0.01 * 3)
+    stats = sim.ask(queue, GetStats())
+    assert (stats.queue, stats.dead_lettered, stats.depth, stats.in_flight) == ("q", 1, 0, 0)
+    deliveries = [s.count for s in sim.ask(client, GetSeen())]
+    assert deliveries == list(range(1, limit + 1))

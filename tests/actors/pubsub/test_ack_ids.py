@@ -105,6 +105,9 @@ def test_an_ack_id_of_another_subscription_settles_nothing(
                                        ack_deadline_seconds=0)
     assert pull_nothing(subscriber, subscription("mine")) == []  # the forged nack returned nothing either
     still_held(subscriber, subscription("mine"), mine)
+    # Nor did the forged ack mark the message acked in the Seek log: a Seek back to before it replays it.
+    subscriber.seek(request={"subscription": subscription("mine"), "time": {"seconds": 0}})
+    assert [m.message.data for m in pull_exactly(subscriber, subscription("mine"), 1)] == [b"one"]
 
 
 def test_an_ack_id_of_a_deleted_subscription_settles_nothing_on_the_new_one(
