@@ -9,6 +9,7 @@ import typer
 
 from conveyor.simulation.scenarios import FAULT_PLANS
 
+from ._serve import LogLevel
 from ._simulate import replay_command, simulate_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="conveyor: actors for message queues.")
@@ -127,27 +128,20 @@ def bench_sweep(
 
 @app.command()
 def serve(
-    pubsub: str = typer.Option("127.0.0.1:8085", help="HOST:PORT for the google.pubsub.v1 gRPC front (loopback "
-                               "by default; port 0 picks a free one)."),
+    host_port: str = typer.Option(
+        "127.0.0.1:8085", "--host-port", "--pubsub",
+        help="HOST:PORT for the google.pubsub.v1 gRPC front, as gcloud's emulator spells it (loopback by default; "
+        "port 0 picks a free one). --pubsub is the older spelling.",
+    ),
     max_streams: int = typer.Option(64, min=1, help="Most StreamingPulls open at once."),
+    log_level: Annotated[LogLevel, typer.Option(
+        case_sensitive=False, help="info: start, drain and stop; debug: also one line per request."
+    )] = LogLevel.INFO,
 ) -> None:
-    """Serve conveyor as a Pub/Sub emulator until interrupted (point PUBSUB_EMULATOR_HOST at it)."""
-    import threading
+    """Serve conveyor as a Pub/Sub emulator (point PUBSUB_EMULATOR_HOST at it) until SIGTERM or SIGINT, then drain."""
+    from ._serve import run_serve
 
-    from conveyor.actors.pubsub import PubSubServer
-
-    host, sep, port_text = pubsub.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        msg = f"--pubsub must be HOST:PORT (for example 127.0.0.1:8085), got {pubsub!r}"
-        raise typer.BadParameter(msg)
-    server = PubSubServer(host.strip("[]"), int(port_text), max_streams=max_streams).start()
-    typer.echo(f"conveyor Pub/Sub front on {server.address}; export PUBSUB_EMULATOR_HOST={server.address}")
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        typer.echo("stopping: open streams end with UNAVAILABLE")
-    finally:
-        server.close()
+    run_serve(host_port, max_streams=max_streams, log_level=log_level)
 
 
 @bench_app.command("pubsub")
