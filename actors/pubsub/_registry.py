@@ -38,6 +38,7 @@ from ._model import (
     PullMessages,
     ReplaceSubscription,
     ReplaceTopic,
+    Reset,
     Seek,
     Settle,
     Shutdown,
@@ -233,6 +234,12 @@ class PubSubRegistry(Actor):
                     self.ctx.send(ref, message)
                 if self.ctx.sender is not None:
                     self.ctx.reply(Done())
+            case Reset():
+                for _, ref in (*self.topics.values(), *self.subscriptions.values()):
+                    self.ctx.stop(ref)  # a stream still open on a subscription ends with NOT_FOUND
+                self.topics.clear()
+                self.subscriptions.clear()
+                self.ctx.reply(Done())
 
     def _forward(self, name: str, request: object) -> None:
         known = self.subscriptions.get(name)

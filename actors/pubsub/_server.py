@@ -54,6 +54,7 @@ from ._model import (
     PullMessages,
     ReplaceSubscription,
     ReplaceTopic,
+    Reset,
     Seek,
     Settle,
     SettleKind,
@@ -225,6 +226,21 @@ class PubSubServer:
         stopped.wait()
         self._server = None
         log.info("stopped listening on %s", self.address)
+
+    def reset(self) -> None:
+        """Delete every topic and subscription, as in a new server (message ids keep counting up).
+
+        For a server shared by many tests (``pubsub_shared_server``): streams still open on a
+        deleted subscription end with NOT_FOUND, as after DeleteSubscription.
+
+        Raises:
+            RuntimeError: the actors did not confirm within 30 s, or are shut down (``close()``).
+        """
+        try:
+            self.system.ask(self.registry, Reset(), timeout=_ASK_S)
+        except (AskTimeout, ActorDeadError) as error:
+            msg = f"PubSubServer on {self.address} could not reset: {type(error).__name__}"
+            raise RuntimeError(msg) from error
 
     def close(self) -> None:
         """Stop listening and shut the actors down (everything held is gone)."""
