@@ -108,7 +108,7 @@ def _code(context: grpc.ServicerContext) -> str:
     return code.name if isinstance(code, grpc.StatusCode) else "CANCELLED"
 
 
-def _log_call(method: str, request: Any, code: str, started: float, response: Any = None) -> None:
+def _log_call(method: str, request: Any, code: str, elapsed_ns: int, response: Any = None) -> None:
     """The debug line of one call: method, resource, outcome code, duration (and a publish's message ids)."""
     if not log.isEnabledFor(logging.DEBUG):
         return  # the hot path pays one level check per call
@@ -116,7 +116,7 @@ def _log_call(method: str, request: Any, code: str, started: float, response: An
     ids = getattr(response, "message_ids", None)
     if ids:
         detail = f": {len(ids)} message{'' if len(ids) == 1 else 's'}, ids={ids[0]}..{ids[-1]}"
-    log.debug("%s %s %s %.1f ms%s", method, _resource(request), code, (time.perf_counter() - started) * 1e3, detail)
+    log.debug("%s %s %s %.1f ms%s", method, _resource(request), code, elapsed_ns / 1e6, detail)
 
 
 @final
@@ -266,23 +266,23 @@ class PubSubServer:
         """Wrap a unary handler: refused requests become statuses naming the field; one debug line per call."""
 
         def run(request: Any, context: grpc.ServicerContext) -> Any:
-            started = time.perf_counter()
+            started = self.clock()  # the injected clock: the log's durations need no other
             try:
                 response = handler(request, context)
             except convert.RequestError as error:
-                _log_call(name, request, error.code, started)
+                _log_call(name, request, error.code, self.clock() - started)
                 _abort(context, error.code, f"{name}: {error}")
             except Exception:
-                _log_call(name, request, _code(context), started)
+                _log_call(name, request, _code(context), self.clock() - started)
                 raise
-            _log_call(name, request, "OK", started, response)
+            _log_call(name, request, "OK", self.clock() - started, response)
             return response
 
         return run
 
     def _logged_stream(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
         """StreamingPull with one debug line when it ends (its subscription is named by its first request)."""
-        started = time.perf_counter()
+        started = self.clock()
         first: list[Any] = []
 
         def remembered() -> Iterator[Any]:
@@ -294,7 +294,7 @@ class PubSubServer:
         try:
             yield from self._streaming_pull(remembered(), context)
         finally:
-            _log_call("StreamingPull", first[0] if first else None, _code(context), started)
+            _log_call("StreamingPull", first[0] if first else None, _code(context), self.clock() - started)
 
     def _handlers(self) -> list[grpc.GenericRpcHandler]:
         def unary(name: str, fn: Callable[[Any, grpc.ServicerContext], Any], request: Any) -> grpc.RpcMethodHandler:
