@@ -31,14 +31,26 @@ SWEEP_OUT = Path("reports/sweep")
 """Where ``conveyor sweep`` writes its report unless told."""
 
 
+def check_sweep_faults(value: str) -> str:
+    """The sweep's fault plans, checked before Spark starts: an empty one is refused, never read as default."""
+    from conveyor.simulation.sweep import parse_fault_plans
+
+    try:
+        parse_fault_plans(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    return value
+
+
 @app.command()
 def sweep(
     scenarios: str = typer.Option("all", help="Comma-separated scenario names, or all."),
     seeds: int = typer.Option(20, min=1, help="Seeds per (scenario, strategy, fault plan)."),
     strategies: str = typer.Option("random,pct", help="Comma-separated: random, pct, round-robin."),
     faults: str = typer.Option(
-        "default", help=f"Comma-separated fault plans: default (each scenario's own), {', '.join(FAULT_PLANS)}; "
-        "join plans with + to combine them (crash+delay)."
+        "default", callback=check_sweep_faults,
+        help=f"Comma-separated fault plans: default (each scenario's own), {', '.join(FAULT_PLANS)}; "
+        "join plans with + to combine them (crash+delay).",
     ),
     depth: int = typer.Option(3, min=1, help="PCT's bug depth."),
     seed_start: int = typer.Option(0, min=0, help="The first seed."),
@@ -49,17 +61,23 @@ def sweep(
     partitions_per_core: int = typer.Option(4, min=1, help="Spark partitions per core (each runs many seeds)."),
     max_steps: int = typer.Option(500_000, min=1, help="Each run's step budget; a run not quiet by then fails."),
 ) -> None:
-    """Run scenario x seed x strategy x fault plan as a Spark job; rows to Parquet, report with plots."""
+    """Run scenario x seed x strategy x fault plan as a Spark job; rows to Parquet, report with plots.
+
+    Exits 1 when any run failed (a checker's violation, an error, a step budget run out), so a CI
+    gate on it fails too.
+    """
     from ._sweep import run_sweep
 
     try:
-        run_sweep(
+        outcome, _ = run_sweep(
             scenarios=scenarios, seeds=seeds, strategies=strategies, faults=faults, depth=depth,
             seed_start=seed_start, master=master, out=out, partitions_per_core=partitions_per_core,
             max_steps=max_steps,
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from error
+    if outcome.failed:
+        raise typer.Exit(1)
 
 
 @app.command()
