@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -133,9 +133,10 @@ class Publishers:
             assert not thread.is_alive(), "a publish was never answered"
 
 
-def _until(condition: object, what: str) -> None:
+def _until(condition: Callable[[], object], what: str) -> None:
+    """Poll ``condition`` (the clients' own records) until it holds, or fail after ``WAIT_S``."""
     deadline = time.monotonic() + WAIT_S
-    while not condition():  # type: ignore[operator]
+    while not condition():
         assert time.monotonic() < deadline, f"not reached within {WAIT_S} s: {what}"
         time.sleep(0.01)
 
