@@ -9,6 +9,7 @@ import typer
 
 from conveyor.simulation.scenarios import FAULT_PLANS
 
+from ._serve import LogLevel
 from ._simulate import replay_command, simulate_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="conveyor: actors for message queues.")
@@ -30,14 +31,26 @@ SWEEP_OUT = Path("reports/sweep")
 """Where ``conveyor sweep`` writes its report unless told."""
 
 
+def check_sweep_faults(value: str) -> str:
+    """The sweep's fault plans, checked before Spark starts: an empty one is refused, never read as default."""
+    from conveyor.simulation.sweep import parse_fault_plans
+
+    try:
+        parse_fault_plans(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
+    return value
+
+
 @app.command()
 def sweep(
     scenarios: str = typer.Option("all", help="Comma-separated scenario names, or all."),
     seeds: int = typer.Option(20, min=1, help="Seeds per (scenario, strategy, fault plan)."),
     strategies: str = typer.Option("random,pct", help="Comma-separated: random, pct, round-robin."),
     faults: str = typer.Option(
-        "default", help=f"Comma-separated fault plans: default (each scenario's own), {', '.join(FAULT_PLANS)}; "
-        "join plans with + to combine them (crash+delay)."
+        "default", callback=check_sweep_faults,
+        help=f"Comma-separated fault plans: default (each scenario's own), {', '.join(FAULT_PLANS)}; "
+        "join plans with + to combine them (crash+delay).",
     ),
     depth: int = typer.Option(3, min=1, help="PCT's bug depth."),
     seed_start: int = typer.Option(0, min=0, help="The first seed."),
@@ -48,17 +61,23 @@ def sweep(
     partitions_per_core: int = typer.Option(4, min=1, help="Spark partitions per core (each runs many seeds)."),
     max_steps: int = typer.Option(500_000, min=1, help="Each run's step budget; a run not quiet by then fails."),
 ) -> None:
-    """Run scenario x seed x strategy x fault plan as a Spark job; rows to Parquet, report with plots."""
+    """Run scenario x seed x strategy x fault plan as a Spark job; rows to Parquet, report with plots.
+
+    Exits 1 when any run failed (a checker's violation, an error, a step budget run out), so a CI
+    gate on it fails too.
+    """
     from ._sweep import run_sweep
 
     try:
-        run_sweep(
+        outcome, _ = run_sweep(
             scenarios=scenarios, seeds=seeds, strategies=strategies, faults=faults, depth=depth,
             seed_start=seed_start, master=master, out=out, partitions_per_core=partitions_per_core,
             max_steps=max_steps,
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from error
+    if outcome.failed:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -127,27 +146,20 @@ def bench_sweep(
 
 @app.command()
 def serve(
-    pubsub: str = typer.Option("127.0.0.1:8085", help="HOST:PORT for the google.pubsub.v1 gRPC front (loopback "
-                               "by default; port 0 picks a free one)."),
+    host_port: str = typer.Option(
+        "127.0.0.1:8085", "--host-port", "--pubsub",
+        help="HOST:PORT for the google.pubsub.v1 gRPC front, as gcloud's emulator spells it (loopback by default; "
+        "port 0 picks a free one). --pubsub is the older spelling.",
+    ),
     max_streams: int = typer.Option(64, min=1, help="Most StreamingPulls open at once."),
+    log_level: Annotated[LogLevel, typer.Option(
+        case_sensitive=False, help="info: start, drain and stop; debug: also one line per request."
+    )] = LogLevel.INFO,
 ) -> None:
-    """Serve conveyor as a Pub/Sub emulator until interrupted (point PUBSUB_EMULATOR_HOST at it)."""
-    import threading
+    """Serve conveyor as a Pub/Sub emulator (point PUBSUB_EMULATOR_HOST at it) until SIGTERM or SIGINT, then drain."""
+    from ._serve import run_serve
 
-    from conveyor.actors.pubsub import PubSubServer
-
-    host, sep, port_text = pubsub.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
-        msg = f"--pubsub must be HOST:PORT (for example 127.0.0.1:8085), got {pubsub!r}"
-        raise typer.BadParameter(msg)
-    server = PubSubServer(host.strip("[]"), int(port_text), max_streams=max_streams).start()
-    typer.echo(f"conveyor Pub/Sub front on {server.address}; export PUBSUB_EMULATOR_HOST={server.address}")
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        typer.echo("stopping: open streams end with UNAVAILABLE")
-    finally:
-        server.close()
+    run_serve(host_port, max_streams=max_streams, log_level=log_level)
 
 
 @bench_app.command("pubsub")

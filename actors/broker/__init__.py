@@ -20,12 +20,15 @@ from ._manager import ConsumerManagerActor as ConsumerManagerActor
 from ._model import DEAD_LETTER_QUEUE as DEAD_LETTER_QUEUE
 from ._model import DEAD_LETTER_REASON as DEAD_LETTER_REASON
 from ._model import DELIVERY_COUNT as DELIVERY_COUNT
+from ._model import LAST_ERROR as LAST_ERROR
+from ._model import LAST_ERROR_TYPE as LAST_ERROR_TYPE
 from ._model import Ack as Ack
 from ._model import AckResult as AckResult
 from ._model import BatchPublished as BatchPublished
 from ._model import ConsumerStats as ConsumerStats
 from ._model import Delivered as Delivered
 from ._model import Delivery as Delivery
+from ._model import DeliveryError as DeliveryError
 from ._model import EntryEnqueued as EntryEnqueued
 from ._model import EntryReturned as EntryReturned
 from ._model import EntrySettled as EntrySettled
@@ -76,6 +79,8 @@ __all__ = [
     "DEAD_LETTER_QUEUE",
     "DEAD_LETTER_REASON",
     "DELIVERY_COUNT",
+    "LAST_ERROR",
+    "LAST_ERROR_TYPE",
     "Ack",
     "AckResult",
     "AllOf",
@@ -90,6 +95,7 @@ __all__ = [
     "ConsumerStats",
     "Delivered",
     "Delivery",
+    "DeliveryError",
     "EntryEnqueued",
     "EntryList",
     "EntryReturned",

@@ -4,11 +4,14 @@ It subscribes on start, tells the queue when it starts or stops wanting work
 (credit, suspend / resume), pulls while notified until the queue says exhausted,
 and hands each delivery to its client: an actor (which answers with ``Ack`` /
 ``Nack`` / ``Release`` / ``ModifyAckDeadline`` sent back to this consumer) or a
-callback run as a job off the actor (returning acks, raising nacks).
+callback run as a job off the actor (returning acks, raising nacks). A callback that
+raises is logged at WARNING with its traceback, and its nack carries the error
+(``DeliveryError``) to the queue, which puts the last one on the message's dead letter.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, final
 
@@ -21,6 +24,7 @@ from ._model import (
     AckResult,
     Delivered,
     Delivery,
+    DeliveryError,
     ModifyAckDeadline,
     Nack,
     NotifyWork,
@@ -33,6 +37,8 @@ from ._model import (
     Subscribed,
 )
 from ._selectors import MatchAll, Selector, parse_selector
+
+log = logging.getLogger("conveyor.broker")
 
 
 @final
@@ -153,7 +159,7 @@ class ConsumerActor(Actor):
         self.notified = False
         self.renotified = False  # NotifyWork came while a pull was out: it survives that pull's "exhausted"
         self.reported_interest = True
-        self.jobs: dict[int, int] = {}  # job id -> tag, for callback clients
+        self.jobs: dict[int, Delivery] = {}  # job id -> its delivery, for acquiring callback clients
         self.pending_acks: list[int] = []  # acked by the client, not yet forwarded to the queue
         self.flush_sent = False  # a _FlushAcks is in our mailbox
         self.direct_acks = 0  # acks to forward at once before trying a _FlushAcks again
@@ -213,11 +219,11 @@ class ConsumerActor(Actor):
             case ModifyAckDeadline(tags=tags, seconds=seconds):
                 self._forward_settlement(message, tags if seconds == 0 else ())
             case JobDone(job_id=job_id):
-                tag = self.jobs.pop(job_id)
-                self._forward_settlement(Ack(self._id(), (tag,)), (tag,))
-            case JobFailed(job_id=job_id):
-                tag = self.jobs.pop(job_id)
-                self._forward_settlement(Nack(self._id(), (tag,)), (tag,))
+                done = self.jobs.pop(job_id, None)
+                if done is not None:  # else a browser's job: it took nothing, so it settles nothing
+                    self._forward_settlement(Ack(self._id(), (done.tag,)), (done.tag,))
+            case JobFailed(job_id=job_id, error=error):
+                self._callback_failed(self.jobs.pop(job_id, None), error)
             case _SubscribeAgain(attempt=attempt) if self.consumer_id is None:
                 self._subscribe(attempt)
             case Rejoin(consumer_id=consumer_id, incarnation=incarnation) if consumer_id == self.consumer_id:
@@ -242,6 +248,18 @@ class ConsumerActor(Actor):
             case Terminated(ref=ref) if ref == self.client:
                 self._flush_acks()
                 self.ctx.stop()  # the queue watches us and takes everything back
+
+    def _callback_failed(self, delivery: Delivery | None, error: BaseException) -> None:
+        """The callback raised: say so (traceback, message id), and nack the delivery with the error as data."""
+        if delivery is None:  # a browser's job: nothing to nack
+            log.warning("callback raised on a browsed message of %s; it stays in the queue", self.queue.path,
+                        exc_info=(type(error), error, error.__traceback__))
+            return
+        log.warning("callback raised on message %r (queue %s, tag %d, delivery %d); nacking it",
+                    delivery.message.message_id, delivery.queue, delivery.tag, delivery.delivery_count,
+                    exc_info=(type(error), error, error.__traceback__))
+        tag = delivery.tag
+        self._forward_settlement(Nack(self._id(), (tag,), errors=(DeliveryError.of(error),)), (tag,))
 
     def _rejoin(self, consumer_id: int, incarnation: int) -> None:
         """The queue restarted: forget the pull in flight, say so, tell our interest afresh, pull.
@@ -328,7 +346,7 @@ class ConsumerActor(Actor):
                 send(client, delivery)
         elif self.settings.acquiring:
             for delivery in deliveries:
-                self.jobs[self.ctx.run_job(client, delivery)] = delivery.tag
+                self.jobs[self.ctx.run_job(client, delivery)] = delivery
         else:
             for delivery in deliveries:
                 self.ctx.run_job(client, delivery)

@@ -33,7 +33,7 @@ from typing import Any, final
 
 import attrs
 
-from ._model import HeaderValue, Message
+from ._model import DeliveryError, HeaderValue, Message
 from ._selectors import MatchAll, Selector
 
 _BEFORE_ALL = (-1, -1)
@@ -80,6 +80,7 @@ class Entry:
         "delivery_count",
         "expires_at",
         "last_consumer",
+        "last_error",
         "lease",
         "message",
         "position",
@@ -96,6 +97,7 @@ class Entry:
         self.state = _AVAILABLE
         self.consumer: int | None = None
         self.last_consumer = 0  # who held it last (kept after a return, for reports)
+        self.last_error: DeliveryError | None = None  # why its last nack said it failed (for its dead letter)
         self.deadline: float | None = None
         self.delivery_count = 0
         self.lease = 0  # bumped on every acquire / extend, so stale lease-heap items are ignored
@@ -104,6 +106,15 @@ class Entry:
 
     def __repr__(self) -> str:
         return f"<Entry {self.seq} {self.state.value} at {self.position}>"
+
+
+def _note_errors(entries: list[Entry], tags: tuple[int, ...], errors: tuple[DeliveryError | None, ...]) -> None:
+    """Keep on each entry given back the error its nack reported (``errors`` is parallel to ``tags``)."""
+    reported = {tag: error for tag, error in zip(tags, errors, strict=True) if error is not None}
+    for entry in entries:
+        error = reported.get(entry.seq)
+        if error is not None:
+            entry.last_error = error
 
 
 def _current(held: dict[int, Entry], tags: Iterable[int], attempts: tuple[int, ...]) -> list[Entry]:
@@ -188,6 +199,8 @@ class EntryListSnapshot:
     where (rank, key) is its position. ``cursors`` has (consumer id, selector, priority,
     acquiring, interested, pointer, held seqs); ``groups`` (group, owner, entries held); the
     three heaps are kept as they are, stale items included, so the next wake-up is the same.
+    ``errors`` has (seq, last error) for the live entries a nack said why of; a snapshot made
+    before the field existed has none.
     """
 
     priorities: int
@@ -202,6 +215,7 @@ class EntryListSnapshot:
     delays: tuple[tuple[float, int], ...]
     top_priority: int
     counters: tuple[int, ...]
+    errors: tuple[tuple[int, DeliveryError], ...] = ()
 
 
 _COUNTERS = ("available", "acquired", "published", "delivered", "redelivered", "acked", "dead_lettered", "expired")
@@ -302,6 +316,7 @@ class EntryList:
             delays=tuple(self._delays),
             top_priority=self._top_priority,
             counters=tuple(getattr(self, name) for name in _COUNTERS),
+            errors=tuple((e.seq, e.last_error) for e in self._live.values() if e.last_error is not None),
         )
 
     def restore(self, snapshot: EntryListSnapshot) -> None:
@@ -335,6 +350,8 @@ class EntryList:
             entry.expires_at = expires_at
             self._live[seq] = entry
             self._levels[rank].entries.append(entry)
+        for seq, error in snapshot.errors:
+            self._live[seq].last_error = error
         for level in self._levels:
             level.entries.sort(key=lambda entry: entry.position[1])
             level.seqs = [entry.position[1] for entry in level.entries]
@@ -527,19 +544,29 @@ class EntryList:
         heapq.heapify(self._leases)
 
     def give_back(
-        self, consumer_id: int, tags: Iterable[int], now: float, delay_s: float, attempts: tuple[int, ...] = ()
+        self,
+        consumer_id: int,
+        tags: Iterable[int],
+        now: float,
+        delay_s: float,
+        attempts: tuple[int, ...] = (),
+        errors: tuple[DeliveryError | None, ...] = (),
     ) -> Returned:
         """Return held entries to AVAILABLE at their positions (after ``delay_s``), or dead-letter them.
 
         ``attempts``, if not empty, is parallel to ``tags``: a tag is given back only while its
         entry's ``delivery_count`` is that attempt. A nack for an older delivery of a message the
-        queue has delivered again since (same tag) changes nothing.
+        queue has delivered again since (same tag) changes nothing. ``errors``, if not empty, is
+        parallel to ``tags`` too: each entry given back keeps its error as ``last_error``.
         """
         cursor = self._cursors.get(consumer_id)
         if cursor is None:
             return Returned()
         held = cursor.held
+        tags = tuple(tags)
         entries = _current(held, tags, attempts) if attempts else [held[tag] for tag in tags if tag in held]
+        if errors:
+            _note_errors(entries, tags, errors)
         return self._return(entries, now, lambda _: delay_s)
 
     def give_back_with(
@@ -549,13 +576,17 @@ class EntryList:
         now: float,
         delays: dict[int, float],
         attempts: tuple[int, ...] = (),
+        errors: tuple[DeliveryError | None, ...] = (),
     ) -> Returned:
         """Like ``give_back`` with a delay per tag (retry backoff by delivery count)."""
         cursor = self._cursors.get(consumer_id)
         if cursor is None:
             return Returned()
         held = cursor.held
+        tags = tuple(tags)
         entries = _current(held, tags, attempts) if attempts else [held[tag] for tag in tags if tag in held]
+        if errors:
+            _note_errors(entries, tags, errors)
         return self._return(entries, now, lambda entry: delays.get(entry.seq, 0.0))
 
     def extend(self, consumer_id: int, tags: Iterable[int], deadline: float) -> tuple[int, ...]:

@@ -585,6 +585,44 @@ class AckResult:
 
 @final
 @attrs.frozen
+class DeliveryError:
+    """Why a delivery was nacked, as data: the type and text of the exception its callback raised.
+
+    It travels with the ``Nack`` to the queue, which keeps the last one per message and puts it on
+    the dead letter (``LAST_ERROR_TYPE``, ``LAST_ERROR``), so a dead-lettered message says why.
+    """
+
+    TEXT_LIMIT = 1000
+    """Longest ``text`` kept: headers count against the dead-letter queue's ``max_message_bytes``."""
+
+    error_type: str
+    text: str
+
+    def __attrs_post_init__(self) -> None:
+        if type(self.error_type) is not str or not self.error_type:
+            _fail("DeliveryError", "error_type", "a non-empty str", self.error_type)
+        if type(self.text) is not str or len(self.text) > DeliveryError.TEXT_LIMIT:
+            _fail("DeliveryError", "text", f"a str of at most {DeliveryError.TEXT_LIMIT} characters",
+                  self.text[:40] + "..." if isinstance(self.text, str) else self.text)
+
+    @classmethod
+    def of(cls, error: BaseException) -> DeliveryError:
+        """The data of ``error``: its type's name and the first ``TEXT_LIMIT`` characters of its text."""
+        try:
+            text = str(error)
+        except Exception:  # noqa: BLE001 - a broken __str__ must not hide the failure it describes
+            text = f"<{type(error).__qualname__} whose str() raised>"
+        return cls(type(error).__qualname__, text[: cls.TEXT_LIMIT])
+
+
+def _errors(value: Iterable[DeliveryError | None]) -> tuple[DeliveryError | None, ...]:
+    if value == ():
+        return ()
+    return tuple(value)
+
+
+@final
+@attrs.frozen
 class Nack:
     """Return deliveries for redelivery: after the queue's retry backoff, or ``delay_s`` if given.
 
@@ -593,12 +631,16 @@ class Nack:
     arrives after the message was delivered again would otherwise return that newer delivery; with
     its attempt, a nack for an older delivery changes nothing. Empty means the current delivery of
     each tag (whichever it is when the nack arrives).
+
+    ``errors``, when given, is parallel to ``tags`` too: why each delivery failed (a callback's
+    exception, or None). The queue keeps the last error of each message for its dead letter.
     """
 
     consumer_id: int
     tags: tuple[int, ...] = attrs.field(converter=_tags)
     delay_s: float | None = attrs.field(default=None, validator=_non_negative_seconds)
     attempts: tuple[int, ...] = attrs.field(default=(), converter=_attempts)
+    errors: tuple[DeliveryError | None, ...] = attrs.field(default=(), converter=_errors)
 
     def __attrs_post_init__(self) -> None:
         if self.attempts and len(self.attempts) != len(self.tags):
@@ -608,6 +650,11 @@ class Nack:
                 f"empty or one delivery_count per tag ({len(self.tags)})",
                 self.attempts,
             )
+        if self.errors and (
+            len(self.errors) != len(self.tags)
+            or not all(error is None or type(error) is DeliveryError for error in self.errors)
+        ):
+            _fail("Nack", "errors", f"empty or one DeliveryError or None per tag ({len(self.tags)})", self.errors)
 
 
 @final
@@ -678,6 +725,10 @@ DEAD_LETTER_QUEUE = "x-dead-letter-queue"
 """Header of a dead-lettered message: the queue it came from."""
 DELIVERY_COUNT = "x-delivery-count"
 """Header of a dead-lettered message: how often it had been delivered."""
+LAST_ERROR_TYPE = "x-last-error-type"
+"""Header of a dead-lettered message whose last nack said why: the exception's type (``DeliveryError``)."""
+LAST_ERROR = "x-last-error"
+"""Header of a dead-lettered message whose last nack said why: the exception's text (a prefix)."""
 
 
 # --- queue <-> consumer manager <-> consumer ---------------------------------------------------

@@ -37,6 +37,8 @@ from ._model import (
     DEAD_LETTER_QUEUE,
     DEAD_LETTER_REASON,
     DELIVERY_COUNT,
+    LAST_ERROR,
+    LAST_ERROR_TYPE,
     Ack,
     AckResult,
     AddConsumer,
@@ -45,6 +47,7 @@ from ._model import (
     ConsumerStats,
     Delivered,
     Delivery,
+    DeliveryError,
     EntryEnqueued,
     EntryReturned,
     EntrySettled,
@@ -192,8 +195,8 @@ class QueueActor(Actor):
                 if self.ctx.sender is not None:
                     self.ctx.reply(BatchPublished(outcomes))
                 self._work_and_wake()
-            case Nack(consumer_id=consumer_id, tags=tags, delay_s=delay_s, attempts=attempts):
-                self._nack(consumer_id, tags, delay_s, attempts)
+            case Nack(consumer_id=consumer_id, tags=tags, delay_s=delay_s, attempts=attempts, errors=errors):
+                self._nack(consumer_id, tags, delay_s, attempts, errors)
             case Release(consumer_id=consumer_id, tags=tags):
                 self._returned(self.entries.give_back(consumer_id, tags, self.ctx.now(), 0.0), consumer_id, "release")
             case ModifyAckDeadline(consumer_id=consumer_id, tags=tags, seconds=seconds):
@@ -409,18 +412,25 @@ class QueueActor(Actor):
             self._tell_manager(_WORK)  # a group may have been freed for other consumers
 
     def _nack(
-        self, consumer_id: int, tags: tuple[int, ...], delay_s: float | None, attempts: tuple[int, ...] = ()
+        self,
+        consumer_id: int,
+        tags: tuple[int, ...],
+        delay_s: float | None,
+        attempts: tuple[int, ...] = (),
+        errors: tuple[DeliveryError | None, ...] = (),
     ) -> None:
         """Give back what a nack names; with ``attempts``, only the deliveries still current (see ``Nack``).
 
-        Without attempts the core is called exactly as before, so journals written before
-        ``attempts`` existed replay unchanged.
+        Without attempts or errors the core is called exactly as before, so journals written before
+        ``attempts`` (or ``errors``) existed replay unchanged.
         """
         now = self.ctx.now()
         retry = self.config.retry
         entries = self.entries
         if delay_s is not None or retry is None:
-            if attempts:
+            if errors:
+                returned = entries.give_back(consumer_id, tags, now, delay_s or 0.0, attempts, errors)
+            elif attempts:
                 returned = entries.give_back(consumer_id, tags, now, delay_s or 0.0, attempts)
             else:
                 returned = entries.give_back(consumer_id, tags, now, delay_s or 0.0)
@@ -430,7 +440,9 @@ class QueueActor(Actor):
                 entry = entries.get(tag)
                 if entry is not None:
                     delays[tag] = retry.backoff(entry.delivery_count)
-            if attempts:
+            if errors:
+                returned = entries.give_back_with(consumer_id, tags, now, delays, attempts, errors)
+            elif attempts:
                 returned = entries.give_back_with(consumer_id, tags, now, delays, attempts)
             else:
                 returned = entries.give_back_with(consumer_id, tags, now, delays)
@@ -477,6 +489,10 @@ class QueueActor(Actor):
         headers[DEAD_LETTER_REASON] = reason
         headers[DEAD_LETTER_QUEUE] = self.name
         headers[DELIVERY_COUNT] = entry.delivery_count
+        error = entry.last_error
+        if error is not None:
+            headers[LAST_ERROR_TYPE] = error.error_type
+            headers[LAST_ERROR] = error.text
         forwarded = attrs.evolve(original, headers=headers, ttl_s=None, delay_s=None)
         self.ctx.send(target, Publish(forwarded))
 

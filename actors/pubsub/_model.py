@@ -360,6 +360,12 @@ class Shutdown:
 
 @final
 @attrs.frozen
+class Reset:
+    """Glue -> registry: delete every topic and subscription (a clean state for the next test); ``Done``."""
+
+
+@final
+@attrs.frozen
 class Seek:
     """Seek ``subscription`` to ``time_ns``: earlier messages count as acked, later ones as not."""
 

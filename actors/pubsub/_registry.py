@@ -40,6 +40,7 @@ from ._model import (
     PullMessages,
     ReplaceSubscription,
     ReplaceTopic,
+    Reset,
     Seek,
     Settle,
     Shutdown,
@@ -253,6 +254,12 @@ class PubSubRegistry(ContainedActor):
                     self.ctx.send(ref, message)
                 if self.ctx.sender is not None:
                     self.ctx.reply(Done())
+            case Reset():
+                for _, ref in (*self.topics.values(), *self.subscriptions.values()):
+                    self.ctx.stop(ref)  # a stream still open on a subscription ends with NOT_FOUND
+                self.topics.clear()
+                self.subscriptions.clear()
+                self.ctx.reply(Done())
 
     def _forward(self, name: str, request: object) -> None:
         known = self.subscriptions.get(name)

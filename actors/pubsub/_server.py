@@ -55,6 +55,7 @@ from ._model import (
     PullMessages,
     ReplaceSubscription,
     ReplaceTopic,
+    Reset,
     Seek,
     Settle,
     SettleKind,
@@ -78,6 +79,7 @@ _MAX_WAIT_S: Final = 5.0  # longest a Pull waits for its first message
 _UNARY_RESERVE: Final = 32
 _MESSAGE_LIMIT: Final = 64 * 1024 * 1024  # gRPC's own limits, above Pub/Sub's, so ours give the clear error
 _CODES: Final = {code.name: code for code in grpc.StatusCode}
+_LOGGED_CHARS: Final = 120  # a resource name longer than this is logged as a prefix
 _Ids = tuple[str, ...]
 
 
@@ -88,6 +90,34 @@ def _abort(context: grpc.ServicerContext, code: str, message: str) -> NoReturn:
 
 def _pb(proto_plus: Any) -> Any:
     return proto_plus.pb()
+
+
+def _resource(request: Any) -> str:
+    """The subscription, topic or project a request names, for the request log (a short prefix)."""
+    for field in ("subscription", "name", "topic", "project"):
+        value = getattr(request, field, None)
+        if value is not None and not isinstance(value, str):
+            value = getattr(value, "name", None)  # UpdateTopic / UpdateSubscription carry the resource
+        if isinstance(value, str) and value:
+            return value if len(value) <= _LOGGED_CHARS else value[:_LOGGED_CHARS] + "..."
+    return "-"
+
+
+def _code(context: grpc.ServicerContext) -> str:
+    """The status a call ended with: the one it aborted with, or CANCELLED if the client went away."""
+    code = context.code()
+    return code.name if isinstance(code, grpc.StatusCode) else "CANCELLED"
+
+
+def _log_call(method: str, request: Any, code: str, elapsed_ns: int, response: Any = None) -> None:
+    """The debug line of one call: method, resource, outcome code, duration (and a publish's message ids)."""
+    if not log.isEnabledFor(logging.DEBUG):
+        return  # the hot path pays one level check per call
+    detail = ""
+    ids = getattr(response, "message_ids", None)
+    if ids:
+        detail = f": {len(ids)} message{'' if len(ids) == 1 else 's'}, ids={ids[0]}..{ids[-1]}"
+    log.debug("%s %s %s %.1f ms%s", method, _resource(request), code, elapsed_ns / 1e6, detail)
 
 
 @final
@@ -187,6 +217,9 @@ class PubSubServer:
         # Refuse new calls first, then end the open streams: a client that reconnects at once must
         # find no server (UNAVAILABLE, which it retries), not a stream that the end of the grace
         # period would cancel (CANCELLED, which Google's client takes as the end of its subscriber).
+        streams = len(self._streams)
+        log.info("draining: %d open stream%s end%s with UNAVAILABLE, calls in flight get %.1f s to finish",
+                 streams, "" if streams == 1 else "s", "s" if streams == 1 else "", grace)
         stopped = server.stop(grace)
         try:
             self.system.ask(self.registry, Shutdown(), timeout=_ASK_S)
@@ -194,6 +227,22 @@ class PubSubServer:
             log.warning("the Pub/Sub registry did not confirm the shutdown")
         stopped.wait()
         self._server = None
+        log.info("stopped listening on %s", self.address)
+
+    def reset(self) -> None:
+        """Delete every topic and subscription, as in a new server (message ids keep counting up).
+
+        For a server shared by many tests (``pubsub_shared_server``): streams still open on a
+        deleted subscription end with NOT_FOUND, as after DeleteSubscription.
+
+        Raises:
+            RuntimeError: the actors did not confirm within 30 s, or are shut down (``close()``).
+        """
+        try:
+            self.system.ask(self.registry, Reset(), timeout=_ASK_S)
+        except (AskTimeout, ActorDeadError) as error:
+            msg = f"PubSubServer on {self.address} could not reset: {type(error).__name__}"
+            raise RuntimeError(msg) from error
 
     def close(self) -> None:
         """Stop listening and shut the actors down (everything held is gone)."""
@@ -216,15 +265,38 @@ class PubSubServer:
         return answer
 
     def _guard(self, name: str, handler: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[..., Any]:
-        """Wrap a unary handler: refused requests become statuses naming the field."""
+        """Wrap a unary handler: refused requests become statuses naming the field; one debug line per call."""
 
         def run(request: Any, context: grpc.ServicerContext) -> Any:
+            started = self.clock()  # the injected clock: the log's durations need no other
             try:
-                return handler(request, context)
+                response = handler(request, context)
             except convert.RequestError as error:
+                _log_call(name, request, error.code, self.clock() - started)
                 _abort(context, error.code, f"{name}: {error}")
+            except Exception:
+                _log_call(name, request, _code(context), self.clock() - started)
+                raise
+            _log_call(name, request, "OK", self.clock() - started, response)
+            return response
 
         return run
+
+    def _logged_stream(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+        """StreamingPull with one debug line when it ends (its subscription is named by its first request)."""
+        started = self.clock()
+        first: list[Any] = []
+
+        def remembered() -> Iterator[Any]:
+            for request in requests:
+                if not first:
+                    first.append(request)
+                yield request
+
+        try:
+            yield from self._streaming_pull(remembered(), context)
+        finally:
+            _log_call("StreamingPull", first[0] if first else None, _code(context), self.clock() - started)
 
     def _handlers(self) -> list[grpc.GenericRpcHandler]:
         def unary(name: str, fn: Callable[[Any, grpc.ServicerContext], Any], request: Any) -> grpc.RpcMethodHandler:
@@ -260,7 +332,7 @@ class PubSubServer:
             "ModifyAckDeadline": unary("ModifyAckDeadline", self._modify_ack_deadline, types.ModifyAckDeadlineRequest),
             "Seek": unary("Seek", self._seek, types.SeekRequest),
             "StreamingPull": grpc.stream_stream_rpc_method_handler(
-                self._streaming_pull,
+                self._logged_stream,
                 request_deserializer=_pb(types.StreamingPullRequest).FromString,
                 response_serializer=lambda message: message.SerializeToString(),
             ),
@@ -512,6 +584,7 @@ class _Unimplemented(grpc.GenericRpcHandler):  # type: ignore[misc]
         method = handler_call_details.method
 
         def refuse(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+            log.debug("%s - UNIMPLEMENTED", method.lstrip("/"))
             _abort(context, "UNIMPLEMENTED", f"{method.lstrip('/')} is not implemented by conveyor's Pub/Sub front")
             yield b""  # pragma: no cover - a generator, for the stream handler's shape
 

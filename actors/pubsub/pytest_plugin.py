@@ -1,8 +1,13 @@
 """pytest fixtures for tests that use conveyor as their Pub/Sub emulator.
 
-Enable them with ``pytest_plugins = ["conveyor.actors.pubsub.pytest_plugin"]`` in a top-level
-``conftest.py``. ``pubsub_emulator`` starts a ``PubSubServer`` on a free loopback port and points
-the official client at it (``PUBSUB_EMULATOR_HOST``) for the duration of one test.
+Installing conveyor registers this plugin through its ``pytest11`` entry point: no conftest line
+is needed. Every fixture that gives a test a server points ``PUBSUB_EMULATOR_HOST`` at it for that
+test and restores the variable afterwards, so Google's client never goes to the real service.
+
+* ``pubsub_server``: a fresh ``PubSubServer`` on a free loopback port for one test;
+* ``pubsub_emulator``: the same, as its ``host:port``;
+* ``pubsub_shared_server``: one server for the whole session, emptied of every topic and
+  subscription before each test (cheaper than a server per test; streams a test left open end).
 """
 
 from __future__ import annotations
@@ -13,16 +18,38 @@ import pytest
 
 from ._server import PubSubServer
 
+EMULATOR_HOST = "PUBSUB_EMULATOR_HOST"
+
+
+def _pointed_at(server: PubSubServer) -> Iterator[PubSubServer]:
+    """Yield ``server`` with ``PUBSUB_EMULATOR_HOST`` set to it; the variable is restored (or unset) after."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(EMULATOR_HOST, server.address)
+        yield server
+
 
 @pytest.fixture
 def pubsub_server() -> Iterator[PubSubServer]:
-    """A running ``PubSubServer`` on a free loopback port, closed after the test."""
+    """A running ``PubSubServer`` on a free loopback port for this test, ``PUBSUB_EMULATOR_HOST`` set to it."""
+    with PubSubServer() as server:
+        yield from _pointed_at(server)
+
+
+@pytest.fixture
+def pubsub_emulator(pubsub_server: PubSubServer) -> str:
+    """``host:port`` of a fresh server, with ``PUBSUB_EMULATOR_HOST`` set to it for this test."""
+    return pubsub_server.address
+
+
+@pytest.fixture(scope="session")
+def _pubsub_session_server() -> Iterator[PubSubServer]:
+    """The server behind ``pubsub_shared_server``, started once (ask for that fixture, not this one)."""
     with PubSubServer() as server:
         yield server
 
 
 @pytest.fixture
-def pubsub_emulator(pubsub_server: PubSubServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """``host:port`` of a fresh server, with ``PUBSUB_EMULATOR_HOST`` set to it for this test."""
-    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", pubsub_server.address)
-    yield pubsub_server.address
+def pubsub_shared_server(_pubsub_session_server: PubSubServer) -> Iterator[PubSubServer]:
+    """The session's one server, with no topic or subscription left by an earlier test; env var set."""
+    _pubsub_session_server.reset()
+    yield from _pointed_at(_pubsub_session_server)

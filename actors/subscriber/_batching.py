@@ -30,6 +30,8 @@ from typing import TypeAlias, final
 
 import attrs
 
+from conveyor.actors.broker import DeliveryError
+
 __all__ = [
     "AckRequest",
     "BatchedRequest",
@@ -74,10 +76,14 @@ class NackRequest:
 
     ``attempt`` is the ``delivery_count`` of the delivery abandoned (0: not known, the current one):
     the server ignores a nack for a delivery older than the one it has made since (same ack id).
+    ``error`` is why, when a callback raised (the queue keeps it for the dead letter).
     """
 
     ack_id: str = attrs.field(validator=_ack_id)
     attempt: int = attrs.field(default=0, validator=_attempt)
+    error: DeliveryError | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(DeliveryError))
+    )
 
 
 @final
@@ -117,6 +123,8 @@ class Flush:
         drops: ids to forget without telling the server (release their flow-control budget).
         nack_attempts: parallel to ``nacks``, the delivery each nack is for (``NackRequest.attempt``,
             0 if not known); empty when no nack named one.
+        nack_errors: parallel to ``nacks``, why each failed (``NackRequest.error``, or None); empty
+            when no nack said.
     """
 
     acks: tuple[str, ...] = ()
@@ -124,6 +132,7 @@ class Flush:
     modacks: tuple[tuple[float, tuple[str, ...]], ...] = ()
     drops: tuple[str, ...] = ()
     nack_attempts: tuple[int, ...] = ()
+    nack_errors: tuple[DeliveryError | None, ...] = ()
 
     @property
     def size(self) -> int:
@@ -135,15 +144,17 @@ def _flush_of(pending: dict[str, BatchedRequest]) -> Flush:
     acks: list[str] = []
     nacks: list[str] = []
     attempts: list[int] = []
+    errors: list[DeliveryError | None] = []
     modacks: dict[float, list[str]] = {}
     drops: list[str] = []
     for ack_id, request in pending.items():
         match request:
             case AckRequest():
                 acks.append(ack_id)
-            case NackRequest(attempt=attempt):
+            case NackRequest(attempt=attempt, error=error):
                 nacks.append(ack_id)
                 attempts.append(attempt)
+                errors.append(error)
             case ModAckRequest(seconds=seconds):
                 modacks.setdefault(float(seconds), []).append(ack_id)
             case DropRequest():
@@ -154,6 +165,7 @@ def _flush_of(pending: dict[str, BatchedRequest]) -> Flush:
         modacks=tuple((seconds, tuple(ids)) for seconds, ids in modacks.items()),
         drops=tuple(drops),
         nack_attempts=tuple(attempts) if any(attempts) else (),
+        nack_errors=tuple(errors) if any(error is not None for error in errors) else (),
     )
 
 

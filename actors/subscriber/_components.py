@@ -16,7 +16,7 @@ from typing import Any, final
 
 import attrs
 
-from conveyor.actors.broker import Ack, Delivery, ModifyAckDeadline, Nack, Resume, Suspend
+from conveyor.actors.broker import Ack, Delivery, DeliveryError, ModifyAckDeadline, Nack, Resume, Suspend
 from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, TimerHandle
 
 from ._batching import AckRequest, DropRequest, Flush, ModAckRequest, NackRequest, RequestBatcher
@@ -339,10 +339,16 @@ def _invoke(
     try:
         callback(message)
     except Exception as error:
-        log.exception("subscriber callback raised on %r; nacking it", message)
-        message.nack()
+        _report(delivery, message)
+        message.nack(error)
         raise CallbackRaised(error) from error
     return message.decision
+
+
+def _report(delivery: Delivery, message: SubscriberMessage) -> None:
+    """Log the exception being handled: WARNING, with its traceback and the message's id."""
+    log.warning("subscriber callback raised on message %r (ack id %s, delivery %d); nacking it",
+                delivery.message.message_id, message.ack_id, delivery.delivery_count, exc_info=True)
 
 
 def _invoke_several(
@@ -384,9 +390,9 @@ def _invoke_several(
         message = SubscriberMessage(delivery, settle_here, ask)
         try:
             callback(message)
-        except Exception as error:  # the job's next callback still runs
-            log.exception("subscriber callback raised on %r; nacking it", message)
-            message.nack()
+        except Exception as error:  # noqa: BLE001 - logged and nacked; the job's next callback still runs
+            _report(delivery, message)
+            message.nack(error)
             outcomes.append((SettleKind.NACK, repr(error)))
         else:
             outcomes.append((message.decision, None))
@@ -558,7 +564,7 @@ class Dispatcher(Actor):
             case SettleKind.ACK:
                 return AckRequest(settle.ack_id)
             case SettleKind.NACK:
-                return NackRequest(settle.ack_id, settle.attempt)
+                return NackRequest(settle.ack_id, settle.attempt, settle.error)
             case SettleKind.MODACK:
                 return ModAckRequest(settle.ack_id, settle.seconds)
             case _:
@@ -578,8 +584,8 @@ def broker_requests(flush: Flush) -> list[Ack | Nack | ModifyAckDeadline]:
     requests: list[Ack | Nack | ModifyAckDeadline] = [
         Ack(consumer_id, tags, confirm=True) for consumer_id, tags in _by_consumer(flush.acks).items()
     ]
-    if flush.nack_attempts:
-        requests.extend(_nacks(flush.nacks, flush.nack_attempts))
+    if flush.nack_attempts or flush.nack_errors:
+        requests.extend(_nacks(flush.nacks, flush.nack_attempts, flush.nack_errors))
     else:
         requests.extend(Nack(consumer_id, tags) for consumer_id, tags in _by_consumer(flush.nacks).items())
     for seconds, ids in flush.modacks:
@@ -590,22 +596,27 @@ def broker_requests(flush: Flush) -> list[Ack | Nack | ModifyAckDeadline]:
     return requests
 
 
-def _nacks(ack_ids: tuple[str, ...], attempts: tuple[int, ...]) -> list[Nack]:
-    """One ``Nack`` per consumer naming the delivery each tag's nack is for (``Nack.attempts``).
+def _nacks(
+    ack_ids: tuple[str, ...], attempts: tuple[int, ...], errors: tuple[DeliveryError | None, ...] = ()
+) -> list[Nack]:
+    """One ``Nack`` per consumer naming the delivery each tag's nack is for (``Nack.attempts``), and why.
 
     The queue delivers a lapsed message again under the same tag; a nack without its attempt that
     arrives after that would return the newer delivery. A consumer's nacks go without attempts only
     if one of them has none (0: then each names the current delivery, as before attempts existed).
+    ``errors`` (parallel to ``ack_ids``, or empty) become ``Nack.errors``: a callback's exception.
     """
-    grouped: dict[int, tuple[list[int], list[int]]] = {}
-    for ack_id, attempt in zip(ack_ids, attempts, strict=True):
+    grouped: dict[int, tuple[list[int], list[int], list[DeliveryError | None]]] = {}
+    for index, ack_id in enumerate(ack_ids):
         consumer_id, tag = split_ack_id(ack_id)
-        tags, tried = grouped.setdefault(consumer_id, ([], []))
+        tags, tried, why = grouped.setdefault(consumer_id, ([], [], []))
         tags.append(tag)
-        tried.append(attempt)
+        tried.append(attempts[index] if attempts else 0)
+        why.append(errors[index] if errors else None)
     return [
-        Nack(consumer_id, tuple(tags), attempts=tuple(tried) if all(tried) else ())
-        for consumer_id, (tags, tried) in grouped.items()
+        Nack(consumer_id, tuple(tags), attempts=tuple(tried) if all(tried) else (),
+             errors=tuple(why) if any(error is not None for error in why) else ())
+        for consumer_id, (tags, tried, why) in grouped.items()
     ]
 
 

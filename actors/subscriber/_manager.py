@@ -346,7 +346,8 @@ class StreamingPullManager(Actor):
         elif message.kind is SettleKind.NACK:
             # The nack is for the newest delivery held here: one made after it (the lease lapses
             # again before the nack arrives) is not this nack's to return, and is taken in as new.
-            message = Settle(SettleKind.NACK, ack_id, attempt=newer.delivery_count if newer is not None else attempt)
+            message = Settle(SettleKind.NACK, ack_id, attempt=newer.delivery_count if newer is not None else attempt,
+                             error=message.error)
         self._to_dispatcher(message)
         if newer is not None and message.kind is SettleKind.DROP:
             # Dropped by the user, but the queue had already given the message back to us (its lease

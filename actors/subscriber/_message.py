@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from typing import final
 
-from conveyor.actors.broker import Delivery
+from conveyor.actors.broker import Delivery, DeliveryError
 from conveyor.runtime import ConveyorError
 
 from ._protocol import AckResponse, AckWithResponse, Settle, SettleKind, ack_id_of
@@ -54,9 +54,22 @@ class SubscriberMessage:
         """Acknowledge: the queue forgets the message. Idempotent."""
         self._send(SettleKind.ACK)
 
-    def nack(self) -> None:
-        """Give the message back for redelivery (after the queue's retry backoff)."""
-        self._send(SettleKind.NACK)
+    def nack(self, error: BaseException | None = None) -> None:
+        """Give the message back for redelivery (after the queue's retry backoff).
+
+        ``error``, if given, says why: its type and text reach the queue with the nack, and the
+        message's dead letter carries the last one (``LAST_ERROR_TYPE``, ``LAST_ERROR``). A
+        callback that raises is nacked with what it raised.
+        """
+        if error is None:
+            self._send(SettleKind.NACK)
+            return
+        if not isinstance(error, BaseException):
+            msg = f"nack error must be an exception (or None), got {type(error).__qualname__}"
+            raise TypeError(msg)
+        if self._settled is None:
+            self._settled = SettleKind.NACK
+            self._settle(Settle(SettleKind.NACK, self.ack_id, error=DeliveryError.of(error)))
 
     def ack_with_response(self, timeout: float = 30.0) -> bool:
         """Ack and wait until the queue confirms it; False if the lease had lapsed (exactly-once use).

@@ -7,7 +7,7 @@ from typing import final
 
 import attrs
 
-from conveyor.actors.broker import Delivery
+from conveyor.actors.broker import Delivery, DeliveryError
 from conveyor.runtime._immutability import checked_when_built
 
 
@@ -43,6 +43,8 @@ class Settle:
     attempt: int = 0
     """For a nack: the ``delivery_count`` of the delivery it is for (the newest one held here), set by
     the manager; 0 means not known, and the broker then nacks whatever delivery is current."""
+    error: DeliveryError | None = None
+    """For the nack of a callback that raised: why, as data (the queue puts it on the dead letter)."""
 
 
 @final

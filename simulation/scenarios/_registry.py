@@ -253,8 +253,16 @@ def get_scenario(name: str) -> ScenarioSpec:
 
 
 def check_fault_plan(faults: str) -> str:
-    """Validate a fault plan name (or several, comma separated); return it normalised."""
-    names = [part.strip() for part in faults.split(",") if part.strip()] or ["none"]
+    """Validate a fault plan name (or several, comma separated); return it normalised.
+
+    An empty value or entry is refused rather than read as ``none``: ``--faults ""`` is more
+    likely a shell variable that was never set than a request for no faults.
+    """
+    names = [part.strip() for part in faults.split(",")]
+    if "" in names:
+        msg = (f"empty fault plan in {faults[:40]!r}; choose one or more (comma separated) of: "
+               f"{', '.join(FAULT_PLANS)} (none for no faults)")
+        raise ValueError(msg)
     for name in names:
         if name not in FAULT_PLANS:
             msg = f"unknown fault plan {name!r}; choose one or more (comma separated) of: {', '.join(FAULT_PLANS)}"

@@ -17,7 +17,7 @@ from typing import final
 import attrs
 
 from conveyor.simulation._strategies import STRATEGY_NAMES
-from conveyor.simulation.scenarios import check_fault_plan, get_scenario, scenario_names
+from conveyor.simulation.scenarios import FAULT_PLANS, check_fault_plan, get_scenario, scenario_names
 
 DEFAULT_PLAN = "default"
 """A fault-plan entry that stands for each scenario's own default plan."""
@@ -98,15 +98,17 @@ def parse_fault_plans(text: str) -> tuple[str, ...]:
     (``crash,delay``).
 
     Raises:
-        ValueError: an unknown fault plan.
+        ValueError: an unknown fault plan, or an empty entry (``""`` is refused, not read as ``default``).
     """
     entries: list[str] = []
     for part in text.split(","):
         entry = part.strip()
-        if not entry:
-            continue
+        if not entry or "" in (plan.strip() for plan in entry.split("+")):
+            msg = (f"empty fault plan in {text[:40]!r}; choose one or more (comma separated) of: "
+                   f"{DEFAULT_PLAN}, {', '.join(FAULT_PLANS)} (join plans with + to combine them)")
+            raise ValueError(msg)
         entries.append(entry if entry == DEFAULT_PLAN else check_fault_plan(entry.replace("+", ",")))
-    return tuple(dict.fromkeys(entries or [DEFAULT_PLAN]))
+    return tuple(dict.fromkeys(entries))
 
 
 def build_matrix(

@@ -128,3 +128,24 @@ def test_the_help_names_every_fault_plan(command: str) -> None:
     text = " ".join(result.output.split())
     for plan in scenarios.FAULT_PLANS:
         assert plan in text, f"{command} --help does not name {plan!r}"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["simulate", "fairness", "--seeds", "1"], ["replay", "fairness", "--seed", "1"], ["sweep", "--seeds", "1"]],
+    ids=["simulate", "replay", "sweep"],
+)
+@pytest.mark.parametrize("faults", ["", " ", ",", "crash,,delay", "crash+"])
+def test_an_empty_fault_plan_is_refused_not_replaced_by_the_default(
+    command: list[str], faults: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    swept: list[object] = []
+    monkeypatch.setattr("conveyor.cli._sweep.run_sweep", lambda **kw: swept.append(kw))  # no Spark if it got by
+    if faults == "crash+" and command[0] != "sweep":
+        pytest.skip("'+' joins plans in sweep only")
+    result = runner.invoke(app, [*command, "--faults", faults])
+    text = _flat(result.output)
+    assert result.exit_code == 2, text
+    assert "Invalid value for '--faults'" in text
+    assert "empty fault plan" in text and "choose one or more" in text and "none" in text
+    assert swept == []

@@ -63,6 +63,9 @@ def test_bad_names_are_refused_with_the_allowed_values() -> None:
     with pytest.raises(ValueError, match="unknown fault plan 'fire'"):
         check_fault_plan("crash,fire")
     assert check_fault_plan("none,crash") == "crash"
+    for empty in ("", " ", "crash,", ",,"):  # refused, never read as no faults
+        with pytest.raises(ValueError, match=r"empty fault plan in .*; choose one or more \(comma separated\) of: "):
+            check_fault_plan(empty)
     assert set(FAULT_PLANS) >= {
         "none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash", "disk-error",
     }

@@ -21,6 +21,7 @@ from conveyor.actors.broker import (
     ConsumerActor,
     ConsumerSettings,
     Delivered,
+    DeliveryError,
     EntryList,
     GetStats,
     MatchAll,
@@ -277,7 +278,7 @@ def core_state(core: EntryList) -> tuple[Any, ...]:
         assert e is not None
         entries.append((
             e.seq, e.position, e.state.value, e.consumer, e.deadline, e.delivery_count,
-            e.available_at, e.expires_at, e.last_consumer, e.message,
+            e.available_at, e.expires_at, e.last_consumer, e.message, e.last_error,
         ))
     cursors = {
         cid: (c.pointer, c.interested, tuple(sorted(c.held)), c.priority, c.acquiring)
@@ -302,6 +303,7 @@ OPERATION = st.one_of(
     st.tuples(st.just("subscribe"), st.integers(0, 2), st.booleans()),
     st.tuples(st.just("give_back"), st.integers(0, 3), st.integers(1, 3), st.sampled_from([0.0, 0.3])),
     st.tuples(st.just("nack"), st.integers(0, 3), st.integers(1, 3), st.booleans(), st.integers(0, 1)),
+    st.tuples(st.just("fail"), st.integers(0, 3), st.integers(1, 3), st.booleans()),
     st.tuples(st.just("extend"), st.integers(0, 3), st.floats(0.1, 3.0)),
     st.tuples(st.just("interest"), st.integers(0, 3), st.booleans()),
     st.tuples(st.just("unsubscribe"), st.integers(0, 3)),
@@ -361,6 +363,14 @@ def test_replaying_the_journal_rebuilds_exactly_the_same_entry_list(operations: 
                     core.give_back_with(cid, held[:count], now, dict.fromkeys(held[:count], 0.2), attempts)
                 else:
                     core.give_back(cid, held[:count], now, 0.0, attempts)
+            case ("fail", _, count, with_delays) if cid is not None:
+                # A nack saying why (a callback's error), as the consumer of a raising callback sends.
+                errors = tuple(DeliveryError("ValueError", f"tag {tag}") if tag % 2 else None for tag in held[:count])
+                attempts = tuple(core._cursors[cid].held[tag].delivery_count for tag in held[:count])
+                if with_delays:
+                    core.give_back_with(cid, held[:count], now, dict.fromkeys(held[:count], 0.2), attempts, errors)
+                else:
+                    core.give_back(cid, held[:count], now, 0.0, attempts, errors)
             case ("extend", _, seconds) if cid is not None:
                 core.extend(cid, held, now + seconds)
             case ("interest", _, wanted) if cid is not None:

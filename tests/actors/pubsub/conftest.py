@@ -1,4 +1,8 @@
-"""The shipped fixtures, and clients of the official library pointed at a fresh server per test."""
+"""Clients of the official library pointed at a fresh server per test.
+
+The shipped fixtures (``pubsub_emulator``, ``pubsub_server``, ``pubsub_shared_server``) come from
+conveyor's pytest plugin, registered by its ``pytest11`` entry point: no import is needed here.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,6 @@ from collections.abc import Iterator
 
 import pytest
 from google.cloud import pubsub_v1
-
-from conveyor.actors.pubsub.pytest_plugin import pubsub_emulator, pubsub_server
-
-__all__ = ["pubsub_emulator", "pubsub_server"]
 
 
 @pytest.fixture

@@ -8,8 +8,13 @@ from conveyor.actors.broker import GetStats, Message, Publish, QueueActor, Queue
 from conveyor.actors.subscriber import PulledBatch, PullRequest, acknowledge, nack_pulled, start_pull
 from tests.conftest import Harness
 
+FULL_BATCH_S = 30.0
+"""The pull timeout where a test asserts a full batch: a bound, not a wait, since a session answers as
+soon as its batch is full. A short one (0.2 s) made the batch depend on the machine's load: a pull on
+threads that had not received its messages by then answered with fewer."""
 
-async def _pull(backend: Harness, queue: object, max_messages: int, timeout: float = 0.2) -> PulledBatch:
+
+async def _pull(backend: Harness, queue: object, max_messages: int, timeout: float = FULL_BATCH_S) -> PulledBatch:
     session = start_pull(backend.system, queue, max_messages, timeout)  # type: ignore[arg-type]
     batch: PulledBatch = await backend.ask(session, PullRequest(), timeout=timeout + 5)
     return batch
@@ -27,7 +32,7 @@ async def test_pull_a_batch_ack_some_nack_the_rest(backend: Harness) -> None:
     await backend.quiet()
     stats = await backend.ask(queue, GetStats())
     assert (stats.acked, stats.depth, stats.in_flight) == (2, 3, 0)
-    again = await _pull(backend, queue, 10)
+    again = await _pull(backend, queue, 3)  # the three left: a full batch, answered at once
     assert [(d.message.body, d.delivery_count) for d in again.messages] == [(b"2", 2), (b"3", 1), (b"4", 1)]
     acknowledge(backend.system, again)
     await backend.quiet()
@@ -63,9 +68,9 @@ async def test_the_one_call_pull_on_each_backend(backend: Harness) -> None:
     if isinstance(backend.system, TrioSystem):
         with pytest.raises(ConveyorError, match=r"await pull_async"):
             pull(backend.system, queue, 2)
-        batch = await pull_async(backend.system, queue, 2, timeout=0.2)
+        batch = await pull_async(backend.system, queue, 2, timeout=FULL_BATCH_S)
     else:
-        batch = pull(backend.system, queue, 2, timeout=0.2)
+        batch = pull(backend.system, queue, 2, timeout=FULL_BATCH_S)
     assert [d.message.body for d in batch.messages] == [b"0", b"1"]
     acknowledge(backend.system, batch)
     await backend.quiet()

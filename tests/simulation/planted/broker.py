@@ -11,7 +11,15 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 
-from conveyor.actors.broker import ConsumerLists, ConsumerManagerActor, EntryList, Message, QueueActor, QueueConfig
+from conveyor.actors.broker import (
+    ConsumerLists,
+    ConsumerManagerActor,
+    DeliveryError,
+    EntryList,
+    Message,
+    QueueActor,
+    QueueConfig,
+)
 from conveyor.actors.broker._consumer_lists import ConsumerState
 from conveyor.actors.broker._entries import Entry, Returned, _Level
 
@@ -64,9 +72,15 @@ class TailRelease(EntryList):
         self._levels = [_TailLevel() for _ in range(priorities)]
 
     def give_back(
-        self, consumer_id: int, tags: Iterable[int], now: float, delay_s: float, attempts: tuple[int, ...] = ()
+        self,
+        consumer_id: int,
+        tags: Iterable[int],
+        now: float,
+        delay_s: float,
+        attempts: tuple[int, ...] = (),
+        errors: tuple[DeliveryError | None, ...] = (),
     ) -> Returned:
-        returned = super().give_back(consumer_id, tags, now, delay_s, attempts)
+        returned = super().give_back(consumer_id, tags, now, delay_s, attempts, errors)
         for entry in returned.available:
             self._to_tail(entry)
         return returned

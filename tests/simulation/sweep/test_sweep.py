@@ -161,6 +161,21 @@ def test_the_command_prints_the_summary_and_the_report(swept: Swept) -> None:
     assert (swept.outcome.out / "summary.parquet").is_dir()
 
 
+@pytest.mark.parametrize(("max_steps", "code"), [(10, 1), (500_000, 0)], ids=["a-run-fails", "all-pass"])
+def test_the_command_exits_1_when_any_run_failed(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_steps: int, code: int
+) -> None:
+    # The command's own driver, on the session-wide SparkSession (a new one would cost 5-10 s).
+    monkeypatch.setattr("conveyor.cli._sweep.run_sweep", lambda **kw: run_sweep(**kw, spark=spark))
+    result = CliRunner().invoke(app, [
+        "sweep", "--scenarios", "fairness", "--seeds", "2", "--strategies", "random", "--faults", "none",
+        "--max-steps", str(max_steps), "--out", str(tmp_path / "report"),
+    ])
+    assert result.exit_code == code, result.output
+    failed = 2 if code else 0
+    assert f"conveyor sweep: 2 runs, {failed} with violations" in " ".join(result.output.split())
+
+
 def test_the_matrix_frame_has_the_planned_partitions(spark: SparkSession) -> None:
     cells = build_matrix(["fairness", "groups", "priorities"], 10, ["random"], ["none"])
     planned = plan_partitions(cells, 4)
@@ -188,6 +203,10 @@ def test_fault_plan_entries_and_defaults() -> None:
                                                      ("fairness", "crash")]
     with pytest.raises(ValueError, match="unknown fault plan 'fire'"):
         parse_fault_plans("none,fire")
+    for empty in ("", " ", "none,", "crash+", "crash++delay"):  # refused, never read as the default
+        with pytest.raises(ValueError, match=r"empty fault plan in .*; choose one or more \(comma separated\) of: "
+                                             r"default, none, crash"):
+            parse_fault_plans(empty)
 
 
 def test_a_run_that_raises_becomes_an_error_row() -> None:

@@ -1,0 +1,119 @@
+"""``conveyor serve``: the Pub/Sub front as a process that drains on SIGTERM and SIGINT alike.
+
+Python leaves SIGTERM to kill the process outright, and turns SIGINT into ``KeyboardInterrupt``
+only if SIGINT was not ignored when the process started; a job started with ``&`` from a script
+inherits it ignored. Either way the server would vanish with its streams cut and its publishes
+unanswered. So both signals get a handler here, whatever was inherited, and the main thread
+waits on a pipe that the signal wakes (``signal.set_wakeup_fd``): the handler itself does
+nothing, so it can take no lock the interrupted code holds.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import signal
+import sys
+from types import FrameType, TracebackType
+from typing import Final
+
+import typer
+
+log = logging.getLogger("conveyor.serve")
+
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+"""The signals that drain and stop ``conveyor serve``."""
+LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class LogLevel(enum.Enum):
+    """``--log-level``: debug adds a line per request (method, resource, outcome, duration)."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+def _noted(signum: int, frame: FrameType | None) -> None:
+    """The Python-level handler: nothing to do, the wake-up byte already names the signal."""
+
+
+class StopSignals:
+    """Handlers for ``STOP_SIGNALS`` while inside the block; ``wait()`` blocks until one arrives.
+
+    A signal that arrives before ``wait()`` (while the server starts) is kept and returned then.
+    The previous handlers and wake-up fd are restored on exit.
+    """
+
+    def __init__(self) -> None:
+        self._read_fd = -1
+        self._write_fd = -1
+        self._previous: dict[signal.Signals, object] = {}
+        self._previous_wakeup = -1
+
+    def __enter__(self) -> StopSignals:
+        self._read_fd, self._write_fd = os.pipe()
+        os.set_blocking(self._write_fd, False)
+        self._previous_wakeup = signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        for signum in STOP_SIGNALS:
+            self._previous[signum] = signal.signal(signum, _noted)
+        return self
+
+    def wait(self) -> signal.Signals:
+        """Block until SIGTERM or SIGINT arrives; return which."""
+        while True:
+            for byte in os.read(self._read_fd, 64):
+                if byte in STOP_SIGNALS:
+                    return signal.Signals(byte)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]
+        signal.set_wakeup_fd(self._previous_wakeup)
+        os.close(self._read_fd)
+        os.close(self._write_fd)
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:8085`` for IPv6) as the gcloud emulator's ``--host-port`` takes it."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        msg = (f"--host-port must be HOST:PORT with a port from 0 to 65535 (for example 127.0.0.1:8085), "
+               f"got {value[:80]!r}")
+        raise typer.BadParameter(msg)
+    return host.strip("[]"), int(port_text)
+
+
+def run_serve(host_port: str, *, max_streams: int, log_level: LogLevel) -> None:
+    """Serve until SIGTERM or SIGINT, then drain: streams end with UNAVAILABLE, calls in flight are answered."""
+    from conveyor.actors.pubsub import PubSubServer
+
+    host, port = parse_host_port(host_port)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logger = logging.getLogger("conveyor")
+    previous_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(log_level.value.upper())
+    try:
+        with StopSignals() as signals:
+            server = PubSubServer(host, port, max_streams=max_streams)
+            try:
+                server.start()
+            except RuntimeError as error:
+                server.close()
+                raise typer.BadParameter(str(error), param_hint="--host-port") from error
+            typer.echo(f"conveyor Pub/Sub front on {server.address}; export PUBSUB_EMULATOR_HOST={server.address}")
+            try:
+                received = signals.wait()
+                log.info("received %s: draining", received.name)
+            finally:
+                server.close()
+            log.info("conveyor serve stopped")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
