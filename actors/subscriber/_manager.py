@@ -65,6 +65,7 @@ from ._protocol import (
     ReceivedBatch,
     Redelivered,
     RunsEnded,
+    Scheduled,
     Settle,
     SettleKind,
     Settles,
@@ -193,6 +194,12 @@ class StreamingPullManager(Actor):
             self._send_batch(message)
         elif type(message) is AckResult:
             self._answered(message)
+        elif type(message) is Scheduled:
+            # The key handler handed these keyed messages to the pool: their max-lease clocks start.
+            pending = self.pending
+            ids = tuple(a for a in message.ack_ids if a in pending)
+            if ids:
+                self.ctx.send(parts["leaser"], Scheduled(ids) if len(ids) < len(message.ack_ids) else message)
         elif type(message) is Lapsed:
             # Only what is still held here and still leased (a lease given up at the maximum is not).
             lapsed = tuple(a for a in message.ack_ids if a in self.pending and a not in self.expired)

@@ -186,6 +186,21 @@ class Lapsed:
 
 
 @final
+@checked_when_built
+@attrs.frozen
+class Scheduled:
+    """Ordered-key handler -> manager -> leaser: these keyed messages were handed to the worker pool.
+
+    Their callbacks are scheduled now, so their max-lease clocks start (``LeaseTable.start_clock``):
+    a keyed message may wait on hold behind its key for longer than ``max_lease_duration_s``, and is
+    kept leased, never given up, while it waits. An unordered message is scheduled as it arrives, so
+    the leaser starts its clock on ``Received``.
+    """
+
+    ack_ids: tuple[str, ...]
+
+
+@final
 @attrs.frozen
 class Skipped:
     """Worker pool -> manager -> ordered-key handler: a lapsed message taken off the pool's queue unstarted.

@@ -141,6 +141,36 @@ def test_the_leaser_keeps_a_slow_callback_from_being_redelivered() -> None:
     assert len(extensions) >= 3  # the first on receipt, then before each 10 s lease lapsed
 
 
+def test_a_message_on_hold_behind_its_key_is_not_given_up_while_it_waits() -> None:
+    """The max-lease clock starts when the callback is scheduled, not at receipt (issue 15, item 7).
+
+    One key, three 20-second callbacks, a 30-second max lease: the third message waits 40 seconds
+    on hold behind the first two. It used to be given up at 30 s, redelivered while its callback
+    ran and dead-lettered; each callback here holds its lease 20 s, well under the limit.
+    """
+    sim = Simulation(seed=4, job_duration=uniform_job_duration(20.0, 20.0))  # 20 virtual s each
+    dead = sim.spawn(lambda: QueueActor(QueueConfig("dead")), name="dead")
+    queue = sim.spawn(
+        lambda: QueueActor(QueueConfig("q", ack_deadline_s=10, max_deliveries=2, dead_letter=dead)), name="q"
+    )
+    calls: list[tuple[int, int]] = []
+
+    def callback(message: SubscriberMessage) -> None:
+        calls.append((int(message.data), message.delivery_attempt))
+        message.ack()
+
+    flow = FlowControl(max_lease_duration_s=30)
+    sim.spawn(lambda: StreamingPullManager(queue, callback, flow), name="sub")
+    sim.run(until=1)
+    for n in range(3):
+        queue.tell(Publish(Message(str(n).encode(), group="k")))
+    sim.run(until=300)
+    stats = sim.ask(queue, GetStats())
+    assert calls == [(0, 1), (1, 1), (2, 1)]
+    assert (stats.acked, stats.redelivered, stats.dead_lettered, stats.depth, stats.in_flight) == (3, 0, 0, 0, 0)
+    assert sim.ask(dead, GetStats()).published == 0
+
+
 async def test_cancel_returns_what_was_not_acked(backend: Harness) -> None:
     def callback(message: SubscriberMessage) -> None:
         pass  # never settles
