@@ -11,11 +11,12 @@ import enum
 import itertools
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, final
+from typing import Any, NoReturn, final
 
 import attrs
 
 from conveyor.runtime import ActorRef
+from conveyor.runtime._errors import is_finite_number, quote
 from conveyor.runtime._immutability import register_immutable_type
 
 from ._consumer_lists import DEFAULT_HAND_OVER_TIMEOUT_S, check_hand_over_timeout
@@ -26,10 +27,14 @@ Headers = tuple[tuple[str, HeaderValue], ...]
 PRIORITY_MIN = 0
 PRIORITY_MAX = 9
 DEFAULT_PRIORITY = 4
+HEADER_INT_MIN = -(2**63)
+HEADER_INT_MAX = 2**63 - 1
+"""Header ints are 64-bit, as AMQP carries them (and a trace or journal can write them)."""
+_HEADERS_ALLOWED = "a mapping of str to str/int/float/bool or an iterable of (key, value) pairs"
 
 
-def _fail(owner: str, field: str, allowed: str, value: object) -> None:
-    msg = f"{owner}.{field} must be {allowed}, got {value!r}"
+def _fail(owner: str, field: str, allowed: str, value: object) -> NoReturn:
+    msg = f"{owner}.{field} must be {allowed}, got {quote(value)}"
     raise ValueError(msg)
 
 
@@ -37,17 +42,28 @@ def _headers(value: Mapping[str, HeaderValue] | Iterable[tuple[str, HeaderValue]
     """Normalise headers to a key-sorted tuple of pairs (hashable, deterministic)."""
     if value is None or value == ():
         return ()
-    pairs = value if type(value) is tuple else tuple(value.items() if isinstance(value, Mapping) else value)
+    if type(value) is tuple:
+        pairs = value
+    elif isinstance(value, Mapping):
+        pairs = tuple(value.items())
+    elif isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        pairs = tuple(value)
+    else:
+        _fail("Message", "headers", _HEADERS_ALLOWED, value)
     ascending = True  # keys already strictly ascending (the usual case) need no sort and no duplicate check
     previous = ""
     for pair in pairs:
         if type(pair) is not tuple or len(pair) != 2:
-            _fail("Message", "headers", "a mapping of str to str/int/float/bool", value)
+            _fail("Message", "headers", _HEADERS_ALLOWED, value)
         key, item = pair
         if not isinstance(key, str) or not key:
             _fail("Message", "headers", "keyed by non-empty str", key)
-        if not isinstance(item, (str, int, float, bool)) or (type(item) is float and not math.isfinite(item)):
-            _fail("Message", f"headers[{key!r}]", "a str, int, finite float or bool", item)
+        if (
+            not isinstance(item, (str, int, float, bool))
+            or (type(item) is float and not math.isfinite(item))
+            or (type(item) is int and not HEADER_INT_MIN <= item <= HEADER_INT_MAX)
+        ):
+            _fail("Message", f"headers[{key!r}]", "a str, int from -2**63 to 2**63-1, finite float or bool", item)
         if key <= previous:
             ascending = False
         previous = key
@@ -72,19 +88,19 @@ def _check_priority(instance: object, attribute: attrs.Attribute[Any], value: An
 def _positive_seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if not is_finite_number(value) or value <= 0:
         _fail(type(instance).__name__, attribute.name, "None or a finite number of seconds > 0", value)
 
 
 def _non_negative_seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not is_finite_number(value) or value < 0:
         _fail(type(instance).__name__, attribute.name, "None or a finite number of seconds >= 0", value)
 
 
 def _seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not is_finite_number(value) or value < 0:
         _fail(type(instance).__name__, attribute.name, "a finite number of seconds >= 0", value)
 
 
@@ -114,18 +130,44 @@ def _optional_positive_int(instance: object, attribute: attrs.Attribute[Any], va
         _positive_int(instance, attribute, value)
 
 
-def _tags(value: Iterable[int]) -> tuple[int, ...]:
-    tags = tuple(value)
+def _iterated(owner: str, field: str, allowed: str, value: object) -> tuple[Any, ...]:
+    """``value`` as a tuple, or the field's error if it cannot be iterated (a float, None, a str)."""
+    if type(value) is tuple:
+        return value
+    if not isinstance(value, Iterable) or isinstance(value, (str, bytes)):
+        _fail(owner, field, f"an iterable of {allowed}", value)
+    return tuple(value)
+
+
+def _tags(owner: str, value: Iterable[int]) -> tuple[int, ...]:
+    """``value`` as a tuple of delivery tags, or an error naming ``owner.tags``."""
+    tags = _iterated(owner, "tags", "delivery tags (ints >= 1)", value)
     for tag in tags:
         if type(tag) is not int or tag < 1:
-            _fail("request", "tags", "delivery tags (ints >= 1)", tag)
+            _fail(owner, "tags", "delivery tags (ints >= 1)", tag)
     return tags
+
+
+def _ack_tags(value: Iterable[int]) -> tuple[int, ...]:
+    return _tags("Ack", value)
+
+
+def _nack_tags(value: Iterable[int]) -> tuple[int, ...]:
+    return _tags("Nack", value)
+
+
+def _release_tags(value: Iterable[int]) -> tuple[int, ...]:
+    return _tags("Release", value)
+
+
+def _modack_tags(value: Iterable[int]) -> tuple[int, ...]:
+    return _tags("ModifyAckDeadline", value)
 
 
 def _attempts(value: Iterable[int]) -> tuple[int, ...]:
     if value == ():
         return ()
-    attempts = tuple(value)
+    attempts = _iterated("Nack", "attempts", "delivery counts (ints >= 1), one per tag", value)
     for attempt in attempts:
         if type(attempt) is not int or attempt < 1:
             _fail("Nack", "attempts", "delivery counts (ints >= 1), one per tag", attempt)
@@ -340,6 +382,10 @@ register_immutable_type(Publish)
 
 
 def _message_tuple(value: Iterable[Message]) -> tuple[Message, ...]:
+    if type(value) is tuple:
+        return value
+    if not isinstance(value, Iterable) or isinstance(value, (str, bytes)):
+        _fail("PublishBatch", "messages", "a non-empty sequence of Message", value)
     return tuple(value)
 
 
@@ -544,7 +590,7 @@ class Ack:
     """Settle deliveries; with ``confirm`` the queue answers ``AckResult``."""
 
     consumer_id: int
-    tags: tuple[int, ...] = attrs.field(converter=_tags)
+    tags: tuple[int, ...] = attrs.field(converter=_ack_tags)
     confirm: bool = False
 
     def __attrs_post_init__(self) -> None:
@@ -581,7 +627,7 @@ class Nack:
     """
 
     consumer_id: int
-    tags: tuple[int, ...] = attrs.field(converter=_tags)
+    tags: tuple[int, ...] = attrs.field(converter=_nack_tags)
     delay_s: float | None = attrs.field(default=None, validator=_non_negative_seconds)
     attempts: tuple[int, ...] = attrs.field(default=(), converter=_attempts)
 
@@ -601,7 +647,7 @@ class Release:
     """Return deliveries at once, without backoff (e.g. a consumer closing)."""
 
     consumer_id: int
-    tags: tuple[int, ...] = attrs.field(converter=_tags)
+    tags: tuple[int, ...] = attrs.field(converter=_release_tags)
 
 
 @final
@@ -610,7 +656,7 @@ class ModifyAckDeadline:
     """Extend leases to ``seconds`` from now; 0 returns the messages at once (Pub/Sub's nack)."""
 
     consumer_id: int
-    tags: tuple[int, ...] = attrs.field(converter=_tags)
+    tags: tuple[int, ...] = attrs.field(converter=_modack_tags)
     seconds: float = attrs.field(default=0.0)
 
     @seconds.validator

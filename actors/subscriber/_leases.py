@@ -57,6 +57,7 @@ from typing import final
 import attrs
 
 from conveyor.runtime import ConveyorError
+from conveyor.runtime._errors import is_finite_number, quote
 
 from ._histogram import Histogram
 from ._settings import FlowControl
@@ -109,13 +110,11 @@ class _Lease:
 
 def _check_extension(extension_s: object, action: str) -> None:
     """Refuse an extension that is not a finite number of seconds > 0."""
-    if (
-        isinstance(extension_s, bool)
-        or not isinstance(extension_s, (int, float))
-        or not math.isfinite(extension_s)
-        or extension_s <= 0
-    ):
-        msg = f"LeaseTable cannot {action}: extension_s must be a finite number of seconds > 0, got {extension_s!r}"
+    if not is_finite_number(extension_s) or extension_s <= 0:
+        msg = (
+            f"LeaseTable cannot {action}: extension_s must be a finite number of seconds > 0, "
+            f"got {quote(extension_s)}"
+        )
         raise ValueError(msg)
 
 
@@ -136,7 +135,7 @@ class LeaseTable:
 
     def __init__(self, flow: FlowControl) -> None:
         if not isinstance(flow, FlowControl):
-            msg = f"LeaseTable needs a FlowControl, got {flow!r}"
+            msg = f"LeaseTable needs a FlowControl, got {quote(flow)}"
             raise TypeError(msg)
         self._flow = flow
         self._leases: dict[str, _Lease] = {}
@@ -175,15 +174,16 @@ class LeaseTable:
         first = flow.min_duration_per_lease_extension_s if extension_s is None else extension_s
         _check_extension(first, f"add lease {ack_id!r}")
         if type(size) is not int:
-            msg = f"LeaseTable.add: size of lease {ack_id!r} must be an int, got {size!r}"
+            msg = f"LeaseTable.add: size of lease {quote(ack_id)} must be an int, got {quote(size)}"
             raise TypeError(msg)
         if size < 0:
-            msg = f"LeaseTable.add: size of lease {ack_id!r} must be >= 0, got {size!r}"
+            msg = f"LeaseTable.add: size of lease {quote(ack_id)} must be >= 0, got {quote(size)}"
             raise ValueError(msg)
         existing = self._leases.get(ack_id)
         if existing is not None:
             msg = (
-                f"cannot add lease {ack_id!r} at now={now!r}: it is already leased (arrived={existing.arrived!r}, "
+                f"cannot add lease {quote(ack_id)} at now={quote(now)}: it is already leased "
+                f"(arrived={quote(existing.arrived)}, "
                 f"{len(self._leases)} leases); remove it when the message is finished before adding it again"
             )
             raise DuplicateLease(msg)
@@ -373,14 +373,14 @@ class LeaseTable:
     def _check_now(self, now: float, action: str) -> None:
         """Refuse a ``now`` that is not a finite number or that goes back in time."""
         if not isinstance(now, (int, float)) or isinstance(now, bool):
-            msg = f"LeaseTable cannot {action}: now must be an int or float, got {now!r}"
+            msg = f"LeaseTable cannot {action}: now must be an int or float, got {quote(now)}"
             raise TypeError(msg)
-        if not math.isfinite(now):
-            msg = f"LeaseTable cannot {action}: now must be finite, got {now!r}"
+        if not is_finite_number(now):
+            msg = f"LeaseTable cannot {action}: now must be finite, got {quote(now)}"
             raise ValueError(msg)
         if now < self._now:
             msg = (
-                f"LeaseTable cannot {action} at now={now!r}: it was already told now={self._now!r}; "
+                f"LeaseTable cannot {action} at now={quote(now)}: it was already told now={quote(self._now)}; "
                 "time must not go backwards (use one monotonic clock)"
             )
             raise ValueError(msg)

@@ -42,6 +42,7 @@ from conveyor.actors.broker import (
     Suspend,
 )
 from conveyor.runtime import Actor, ActorRef, ConveyorError
+from conveyor.runtime._errors import quote
 
 from ._batching import Flush
 from ._components import Dispatcher, Heartbeater, Leaser, LoadController, OrderedKeyHandler, WorkerPool, broker_requests
@@ -114,10 +115,10 @@ class StreamingPullManager(Actor):
             msg = f"subscribe() callback must be callable, got {type(callback).__qualname__}"
             raise TypeError(msg)
         if type(workers) is not int or workers < 1:
-            msg = f"subscribe() workers must be an int >= 1, got {workers!r}"
+            msg = f"subscribe() workers must be an int >= 1, got {quote(workers)}"
             raise ValueError(msg)
         if type(callbacks_per_job) is not int or callbacks_per_job < 1:
-            msg = f"subscribe() callbacks_per_job must be an int >= 1, got {callbacks_per_job!r}"
+            msg = f"subscribe() callbacks_per_job must be an int >= 1, got {quote(callbacks_per_job)}"
             raise ValueError(msg)
         self.callbacks_per_job = callbacks_per_job
         self.queue = queue

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any, final
+from typing import Any, NoReturn, final
 
 import attrs
+
+from conveyor.runtime._errors import is_finite_number, quote
 
 MIB = 1024 * 1024
 MIN_EXTENSION_S = 2.0
 """Shortest lease extension allowed (the Pub/Sub service's own minimum is 10 s)."""
 
 
-def _fail(field: str, allowed: str, value: object) -> None:
-    msg = f"FlowControl.{field} must be {allowed}, got {value!r}"
+def _fail(field: str, allowed: str, value: object) -> NoReturn:
+    msg = f"FlowControl.{field} must be {allowed}, got {quote(value)}"
     raise ValueError(msg)
 
 
@@ -23,7 +24,7 @@ def _positive_int(_: object, attribute: attrs.Attribute[Any], value: Any) -> Non
 
 
 def _positive_seconds(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if not is_finite_number(value) or value <= 0:
         _fail(attribute.name, "a finite number of seconds > 0", value)
 
 

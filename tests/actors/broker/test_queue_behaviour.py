@@ -10,6 +10,7 @@ clock; the simulator runs the same tests on its virtual clock.
 from __future__ import annotations
 
 import itertools
+import re
 from collections import deque
 
 import pytest
@@ -922,7 +923,7 @@ async def test_byte_credit_limits_what_a_consumer_holds(backend: Harness) -> Non
         ),
         (
             lambda: Message(b"x", headers={"k": [1]}),  # type: ignore[arg-type]
-            r"Message\.headers\['k'\] must be a str, int, finite float or bool",
+            r"Message\.headers\['k'\] must be a str, int from -2\*\*63 to 2\*\*63-1, finite float or bool",
         ),
         (lambda: Message(b"x", ttl_s=0), r"Message\.ttl_s must be None or a finite number of seconds > 0, got 0"),
         (lambda: Message(b"x", delay_s=-1.0), r"Message\.delay_s must be None or a finite number of seconds >= 0"),
@@ -971,7 +972,7 @@ async def test_byte_credit_limits_what_a_consumer_holds(backend: Harness) -> Non
             lambda: ModifyAckDeadline(1, (1,), 601),
             r"ModifyAckDeadline\.seconds must be a number from 0 to 600, got 601",
         ),
-        (lambda: Ack(1, (0,)), r"request\.tags must be delivery tags \(ints >= 1\), got 0"),
+        (lambda: Ack(1, (0,)), r"Ack\.tags must be delivery tags \(ints >= 1\), got 0"),
         (lambda: Nack(1, (1,), delay_s=-1), r"Nack\.delay_s must be None or a finite number of seconds >= 0"),
         (
             lambda: Nack(1, (1, 2), attempts=(1,)),
@@ -987,7 +988,7 @@ async def test_byte_credit_limits_what_a_consumer_holds(backend: Harness) -> Non
         ),
         (
             lambda: Release(1, ("1",)),  # type: ignore[arg-type]
-            r"request\.tags must be delivery tags",
+            r"Release\.tags must be delivery tags",
         ),
         (lambda: PublishBatch(()), r"PublishBatch\.messages must be a non-empty sequence of Message"),
         (
@@ -1010,6 +1011,82 @@ def test_bad_values_raise_naming_the_field_and_the_allowed_values(build: object,
     assert callable(build)
     with pytest.raises((ValueError, TypeError), match=pattern):
         build()
+
+
+HUGE = 10**5000
+"""An int Python refuses to print (past its 4300-digit limit): an error quotes its first digits."""
+HUGE_QUOTED_TEXT = "got 10000000000000000000... (5001 digits)"
+
+
+@pytest.mark.parametrize(
+    ("build", "pattern"),
+    [
+        (
+            lambda: Message(b"x", headers=1.5),  # type: ignore[arg-type]
+            r"Message\.headers must be a mapping of str to str/int/float/bool or an iterable of "
+            r"\(key, value\) pairs, got 1\.5",
+        ),
+        (
+            lambda: Message(b"x", headers=[("a", "b", "c")]),  # type: ignore[list-item]
+            r"Message\.headers must be a mapping of str to str/int/float/bool or an iterable of "
+            r"\(key, value\) pairs, got \[\('a', 'b', 'c'\)\]",
+        ),
+        (
+            lambda: Ack(1, 1.5),  # type: ignore[arg-type]
+            r"Ack\.tags must be an iterable of delivery tags \(ints >= 1\), got 1\.5",
+        ),
+        (
+            lambda: Nack(1, 1.5),  # type: ignore[arg-type]
+            r"Nack\.tags must be an iterable of delivery tags \(ints >= 1\), got 1\.5",
+        ),
+        (
+            lambda: Nack(1, (1,), attempts=1.5),  # type: ignore[arg-type]
+            r"Nack\.attempts must be an iterable of delivery counts \(ints >= 1\), one per tag, got 1\.5",
+        ),
+        (
+            lambda: Release(1, None),  # type: ignore[arg-type]
+            r"Release\.tags must be an iterable of delivery tags \(ints >= 1\), got None",
+        ),
+        (
+            lambda: ModifyAckDeadline(1, 7),  # type: ignore[arg-type]
+            r"ModifyAckDeadline\.tags must be an iterable of delivery tags \(ints >= 1\), got 7",
+        ),
+        (
+            lambda: PublishBatch(1.5),  # type: ignore[arg-type]
+            r"PublishBatch\.messages must be a non-empty sequence of Message, got 1\.5",
+        ),
+        (lambda: Message(b"x", priority=-HUGE), r"Message\.priority must be an int from 0 to \d+, got -1000+\.\.\."),
+        (lambda: Message(b"x", ttl_s=HUGE), r"Message\.ttl_s must be None or a finite number of seconds > 0, "),
+        (lambda: Message(b"x", delay_s=HUGE), r"Message\.delay_s must be None or a finite number .*, "),
+        (
+            lambda: Message(b"x", headers={"n": HUGE}),
+            r"Message\.headers\['n'\] must be a str, int from -2\*\*63 to 2\*\*63-1, finite float or bool, ",
+        ),
+        (lambda: Ack(1, (-HUGE,)), r"Ack\.tags must be delivery tags \(ints >= 1\), got -1000+\.\.\. \(5001 digits"),
+        (lambda: ModifyAckDeadline(1, (1,), HUGE), r"ModifyAckDeadline\.seconds must be a number from 0 to 600, "),
+        (lambda: QueueConfig("q", priorities=HUGE), r"QueueConfig\.priorities must be an int from 1 to 10, "),
+        (lambda: QueueConfig("q", ack_deadline_s=HUGE), r"QueueConfig\.ack_deadline_s must be .*, "),
+        (lambda: QueueConfig("q", max_length=-HUGE), r"QueueConfig\.max_length must be an int >= 1, got -1000+"),
+        (lambda: QueueConfig("q", hand_over_timeout_s=HUGE), r"QueueConfig\.hand_over_timeout_s must be .*, "),
+        (lambda: RetryPolicy(max_backoff_s=HUGE), r"RetryPolicy\.max_backoff_s must be a finite number .*, "),
+        (lambda: Nack(1, (1,), delay_s=HUGE), r"Nack\.delay_s must be None or a finite number .*, "),
+        (lambda: ConsumerSettings(prefetch_messages=-HUGE), r"ConsumerSettings\.prefetch_messages must be .*, got -1"),
+        (lambda: ConsumerSettings(selector={"exists": HUGE}), r"selector\.exists: .*, "),
+    ],
+)
+def test_a_value_that_cannot_be_iterated_or_printed_gets_the_same_clear_error(build: object, pattern: str) -> None:
+    """Issue 15, item 7e: a non-iterable where an iterable belongs, and an int too long for Python to print."""
+    assert callable(build)
+    try:
+        build()
+    except (ValueError, TypeError) as error:
+        text = str(error)
+        assert re.search(pattern, text), text
+        if pattern.endswith(", "):  # the bad value is 10**5000, quoted by its first digits
+            assert text.endswith(HUGE_QUOTED_TEXT), text
+        assert len(text) < 300, "the bad value is quoted by a short prefix"
+    else:
+        pytest.fail(f"nothing raised; expected {pattern}")
 
 
 @pytest.mark.parametrize(
@@ -1041,7 +1118,7 @@ def test_retry_policy_refuses_a_missing_backoff_naming_the_field() -> None:
 def test_publish_and_headers_refuse_values_that_would_mislead() -> None:
     with pytest.raises(ValueError, match=r"Publish\.immediate must be True or False, got 'yes'"):
         Publish(Message(b"x"), immediate="yes")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"headers\['x'\] must be a str, int, finite float or bool"):
+    with pytest.raises(ValueError, match=r"headers\['x'\] must be a str, int from .*, finite float or bool, got nan"):
         Message(b"x", headers={"x": float("nan")})
 
 
