@@ -25,7 +25,9 @@ from ._selectors import MatchAll, Selector, parse_selector
 HeaderValue = str | int | float | bool
 Headers = tuple[tuple[str, HeaderValue], ...]
 PRIORITY_MIN = 0
-PRIORITY_MAX = 9
+PRIORITY_MAX = 255
+"""A message priority is an octet, as AMQP carries it; above a queue's levels it clamps to the top one."""
+PRIORITY_ALLOWED = f"an int from {PRIORITY_MIN} to {PRIORITY_MAX} (beyond a queue's levels it clamps to the nearest)"
 DEFAULT_PRIORITY = 4
 HEADER_INT_MIN = -(2**63)
 HEADER_INT_MAX = 2**63 - 1
@@ -78,11 +80,6 @@ def _headers(value: Mapping[str, HeaderValue] | Iterable[tuple[str, HeaderValue]
 
 def _pair_key(pair: tuple[str, HeaderValue]) -> str:
     return pair[0]
-
-
-def _check_priority(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if type(value) is not int or not PRIORITY_MIN <= value <= PRIORITY_MAX:
-        _fail(type(instance).__name__, attribute.name, f"an int from {PRIORITY_MIN} to {PRIORITY_MAX}", value)
 
 
 def _positive_seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -185,7 +182,9 @@ class Message:
     Attributes:
         body: the payload, bytes only.
         headers: str keys to str / int / float / bool values (a mapping is accepted).
-        priority: 0 (lowest) to 9; mapped onto the queue's priority levels as Qpid does.
+        priority: 0 (lowest) to 255; mapped onto the queue's priority levels as Qpid does
+            (``priority_level``): 0-9 as JMS uses them, and a priority beyond the queue's
+            levels clamps to the nearest one, rather than being refused.
         ttl_s: seconds the message may wait in the queue before it expires.
         delay_s: not-before time, as seconds after publish (delayed delivery).
         group: message group; one consumer owns a group at a time.
@@ -209,7 +208,7 @@ class Message:
             _fail("Message", "body", "bytes", type(self.body).__name__)
         priority = self.priority
         if type(priority) is not int or not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-            _fail("Message", "priority", f"an int from {PRIORITY_MIN} to {PRIORITY_MAX}", priority)
+            _fail("Message", "priority", PRIORITY_ALLOWED, priority)
         if self.ttl_s is not None:
             _positive_seconds(self, _FIELD_TTL, self.ttl_s)
         if self.delay_s is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -35,6 +35,24 @@ def test_priority_levels_map_as_qpid_does() -> None:
     assert [priority_level(p, 2) for p in range(10)] == [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
     assert [priority_level(p, 3) for p in range(10)] == [0, 0, 0, 0, 1, 2, 2, 2, 2, 2]
     assert [priority_level(p, 1) for p in range(10)] == [0] * 10
+
+
+@given(levels=st.integers(1, 10), priority=st.integers(0, 255))
+def test_priorities_outside_the_levels_clamp_with_qpids_mapping(levels: int, priority: int) -> None:
+    """Issue 15, item 7c: N levels, offset 5 - floor((N+1)/2), level clamp(priority - offset, 0, N-1)."""
+    offset = 5 - (levels + 1) // 2
+    assert priority_level(priority, levels) == min(levels - 1, max(0, priority - offset))
+
+
+@given(levels=st.integers(1, 10), priorities=st.lists(st.integers(0, 255), min_size=1, max_size=30))
+def test_any_message_priority_is_published_at_its_clamped_level(levels: int, priorities: list[int]) -> None:
+    """The strict order of a queue is its levels highest first, publish order within each, for any priority."""
+    entries = fresh(priorities=levels)
+    for n, priority in enumerate(priorities):
+        entries.publish(msg(n, priority), 0.0)
+    taken, _, _ = entries.take(1, 0.0, len(priorities), 10**9, FAR)
+    expected = sorted(range(len(priorities)), key=lambda n: (-priority_level(priorities[n], levels), n))
+    assert bodies(taken) == expected
 
 
 def test_fifo_within_a_level_and_strict_priority_between_levels() -> None:
@@ -231,10 +249,12 @@ class EntryListMachine(RuleBasedStateMachine):
     def _order(self) -> list[int]:
         return sorted(self.model, key=lambda seq: (self.model[seq][0], seq))
 
-    @rule(priority=st.integers(0, 9))
+    @rule(priority=st.one_of(st.integers(0, 9), st.integers(10, 255)))
     def publish(self, priority: int) -> None:
         entry = self.entries.publish(Message(b"m", priority=priority), self.now)
-        self.model[entry.seq] = [entry.position[0], "available", None, 0]
+        rank = self.levels - 1 - min(self.levels - 1, max(0, priority - (5 - (self.levels + 1) // 2)))
+        assert entry.position[0] == rank, "Qpid's mapping, clamped at both ends"
+        self.model[entry.seq] = [rank, "available", None, 0]
 
     @rule()
     def add_consumer(self) -> None:

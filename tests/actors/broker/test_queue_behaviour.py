@@ -168,6 +168,17 @@ async def test_fewer_priority_levels_share_middle_priorities(backend: Harness) -
     assert [body for body, _ in await received(backend, client)] == bodies("c", "d", "a", "b", "e")
 
 
+async def test_priorities_outside_the_levels_clamp_with_qpids_mapping(backend: Harness) -> None:
+    """Issue 15, item 7c: 3 levels, offset 5 - 2 = 3: 0-3 low, 4 middle, 5 and up (to 255) high."""
+    assert Message(b"x", priority=255).priority == 255, "accepted, and carried through untouched"
+    queue = queue_of(backend, priorities=3)
+    published = [("a", 0), ("b", 200), ("c", 9), ("d", 255), ("e", 5), ("f", 4), ("g", 10)]
+    await publish(backend, queue, *(msg(body, priority=p) for body, p in published))
+    client, _ = consume(backend, queue)
+    await backend.quiet()
+    assert [body for body, _ in await received(backend, client)] == bodies("b", "c", "d", "e", "g", "f", "a")
+
+
 # --- 3. nack, retry backoff, modify-ack-deadline -------------------------------------------------------
 
 
@@ -906,9 +917,9 @@ async def test_byte_credit_limits_what_a_consumer_holds(backend: Harness) -> Non
 @pytest.mark.parametrize(
     ("build", "pattern"),
     [
-        (lambda: Message(b"x", priority=-1), r"Message\.priority must be an int from 0 to 9, got -1"),
-        (lambda: Message(b"x", priority=10), r"Message\.priority must be an int from 0 to 9, got 10"),
-        (lambda: Message(b"x", priority=True), r"Message\.priority must be an int from 0 to 9"),
+        (lambda: Message(b"x", priority=-1), r"Message\.priority must be an int from 0 to 255 .*, got -1"),
+        (lambda: Message(b"x", priority=256), r"Message\.priority must be an int from 0 to 255 .*, got 256"),
+        (lambda: Message(b"x", priority=True), r"Message\.priority must be an int from 0 to 255"),
         (
             lambda: Message("text"),  # type: ignore[arg-type]
             r"Message\.body must be bytes, got 'str'",
@@ -1055,7 +1066,7 @@ HUGE_QUOTED_TEXT = "got 10000000000000000000... (5001 digits)"
             lambda: PublishBatch(1.5),  # type: ignore[arg-type]
             r"PublishBatch\.messages must be a non-empty sequence of Message, got 1\.5",
         ),
-        (lambda: Message(b"x", priority=-HUGE), r"Message\.priority must be an int from 0 to \d+, got -1000+\.\.\."),
+        (lambda: Message(b"x", priority=-HUGE), r"Message\.priority must be an int from 0 to 255 .*, got -1000+\.\.\."),
         (lambda: Message(b"x", ttl_s=HUGE), r"Message\.ttl_s must be None or a finite number of seconds > 0, "),
         (lambda: Message(b"x", delay_s=HUGE), r"Message\.delay_s must be None or a finite number .*, "),
         (
