@@ -631,13 +631,24 @@ class EntryList:
 
     # --- overflow ---------------------------------------------------------------------------
 
-    def drop_head(self) -> Entry | None:
-        """Dead-letter the AVAILABLE entry that would be delivered next (overflow drop-head)."""
-        for entry in self._after(_BEFORE_ALL):
-            if entry.state is _AVAILABLE:
-                self._finish(entry, _DEAD_LETTERED)
-                self.dead_lettered += 1
-                return entry
+    def evict_least_significant(self) -> Entry | None:
+        """Dead-letter the oldest AVAILABLE entry of the lowest level that has one (a full ring's victim).
+
+        Qpid's ring policy on a priority queue (``PriorityQueueList.getLeastSignificantOldestEntry``):
+        the least important message goes, not the next one to be delivered; the caller publishes
+        first, so the victim may be the message just published. Without priorities (one level in
+        use) it is the oldest available entry, the head. Returns None if no entry is AVAILABLE.
+        """
+        levels = self._levels
+        for rank in reversed(self._used_ranks):  # the highest rank is the lowest level
+            level = levels[rank]
+            entries = level.entries
+            for index in range(level.head, len(entries)):
+                entry = entries[index]
+                if entry.state is _AVAILABLE:
+                    self._finish(entry, _DEAD_LETTERED)
+                    self.dead_lettered += 1
+                    return entry
         return None
 
     # --- internals --------------------------------------------------------------------------

@@ -255,7 +255,12 @@ class RetryPolicy:
 
 
 class Overflow(enum.Enum):
-    """What a queue at ``max_length`` does with one more message."""
+    """What a queue at ``max_length`` does with one more message.
+
+    ``REJECT_PUBLISH`` refuses it. ``DROP_HEAD`` (a ring, as Qpid's) takes it and dead-letters the
+    least significant oldest entry: the oldest AVAILABLE one of the lowest priority level that has
+    one, which may be the message just published. Without priorities that is the head.
+    """
 
     REJECT_PUBLISH = "reject-publish"
     DROP_HEAD = "drop-head"

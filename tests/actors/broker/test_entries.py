@@ -211,16 +211,49 @@ def test_removing_a_consumer_returns_everything_it_held() -> None:
     assert bodies(entries.take(2, 0.0, 10, 10**6, FAR)[0]) == [0, 1, 2]
 
 
-def test_drop_head_and_could_take_now() -> None:
+def test_evict_and_could_take_now() -> None:
     entries = fresh()
     entries.publish(msg(0), 0.0)
     entries.publish(msg(1, 9), 0.0)
     assert entries.could_take_now(msg(2))
     assert not entries.could_take_now(msg(2, delay_s=1.0))
-    dropped = entries.drop_head()
-    assert dropped is not None and bodies([dropped]) == [1]
+    dropped = entries.evict_least_significant()
+    assert dropped is not None and bodies([dropped]) == [0], "the lowest level's, not the head (1, priority 9)"
+    assert dropped.state is EntryState.DEAD_LETTERED and entries.dead_lettered == 1
     entries.set_interest(1, False)
     assert not entries.could_take_now(msg(3))
+
+
+def test_a_full_ring_evicts_the_oldest_entry_of_the_lowest_non_empty_level() -> None:
+    """Issue 15, item 7b: as Qpid's ring policy (PriorityQueueList.getLeastSignificantOldestEntry)."""
+    entries = fresh()
+    for n, priority in enumerate([9, 4, 4, 9]):
+        entries.publish(msg(n, priority), 0.0)
+    evicted = entries.evict_least_significant()
+    assert evicted is not None and bodies([evicted]) == [1]
+    assert bodies(entries.take(1, 0.0, 10, 10**6, FAR)[0]) == [0, 3, 2]
+    assert entries.evict_least_significant() is None, "only an AVAILABLE entry is evicted"
+
+
+def test_the_entry_evicted_can_be_the_message_just_published() -> None:
+    entries = fresh()
+    entries.publish(msg(0, 9), 0.0)
+    entries.publish(msg(1, 9), 0.0)
+    entries.publish(msg(2, 0), 0.0)  # lower than everything queued: it is the least significant
+    evicted = entries.evict_least_significant()
+    assert evicted is not None and bodies([evicted]) == [2]
+    assert bodies(entries.take(1, 0.0, 10, 10**6, FAR)[0]) == [0, 1]
+
+
+def test_eviction_passes_over_acquired_entries_to_the_next_level_up() -> None:
+    entries = fresh()
+    entries.publish(msg(0, 1), 0.0)
+    assert bodies(entries.take(1, 0.0, 1, 10**6, FAR)[0]) == [0]  # held: not evictable
+    entries.publish(msg(1, 1), 0.0)
+    entries.publish(msg(2, 5), 0.0)
+    entries.publish(msg(3, 5), 0.0)
+    evicted = [entries.evict_least_significant(), entries.evict_least_significant()]
+    assert bodies([e for e in evicted if e is not None]) == [1, 2]
 
 
 # --- reference model ----------------------------------------------------------------------------
@@ -330,6 +363,17 @@ class EntryListMachine(RuleBasedStateMachine):
         entry = self.entries.get(seq)
         assert entry is not None
         return entry.state, entry.consumer, entry.delivery_count, entry.deadline, entry.lease, entry.position
+
+    @rule()
+    def evict(self) -> None:
+        """A full ring drops the oldest AVAILABLE entry of the lowest level that has one."""
+        available = [seq for seq, record in self.model.items() if record[1] == "available"]
+        expected = max(available, key=lambda seq: (self.model[seq][0], -seq), default=None)  # highest rank: lowest
+        evicted = self.entries.evict_least_significant()
+        assert (None if evicted is None else evicted.seq) == expected
+        if expected is not None:
+            del self.model[expected]
+            self.counts["dead"] += 1
 
     @rule()
     def leases_lapse(self) -> None:

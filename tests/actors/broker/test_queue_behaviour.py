@@ -662,6 +662,26 @@ async def test_max_length_with_drop_head_dead_letters_the_head(backend: Harness)
     assert all(m.header_map()[DELIVERY_COUNT] == 0 for m in letters)
 
 
+async def test_a_full_ring_with_priorities_evicts_the_least_significant_oldest_entry(backend: Harness) -> None:
+    """Issue 15, item 7b: as Qpid does, the oldest entry of the lowest non-empty level goes, which can be
+    the message just published; the next one to be delivered, the most important, stays."""
+    dlq = queue_of(backend, "dlq", priorities=1)  # one level: its consumer sees the dead letters in their order
+    queue = queue_of(backend, "ring", max_length=3, overflow=Overflow.DROP_HEAD, dead_letter=dlq)
+    published = [("a", 9), ("b", 1), ("c", 5), ("d", 9), ("e", 0), ("f", 5)]
+    outcomes = await publish(backend, queue, *(msg(body, priority=p) for body, p in published))
+    assert all(isinstance(outcome, Published) for outcome in outcomes), "a ring queue takes every publish"
+    result = await stats(backend, queue)
+    assert (result.depth, result.published, result.dead_lettered) == (3, 6, 3)
+    client, _ = consume(backend, queue)
+    dead_client, _ = consume(backend, dlq)
+    await backend.quiet()
+    # d evicts b (level 1); e (level 0) evicts itself; f evicts c, the oldest of level 5.
+    assert [body for body, _ in await received(backend, client)] == bodies("a", "d", "f")
+    letters = [s.delivery.message for s in await seen(backend, dead_client)]
+    assert [m.body for m in letters] == [b"b", b"e", b"c"]
+    assert all(m.header_map()[DEAD_LETTER_REASON] == "max-length" for m in letters)
+
+
 async def test_max_length_counts_ready_messages_only(backend: Harness) -> None:
     # Held messages are not "ready": a consumer holding one frees a place.
     queue = queue_of(backend, max_length=1)
