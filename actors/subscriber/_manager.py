@@ -42,7 +42,6 @@ from conveyor.actors.broker import (
     Suspend,
 )
 from conveyor.runtime import Actor, ActorRef, ConveyorError
-from conveyor.runtime._errors import quote
 
 from ._batching import Flush
 from ._components import Dispatcher, Heartbeater, Leaser, LoadController, OrderedKeyHandler, WorkerPool, broker_requests
@@ -76,7 +75,7 @@ from ._protocol import (
     ack_id_of,
     split_ack_id,
 )
-from ._settings import FlowControl
+from ._settings import FlowControl, check_subscriber_settings
 
 log = logging.getLogger("conveyor.subscriber")
 
@@ -111,15 +110,7 @@ class StreamingPullManager(Actor):
         await_callbacks_on_shutdown: bool = False,
         callbacks_per_job: int = CALLBACKS_PER_JOB,
     ) -> None:
-        if not callable(callback):
-            msg = f"subscribe() callback must be callable, got {type(callback).__qualname__}"
-            raise TypeError(msg)
-        if type(workers) is not int or workers < 1:
-            msg = f"subscribe() workers must be an int >= 1, got {quote(workers)}"
-            raise ValueError(msg)
-        if type(callbacks_per_job) is not int or callbacks_per_job < 1:
-            msg = f"subscribe() callbacks_per_job must be an int >= 1, got {quote(callbacks_per_job)}"
-            raise ValueError(msg)
+        check_subscriber_settings(callback, workers, heartbeat_s, await_callbacks_on_shutdown, callbacks_per_job)
         self.callbacks_per_job = callbacks_per_job
         self.queue = queue
         self.callback = callback

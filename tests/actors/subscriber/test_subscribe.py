@@ -199,6 +199,64 @@ def test_bad_subscription_settings_are_refused() -> None:
 # --- the public API ------------------------------------------------------------------------------
 
 
+def _ack(message: SubscriberMessage) -> None:
+    message.ack()
+
+
+BAD_SUBSCRIBE_ARGUMENTS: list[tuple[dict[str, object], type[Exception], str]] = [
+    ({"system": "sim"}, TypeError, r"subscribe\(\) system must be an actor system \(TrioSystem, ThreadSystem or "
+                                   r"Simulation\), got 'sim'"),
+    ({"queue": "q"}, TypeError, r"subscribe\(\) queue must be the ActorRef of a queue, got 'q'"),
+    ({"callback": None}, TypeError, r"subscribe\(\) callback must be callable, got None"),
+    ({"flow_control": {"max_messages": 5}}, TypeError, r"subscribe\(\) flow_control must be None or a FlowControl"),
+    ({"workers": 0}, ValueError, r"subscribe\(\) workers must be an int >= 1, got 0"),
+    ({"workers": "4"}, ValueError, r"subscribe\(\) workers must be an int >= 1, got '4'"),
+    ({"workers": True}, ValueError, r"subscribe\(\) workers must be an int >= 1, got True"),
+    ({"selector": 1.5}, ValueError, r"selector: expected a selector"),
+    ({"heartbeat_s": 0}, ValueError, r"subscribe\(\) heartbeat_s must be a finite number of seconds >= 1\.0, got 0"),
+    ({"heartbeat_s": -5.0}, ValueError, r"subscribe\(\) heartbeat_s must be .*, got -5\.0"),
+    ({"heartbeat_s": 0.001}, ValueError, r"subscribe\(\) heartbeat_s must be .*, got 0\.001"),
+    ({"heartbeat_s": float("nan")}, ValueError, r"subscribe\(\) heartbeat_s must be .*, got nan"),
+    ({"heartbeat_s": float("inf")}, ValueError, r"subscribe\(\) heartbeat_s must be .*, got inf"),
+    ({"heartbeat_s": 10**5000}, ValueError, r"subscribe\(\) heartbeat_s must be .*, got 1000+\.\.\. \(5001 digits\)"),
+    ({"heartbeat_s": "30"}, TypeError, r"subscribe\(\) heartbeat_s must be a finite number of seconds .*, got '30'"),
+    ({"heartbeat_s": None}, TypeError, r"subscribe\(\) heartbeat_s must be .*, got None"),
+    ({"heartbeat_s": True}, TypeError, r"subscribe\(\) heartbeat_s must be .*, got True"),
+    ({"await_callbacks_on_shutdown": "yes"}, TypeError,
+     r"subscribe\(\) await_callbacks_on_shutdown must be True or False, got 'yes'"),
+    ({"name": 5}, TypeError, r"subscribe\(\) name must be None or a str of letters, digits.*, got 5"),
+    ({"name": "two words"}, ValueError, r"name must be a non-empty str of letters, digits"),
+    ({"callbacks_per_job": 0}, ValueError, r"subscribe\(\) callbacks_per_job must be an int >= 1, got 0"),
+]
+
+
+@pytest.mark.parametrize(("bad", "error", "pattern"), BAD_SUBSCRIBE_ARGUMENTS)
+async def test_subscribe_refuses_a_bad_argument_at_the_call(
+    backend: Harness, bad: dict[str, object], error: type[Exception], pattern: str
+) -> None:
+    """Issue 15, item 7d: each argument is checked before anything is spawned, naming it; no actor is
+    left to fail on it later (``heartbeat_s=0`` spun a CPU, a negative or NaN one crash-looped)."""
+    from conveyor.actors.subscriber import subscribe
+
+    queue = backend.spawn(lambda: QueueActor(QueueConfig("q")), name="q")
+    await backend.quiet()
+    arguments: dict[str, object] = {"system": backend.system, "queue": queue, "callback": _ack}
+    arguments.update(bad)
+    with pytest.raises(error, match=pattern):
+        subscribe(**arguments)  # type: ignore[arg-type]
+    await backend.elapse(0.05)
+    assert backend.system.failures == []
+    assert not [e for e in backend.trace if e.kind in (EventKind.FAILED, EventKind.RESTARTED)]
+    started = {e.receiver for e in backend.trace if type(e.message).__name__ == "Start"}
+    assert started == {"/q", "/q/consumers"}, "nothing spawned but the queue (and its consumer manager)"
+
+
+def test_the_manager_refuses_a_bad_heartbeat_too() -> None:
+    """For a manager built without ``subscribe()`` (a subclass, the Pub/Sub transport's)."""
+    with pytest.raises(ValueError, match=r"subscribe\(\) heartbeat_s must be .*, got 0"):
+        StreamingPullManager(None, _ack, heartbeat_s=0)  # type: ignore[arg-type]
+
+
 async def test_subscribe_cancel_and_wait_for_the_end(backend: Harness) -> None:
     from conveyor.actors.subscriber import subscribe
 
