@@ -25,6 +25,7 @@ from conveyor.runtime import (
     TimerHandle,
 )
 from conveyor.runtime._cell import ActorCell, CellBase, PromiseCell
+from conveyor.runtime._errors import is_finite_number, quote
 from conveyor.runtime._messages import JobDone, JobFailed, TimerFired
 from conveyor.runtime._system import ActorSystemBase
 from conveyor.runtime._timers import TimerQueue
@@ -54,14 +55,45 @@ JobDuration = Callable[[random.Random], float]
 
 def uniform_job_duration(low: float = 0.001, high: float = 0.05) -> JobDuration:
     """Jobs take a uniformly drawn virtual duration between ``low`` and ``high`` seconds."""
-    if not 0 <= low <= high:
-        msg = f"job duration bounds must satisfy 0 <= low <= high, got low={low}, high={high}"
+    if not (is_finite_number(low) and is_finite_number(high) and 0 <= low <= high):
+        msg = (
+            "uniform_job_duration bounds must be finite numbers of seconds with 0 <= low <= high, "
+            f"got low={quote(low)}, high={quote(high)}"
+        )
         raise ValueError(msg)
 
     def draw(rng: random.Random) -> float:
         return rng.uniform(low, high)
 
     return draw
+
+
+def _check_arguments(seed: object, strategy: object, trace: object, job_duration: object) -> None:
+    """Refuse a bad ``Simulation`` argument at the call, naming it and what it may be."""
+    if type(seed) is not int:
+        msg = f"Simulation seed must be an int, got {quote(seed)}"
+        raise TypeError(msg)
+    if strategy is not None and (
+        isinstance(strategy, type)
+        or not callable(getattr(strategy, "choose", None))
+        or not isinstance(getattr(strategy, "name", None), str)
+    ):
+        msg = (
+            "Simulation strategy must be None or a Strategy (RandomWalk, PCT, RoundRobin, Replay, "
+            f"HypothesisStrategy: a name and a choose(ready) method), got {quote(strategy)}"
+        )
+        if isinstance(strategy, str):
+            msg += f"; strategy_from_name({quote(strategy)}, seed) builds one by name"
+        raise TypeError(msg)
+    if type(trace) is not bool:
+        msg = f"Simulation trace must be True or False, got {quote(trace)}"
+        raise TypeError(msg)
+    if job_duration is not None and not callable(job_duration):
+        msg = (
+            "Simulation job_duration must be None or a callable drawing a duration from a random.Random "
+            f"(uniform_job_duration(low, high)), got {quote(job_duration)}"
+        )
+        raise TypeError(msg)
 
 
 @final
@@ -112,6 +144,10 @@ class Simulation(ActorSystemBase):
         supervisor_strategy: how top-level actors are supervised.
         faults: crashes, pauses, delays, failing jobs and dropped messages to inject
             (``conveyor.simulation.faults``); each is recorded in the trace when applied.
+
+    Raises:
+        TypeError: an argument of the wrong kind, at the call, naming it and what it may be
+            (a strategy given by name, say, or ``trace=None``), rather than an AttributeError later.
     """
 
     def __init__(
@@ -124,6 +160,7 @@ class Simulation(ActorSystemBase):
         supervisor_strategy: SupervisorStrategy | None = None,
         faults: Sequence[Fault] = (),
     ) -> None:
+        _check_arguments(seed, strategy, trace, job_duration)
         super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=f"actors:{seed}")
         plan = check_faults(faults)
         self.faults: tuple[Fault, ...] = plan

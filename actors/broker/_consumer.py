@@ -18,6 +18,7 @@ from typing import Any, final
 import attrs
 
 from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Terminated, TimerHandle
+from conveyor.runtime._errors import quote
 
 from ._model import (
     Ack,
@@ -76,14 +77,14 @@ class ConsumerSettings:
         for name in ("prefetch_messages", "prefetch_bytes"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
-                msg = f"ConsumerSettings.{name} must be an int >= 1, got {value!r}"
+                msg = f"ConsumerSettings.{name} must be an int >= 1, got {quote(value)}"
                 raise ValueError(msg)
         # Checked here, not first in on_start's Subscribe, where the consumer would already be spawned.
         if type(self.priority) is not int:
-            msg = f"ConsumerSettings.priority must be an int (higher is served first), got {self.priority!r}"
+            msg = f"ConsumerSettings.priority must be an int (higher is served first), got {quote(self.priority)}"
             raise ValueError(msg)
         if type(self.acquiring) is not bool:
-            msg = f"ConsumerSettings.acquiring must be a bool (False for a browser), got {self.acquiring!r}"
+            msg = f"ConsumerSettings.acquiring must be a bool (False for a browser), got {quote(self.acquiring)}"
             raise ValueError(msg)
 
 

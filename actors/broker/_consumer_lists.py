@@ -38,12 +38,12 @@ from __future__ import annotations
 
 import bisect
 import enum
-import math
 from typing import final
 
 import attrs
 
 from conveyor.runtime import ConveyorError
+from conveyor.runtime._errors import is_finite_number, quote
 
 __all__ = [
     "DEFAULT_HAND_OVER_TIMEOUT_S",
@@ -92,10 +92,10 @@ def check_hand_over_timeout(owner: str, value: object) -> float | None:
     """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if not is_finite_number(value) or value <= 0:
         msg = (
             f"{owner}.hand_over_timeout_s must be None (wait for a notified consumer forever, as Qpid does) "
-            f"or a finite number of seconds > 0, got {value!r}"
+            f"or a finite number of seconds > 0, got {quote(value)}"
         )
         raise ValueError(msg)
     return float(value)
@@ -174,7 +174,7 @@ class _Consumer:
 
 def _check_int(name: str, value: object) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
-        msg = f"ConsumerLists: {name} must be an int, got {value!r}"
+        msg = f"ConsumerLists: {name} must be an int, got {quote(value)}"
         raise TypeError(msg)
 
 

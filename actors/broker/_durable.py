@@ -38,7 +38,7 @@ journal write per change, so a failed write leaves nothing half-recorded) makes 
 
 RECORDED_CALLS = frozenset({
     "publish",
-    "drop_head",
+    "evict_least_significant",
     "take",
     "browse",
     "ack",

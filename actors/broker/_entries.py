@@ -33,7 +33,7 @@ from typing import Any, final
 
 import attrs
 
-from ._model import DeliveryError, HeaderValue, Message
+from ._model import PRIORITY_MAX, DeliveryError, HeaderValue, Message
 from ._selectors import MatchAll, Selector
 
 _BEFORE_ALL = (-1, -1)
@@ -60,10 +60,11 @@ _EXPIRED = EntryState.EXPIRED
 
 
 def priority_level(priority: int, levels: int) -> int:
-    """Map a 0-9 message priority onto ``levels`` levels as Qpid's PriorityQueueList does.
+    """Map a message priority onto ``levels`` levels as Qpid's PriorityQueueList does.
 
-    With 10 levels each priority has its own; with fewer, the middle priorities share:
-    the offset ``5 - (levels + 1) // 2`` is subtracted and the result clamped.
+    With 10 levels each of 0-9 has its own; with fewer, the middle priorities share: the offset
+    ``5 - (levels + 1) // 2`` is subtracted and the result clamped into ``[0, levels - 1]``, so
+    a priority beyond the levels (up to 255) lands on the nearest one.
     """
     offset = 5 - (levels + 1) // 2
     return min(levels - 1, max(0, priority - offset))
@@ -240,7 +241,8 @@ class EntryList:
         self.max_deliveries = max_deliveries
         self._levels = [_Level() for _ in range(priorities)]  # index = rank (0 = highest)
         self._used_ranks: list[int] = []  # ranks of the levels that ever held an entry, ascending
-        self._rank_of = [priorities - 1 - priority_level(p, priorities) for p in range(10)]  # by priority 0-9
+        # Rank by message priority, 0-255 (PRIORITY_MAX): one list index per publish.
+        self._rank_of = [priorities - 1 - priority_level(p, priorities) for p in range(PRIORITY_MAX + 1)]
         self._next_seq = 1  # a plain int, not itertools.count: a durable queue's snapshot deep-copies it
         self._live: dict[int, Entry] = {}
         self._cursors: dict[int, _Cursor] = {}
@@ -660,13 +662,24 @@ class EntryList:
 
     # --- overflow ---------------------------------------------------------------------------
 
-    def drop_head(self) -> Entry | None:
-        """Dead-letter the AVAILABLE entry that would be delivered next (overflow drop-head)."""
-        for entry in self._after(_BEFORE_ALL):
-            if entry.state is _AVAILABLE:
-                self._finish(entry, _DEAD_LETTERED)
-                self.dead_lettered += 1
-                return entry
+    def evict_least_significant(self) -> Entry | None:
+        """Dead-letter the oldest AVAILABLE entry of the lowest level that has one (a full ring's victim).
+
+        Qpid's ring policy on a priority queue (``PriorityQueueList.getLeastSignificantOldestEntry``):
+        the least important message goes, not the next one to be delivered; the caller publishes
+        first, so the victim may be the message just published. Without priorities (one level in
+        use) it is the oldest available entry, the head. Returns None if no entry is AVAILABLE.
+        """
+        levels = self._levels
+        for rank in reversed(self._used_ranks):  # the highest rank is the lowest level
+            level = levels[rank]
+            entries = level.entries
+            for index in range(level.head, len(entries)):
+                entry = entries[index]
+                if entry.state is _AVAILABLE:
+                    self._finish(entry, _DEAD_LETTERED)
+                    self.dead_lettered += 1
+                    return entry
         return None
 
     # --- internals --------------------------------------------------------------------------

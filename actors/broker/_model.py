@@ -11,11 +11,12 @@ import enum
 import itertools
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, final
+from typing import Any, NoReturn, final
 
 import attrs
 
 from conveyor.runtime import ActorRef
+from conveyor.runtime._errors import is_finite_number, quote
 from conveyor.runtime._immutability import register_immutable_type
 
 from ._consumer_lists import DEFAULT_HAND_OVER_TIMEOUT_S, check_hand_over_timeout
@@ -24,12 +25,18 @@ from ._selectors import MatchAll, Selector, parse_selector
 HeaderValue = str | int | float | bool
 Headers = tuple[tuple[str, HeaderValue], ...]
 PRIORITY_MIN = 0
-PRIORITY_MAX = 9
+PRIORITY_MAX = 255
+"""A message priority is an octet, as AMQP carries it; above a queue's levels it clamps to the top one."""
+PRIORITY_ALLOWED = f"an int from {PRIORITY_MIN} to {PRIORITY_MAX} (beyond a queue's levels it clamps to the nearest)"
 DEFAULT_PRIORITY = 4
+HEADER_INT_MIN = -(2**63)
+HEADER_INT_MAX = 2**63 - 1
+"""Header ints are 64-bit, as AMQP carries them (and a trace or journal can write them)."""
+_HEADERS_ALLOWED = "a mapping of str to str/int/float/bool or an iterable of (key, value) pairs"
 
 
-def _fail(owner: str, field: str, allowed: str, value: object) -> None:
-    msg = f"{owner}.{field} must be {allowed}, got {value!r}"
+def _fail(owner: str, field: str, allowed: str, value: object) -> NoReturn:
+    msg = f"{owner}.{field} must be {allowed}, got {quote(value)}"
     raise ValueError(msg)
 
 
@@ -37,17 +44,28 @@ def _headers(value: Mapping[str, HeaderValue] | Iterable[tuple[str, HeaderValue]
     """Normalise headers to a key-sorted tuple of pairs (hashable, deterministic)."""
     if value is None or value == ():
         return ()
-    pairs = value if type(value) is tuple else tuple(value.items() if isinstance(value, Mapping) else value)
+    if type(value) is tuple:
+        pairs = value
+    elif isinstance(value, Mapping):
+        pairs = tuple(value.items())
+    elif isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
+        pairs = tuple(value)
+    else:
+        _fail("Message", "headers", _HEADERS_ALLOWED, value)
     ascending = True  # keys already strictly ascending (the usual case) need no sort and no duplicate check
     previous = ""
     for pair in pairs:
         if type(pair) is not tuple or len(pair) != 2:
-            _fail("Message", "headers", "a mapping of str to str/int/float/bool", value)
+            _fail("Message", "headers", _HEADERS_ALLOWED, value)
         key, item = pair
         if not isinstance(key, str) or not key:
             _fail("Message", "headers", "keyed by non-empty str", key)
-        if not isinstance(item, (str, int, float, bool)) or (type(item) is float and not math.isfinite(item)):
-            _fail("Message", f"headers[{key!r}]", "a str, int, finite float or bool", item)
+        if (
+            not isinstance(item, (str, int, float, bool))
+            or (type(item) is float and not math.isfinite(item))
+            or (type(item) is int and not HEADER_INT_MIN <= item <= HEADER_INT_MAX)
+        ):
+            _fail("Message", f"headers[{key!r}]", "a str, int from -2**63 to 2**63-1, finite float or bool", item)
         if key <= previous:
             ascending = False
         previous = key
@@ -64,27 +82,22 @@ def _pair_key(pair: tuple[str, HeaderValue]) -> str:
     return pair[0]
 
 
-def _check_priority(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if type(value) is not int or not PRIORITY_MIN <= value <= PRIORITY_MAX:
-        _fail(type(instance).__name__, attribute.name, f"an int from {PRIORITY_MIN} to {PRIORITY_MAX}", value)
-
-
 def _positive_seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if not is_finite_number(value) or value <= 0:
         _fail(type(instance).__name__, attribute.name, "None or a finite number of seconds > 0", value)
 
 
 def _non_negative_seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not is_finite_number(value) or value < 0:
         _fail(type(instance).__name__, attribute.name, "None or a finite number of seconds >= 0", value)
 
 
 def _seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if not is_finite_number(value) or value < 0:
         _fail(type(instance).__name__, attribute.name, "a finite number of seconds >= 0", value)
 
 
@@ -114,18 +127,44 @@ def _optional_positive_int(instance: object, attribute: attrs.Attribute[Any], va
         _positive_int(instance, attribute, value)
 
 
-def _tags(value: Iterable[int]) -> tuple[int, ...]:
-    tags = tuple(value)
+def _iterated(owner: str, field: str, allowed: str, value: object) -> tuple[Any, ...]:
+    """``value`` as a tuple, or the field's error if it cannot be iterated (a float, None, a str)."""
+    if type(value) is tuple:
+        return value
+    if not isinstance(value, Iterable) or isinstance(value, (str, bytes)):
+        _fail(owner, field, f"an iterable of {allowed}", value)
+    return tuple(value)
+
+
+def _tags(owner: str, value: Iterable[int]) -> tuple[int, ...]:
+    """``value`` as a tuple of delivery tags, or an error naming ``owner.tags``."""
+    tags = _iterated(owner, "tags", "delivery tags (ints >= 1)", value)
     for tag in tags:
         if type(tag) is not int or tag < 1:
-            _fail("request", "tags", "delivery tags (ints >= 1)", tag)
+            _fail(owner, "tags", "delivery tags (ints >= 1)", tag)
     return tags
+
+
+def _ack_tags(value: Iterable[int]) -> tuple[int, ...]:
+    return _tags("Ack", value)
+
+
+def _nack_tags(value: Iterable[int]) -> tuple[int, ...]:
+    return _tags("Nack", value)
+
+
+def _release_tags(value: Iterable[int]) -> tuple[int, ...]:
+    return _tags("Release", value)
+
+
+def _modack_tags(value: Iterable[int]) -> tuple[int, ...]:
+    return _tags("ModifyAckDeadline", value)
 
 
 def _attempts(value: Iterable[int]) -> tuple[int, ...]:
     if value == ():
         return ()
-    attempts = tuple(value)
+    attempts = _iterated("Nack", "attempts", "delivery counts (ints >= 1), one per tag", value)
     for attempt in attempts:
         if type(attempt) is not int or attempt < 1:
             _fail("Nack", "attempts", "delivery counts (ints >= 1), one per tag", attempt)
@@ -143,7 +182,9 @@ class Message:
     Attributes:
         body: the payload, bytes only.
         headers: str keys to str / int / float / bool values (a mapping is accepted).
-        priority: 0 (lowest) to 9; mapped onto the queue's priority levels as Qpid does.
+        priority: 0 (lowest) to 255; mapped onto the queue's priority levels as Qpid does
+            (``priority_level``): 0-9 as JMS uses them, and a priority beyond the queue's
+            levels clamps to the nearest one, rather than being refused.
         ttl_s: seconds the message may wait in the queue before it expires.
         delay_s: not-before time, as seconds after publish (delayed delivery).
         group: message group; one consumer owns a group at a time.
@@ -167,7 +208,7 @@ class Message:
             _fail("Message", "body", "bytes", type(self.body).__name__)
         priority = self.priority
         if type(priority) is not int or not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-            _fail("Message", "priority", f"an int from {PRIORITY_MIN} to {PRIORITY_MAX}", priority)
+            _fail("Message", "priority", PRIORITY_ALLOWED, priority)
         if self.ttl_s is not None:
             _positive_seconds(self, _FIELD_TTL, self.ttl_s)
         if self.delay_s is not None:
@@ -214,7 +255,12 @@ class RetryPolicy:
 
 
 class Overflow(enum.Enum):
-    """What a queue at ``max_length`` does with one more message."""
+    """What a queue at ``max_length`` does with one more message.
+
+    ``REJECT_PUBLISH`` refuses it. ``DROP_HEAD`` (a ring, as Qpid's) takes it and dead-letters the
+    least significant oldest entry: the oldest AVAILABLE one of the lowest priority level that has
+    one, which may be the message just published. Without priorities that is the head.
+    """
 
     REJECT_PUBLISH = "reject-publish"
     DROP_HEAD = "drop-head"
@@ -355,6 +401,10 @@ register_immutable_type(Publish)
 
 
 def _message_tuple(value: Iterable[Message]) -> tuple[Message, ...]:
+    if type(value) is tuple:
+        return value
+    if not isinstance(value, Iterable) or isinstance(value, (str, bytes)):
+        _fail("PublishBatch", "messages", "a non-empty sequence of Message", value)
     return tuple(value)
 
 
@@ -559,7 +609,7 @@ class Ack:
     """Settle deliveries; with ``confirm`` the queue answers ``AckResult``."""
 
     consumer_id: int
-    tags: tuple[int, ...] = attrs.field(converter=_tags)
+    tags: tuple[int, ...] = attrs.field(converter=_ack_tags)
     confirm: bool = False
 
     def __attrs_post_init__(self) -> None:
@@ -637,7 +687,7 @@ class Nack:
     """
 
     consumer_id: int
-    tags: tuple[int, ...] = attrs.field(converter=_tags)
+    tags: tuple[int, ...] = attrs.field(converter=_nack_tags)
     delay_s: float | None = attrs.field(default=None, validator=_non_negative_seconds)
     attempts: tuple[int, ...] = attrs.field(default=(), converter=_attempts)
     errors: tuple[DeliveryError | None, ...] = attrs.field(default=(), converter=_errors)
@@ -663,7 +713,7 @@ class Release:
     """Return deliveries at once, without backoff (e.g. a consumer closing)."""
 
     consumer_id: int
-    tags: tuple[int, ...] = attrs.field(converter=_tags)
+    tags: tuple[int, ...] = attrs.field(converter=_release_tags)
 
 
 @final
@@ -672,7 +722,7 @@ class ModifyAckDeadline:
     """Extend leases to ``seconds`` from now; 0 returns the messages at once (Pub/Sub's nack)."""
 
     consumer_id: int
-    tags: tuple[int, ...] = attrs.field(converter=_tags)
+    tags: tuple[int, ...] = attrs.field(converter=_modack_tags)
     seconds: float = attrs.field(default=0.0)
 
     @seconds.validator

@@ -247,11 +247,12 @@ class QueueActor(Actor):
         if config.max_length is not None and entries.available >= config.max_length:
             if config.overflow is Overflow.REJECT_PUBLISH:
                 return self._reject(payload, f"queue is full (max_length={config.max_length})")
-            with self._one_write():  # a disk error must not drop the head for a message not kept
-                dropped = entries.drop_head()
+            with self._one_write():  # a disk error must not drop an entry for a message not kept
+                entry = self._enqueue_entry(payload)
+                dropped = entries.evict_least_significant()  # maybe the new one: it competes too
                 if dropped is not None:
                     self._dead_letter(dropped, "max-length")
-                return self._enqueue_entry(payload)
+                return entry
         return self._enqueue_entry(payload)
 
     def _enqueue_entry(self, payload: Message) -> Entry:

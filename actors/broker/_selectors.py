@@ -26,6 +26,7 @@ from typing import Final, TypeAlias, final
 import attrs
 
 from conveyor.runtime import ConveyorError
+from conveyor.runtime._errors import quote
 
 HeaderValue: TypeAlias = str | int | float | bool
 """A header value a selector can compare with."""
@@ -42,7 +43,14 @@ _KIND_RANK: Final = {_BOOL: 0, _NUMBER: 1, _STR: 2}
 _VALUE_TYPES: Final = "a str, int, float or bool"
 _MISSING: Final = object()
 
-_REPR = reprlib.Repr()
+class _ShortRepr(reprlib.Repr):
+    """reprlib's short repr, with an int Python refuses to print (past its digit limit) quoted by its first digits."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        return quote(x)
+
+
+_REPR = _ShortRepr()
 _REPR.maxstring = 60
 _REPR.maxother = 60
 _REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxfrozenset = _REPR.maxdict = 8

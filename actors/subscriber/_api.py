@@ -7,11 +7,12 @@ from typing import final
 
 from conveyor.actors.broker import Selector, parse_selector
 from conveyor.runtime import ActorRef, ActorSystemBase, ConveyorError, TrioSystem
+from conveyor.runtime._errors import quote
 
 from ._manager import CALLBACKS_PER_JOB, StreamingPullManager, SubscriptionFailed
 from ._message import SubscriberMessage
 from ._protocol import Cancel
-from ._settings import FlowControl
+from ._settings import FlowControl, check_subscriber_settings
 
 
 @final
@@ -91,13 +92,28 @@ def subscribe(
     cost more than a short callback.
 
     Raises:
-        TypeError / ValueError: a bad callback, worker count or flow control, at once.
+        TypeError / ValueError: any bad argument, at the call and before anything is spawned, naming
+            it and what it may be (``heartbeat_s`` must be a finite number of seconds >= 1, say).
+        SelectorError: a malformed ``selector`` (a ``ValueError``).
     """
+    if not isinstance(system, ActorSystemBase):
+        msg = (
+            "subscribe() system must be an actor system (TrioSystem, ThreadSystem or Simulation), "
+            f"got {quote(system)}"
+        )
+        raise TypeError(msg)
+    if type(queue) is not ActorRef:
+        msg = f"subscribe() queue must be the ActorRef of a queue, got {quote(queue)}"
+        raise TypeError(msg)
+    if flow_control is not None and not isinstance(flow_control, FlowControl):
+        msg = f"subscribe() flow_control must be None or a FlowControl, got {quote(flow_control)}"
+        raise TypeError(msg)
+    check_subscriber_settings(callback, workers, heartbeat_s, await_callbacks_on_shutdown, callbacks_per_job)
+    if name is not None and not isinstance(name, str):
+        msg = f"subscribe() name must be None or a str of letters, digits, '_', '.', ':' or '-', got {quote(name)}"
+        raise TypeError(msg)
     parsed = None if selector is None else parse_selector(selector)
     flow = flow_control if flow_control is not None else FlowControl()
-    if not isinstance(flow, FlowControl):
-        msg = f"subscribe() flow_control must be a FlowControl, got {type(flow).__qualname__}"
-        raise TypeError(msg)
     manager = system.spawn(
         lambda: StreamingPullManager(queue, callback, flow, workers, parsed, heartbeat_s, await_callbacks_on_shutdown,
                                      callbacks_per_job),

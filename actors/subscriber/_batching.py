@@ -25,12 +25,14 @@ monotonic clock), send the flushes it returns and set a timer for ``next_due_at`
 
 from __future__ import annotations
 
-import math
 from typing import TypeAlias, final
 
 import attrs
 
 from conveyor.actors.broker import DeliveryError
+from conveyor.runtime._errors import is_finite_number, quote
+
+from ._protocol import ACK_IDS, check_tuple
 
 __all__ = [
     "AckRequest",
@@ -43,21 +45,21 @@ __all__ = [
 ]
 
 
-def _ack_id(_: object, attribute: attrs.Attribute[str], value: str) -> None:
+def _ack_id(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str):
-        msg = f"{attribute.name} must be a str, got {value!r}"
+        msg = f"{type(instance).__name__}.{attribute.name} must be a str, got {quote(value)}"
         raise TypeError(msg)
 
 
 def _attempt(_: object, attribute: attrs.Attribute[int], value: int) -> None:
     if type(value) is not int or value < 0:
-        msg = f"NackRequest.{attribute.name} must be an int >= 0 (a delivery_count; 0: not known), got {value!r}"
+        msg = f"NackRequest.{attribute.name} must be an int >= 0 (a delivery_count; 0: not known), got {quote(value)}"
         raise ValueError(msg)
 
 
 def _deadline_seconds(_: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        msg = f"ModAckRequest.{attribute.name} must be a finite number >= 0, got {value!r}"
+    if not is_finite_number(value) or value < 0:
+        msg = f"ModAckRequest.{attribute.name} must be a finite number >= 0, got {quote(value)}"
         raise ValueError(msg)
 
 
@@ -134,6 +136,19 @@ class Flush:
     nack_attempts: tuple[int, ...] = ()
     nack_errors: tuple[DeliveryError | None, ...] = ()
 
+    def __attrs_post_init__(self) -> None:
+        for field in ("acks", "nacks", "drops"):
+            check_tuple("Flush", field, getattr(self, field), str, ACK_IDS)
+        modacks = self.modacks
+        if type(modacks) is not tuple or not all(
+            type(pair) is tuple and len(pair) == 2 and is_finite_number(pair[0]) and type(pair[1]) is tuple
+            and all(type(ack_id) is str for ack_id in pair[1])
+            for pair in modacks
+        ):
+            msg = f"Flush.modacks must be a tuple of (seconds, ack ids) pairs, got {quote(modacks)}"
+            raise TypeError(msg)
+        check_tuple("Flush", "nack_attempts", self.nack_attempts, int, "delivery counts (ints >= 0)")
+
     @property
     def size(self) -> int:
         """Return the number of distinct ack ids in the flush."""
@@ -190,16 +205,16 @@ class RequestBatcher:
             TypeError: ``max_batch`` is not an int or ``max_delay_s`` is not a number.
         """
         if not isinstance(max_batch, int) or isinstance(max_batch, bool):
-            msg = f"RequestBatcher: max_batch must be an int >= 1, got {max_batch!r}"
+            msg = f"RequestBatcher: max_batch must be an int >= 1, got {quote(max_batch)}"
             raise TypeError(msg)
         if max_batch < 1:
-            msg = f"RequestBatcher: max_batch must be >= 1, got {max_batch!r}"
+            msg = f"RequestBatcher: max_batch must be >= 1, got {quote(max_batch)}"
             raise ValueError(msg)
         if isinstance(max_delay_s, bool) or not isinstance(max_delay_s, (int, float)):
-            msg = f"RequestBatcher: max_delay_s must be a number >= 0, got {max_delay_s!r}"
+            msg = f"RequestBatcher: max_delay_s must be a number >= 0, got {quote(max_delay_s)}"
             raise TypeError(msg)
-        if not math.isfinite(max_delay_s) or max_delay_s < 0:
-            msg = f"RequestBatcher: max_delay_s must be a finite number >= 0, got {max_delay_s!r}"
+        if not is_finite_number(max_delay_s) or max_delay_s < 0:
+            msg = f"RequestBatcher: max_delay_s must be a finite number >= 0, got {quote(max_delay_s)}"
             raise ValueError(msg)
         self._max_batch = max_batch
         self._max_delay_s = float(max_delay_s)

@@ -44,6 +44,7 @@ from ._protocol import (
     Run,
     RunBatch,
     RunsEnded,
+    Scheduled,
     Settle,
     SettleKind,
     Settles,
@@ -107,6 +108,10 @@ class LoadController(Actor):
 class Leaser(Actor):
     """Extends leases of messages in progress by the p99 processing time; gives up past the max.
 
+    The max-lease clock of a message starts when its callback is scheduled: at receipt for an
+    unordered message, at ``Scheduled`` for a keyed one, which may first wait on hold behind its key
+    (extended all the while, never given up).
+
     A pass that finds leases whose last requested deadline already passed (the process was
     paused past it) tells the manager ``Lapsed``: the queue has taken those messages back.
     """
@@ -125,7 +130,7 @@ class Leaser(Actor):
         if type(message) is Received:
             # The first extension right away, as the Pub/Sub client does for each batch received.
             extension = self.table.deadline_for(self.histogram)
-            self.table.add(message.ack_id, message.size, now, extension)
+            self.table.add(message.ack_id, message.size, now, extension, on_hold=bool(message.key))
             self.ctx.send(self.dispatcher, Settle(SettleKind.MODACK, message.ack_id, extension))
             next_check = self.table.next_check_at
             if next_check is not None:
@@ -135,7 +140,7 @@ class Leaser(Actor):
             extension = self.table.deadline_for(self.histogram)
             add = self.table.add
             for item in message.items:
-                add(item.ack_id, item.size, now, extension)
+                add(item.ack_id, item.size, now, extension, on_hold=bool(item.key))
             self.ctx.send(self.dispatcher, Extend(tuple(item.ack_id for item in message.items), extension))
             next_check = self.table.next_check_at
             if next_check is not None:
@@ -148,6 +153,13 @@ class Leaser(Actor):
                 next_check = self.table.next_check_at
                 if next_check is not None:
                     self._arm(next_check)
+        elif type(message) is Scheduled:
+            start = self.table.start_clock
+            for ack_id in message.ack_ids:
+                start(ack_id, now)
+            next_check = self.table.next_check_at
+            if next_check is not None:
+                self._arm(next_check)
         elif type(message) is Done:
             self._done(message, now)
         elif type(message) is Dones:
@@ -195,6 +207,9 @@ class OrderedKeyHandler(Actor):
     the broker consumer its credit back (the queue ignores it if it holds the message already).
     The fence lifts by itself after ``fence_s``, in case a message never returns (dead-lettered,
     expired).
+
+    Each keyed message it hands to the pool is reported to the manager (``Scheduled``, one per batch),
+    which tells the leaser: the message's max-lease clock starts then, not while it was on hold.
     """
 
     def __init__(self, manager: ActorRef, workers: ActorRef, fence_s: float = 60.0) -> None:
@@ -238,6 +253,9 @@ class OrderedKeyHandler(Actor):
                 handle(item)
         finally:
             self.batch = None
+        keyed = tuple(run.ack_id for run in runs if run.key)
+        if keyed:
+            self.ctx.send(self.manager, Scheduled(keyed))
         if len(runs) == 1:
             self.ctx.send(self.workers, runs[0])
         elif runs:
@@ -321,8 +339,10 @@ class OrderedKeyHandler(Actor):
         run = Run(received.ack_id, received.key, received.delivery)
         if self.batch is not None:
             self.batch.append(run)
-        else:
-            self.ctx.send(self.workers, run)
+            return
+        if run.key:
+            self.ctx.send(self.manager, Scheduled((run.ack_id,)))
+        self.ctx.send(self.workers, run)
 
 
 def _invoke(

@@ -21,6 +21,7 @@ from typing import final
 import attrs
 
 from conveyor.runtime import ConveyorError
+from conveyor.runtime._errors import quote
 
 from ._settings import FlowControl
 
@@ -73,7 +74,7 @@ class LoadTracker:
 
     def __init__(self, flow: FlowControl) -> None:
         if not isinstance(flow, FlowControl):
-            msg = f"LoadTracker needs a FlowControl, got {flow!r}"
+            msg = f"LoadTracker needs a FlowControl, got {quote(flow)}"
             raise TypeError(msg)
         self._flow = flow
         self._sizes: dict[str, int] = {}
@@ -100,14 +101,14 @@ class LoadTracker:
             TypeError: ``size`` is not an int.
         """
         if type(size) is not int:
-            msg = f"LoadTracker.add: size of message {message_id!r} must be an int, got {size!r}"
+            msg = f"LoadTracker.add: size of message {quote(message_id)} must be an int, got {quote(size)}"
             raise TypeError(msg)
         if size < 0:
-            msg = f"LoadTracker.add: size of message {message_id!r} must be >= 0, got {size!r}"
+            msg = f"LoadTracker.add: size of message {quote(message_id)} must be >= 0, got {quote(size)}"
             raise ValueError(msg)
         if message_id in self._sizes:
             msg = (
-                f"cannot add message {message_id!r}: it is already counted (size={self._sizes[message_id]}, "
+                f"cannot add message {quote(message_id)}: it is already counted (size={self._sizes[message_id]}, "
                 f"{len(self._sizes)} unfinished); remove it when it is finished before adding it again"
             )
             raise DuplicateMessage(msg)

@@ -14,6 +14,8 @@ import math
 from fractions import Fraction
 from typing import final
 
+from conveyor.runtime._errors import is_finite_number, quote
+
 __all__ = ["MAX_SECONDS", "MIN_SECONDS", "Histogram"]
 
 MIN_SECONDS = 10
@@ -53,11 +55,11 @@ class Histogram:
             TypeError: ``seconds`` is not an int or float.
         """
         if not _is_real(seconds):
-            msg = f"Histogram.add: seconds must be an int or float, got {seconds!r}"
+            msg = f"Histogram.add: seconds must be an int or float, got {quote(seconds)}"
             raise TypeError(msg)
-        if not math.isfinite(seconds) or seconds < 0:
+        if not is_finite_number(seconds) or seconds < 0:
             msg = (
-                f"Histogram.add: seconds must be a finite number >= 0, got {seconds!r} "
+                f"Histogram.add: seconds must be a finite number >= 0, got {quote(seconds)} "
                 f"(histogram holds {self._len} samples); is the clock going backwards?"
             )
             raise ValueError(msg)
@@ -88,10 +90,10 @@ class Histogram:
             if cached is not None:  # asked again with no sample added since (the leaser's p99)
                 return cached
         if not _is_real(p):
-            msg = f"Histogram.percentile: p must be an int or float, got {p!r}"
+            msg = f"Histogram.percentile: p must be an int or float, got {quote(p)}"
             raise TypeError(msg)
         if not 0 <= p <= 100:  # NaN fails both comparisons
-            msg = f"Histogram.percentile: p must be in [0, 100], got {p!r} (histogram holds {self._len} samples)"
+            msg = f"Histogram.percentile: p must be in [0, 100], got {quote(p)} (histogram holds {self._len} samples)"
             raise ValueError(msg)
         # Exact ceil: in integers for an int p (no Fraction, the leaser's p99), else with a Fraction.
         needed = -(-p * self._len // 100) if type(p) is int else math.ceil(Fraction(p) * self._len / 100)

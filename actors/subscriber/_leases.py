@@ -10,12 +10,15 @@ Rules:
 
 * The extension asked for is the 99th percentile of the processing-time ``Histogram``,
   clamped into [``min_duration_per_lease_extension_s``, ``max_duration_per_lease_extension_s``].
-* A lease expires once it has been held ``max_lease_duration_s``: ``maintain`` drops it and
-  lists it in ``expired``; it is no longer extended, and the server redelivers it when its
-  last deadline passes. (The test is ``now - arrived >= max_lease_duration_s`` or ``now >=
-  arrived + max_lease_duration_s``, which differ only by float rounding: the first keeps
-  every extended lease younger than the limit, the second expires a lease at the very check
-  scheduled for its boundary.)
+* A lease expires once its message's callback has been scheduled for ``max_lease_duration_s``:
+  ``maintain`` drops it and lists it in ``expired``; it is no longer extended, and the server
+  redelivers it when its last deadline passes. The clock starts when the callback is handed to
+  the workers, not at receipt, as in Google's client: a message added ``on_hold`` (held behind
+  its ordering key) is extended for as long as it waits and never expires until
+  ``start_clock``. (The test is ``now - started >= max_lease_duration_s`` or ``now >= started +
+  max_lease_duration_s``, which differ only by float rounding: the first keeps every extended
+  lease younger than the limit, the second expires a lease at the very check scheduled for its
+  boundary.)
 * ``next_check_at`` is ``now + max(0, 0.9 * extension_s - 1)``, but never later than the
   earliest expiry boundary, so an expiring lease is dropped on time rather than extended once
   more. It is None when the table is empty. An extension under 1/0.9 s leaves no lead at
@@ -43,7 +46,7 @@ new lease's deadline is ``now + min_duration > now + max(0, 0.9 * min_duration -
 ``add`` makes an upper bound of ``next_check_at``.
 
 Time is told, never read: every method that takes ``now`` refuses a ``now`` earlier than one
-it was already given, so arrival order is also age order.
+it was already given, so the order clocks were started in is also the order they run out in.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from typing import final
 import attrs
 
 from conveyor.runtime import ConveyorError
+from conveyor.runtime._errors import is_finite_number, quote
 
 from ._histogram import Histogram
 from ._settings import FlowControl
@@ -78,8 +82,8 @@ class LeaseWork:
     Attributes:
         extend: ack ids whose deadline to extend by ``extension_s``, in arrival order.
         extension_s: how long an extension to ask the server for.
-        expired: ack ids dropped from the table because they were leased for
-            ``max_lease_duration_s``; not extended, the server will redeliver them.
+        expired: ack ids dropped from the table because their callbacks were scheduled
+            ``max_lease_duration_s`` ago; not extended, the server will redeliver them.
         next_check_at: when to call ``maintain`` again, or None when the table is empty.
         lapsed: ack ids in ``extend`` whose last requested deadline had already passed when
             this pass ran: the server took them back (see the module docstring).
@@ -95,22 +99,22 @@ class LeaseWork:
 @final
 @attrs.define(slots=True)
 class _Lease:
-    """When a lease arrived, how big its message is, and until when its last requested extension runs."""
+    """When a lease arrived, how big its message is, until when its last requested extension runs,
+    and when its max-lease clock started (None while its message is on hold)."""
 
     arrived: float
     size: int
     extended_until: float
+    started: float | None
 
 
 def _check_extension(extension_s: object, action: str) -> None:
     """Refuse an extension that is not a finite number of seconds > 0."""
-    if (
-        isinstance(extension_s, bool)
-        or not isinstance(extension_s, (int, float))
-        or not math.isfinite(extension_s)
-        or extension_s <= 0
-    ):
-        msg = f"LeaseTable cannot {action}: extension_s must be a finite number of seconds > 0, got {extension_s!r}"
+    if not is_finite_number(extension_s) or extension_s <= 0:
+        msg = (
+            f"LeaseTable cannot {action}: extension_s must be a finite number of seconds > 0, "
+            f"got {quote(extension_s)}"
+        )
         raise ValueError(msg)
 
 
@@ -123,18 +127,19 @@ def _lead(extension_s: float) -> float:
 class LeaseTable:
     """The leased messages of one subscriber, in arrival order, and the schedule that keeps them leased.
 
-    Owned by one actor, so it is unsynchronised. ``add``, ``remove`` and the queries are O(1);
-    ``maintain`` is O(leases).
+    Owned by one actor, so it is unsynchronised. ``add``, ``start_clock``, ``remove`` and the
+    queries are O(1); ``maintain`` is O(leases).
     """
 
-    __slots__ = ("_bytes", "_flow", "_leases", "_next_check_at", "_now")
+    __slots__ = ("_bytes", "_clocks", "_flow", "_leases", "_next_check_at", "_now")
 
     def __init__(self, flow: FlowControl) -> None:
         if not isinstance(flow, FlowControl):
-            msg = f"LeaseTable needs a FlowControl, got {flow!r}"
+            msg = f"LeaseTable needs a FlowControl, got {quote(flow)}"
             raise TypeError(msg)
         self._flow = flow
         self._leases: dict[str, _Lease] = {}
+        self._clocks: dict[str, float] = {}  # ack id -> when its clock started, in that order
         self._bytes = 0
         self._now = -math.inf
         self._next_check_at: float | None = None
@@ -144,7 +149,9 @@ class LeaseTable:
         """The limits the leases are kept under."""
         return self._flow
 
-    def add(self, ack_id: str, size: int, now: float, extension_s: float | None = None) -> None:
+    def add(
+        self, ack_id: str, size: int, now: float, extension_s: float | None = None, *, on_hold: bool = False
+    ) -> None:
         """Lease a message received at ``now``, and bring ``next_check_at`` forward if it needs it.
 
         Args:
@@ -153,6 +160,8 @@ class LeaseTable:
             now: the current time, in seconds of the caller's clock.
             extension_s: the first extension the caller asks for (its receipt acknowledgement);
                 ``min_duration_per_lease_extension_s`` if not given.
+            on_hold: its callback is not scheduled yet (it may wait behind its ordering key), so
+                its max-lease clock does not start before ``start_clock``; otherwise it starts now.
 
         Raises:
             DuplicateLease: ``ack_id`` is already leased (a ``ValueError``).
@@ -165,23 +174,48 @@ class LeaseTable:
         first = flow.min_duration_per_lease_extension_s if extension_s is None else extension_s
         _check_extension(first, f"add lease {ack_id!r}")
         if type(size) is not int:
-            msg = f"LeaseTable.add: size of lease {ack_id!r} must be an int, got {size!r}"
+            msg = f"LeaseTable.add: size of lease {quote(ack_id)} must be an int, got {quote(size)}"
             raise TypeError(msg)
         if size < 0:
-            msg = f"LeaseTable.add: size of lease {ack_id!r} must be >= 0, got {size!r}"
+            msg = f"LeaseTable.add: size of lease {quote(ack_id)} must be >= 0, got {quote(size)}"
             raise ValueError(msg)
         existing = self._leases.get(ack_id)
         if existing is not None:
             msg = (
-                f"cannot add lease {ack_id!r} at now={now!r}: it is already leased (arrived={existing.arrived!r}, "
+                f"cannot add lease {quote(ack_id)} at now={quote(now)}: it is already leased "
+                f"(arrived={quote(existing.arrived)}, "
                 f"{len(self._leases)} leases); remove it when the message is finished before adding it again"
             )
             raise DuplicateLease(msg)
-        self._leases[ack_id] = _Lease(now, size, now + first)
+        lease = _Lease(now, size, now + first, None if on_hold else now)
+        self._leases[ack_id] = lease
         self._bytes += size
-        due = min(now + _lead(min(first, flow.min_duration_per_lease_extension_s)), now + flow.max_lease_duration_s)
+        due = now + _lead(min(first, flow.min_duration_per_lease_extension_s))
+        if not on_hold:
+            self._clocks[ack_id] = now
+            due = min(due, now + flow.max_lease_duration_s)
         if self._next_check_at is None or due < self._next_check_at:
             self._next_check_at = due
+
+    def start_clock(self, ack_id: str, now: float) -> bool:
+        """Start the max-lease clock of a lease added ``on_hold``: its callback was scheduled at ``now``.
+
+        Returns:
+            Whether a clock started (False if ``ack_id`` is not leased or its clock already runs).
+
+        Raises:
+            ValueError: ``now`` is not finite or is earlier than a time already given.
+        """
+        self._advance(now, f"start the clock of lease {ack_id!r}")
+        lease = self._leases.get(ack_id)
+        if lease is None or lease.started is not None:
+            return False
+        lease.started = now
+        self._clocks[ack_id] = now
+        due = now + self._flow.max_lease_duration_s
+        if self._next_check_at is None or due < self._next_check_at:
+            self._next_check_at = due
+        return True
 
     def renew(self, ack_id: str, now: float, extension_s: float) -> bool:
         """Record that the caller asked for ``extension_s`` more on a leased message, outside ``maintain``.
@@ -203,7 +237,9 @@ class LeaseTable:
         if lease is None:
             return False
         lease.extended_until = now + extension_s
-        due = min(now + _lead(extension_s), lease.arrived + self._flow.max_lease_duration_s)
+        due = now + _lead(extension_s)
+        if lease.started is not None:
+            due = min(due, lease.started + self._flow.max_lease_duration_s)
         if self._next_check_at is None or due < self._next_check_at:
             self._next_check_at = due
         return True
@@ -222,6 +258,8 @@ class LeaseTable:
         lease = self._leases.pop(ack_id, None)
         if lease is None:
             return None
+        if lease.started is not None:
+            del self._clocks[ack_id]
         self._bytes -= lease.size
         if not self._leases:
             self._next_check_at = None
@@ -241,8 +279,9 @@ class LeaseTable:
             histogram: processing durations so far, which set ``extension_s``.
 
         Returns:
-            The leases to extend and by how much, which of them had lapsed before this pass, the
-            leases that expired, and the next check.
+            The leases to extend (in arrival order) and by how much, which of them had lapsed
+            before this pass, the leases that expired (in the order their clocks started), and
+            the next check.
 
         Raises:
             ValueError: ``now`` is not finite or is earlier than a time already given.
@@ -251,15 +290,16 @@ class LeaseTable:
         extension_s = self.deadline_for(histogram)
         max_lease = self._flow.max_lease_duration_s
         leases = self._leases
+        clocks = self._clocks
         expired: list[str] = []
-        # Arrival order is age order (time never goes back), so the expired leases are a prefix.
-        while leases:
-            ack_id = next(iter(leases))
-            lease = leases[ack_id]
-            if now - lease.arrived < max_lease and now < lease.arrived + max_lease:
+        # Clocks start in time order (time never goes back), so the expired leases are a prefix.
+        while clocks:
+            ack_id = next(iter(clocks))
+            started = clocks[ack_id]
+            if now - started < max_lease and now < started + max_lease:
                 break
-            del leases[ack_id]
-            self._bytes -= lease.size
+            del clocks[ack_id]
+            self._bytes -= leases.pop(ack_id).size
             expired.append(ack_id)
         lapsed: list[str] = []
         until = now + extension_s
@@ -268,8 +308,9 @@ class LeaseTable:
                 lapsed.append(ack_id)
             lease.extended_until = until
         if leases:
-            oldest = next(iter(leases.values()))
-            next_check_at: float | None = min(now + _lead(extension_s), oldest.arrived + max_lease)
+            next_check_at: float | None = now + _lead(extension_s)
+            if clocks:
+                next_check_at = min(now + _lead(extension_s), next(iter(clocks.values())) + max_lease)
         else:
             next_check_at = None
         self._next_check_at = next_check_at
@@ -289,6 +330,11 @@ class LeaseTable:
     def bytes(self) -> int:
         """The total size of the leased messages."""
         return self._bytes
+
+    def on_hold(self, ack_id: str) -> bool:
+        """Return whether ``ack_id`` is leased with its max-lease clock not started yet."""
+        lease = self._leases.get(ack_id)
+        return lease is not None and lease.started is None
 
     def extended_until(self, ack_id: str) -> float | None:
         """Return until when the last extension asked for ``ack_id`` runs, or None if it is not leased."""
@@ -327,14 +373,14 @@ class LeaseTable:
     def _check_now(self, now: float, action: str) -> None:
         """Refuse a ``now`` that is not a finite number or that goes back in time."""
         if not isinstance(now, (int, float)) or isinstance(now, bool):
-            msg = f"LeaseTable cannot {action}: now must be an int or float, got {now!r}"
+            msg = f"LeaseTable cannot {action}: now must be an int or float, got {quote(now)}"
             raise TypeError(msg)
-        if not math.isfinite(now):
-            msg = f"LeaseTable cannot {action}: now must be finite, got {now!r}"
+        if not is_finite_number(now):
+            msg = f"LeaseTable cannot {action}: now must be finite, got {quote(now)}"
             raise ValueError(msg)
         if now < self._now:
             msg = (
-                f"LeaseTable cannot {action} at now={now!r}: it was already told now={self._now!r}; "
+                f"LeaseTable cannot {action} at now={quote(now)}: it was already told now={quote(self._now)}; "
                 "time must not go backwards (use one monotonic clock)"
             )
             raise ValueError(msg)

@@ -65,6 +65,7 @@ from ._protocol import (
     ReceivedBatch,
     Redelivered,
     RunsEnded,
+    Scheduled,
     Settle,
     SettleKind,
     Settles,
@@ -74,7 +75,7 @@ from ._protocol import (
     ack_id_of,
     split_ack_id,
 )
-from ._settings import FlowControl
+from ._settings import FlowControl, check_subscriber_settings
 
 log = logging.getLogger("conveyor.subscriber")
 
@@ -109,15 +110,7 @@ class StreamingPullManager(Actor):
         await_callbacks_on_shutdown: bool = False,
         callbacks_per_job: int = CALLBACKS_PER_JOB,
     ) -> None:
-        if not callable(callback):
-            msg = f"subscribe() callback must be callable, got {type(callback).__qualname__}"
-            raise TypeError(msg)
-        if type(workers) is not int or workers < 1:
-            msg = f"subscribe() workers must be an int >= 1, got {workers!r}"
-            raise ValueError(msg)
-        if type(callbacks_per_job) is not int or callbacks_per_job < 1:
-            msg = f"subscribe() callbacks_per_job must be an int >= 1, got {callbacks_per_job!r}"
-            raise ValueError(msg)
+        check_subscriber_settings(callback, workers, heartbeat_s, await_callbacks_on_shutdown, callbacks_per_job)
         self.callbacks_per_job = callbacks_per_job
         self.queue = queue
         self.callback = callback
@@ -193,6 +186,12 @@ class StreamingPullManager(Actor):
             self._send_batch(message)
         elif type(message) is AckResult:
             self._answered(message)
+        elif type(message) is Scheduled:
+            # The key handler handed these keyed messages to the pool: their max-lease clocks start.
+            pending = self.pending
+            ids = tuple(a for a in message.ack_ids if a in pending)
+            if ids:
+                self.ctx.send(parts["leaser"], Scheduled(ids) if len(ids) < len(message.ack_ids) else message)
         elif type(message) is Lapsed:
             # Only what is still held here and still leased (a lease given up at the maximum is not).
             lapsed = tuple(a for a in message.ack_ids if a in self.pending and a not in self.expired)

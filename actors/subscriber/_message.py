@@ -7,12 +7,12 @@ the callback or later, from any thread.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import final
 
 from conveyor.actors.broker import Delivery, DeliveryError
 from conveyor.runtime import ConveyorError
+from conveyor.runtime._errors import is_finite_number, quote
 
 from ._protocol import AckResponse, AckWithResponse, Settle, SettleKind, ack_id_of
 
@@ -91,11 +91,11 @@ class SubscriberMessage:
 
     def modify_ack_deadline(self, seconds: float) -> None:
         """Ask for ``seconds`` more before the lease lapses (0 nacks, as in Pub/Sub)."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
-            msg = f"modify_ack_deadline seconds must be a finite number from 0 to 600, got {seconds!r}"
+        if not is_finite_number(seconds):
+            msg = f"modify_ack_deadline seconds must be a finite number from 0 to 600, got {quote(seconds)}"
             raise ValueError(msg)
         if not 0 <= seconds <= 600:
-            msg = f"modify_ack_deadline seconds must be from 0 to 600, got {seconds!r}"
+            msg = f"modify_ack_deadline seconds must be from 0 to 600, got {quote(seconds)}"
             raise ValueError(msg)
         self._settle(Settle(SettleKind.MODACK, self.ack_id, float(seconds)))
 

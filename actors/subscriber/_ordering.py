@@ -31,6 +31,7 @@ from typing import final
 import attrs
 
 from conveyor.runtime import ConveyorError
+from conveyor.runtime._errors import quote
 
 __all__ = [
     "HoldError",
@@ -89,7 +90,7 @@ class _KeyLine:
 
 def _check_str(name: str, value: object) -> None:
     if not isinstance(value, str):
-        msg = f"OrderingKeyHolds: {name} must be a str, got {value!r}"
+        msg = f"OrderingKeyHolds: {name} must be a str, got {quote(value)}"
         raise TypeError(msg)
 
 
@@ -133,8 +134,8 @@ class OrderingKeyHolds:
         existing = self._items.get(item_id)
         if existing is not None:
             msg = (
-                f"cannot accept item {item_id!r} with key {key!r}: it arrived already and is "
-                f"{existing.state.value} (key={existing.key!r}); finish it before it arrives again"
+                f"cannot accept item {quote(item_id)} with key {quote(key)}: it arrived already and is "
+                f"{existing.state.value} (key={quote(existing.key)}); finish it before it arrives again"
             )
             raise HoldError(msg)
         if not key:
@@ -168,7 +169,7 @@ class OrderingKeyHolds:
         item = self._items.get(item_id)
         if item is None:
             msg = (
-                f"cannot finish item {item_id!r}: it is not known (never arrived, finished already or "
+                f"cannot finish item {quote(item_id)}: it is not known (never arrived, finished already or "
                 f"dropped; {len(self._items)} items are held or running)"
             )
             raise HoldError(msg)
@@ -176,8 +177,8 @@ class OrderingKeyHolds:
             line = self._lines[item.key] if item.key is not None else None
             running = line.running if line is not None else None
             msg = (
-                f"cannot finish item {item_id!r}: it is {item.state.value} behind {running!r} "
-                f"(key={item.key!r}) and was never handed to a worker"
+                f"cannot finish item {quote(item_id)}: it is {item.state.value} behind {quote(running)} "
+                f"(key={quote(item.key)}) and was never handed to a worker"
             )
             raise HoldError(msg)
         del self._items[item_id]
@@ -230,8 +231,8 @@ class OrderingKeyHolds:
         missing = [item_id for item_id in item_ids if item_id not in held]
         if missing:
             msg = (
-                f"cannot drop {missing[0]!r} from key {key!r}: it is not held behind that key "
-                f"(held: {held!r})"
+                f"cannot drop {quote(missing[0])} from key {quote(key)}: it is not held behind that key "
+                f"(held: {quote(held)})"
             )
             raise HoldError(msg)
         if not wanted:

@@ -8,12 +8,34 @@ from typing import final
 import attrs
 
 from conveyor.actors.broker import Delivery, DeliveryError
+from conveyor.runtime._errors import quote
 from conveyor.runtime._immutability import checked_when_built
+
+ACK_IDS = "ack ids (str)"
 
 
 def ack_id_of(delivery: Delivery) -> str:
     """The subscriber's name for a delivery: ``consumer_id:tag``."""
     return f"{delivery.consumer_id}:{delivery.tag}"
+
+
+def check_tuple(owner: str, field: str, value: object, item: type, allowed: str) -> None:
+    """Refuse a field that is not a tuple of ``item`` instances (a float, None, a list), naming it.
+
+    For the tuple fields of the subscriber's frozen messages, checked when each is built: a value
+    that is not one would otherwise be built and fail later, in the actor that iterates it.
+
+    Raises:
+        TypeError: ``owner.field must be a tuple of <allowed>, got <a short prefix of value>``.
+    """
+    if type(value) is tuple:
+        for each in value:  # a plain loop: cheaper than all() over a generator, on a per-batch path
+            if type(each) is not item:
+                break
+        else:
+            return
+    msg = f"{owner}.{field} must be a tuple of {allowed}, got {quote(value)}"
+    raise TypeError(msg)
 
 
 def split_ack_id(ack_id: str) -> tuple[int, int]:
@@ -186,6 +208,27 @@ class Lapsed:
 
     ack_ids: tuple[str, ...]
 
+    def __attrs_post_init__(self) -> None:
+        check_tuple("Lapsed", "ack_ids", self.ack_ids, str, ACK_IDS)
+
+
+@final
+@checked_when_built
+@attrs.frozen
+class Scheduled:
+    """Ordered-key handler -> manager -> leaser: these keyed messages were handed to the worker pool.
+
+    Their callbacks are scheduled now, so their max-lease clocks start (``LeaseTable.start_clock``):
+    a keyed message may wait on hold behind its key for longer than ``max_lease_duration_s``, and is
+    kept leased, never given up, while it waits. An unordered message is scheduled as it arrives, so
+    the leaser starts its clock on ``Received``.
+    """
+
+    ack_ids: tuple[str, ...]
+
+    def __attrs_post_init__(self) -> None:
+        check_tuple("Scheduled", "ack_ids", self.ack_ids, str, ACK_IDS)
+
 
 @final
 @attrs.frozen
@@ -224,6 +267,9 @@ class Deliveries:
 
     deliveries: tuple[Delivery, ...]
 
+    def __attrs_post_init__(self) -> None:
+        check_tuple("Deliveries", "deliveries", self.deliveries, Delivery, "Delivery")
+
 
 @final
 @checked_when_built
@@ -232,6 +278,9 @@ class ReceivedBatch:
     """Manager -> load controller, leaser and ordered-key handler: several ``Received`` at once, in order."""
 
     items: tuple[Received, ...]
+
+    def __attrs_post_init__(self) -> None:
+        check_tuple("ReceivedBatch", "items", self.items, Received, "Received")
 
 
 @final
@@ -243,6 +292,9 @@ class Extend:
     ack_ids: tuple[str, ...]
     seconds: float
 
+    def __attrs_post_init__(self) -> None:
+        check_tuple("Extend", "ack_ids", self.ack_ids, str, ACK_IDS)
+
 
 @final
 @checked_when_built
@@ -251,6 +303,9 @@ class RunBatch:
     """Ordered-key handler -> worker pool: several ``Run`` at once, in order."""
 
     runs: tuple[Run, ...]
+
+    def __attrs_post_init__(self) -> None:
+        check_tuple("RunBatch", "runs", self.runs, Run, "Run")
 
 
 @final
@@ -267,6 +322,10 @@ class RunsEnded:
     settled: tuple[Settle, ...]
     ended: tuple[CallbackEnded, ...]
 
+    def __attrs_post_init__(self) -> None:
+        check_tuple("RunsEnded", "settled", self.settled, Settle, "Settle")
+        check_tuple("RunsEnded", "ended", self.ended, CallbackEnded, "CallbackEnded")
+
 
 @final
 @checked_when_built
@@ -275,6 +334,9 @@ class CallbacksEnded:
     """Manager -> ordered-key handler: several ``CallbackEnded`` at once, in order."""
 
     items: tuple[CallbackEnded, ...]
+
+    def __attrs_post_init__(self) -> None:
+        check_tuple("CallbacksEnded", "items", self.items, CallbackEnded, "CallbackEnded")
 
 
 @final
@@ -285,6 +347,9 @@ class Dones:
 
     items: tuple[Done, ...]
 
+    def __attrs_post_init__(self) -> None:
+        check_tuple("Dones", "items", self.items, Done, "Done")
+
 
 @final
 @checked_when_built
@@ -293,6 +358,9 @@ class Settles:
     """Several ``Settle`` at once, in order: a worker job's to the manager, the manager's to the dispatcher."""
 
     items: tuple[Settle, ...]
+
+    def __attrs_post_init__(self) -> None:
+        check_tuple("Settles", "items", self.items, Settle, "Settle")
 
 
 @final

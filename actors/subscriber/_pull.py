@@ -15,8 +15,9 @@ import attrs
 
 from conveyor.actors.broker import Ack, ConsumerActor, ConsumerSettings, Delivery, Nack, Suspend
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ConveyorError, TrioSystem
+from conveyor.runtime._errors import is_finite_number, quote
 
-from ._protocol import Tick, ack_id_of, split_ack_id
+from ._protocol import ACK_IDS, Tick, ack_id_of, check_tuple, split_ack_id
 
 
 @final
@@ -33,6 +34,12 @@ class PulledBatch:
     session: ActorRef
     messages: tuple[Delivery, ...]
 
+    def __attrs_post_init__(self) -> None:
+        if type(self.session) is not ActorRef:
+            msg = f"PulledBatch.session must be the ActorRef of a PullSession, got {quote(self.session)}"
+            raise TypeError(msg)
+        check_tuple("PulledBatch", "messages", self.messages, Delivery, "Delivery")
+
     @property
     def ack_ids(self) -> tuple[str, ...]:
         """The ack ids of the batch, in delivery order."""
@@ -46,6 +53,12 @@ class SettlePulled:
 
     ack_ids: tuple[str, ...]
     nack: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        check_tuple("SettlePulled", "ack_ids", self.ack_ids, str, ACK_IDS)
+        if type(self.nack) is not bool:
+            msg = f"SettlePulled.nack must be True or False, got {quote(self.nack)}"
+            raise TypeError(msg)
 
 
 @final
@@ -134,10 +147,10 @@ def start_pull(
         ValueError: ``max_messages`` < 1 or ``timeout`` <= 0.
     """
     if type(max_messages) is not int or max_messages < 1:
-        msg = f"pull() max_messages must be an int >= 1, got {max_messages!r}"
+        msg = f"pull() max_messages must be an int >= 1, got {quote(max_messages)}"
         raise ValueError(msg)
-    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
-        msg = f"pull() timeout must be a number of seconds > 0, got {timeout!r}"
+    if not is_finite_number(timeout) or not timeout > 0:
+        msg = f"pull() timeout must be a finite number of seconds > 0, got {quote(timeout)}"
         raise ValueError(msg)
     return system.spawn(lambda: PullSession(queue, max_messages, float(timeout), settle_within_s))
 

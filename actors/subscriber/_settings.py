@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any, final
+from typing import Any, NoReturn, final
 
 import attrs
+
+from conveyor.runtime._errors import is_finite_number, quote
 
 MIB = 1024 * 1024
 MIN_EXTENSION_S = 2.0
 """Shortest lease extension allowed (the Pub/Sub service's own minimum is 10 s)."""
+MIN_HEARTBEAT_S = 1.0
+"""Shortest heartbeat period: a stream's keep-alive needs no more, and a period near 0 would spin a CPU."""
 
 
-def _fail(field: str, allowed: str, value: object) -> None:
-    msg = f"FlowControl.{field} must be {allowed}, got {value!r}"
+def _fail(field: str, allowed: str, value: object) -> NoReturn:
+    msg = f"FlowControl.{field} must be {allowed}, got {quote(value)}"
     raise ValueError(msg)
 
 
@@ -23,8 +26,44 @@ def _positive_int(_: object, attribute: attrs.Attribute[Any], value: Any) -> Non
 
 
 def _positive_seconds(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if not is_finite_number(value) or value <= 0:
         _fail(attribute.name, "a finite number of seconds > 0", value)
+
+
+def check_subscriber_settings(
+    callback: object, workers: object, heartbeat_s: object, await_callbacks_on_shutdown: object,
+    callbacks_per_job: object,
+) -> None:
+    """Refuse a bad argument of ``subscribe()`` (or of a ``StreamingPullManager``), naming it.
+
+    One home for the checks, so ``subscribe()`` runs them at the call, before anything is
+    spawned, and a manager built another way (a subclass, the Pub/Sub transport's) runs the same.
+
+    Raises:
+        TypeError: ``callback`` is not callable, ``heartbeat_s`` is not a number, or
+            ``await_callbacks_on_shutdown`` is not a bool.
+        ValueError: ``workers`` or ``callbacks_per_job`` is not an int >= 1, or ``heartbeat_s`` is
+            not finite or below ``MIN_HEARTBEAT_S``.
+    """
+    if not callable(callback):
+        msg = f"subscribe() callback must be callable, got {quote(callback)}"
+        raise TypeError(msg)
+    if type(workers) is not int or workers < 1:
+        msg = f"subscribe() workers must be an int >= 1, got {quote(workers)}"
+        raise ValueError(msg)
+    heartbeat = f"subscribe() heartbeat_s must be a finite number of seconds >= {MIN_HEARTBEAT_S}"
+    if isinstance(heartbeat_s, bool) or not isinstance(heartbeat_s, (int, float)):
+        msg = f"{heartbeat}, got {quote(heartbeat_s)}"
+        raise TypeError(msg)
+    if not is_finite_number(heartbeat_s) or heartbeat_s < MIN_HEARTBEAT_S:
+        msg = f"{heartbeat}, got {quote(heartbeat_s)}"
+        raise ValueError(msg)
+    if type(await_callbacks_on_shutdown) is not bool:
+        msg = f"subscribe() await_callbacks_on_shutdown must be True or False, got {quote(await_callbacks_on_shutdown)}"
+        raise TypeError(msg)
+    if type(callbacks_per_job) is not int or callbacks_per_job < 1:
+        msg = f"subscribe() callbacks_per_job must be an int >= 1, got {quote(callbacks_per_job)}"
+        raise ValueError(msg)
 
 
 @final

@@ -25,6 +25,8 @@ from conveyor.actors.subscriber._protocol import (
     Dones,
     Received,
     ReceivedBatch,
+    Run,
+    RunBatch,
     RunsEnded,
 )
 from conveyor.runtime import EventKind, Terminated, TraceEvent
@@ -174,6 +176,15 @@ def _callbacks_ended(message: object) -> tuple[CallbackEnded, ...]:
         return (message,)
     if type(message) is RunsEnded:
         return message.ended
+    return ()
+
+
+def _runs(message: object) -> tuple[Run, ...]:
+    """The key handler's hand-over of callbacks to the worker pool: one ``Run``, or a ``RunBatch``."""
+    if type(message) is Run:
+        return (message,)
+    if type(message) is RunBatch:
+        return message.runs
     return ()
 
 
@@ -344,11 +355,14 @@ def lease_validity(
     running in this subscription (between its ``CallbackStarted`` and ``CallbackEnded``) is a
     violation, with two exemptions:
 
-    * **max_lease_duration.** The lease had already been held ``flow.max_lease_duration_s``
-      since the queue made the delivery that callback runs on (matched by its attempt): past
-      that the leaser rightly stops extending, and a redelivery that comes meanwhile is left to
-      lapse (the running callback settles the message). Measured from the delivery, which
-      precedes the leaser's own start of the lease, so the exemption is never too strict.
+    * **max_lease_duration.** The callback had been scheduled ``flow.max_lease_duration_s``
+      before: past that the leaser rightly stops extending, and a redelivery that comes meanwhile
+      is left to lapse (the running callback settles the message). The clock starts when the
+      callback is scheduled, not at receipt: for a keyed message, when the key handler sent its
+      ``Run`` to the worker pool (it may have waited on hold behind its key for longer than the
+      cap, leased all the while); for an unordered one, at the delivery that callback runs on
+      (matched by its attempt). Each precedes the leaser's own start of the clock, so the
+      exemption is never too strict.
     * **A paused subscription.** The lease's *last extension window* is the time from the last
       moment the queue set the lapsing lease's deadline (the delivery that acquired the entry,
       or the latest ``ModifyAckDeadline`` the queue received for it from that consumer while it
@@ -374,7 +388,9 @@ def lease_validity(
     """
     workers = _part(subscription_path, "workers")
     leaser = _part(subscription_path, "leaser")
-    running: dict[str, tuple[float, float]] = {}  # ack id -> (callback started at, its delivery at)
+    keys = _part(subscription_path, "keys")
+    running: dict[str, tuple[float, float]] = {}  # ack id -> (callback started at, its max-lease clock's start)
+    scheduled_at: dict[tuple[str, int], float] = {}  # (ack id, attempt) of a keyed run -> handed to the pool at
     delivered_at: dict[tuple[str, int], float] = {}  # (ack id, delivery count) -> when the queue delivered it
     deadline_set_at: dict[str, float] = {}  # held ack id -> when the queue last set its lease's deadline
     pauses: list[tuple[float, Pause]] = []
@@ -402,8 +418,8 @@ def lease_validity(
                     continue
                 during += 1
                 started, leased_at = callback
-                held = time - leased_at
-                if held >= flow.max_lease_duration_s:
+                scheduled_for = time - leased_at
+                if scheduled_for >= flow.max_lease_duration_s:
                     exempt += 1
                     continue
                 start = leased_at if window_start is None else window_start
@@ -415,8 +431,9 @@ def lease_validity(
                     continue
                 violations.append(
                     f"t={time:g}: the lease of {ack_id} lapsed while its callback ran (since t={started:g}; "
-                    f"leased {held:g} s < max_lease_duration_s={flow.max_lease_duration_s:g}; no pause of "
-                    f"{subscription_path} since its deadline was last set at t={start:g}, and no extension "
+                    f"scheduled {scheduled_for:g} s before < max_lease_duration_s="
+                    f"{flow.max_lease_duration_s:g}; no pause of {subscription_path} since its deadline was last "
+                    f"set at t={start:g}, and no extension "
                     f"of it held up on the way)"
                 )
             continue
@@ -441,7 +458,13 @@ def lease_validity(
                     deadline_set_at[ack_id] = event.time
         elif event.kind is EventKind.NOTE and event.sender == workers and isinstance(message, CallbackStarted):
             leased_at = delivered_at.get((message.ack_id, message.attempt), event.time)
+            if message.key:
+                leased_at = max(leased_at, scheduled_at.pop((message.ack_id, message.attempt), leased_at))
             running[message.ack_id] = (event.time, leased_at)
+        elif event.kind is EventKind.SENT and event.sender == keys:
+            for run in _runs(message):
+                if run.key:
+                    scheduled_at[run.ack_id, run.delivery.delivery_count] = event.time
         elif event.kind is EventKind.SENT and event.sender == workers:
             for ended in _callbacks_ended(message):
                 running.pop(ended.ack_id, None)

@@ -252,3 +252,44 @@ def test_checked_when_built_refuses_a_mutable_field_at_construction_and_sends_sk
         Batch("a", [1, 2])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="needs a frozen attrs class with fields"):
         checked_when_built(int)
+
+
+# --- quoting bad values in error messages ----------------------------------------------------------
+
+
+def test_quote_keeps_short_values_as_their_repr() -> None:
+    from conveyor.runtime._errors import quote
+
+    assert quote(1.5) == "1.5"
+    assert quote("abc") == "'abc'"
+    assert quote((1, "a")) == "(1, 'a')"
+    assert quote(-(10**20)) == "-100000000000000000000"
+
+
+def test_quote_cuts_a_long_value_to_a_short_prefix() -> None:
+    from conveyor.runtime._errors import quote
+
+    quoted = quote("x" * 100_000)
+    assert quoted.startswith("'xxxx") and quoted.endswith("... (100002 characters)")
+    assert len(quoted) < 120
+
+
+@given(st.integers(min_value=4301, max_value=20_000), st.sampled_from([1, -1]), st.integers(1, 9))
+def test_quote_of_an_int_python_refuses_to_print_gives_its_first_digits(digits: int, sign: int, lead: int) -> None:
+    from conveyor.runtime._errors import quote
+
+    value = sign * (lead * 10 ** (digits - 1) + 12345)
+    quoted = quote(value)  # str(value) raises ValueError: the int is past Python's 4300-digit limit
+    assert quoted.startswith(f"{'-' if sign < 0 else ''}{lead}{'0' * 10}")
+    assert quoted.endswith(f"... ({digits} digits)")
+    assert len(quoted) < 80
+
+
+def test_quote_survives_a_failing_repr() -> None:
+    from conveyor.runtime._errors import quote
+
+    class Broken:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    assert quote(Broken()) == "<Broken (repr raised RuntimeError)>"

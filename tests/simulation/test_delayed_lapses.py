@@ -28,7 +28,9 @@ FOUND = (
     ("flow-control", 5003, "delay", "no_loss"),
     ("ordering-keys", 5011, "delay", "no_loss"),
     ("subscriber-crash", 5020, "delay", "no_loss"),
-    ("paused-process", 5178, "delay", "no_loss"),
+    # 5178 found it; the keyed messages' Scheduled (issue 15: the max-lease clock starts when a callback
+    # is scheduled) changed that run's interleaving, and 5224 of the same sweep has a delayed nack now.
+    ("paused-process", 5224, "delay", "no_loss"),
     ("leases", 5003, "delay", "lease_validity"),
     ("leases", 5059, "crash,delay", "lease_validity"),
 )

@@ -38,8 +38,11 @@ from conveyor.simulation.checkers import CheckResult, no_loss
 from conveyor.simulation.scenarios import run_scenario
 
 FOUND = (
-    ("ordering-keys", 5172, "pct", "pause"),
-    ("ordering-keys", 5019, "random", "pause,queue-crash"),
+    # 5172 (pct, pause) and 5019 (random, pause,queue-crash) found it in ordering-keys; the keyed
+    # messages' Scheduled (issue 15: the max-lease clock starts when a callback is scheduled) changed
+    # those runs' interleavings, and no seed of 5000-5299 meets a late raise there now: 21 and 441 do.
+    ("ordering-keys", 21, "pct", "pause"),
+    ("ordering-keys", 441, "random", "pause,queue-crash"),
     ("paused-process", 5003, "random", "pause,queue-crash"),
     ("paused-process", 91, "random", "pause,queue-crash"),
 )

@@ -255,3 +255,44 @@ def test_ready_channels_are_visible_for_strategies() -> None:
     assert channel.sender_name == "<outside>" and channel.receiver_name == "/a"
     assert sim.pending == 2
     assert sim.ask(a, Get()) in {(1, 2), (1,), ()}
+
+
+# --- Simulation(...) refuses bad arguments at the call (issue 15, item 7d) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "pattern"),
+    [
+        ({"seed": "7"}, TypeError, r"Simulation seed must be an int, got '7'"),
+        ({"seed": True}, TypeError, r"Simulation seed must be an int, got True"),
+        ({"seed": 1.5}, TypeError, r"Simulation seed must be an int, got 1\.5"),
+        (
+            {"strategy": "pct"},
+            TypeError,
+            r"Simulation strategy must be None or a Strategy \(RandomWalk, PCT, RoundRobin, Replay, "
+            r"HypothesisStrategy: a name and a choose\(ready\) method\), got 'pct'; "
+            r"strategy_from_name\('pct', seed\) builds one by name",
+        ),
+        ({"strategy": RandomWalk}, TypeError, r"Simulation strategy must be None or a Strategy .*, got <class"),
+        ({"trace": "yes"}, TypeError, r"Simulation trace must be True or False, got 'yes'"),
+        ({"trace": None}, TypeError, r"Simulation trace must be True or False, got None"),
+        ({"job_duration": 0.5}, TypeError, r"Simulation job_duration must be None or a callable .*, got 0\.5"),
+        ({"supervisor_strategy": "restart"}, TypeError, r"supervisor_strategy must be a SupervisorStrategy"),
+        ({"faults": "crash"}, TypeError, r"faults\[0\] must be one of Crash"),
+        ({"seed": "x" * 100_000}, TypeError, r"got 'xxxx.*\.\.\. \(100002 characters\)"),
+    ],
+)
+def test_bad_arguments_are_refused_at_the_call(arguments: dict[str, Any], error: type[Exception], pattern: str) -> None:
+    with pytest.raises(error, match=pattern):
+        Simulation(**arguments)
+
+
+def test_a_strategy_need_not_be_one_of_ours() -> None:
+    class First:
+        name = "first"
+
+        def choose(self, ready: Any) -> int:
+            return 0
+
+    sim = Simulation(seed=1, strategy=First(), trace=False, job_duration=uniform_job_duration(1.0, 1.0))
+    assert sim.strategy.name == "first"

@@ -29,7 +29,9 @@ from conveyor.actors.subscriber._protocol import (
     CallbackStarted,
     Lapsed,
     Received,
+    ReceivedBatch,
     Redelivered,
+    Scheduled,
     Settle,
     SettleKind,
     Tick,
@@ -177,15 +179,17 @@ def test_the_scenarios_do_what_their_names_say() -> None:
     assert stale_starts(trace).metric("reported") > 0, "the leaser noticed them afterwards"
 
 
-# A keyed message held behind slow callbacks outlives max_lease_duration_s: its lease is given up
-# and lapses, its ack comes too late, and the queue delivers it again after later messages ran.
+# A keyed callback runs longer than max_lease_duration_s: its lease is given up and lapses, its ack
+# comes too late, and the queue delivers it again after later messages ran. (Callbacks of up to 16 s
+# against a 5 s cap: a message merely held behind its key is no longer given up, since its clock
+# starts when its callback is scheduled, so the cap is outlived by running callbacks only.)
 CAPPED = SubscriberScenario(
-    messages=15, keys=1, slow=0.4, slow_factor=(1.2, 4.0), workers=2, ack_deadline_s=2.0, burst=5, burst_gap_s=1.0,
+    messages=15, keys=1, slow=0.4, slow_factor=(1.2, 8.0), workers=2, ack_deadline_s=2.0, burst=5, burst_gap_s=1.0,
     flow=FlowControl(max_messages=4, min_duration_per_lease_extension_s=2.0, max_lease_duration_s=5.0),
 )
 
 
-def test_ordering_keys_hold_when_held_messages_outlive_max_lease_duration() -> None:
+def test_ordering_keys_hold_when_callbacks_outlive_max_lease_duration() -> None:
     """Regression (was a strict xfail): the late redelivery is acked again, not run after its key's later ones."""
     redelivered_after_ack = 0
     for seed in range(20):
@@ -326,6 +330,20 @@ class IdleLeaser(Leaser):  # type: ignore[misc]
         pass
 
 
+class ReceiptClockLeaser(Leaser):  # type: ignore[misc]
+    """Broken (the leaser before issue 15): starts every max-lease clock at receipt, so a keyed message
+    held behind its key is given up while it waits, and its lease lapses while its callback runs."""
+
+    def receive(self, message: Any) -> None:
+        if type(message) is Received:
+            message = attrs.evolve(message, key=None)
+        elif type(message) is ReceivedBatch:
+            message = ReceivedBatch(tuple(attrs.evolve(item, key=None) for item in message.items))
+        elif type(message) is Scheduled:
+            return
+        super().receive(message)
+
+
 class FragileLeaser(Leaser):  # type: ignore[misc]
     """Broken: fails on its first maintenance pass (restarted with an empty table, then stopped)."""
 
@@ -393,6 +411,26 @@ def test_ordering_keys_catches_a_handler_that_runs_past_a_nack() -> None:
 
 def test_lease_validity_catches_a_leaser_that_never_extends() -> None:
     result = _caught(_leases, "slow", _manager_with(leaser=IdleLeaser))
+    assert "lapsed while its callback ran" in result.violations[0]
+
+
+# One key, callbacks of 1.5 to 2 ack deadlines, a lease cap of 2.5 deadlines: the later messages of a
+# burst wait on hold longer than the cap, but each callback runs well under it.
+HELD_LONG = SubscriberScenario(
+    messages=6, keys=1, slow=1.0, slow_factor=(1.5, 2.0), workers=2, ack_deadline_s=2.0, burst=6,
+    flow=FlowControl(max_messages=10, min_duration_per_lease_extension_s=2.0, max_lease_duration_s=5.0),
+)
+
+
+def test_a_message_held_longer_than_max_lease_duration_keeps_its_lease() -> None:
+    for seed in range(10):
+        sim, _ = run_subscriber_simulation(HELD_LONG, seed)
+        failures = _failures(check_subscriber_run(sim.trace, HELD_LONG))
+        assert not failures, f"seed={seed}:\n" + "\n".join(failures)
+
+
+def test_lease_validity_catches_a_leaser_that_starts_the_clock_at_receipt() -> None:
+    result = _caught(_leases, HELD_LONG, _manager_with(leaser=ReceiptClockLeaser), seeds=10)
     assert "lapsed while its callback ran" in result.violations[0]
 
 

@@ -192,8 +192,8 @@ def test_a_batch_whose_write_fails_leaves_no_part_of_itself_behind() -> None:
 
 
 def test_a_drop_head_publish_whose_write_fails_is_retried_whole() -> None:
-    # At max_length with drop-head, a publish drops the head and enqueues: one write. Had they been
-    # two, failing the second would dead-letter the head for a message the queue then lost.
+    # At max_length with drop-head, a publish enqueues and evicts the least significant entry (here the
+    # head): one write. Had they been two, failing the second would leave the queue past its length.
     for nth in range(1, 5):
         sim = Simulation(seed=nth, trace=True, faults=[FailWrite("/q", nth=nth)])
         dlq = sim.spawn(lambda: QueueActor(QueueConfig("dlq")), name="dlq")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -35,6 +35,24 @@ def test_priority_levels_map_as_qpid_does() -> None:
     assert [priority_level(p, 2) for p in range(10)] == [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
     assert [priority_level(p, 3) for p in range(10)] == [0, 0, 0, 0, 1, 2, 2, 2, 2, 2]
     assert [priority_level(p, 1) for p in range(10)] == [0] * 10
+
+
+@given(levels=st.integers(1, 10), priority=st.integers(0, 255))
+def test_priorities_outside_the_levels_clamp_with_qpids_mapping(levels: int, priority: int) -> None:
+    """Issue 15, item 7c: N levels, offset 5 - floor((N+1)/2), level clamp(priority - offset, 0, N-1)."""
+    offset = 5 - (levels + 1) // 2
+    assert priority_level(priority, levels) == min(levels - 1, max(0, priority - offset))
+
+
+@given(levels=st.integers(1, 10), priorities=st.lists(st.integers(0, 255), min_size=1, max_size=30))
+def test_any_message_priority_is_published_at_its_clamped_level(levels: int, priorities: list[int]) -> None:
+    """The strict order of a queue is its levels highest first, publish order within each, for any priority."""
+    entries = fresh(priorities=levels)
+    for n, priority in enumerate(priorities):
+        entries.publish(msg(n, priority), 0.0)
+    taken, _, _ = entries.take(1, 0.0, len(priorities), 10**9, FAR)
+    expected = sorted(range(len(priorities)), key=lambda n: (-priority_level(priorities[n], levels), n))
+    assert bodies(taken) == expected
 
 
 def test_fifo_within_a_level_and_strict_priority_between_levels() -> None:
@@ -193,16 +211,49 @@ def test_removing_a_consumer_returns_everything_it_held() -> None:
     assert bodies(entries.take(2, 0.0, 10, 10**6, FAR)[0]) == [0, 1, 2]
 
 
-def test_drop_head_and_could_take_now() -> None:
+def test_evict_and_could_take_now() -> None:
     entries = fresh()
     entries.publish(msg(0), 0.0)
     entries.publish(msg(1, 9), 0.0)
     assert entries.could_take_now(msg(2))
     assert not entries.could_take_now(msg(2, delay_s=1.0))
-    dropped = entries.drop_head()
-    assert dropped is not None and bodies([dropped]) == [1]
+    dropped = entries.evict_least_significant()
+    assert dropped is not None and bodies([dropped]) == [0], "the lowest level's, not the head (1, priority 9)"
+    assert dropped.state is EntryState.DEAD_LETTERED and entries.dead_lettered == 1
     entries.set_interest(1, False)
     assert not entries.could_take_now(msg(3))
+
+
+def test_a_full_ring_evicts_the_oldest_entry_of_the_lowest_non_empty_level() -> None:
+    """Issue 15, item 7b: as Qpid's ring policy (PriorityQueueList.getLeastSignificantOldestEntry)."""
+    entries = fresh()
+    for n, priority in enumerate([9, 4, 4, 9]):
+        entries.publish(msg(n, priority), 0.0)
+    evicted = entries.evict_least_significant()
+    assert evicted is not None and bodies([evicted]) == [1]
+    assert bodies(entries.take(1, 0.0, 10, 10**6, FAR)[0]) == [0, 3, 2]
+    assert entries.evict_least_significant() is None, "only an AVAILABLE entry is evicted"
+
+
+def test_the_entry_evicted_can_be_the_message_just_published() -> None:
+    entries = fresh()
+    entries.publish(msg(0, 9), 0.0)
+    entries.publish(msg(1, 9), 0.0)
+    entries.publish(msg(2, 0), 0.0)  # lower than everything queued: it is the least significant
+    evicted = entries.evict_least_significant()
+    assert evicted is not None and bodies([evicted]) == [2]
+    assert bodies(entries.take(1, 0.0, 10, 10**6, FAR)[0]) == [0, 1]
+
+
+def test_eviction_passes_over_acquired_entries_to_the_next_level_up() -> None:
+    entries = fresh()
+    entries.publish(msg(0, 1), 0.0)
+    assert bodies(entries.take(1, 0.0, 1, 10**6, FAR)[0]) == [0]  # held: not evictable
+    entries.publish(msg(1, 1), 0.0)
+    entries.publish(msg(2, 5), 0.0)
+    entries.publish(msg(3, 5), 0.0)
+    evicted = [entries.evict_least_significant(), entries.evict_least_significant()]
+    assert bodies([e for e in evicted if e is not None]) == [1, 2]
 
 
 # --- reference model ----------------------------------------------------------------------------
@@ -231,10 +282,12 @@ class EntryListMachine(RuleBasedStateMachine):
     def _order(self) -> list[int]:
         return sorted(self.model, key=lambda seq: (self.model[seq][0], seq))
 
-    @rule(priority=st.integers(0, 9))
+    @rule(priority=st.one_of(st.integers(0, 9), st.integers(10, 255)))
     def publish(self, priority: int) -> None:
         entry = self.entries.publish(Message(b"m", priority=priority), self.now)
-        self.model[entry.seq] = [entry.position[0], "available", None, 0]
+        rank = self.levels - 1 - min(self.levels - 1, max(0, priority - (5 - (self.levels + 1) // 2)))
+        assert entry.position[0] == rank, "Qpid's mapping, clamped at both ends"
+        self.model[entry.seq] = [rank, "available", None, 0]
 
     @rule()
     def add_consumer(self) -> None:
@@ -310,6 +363,17 @@ class EntryListMachine(RuleBasedStateMachine):
         entry = self.entries.get(seq)
         assert entry is not None
         return entry.state, entry.consumer, entry.delivery_count, entry.deadline, entry.lease, entry.position
+
+    @rule()
+    def evict(self) -> None:
+        """A full ring drops the oldest AVAILABLE entry of the lowest level that has one."""
+        available = [seq for seq, record in self.model.items() if record[1] == "available"]
+        expected = max(available, key=lambda seq: (self.model[seq][0], -seq), default=None)  # highest rank: lowest
+        evicted = self.entries.evict_least_significant()
+        assert (None if evicted is None else evicted.seq) == expected
+        if expected is not None:
+            del self.model[expected]
+            self.counts["dead"] += 1
 
     @rule()
     def leases_lapse(self) -> None:

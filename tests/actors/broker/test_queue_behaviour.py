@@ -10,6 +10,7 @@ clock; the simulator runs the same tests on its virtual clock.
 from __future__ import annotations
 
 import itertools
+import re
 from collections import deque
 
 import pytest
@@ -165,6 +166,17 @@ async def test_fewer_priority_levels_share_middle_priorities(backend: Harness) -
     client, _ = consume(backend, queue)
     await backend.quiet()
     assert [body for body, _ in await received(backend, client)] == bodies("c", "d", "a", "b", "e")
+
+
+async def test_priorities_outside_the_levels_clamp_with_qpids_mapping(backend: Harness) -> None:
+    """Issue 15, item 7c: 3 levels, offset 5 - 2 = 3: 0-3 low, 4 middle, 5 and up (to 255) high."""
+    assert Message(b"x", priority=255).priority == 255, "accepted, and carried through untouched"
+    queue = queue_of(backend, priorities=3)
+    published = [("a", 0), ("b", 200), ("c", 9), ("d", 255), ("e", 5), ("f", 4), ("g", 10)]
+    await publish(backend, queue, *(msg(body, priority=p) for body, p in published))
+    client, _ = consume(backend, queue)
+    await backend.quiet()
+    assert [body for body, _ in await received(backend, client)] == bodies("b", "c", "d", "e", "g", "f", "a")
 
 
 # --- 3. nack, retry backoff, modify-ack-deadline -------------------------------------------------------
@@ -650,6 +662,26 @@ async def test_max_length_with_drop_head_dead_letters_the_head(backend: Harness)
     assert all(m.header_map()[DELIVERY_COUNT] == 0 for m in letters)
 
 
+async def test_a_full_ring_with_priorities_evicts_the_least_significant_oldest_entry(backend: Harness) -> None:
+    """Issue 15, item 7b: as Qpid does, the oldest entry of the lowest non-empty level goes, which can be
+    the message just published; the next one to be delivered, the most important, stays."""
+    dlq = queue_of(backend, "dlq", priorities=1)  # one level: its consumer sees the dead letters in their order
+    queue = queue_of(backend, "ring", max_length=3, overflow=Overflow.DROP_HEAD, dead_letter=dlq)
+    published = [("a", 9), ("b", 1), ("c", 5), ("d", 9), ("e", 0), ("f", 5)]
+    outcomes = await publish(backend, queue, *(msg(body, priority=p) for body, p in published))
+    assert all(isinstance(outcome, Published) for outcome in outcomes), "a ring queue takes every publish"
+    result = await stats(backend, queue)
+    assert (result.depth, result.published, result.dead_lettered) == (3, 6, 3)
+    client, _ = consume(backend, queue)
+    dead_client, _ = consume(backend, dlq)
+    await backend.quiet()
+    # d evicts b (level 1); e (level 0) evicts itself; f evicts c, the oldest of level 5.
+    assert [body for body, _ in await received(backend, client)] == bodies("a", "d", "f")
+    letters = [s.delivery.message for s in await seen(backend, dead_client)]
+    assert [m.body for m in letters] == [b"b", b"e", b"c"]
+    assert all(m.header_map()[DEAD_LETTER_REASON] == "max-length" for m in letters)
+
+
 async def test_max_length_counts_ready_messages_only(backend: Harness) -> None:
     # Held messages are not "ready": a consumer holding one frees a place.
     queue = queue_of(backend, max_length=1)
@@ -905,9 +937,9 @@ async def test_byte_credit_limits_what_a_consumer_holds(backend: Harness) -> Non
 @pytest.mark.parametrize(
     ("build", "pattern"),
     [
-        (lambda: Message(b"x", priority=-1), r"Message\.priority must be an int from 0 to 9, got -1"),
-        (lambda: Message(b"x", priority=10), r"Message\.priority must be an int from 0 to 9, got 10"),
-        (lambda: Message(b"x", priority=True), r"Message\.priority must be an int from 0 to 9"),
+        (lambda: Message(b"x", priority=-1), r"Message\.priority must be an int from 0 to 255 .*, got -1"),
+        (lambda: Message(b"x", priority=256), r"Message\.priority must be an int from 0 to 255 .*, got 256"),
+        (lambda: Message(b"x", priority=True), r"Message\.priority must be an int from 0 to 255"),
         (
             lambda: Message("text"),  # type: ignore[arg-type]
             r"Message\.body must be bytes, got 'str'",
@@ -922,7 +954,7 @@ async def test_byte_credit_limits_what_a_consumer_holds(backend: Harness) -> Non
         ),
         (
             lambda: Message(b"x", headers={"k": [1]}),  # type: ignore[arg-type]
-            r"Message\.headers\['k'\] must be a str, int, finite float or bool",
+            r"Message\.headers\['k'\] must be a str, int from -2\*\*63 to 2\*\*63-1, finite float or bool",
         ),
         (lambda: Message(b"x", ttl_s=0), r"Message\.ttl_s must be None or a finite number of seconds > 0, got 0"),
         (lambda: Message(b"x", delay_s=-1.0), r"Message\.delay_s must be None or a finite number of seconds >= 0"),
@@ -971,7 +1003,7 @@ async def test_byte_credit_limits_what_a_consumer_holds(backend: Harness) -> Non
             lambda: ModifyAckDeadline(1, (1,), 601),
             r"ModifyAckDeadline\.seconds must be a number from 0 to 600, got 601",
         ),
-        (lambda: Ack(1, (0,)), r"request\.tags must be delivery tags \(ints >= 1\), got 0"),
+        (lambda: Ack(1, (0,)), r"Ack\.tags must be delivery tags \(ints >= 1\), got 0"),
         (lambda: Nack(1, (1,), delay_s=-1), r"Nack\.delay_s must be None or a finite number of seconds >= 0"),
         (
             lambda: Nack(1, (1, 2), attempts=(1,)),
@@ -987,7 +1019,7 @@ async def test_byte_credit_limits_what_a_consumer_holds(backend: Harness) -> Non
         ),
         (
             lambda: Release(1, ("1",)),  # type: ignore[arg-type]
-            r"request\.tags must be delivery tags",
+            r"Release\.tags must be delivery tags",
         ),
         (lambda: PublishBatch(()), r"PublishBatch\.messages must be a non-empty sequence of Message"),
         (
@@ -1010,6 +1042,82 @@ def test_bad_values_raise_naming_the_field_and_the_allowed_values(build: object,
     assert callable(build)
     with pytest.raises((ValueError, TypeError), match=pattern):
         build()
+
+
+HUGE = 10**5000
+"""An int Python refuses to print (past its 4300-digit limit): an error quotes its first digits."""
+HUGE_QUOTED_TEXT = "got 10000000000000000000... (5001 digits)"
+
+
+@pytest.mark.parametrize(
+    ("build", "pattern"),
+    [
+        (
+            lambda: Message(b"x", headers=1.5),  # type: ignore[arg-type]
+            r"Message\.headers must be a mapping of str to str/int/float/bool or an iterable of "
+            r"\(key, value\) pairs, got 1\.5",
+        ),
+        (
+            lambda: Message(b"x", headers=[("a", "b", "c")]),  # type: ignore[list-item]
+            r"Message\.headers must be a mapping of str to str/int/float/bool or an iterable of "
+            r"\(key, value\) pairs, got \[\('a', 'b', 'c'\)\]",
+        ),
+        (
+            lambda: Ack(1, 1.5),  # type: ignore[arg-type]
+            r"Ack\.tags must be an iterable of delivery tags \(ints >= 1\), got 1\.5",
+        ),
+        (
+            lambda: Nack(1, 1.5),  # type: ignore[arg-type]
+            r"Nack\.tags must be an iterable of delivery tags \(ints >= 1\), got 1\.5",
+        ),
+        (
+            lambda: Nack(1, (1,), attempts=1.5),  # type: ignore[arg-type]
+            r"Nack\.attempts must be an iterable of delivery counts \(ints >= 1\), one per tag, got 1\.5",
+        ),
+        (
+            lambda: Release(1, None),  # type: ignore[arg-type]
+            r"Release\.tags must be an iterable of delivery tags \(ints >= 1\), got None",
+        ),
+        (
+            lambda: ModifyAckDeadline(1, 7),  # type: ignore[arg-type]
+            r"ModifyAckDeadline\.tags must be an iterable of delivery tags \(ints >= 1\), got 7",
+        ),
+        (
+            lambda: PublishBatch(1.5),  # type: ignore[arg-type]
+            r"PublishBatch\.messages must be a non-empty sequence of Message, got 1\.5",
+        ),
+        (lambda: Message(b"x", priority=-HUGE), r"Message\.priority must be an int from 0 to 255 .*, got -1000+\.\.\."),
+        (lambda: Message(b"x", ttl_s=HUGE), r"Message\.ttl_s must be None or a finite number of seconds > 0, "),
+        (lambda: Message(b"x", delay_s=HUGE), r"Message\.delay_s must be None or a finite number .*, "),
+        (
+            lambda: Message(b"x", headers={"n": HUGE}),
+            r"Message\.headers\['n'\] must be a str, int from -2\*\*63 to 2\*\*63-1, finite float or bool, ",
+        ),
+        (lambda: Ack(1, (-HUGE,)), r"Ack\.tags must be delivery tags \(ints >= 1\), got -1000+\.\.\. \(5001 digits"),
+        (lambda: ModifyAckDeadline(1, (1,), HUGE), r"ModifyAckDeadline\.seconds must be a number from 0 to 600, "),
+        (lambda: QueueConfig("q", priorities=HUGE), r"QueueConfig\.priorities must be an int from 1 to 10, "),
+        (lambda: QueueConfig("q", ack_deadline_s=HUGE), r"QueueConfig\.ack_deadline_s must be .*, "),
+        (lambda: QueueConfig("q", max_length=-HUGE), r"QueueConfig\.max_length must be an int >= 1, got -1000+"),
+        (lambda: QueueConfig("q", hand_over_timeout_s=HUGE), r"QueueConfig\.hand_over_timeout_s must be .*, "),
+        (lambda: RetryPolicy(max_backoff_s=HUGE), r"RetryPolicy\.max_backoff_s must be a finite number .*, "),
+        (lambda: Nack(1, (1,), delay_s=HUGE), r"Nack\.delay_s must be None or a finite number .*, "),
+        (lambda: ConsumerSettings(prefetch_messages=-HUGE), r"ConsumerSettings\.prefetch_messages must be .*, got -1"),
+        (lambda: ConsumerSettings(selector={"exists": HUGE}), r"selector\.exists: .*, "),
+    ],
+)
+def test_a_value_that_cannot_be_iterated_or_printed_gets_the_same_clear_error(build: object, pattern: str) -> None:
+    """Issue 15, item 7e: a non-iterable where an iterable belongs, and an int too long for Python to print."""
+    assert callable(build)
+    try:
+        build()
+    except (ValueError, TypeError) as error:
+        text = str(error)
+        assert re.search(pattern, text), text
+        if pattern.endswith(", "):  # the bad value is 10**5000, quoted by its first digits
+            assert text.endswith(HUGE_QUOTED_TEXT), text
+        assert len(text) < 300, "the bad value is quoted by a short prefix"
+    else:
+        pytest.fail(f"nothing raised; expected {pattern}")
 
 
 @pytest.mark.parametrize(
@@ -1041,7 +1149,7 @@ def test_retry_policy_refuses_a_missing_backoff_naming_the_field() -> None:
 def test_publish_and_headers_refuse_values_that_would_mislead() -> None:
     with pytest.raises(ValueError, match=r"Publish\.immediate must be True or False, got 'yes'"):
         Publish(Message(b"x"), immediate="yes")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"headers\['x'\] must be a str, int, finite float or bool"):
+    with pytest.raises(ValueError, match=r"headers\['x'\] must be a str, int from .*, finite float or bool, got nan"):
         Message(b"x", headers={"x": float("nan")})
 
 

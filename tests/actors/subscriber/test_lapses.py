@@ -17,7 +17,10 @@ from conveyor.actors.subscriber._protocol import (
     CallbackEnded,
     Lapsed,
     Received,
+    ReceivedBatch,
     Run,
+    RunBatch,
+    Scheduled,
     Settle,
     SettleKind,
     Skipped,
@@ -53,8 +56,12 @@ def _nack(tag: int) -> tuple[str, Settle]:
 
 
 def _to(name: str, log: Log) -> list[Any]:
-    """What the stand-in ``name`` received, in order (the stand-ins' channels interleave freely)."""
-    return [message for who, message in log if who == name]
+    """What the stand-in ``name`` received, in order (the stand-ins' channels interleave freely).
+
+    Leaves out ``Scheduled`` (the key handler's word that a keyed message was handed to the pool),
+    which ``test_the_key_handler_reports_each_keyed_message_it_hands_to_the_pool`` checks.
+    """
+    return [message for who, message in log if who == name and type(message) is not Scheduled]
 
 
 def _runs(log: Log) -> list[tuple[str, int]]:
@@ -90,6 +97,26 @@ def test_a_delivery_whose_lease_ran_out_on_the_way_is_sent_back_and_its_key_wait
     keys.tell(CallbackEnded("1:1", "k"))
     sim.run(until=13.0)
     assert _runs(log) == [("1:2", 3)], "the key runs on in publish order"
+
+
+def test_the_key_handler_reports_each_keyed_message_it_hands_to_the_pool() -> None:
+    """Its max-lease clock starts then (``Scheduled``), not while it waited on hold behind its key."""
+    sim, keys, log = _key_handler()
+    keys.tell(_received(1, "k"))  # runs at once
+    keys.tell(_received(2, "k"))  # held behind 1
+    keys.tell(_received(3, None))  # unordered: its clock started on receipt, nothing to report
+    sim.run(until=11.0)
+    assert [m for who, m in log if type(m) is Scheduled] == [Scheduled(("1:1",))]
+    log.clear()
+    keys.tell(CallbackEnded("1:1", "k"))
+    sim.run(until=12.0)
+    assert [(who, m) for who, m in log if type(m) is Scheduled] == [("manager", Scheduled(("1:2",)))]
+    assert _runs(log) == [("1:2", 1)]
+    log.clear()
+    keys.tell(ReceivedBatch((_received(4, "j"), _received(5, None), _received(6, "i"))))
+    sim.run(until=13.0)
+    assert [m for who, m in log if type(m) is Scheduled] == [Scheduled(("1:4", "1:6"))], "one per batch"
+    assert [type(m) for m in _to("workers", log)] == [RunBatch]
 
 
 def test_lapsed_sends_back_a_held_message_and_the_later_ones_of_its_key_but_not_the_earlier() -> None:

@@ -295,6 +295,8 @@ class _ServerModel:
 
     deadlines: dict[str, float] = attrs.field(factory=dict)
     arrived: dict[str, float] = attrs.field(factory=dict)
+    started: dict[str, float] = attrs.field(factory=dict)
+    """When each lease's max-lease clock started (its callback was scheduled); absent while on hold."""
 
 
 flows = st.builds(
@@ -310,7 +312,7 @@ flows = st.builds(
 )
 steps = st.lists(
     st.tuples(
-        st.sampled_from(["add", "add", "ack", "nack", "maintain"]),
+        st.sampled_from(["add", "add", "hold", "start", "ack", "nack", "maintain"]),
         st.floats(min_value=0.0, max_value=400.0),  # time until this step
         st.integers(min_value=0, max_value=1000),  # which lease, or the size of a new one
     ),
@@ -343,21 +345,30 @@ def test_no_lease_lapses_at_the_server_between_scheduled_checks(
         if work.extend and work.extension_s > flow.min_duration_per_lease_extension_s:
             event("an extension above the minimum")
         assert flow.min_duration_per_lease_extension_s <= work.extension_s <= flow.max_duration_per_lease_extension_s
-        assert work.expired + work.extend == before  # expired ones are the oldest, order is kept
+        assert sorted(work.expired + work.extend) == sorted(before)
+        assert work.extend == tuple(a for a in before if a not in work.expired), "arrival order is kept"
         assert work.lapsed == (), "a caller that keeps to the schedule never loses a lease"
         for ack_id in work.expired:
-            age = now - server.arrived[ack_id]
-            assert age >= flow.max_lease_duration_s or now >= server.arrived[ack_id] + flow.max_lease_duration_s
+            assert ack_id in server.started, f"{ack_id} expired on hold, before its callback was scheduled"
+            age = now - server.started[ack_id]
+            assert age >= flow.max_lease_duration_s or now >= server.started[ack_id] + flow.max_lease_duration_s
             del server.deadlines[ack_id]  # left to the server, which will redeliver it
         for ack_id in work.extend:
-            assert now - server.arrived[ack_id] < flow.max_lease_duration_s, f"extended {ack_id}, too old"
-            assert now < server.arrived[ack_id] + flow.max_lease_duration_s
+            started = server.started.get(ack_id)
+            if started is None:
+                event("a lease on hold was extended")
+                continue
+            assert now - started < flow.max_lease_duration_s, f"extended {ack_id}, too old"
+            assert now < started + flow.max_lease_duration_s
+        for ack_id in work.extend:
             server.deadlines[ack_id] = now + work.extension_s
         assert table.ack_ids() == work.extend
         if work.extend:
             assert work.next_check_at is not None
             assert now < work.next_check_at <= now + max(0.0, 0.9 * work.extension_s - 1.0)
-            assert work.next_check_at <= min(server.arrived[a] for a in work.extend) + flow.max_lease_duration_s
+            running = [server.started[a] for a in work.extend if a in server.started]
+            if running:
+                assert work.next_check_at <= min(running) + flow.max_lease_duration_s
         else:
             assert work.next_check_at is None
         assert table.next_check_at == work.next_check_at
@@ -372,17 +383,26 @@ def test_no_lease_lapses_at_the_server_between_scheduled_checks(
             maintain()
         now = target
         check_no_lapse()
-        if kind == "add":
+        if kind in ("add", "hold"):
             ack_id = f"a{added}"
             added += 1
             before = table.next_check_at
-            table.add(ack_id, pick, now)
+            table.add(ack_id, pick, now, on_hold=kind == "hold")
             if before is not None and table.next_check_at != before:
                 event("add brought a scheduled check forward")
             server.arrived[ack_id] = now
+            if kind == "add":
+                server.started[ack_id] = now
             server.deadlines[ack_id] = now + flow.min_duration_per_lease_extension_s
         elif kind == "maintain":
             maintain()  # an extra pass, off schedule, is always allowed
+        elif kind == "start":
+            held = sorted(a for a in server.deadlines if a not in server.started)
+            if held:
+                ack_id = held[pick % len(held)]
+                assert table.start_clock(ack_id, now)
+                event("a held lease's clock started")
+                server.started[ack_id] = now
         elif server.deadlines:
             ack_id = sorted(server.deadlines)[pick % len(server.deadlines)]
             duration = table.remove(ack_id, now)
@@ -447,3 +467,63 @@ def test_a_late_pass_reports_exactly_the_leases_whose_requested_deadline_passed(
             ack_id = sorted(requested)[pick % len(requested)]
             table.remove(ack_id, now)
             del requested[ack_id]
+
+
+# ---------------------------------------------------------------------- the max-lease clock of a held message
+
+
+def test_a_lease_on_hold_is_extended_but_never_expires_while_it_waits() -> None:
+    table = _table(max_lease_duration_s=30.0, min_extension_s=10.0)
+    table.add("held", 1, now=0.0, on_hold=True)  # behind its ordering key: its callback is not scheduled
+    table.add("running", 1, now=0.0)
+    assert table.on_hold("held") and not table.on_hold("running") and not table.on_hold("unknown")
+    work = table.maintain(8.0, Histogram())
+    assert (work.expired, work.extend) == ((), ("held", "running"))
+    work = table.maintain(30.0, Histogram())
+    assert (work.expired, work.extend) == (("running",), ("held",)), "only a scheduled message's clock runs"
+    work = table.maintain(100.0, Histogram())
+    assert (work.expired, work.extend) == ((), ("held",))
+    assert work.next_check_at == 100.0 + 8.0, "no expiry to wait for: the extension alone sets the next check"
+
+
+def test_the_clock_starts_when_the_callback_is_scheduled() -> None:
+    table = _table(max_lease_duration_s=30.0, min_extension_s=10.0)
+    table.add("a", 1, now=0.0, on_hold=True)
+    table.add("b", 1, now=5.0)
+    assert table.maintain(8.0, _histogram(100)).next_check_at == 35.0, "b expires at 35"
+    assert table.start_clock("a", now=10.0)
+    assert not table.on_hold("a")
+    assert not table.start_clock("a", now=11.0), "a clock starts once"
+    assert not table.start_clock("unknown", now=11.0)
+    work = table.maintain(35.0, _histogram(100))
+    assert (work.expired, work.extend, work.next_check_at) == (("b",), ("a",), 40.0), "a expires 30 s after 10"
+    work = table.maintain(40.0, _histogram(100))
+    assert (work.expired, work.extend, work.next_check_at) == (("a",), (), None)
+
+
+def test_starting_a_clock_brings_the_next_check_forward_to_its_expiry() -> None:
+    table = _table(max_lease_duration_s=5.0, min_extension_s=10.0)
+    table.add("a", 1, now=0.0, on_hold=True)
+    assert table.next_check_at == 8.0
+    assert table.maintain(8.0, _histogram(600)).next_check_at == 8.0 + 539.0
+    table.start_clock("a", now=9.0)
+    assert table.next_check_at == 14.0
+
+
+def test_expiry_follows_the_order_clocks_started_in_not_arrival() -> None:
+    table = _table(max_lease_duration_s=30.0, min_extension_s=10.0)
+    table.add("first", 1, now=0.0, on_hold=True)
+    table.add("second", 1, now=1.0, on_hold=True)
+    table.start_clock("second", now=2.0)
+    table.start_clock("first", now=3.0)
+    work = table.maintain(32.0, _histogram(20))
+    assert (work.expired, work.extend) == (("second",), ("first",))
+    assert table.remove("first", now=33.0) == 33.0, "the processing time still runs from receipt"
+
+
+def test_renew_of_a_held_lease_looks_at_no_expiry() -> None:
+    table = _table(max_lease_duration_s=5.0, min_extension_s=10.0)
+    table.add("a", 1, now=0.0, on_hold=True)
+    table.maintain(8.0, _histogram(600))
+    assert table.renew("a", now=20.0, extension_s=10.0)
+    assert table.next_check_at == 28.0

@@ -53,7 +53,7 @@ def test_pull_refuses_bad_arguments() -> None:
     queue = sim.spawn(lambda: QueueActor(QueueConfig("q")))
     with pytest.raises(ValueError, match="max_messages must be an int >= 1, got 0"):
         start_pull(sim, queue, 0)
-    with pytest.raises(ValueError, match="timeout must be a number of seconds > 0"):
+    with pytest.raises(ValueError, match="timeout must be a finite number of seconds > 0, got 0"):
         start_pull(sim, queue, 1, timeout=0)
 
 

@@ -141,6 +141,36 @@ def test_the_leaser_keeps_a_slow_callback_from_being_redelivered() -> None:
     assert len(extensions) >= 3  # the first on receipt, then before each 10 s lease lapsed
 
 
+def test_a_message_on_hold_behind_its_key_is_not_given_up_while_it_waits() -> None:
+    """The max-lease clock starts when the callback is scheduled, not at receipt (issue 15, item 7).
+
+    One key, three 20-second callbacks, a 30-second max lease: the third message waits 40 seconds
+    on hold behind the first two. It used to be given up at 30 s, redelivered while its callback
+    ran and dead-lettered; each callback here holds its lease 20 s, well under the limit.
+    """
+    sim = Simulation(seed=4, job_duration=uniform_job_duration(20.0, 20.0))  # 20 virtual s each
+    dead = sim.spawn(lambda: QueueActor(QueueConfig("dead")), name="dead")
+    queue = sim.spawn(
+        lambda: QueueActor(QueueConfig("q", ack_deadline_s=10, max_deliveries=2, dead_letter=dead)), name="q"
+    )
+    calls: list[tuple[int, int]] = []
+
+    def callback(message: SubscriberMessage) -> None:
+        calls.append((int(message.data), message.delivery_attempt))
+        message.ack()
+
+    flow = FlowControl(max_lease_duration_s=30)
+    sim.spawn(lambda: StreamingPullManager(queue, callback, flow), name="sub")
+    sim.run(until=1)
+    for n in range(3):
+        queue.tell(Publish(Message(str(n).encode(), group="k")))
+    sim.run(until=300)
+    stats = sim.ask(queue, GetStats())
+    assert calls == [(0, 1), (1, 1), (2, 1)]
+    assert (stats.acked, stats.redelivered, stats.dead_lettered, stats.depth, stats.in_flight) == (3, 0, 0, 0, 0)
+    assert sim.ask(dead, GetStats()).published == 0
+
+
 async def test_cancel_returns_what_was_not_acked(backend: Harness) -> None:
     def callback(message: SubscriberMessage) -> None:
         pass  # never settles
@@ -167,6 +197,64 @@ def test_bad_subscription_settings_are_refused() -> None:
 
 
 # --- the public API ------------------------------------------------------------------------------
+
+
+def _ack(message: SubscriberMessage) -> None:
+    message.ack()
+
+
+BAD_SUBSCRIBE_ARGUMENTS: list[tuple[dict[str, object], type[Exception], str]] = [
+    ({"system": "sim"}, TypeError, r"subscribe\(\) system must be an actor system \(TrioSystem, ThreadSystem or "
+                                   r"Simulation\), got 'sim'"),
+    ({"queue": "q"}, TypeError, r"subscribe\(\) queue must be the ActorRef of a queue, got 'q'"),
+    ({"callback": None}, TypeError, r"subscribe\(\) callback must be callable, got None"),
+    ({"flow_control": {"max_messages": 5}}, TypeError, r"subscribe\(\) flow_control must be None or a FlowControl"),
+    ({"workers": 0}, ValueError, r"subscribe\(\) workers must be an int >= 1, got 0"),
+    ({"workers": "4"}, ValueError, r"subscribe\(\) workers must be an int >= 1, got '4'"),
+    ({"workers": True}, ValueError, r"subscribe\(\) workers must be an int >= 1, got True"),
+    ({"selector": 1.5}, ValueError, r"selector: expected a selector"),
+    ({"heartbeat_s": 0}, ValueError, r"subscribe\(\) heartbeat_s must be a finite number of seconds >= 1\.0, got 0"),
+    ({"heartbeat_s": -5.0}, ValueError, r"subscribe\(\) heartbeat_s must be .*, got -5\.0"),
+    ({"heartbeat_s": 0.001}, ValueError, r"subscribe\(\) heartbeat_s must be .*, got 0\.001"),
+    ({"heartbeat_s": float("nan")}, ValueError, r"subscribe\(\) heartbeat_s must be .*, got nan"),
+    ({"heartbeat_s": float("inf")}, ValueError, r"subscribe\(\) heartbeat_s must be .*, got inf"),
+    ({"heartbeat_s": 10**5000}, ValueError, r"subscribe\(\) heartbeat_s must be .*, got 1000+\.\.\. \(5001 digits\)"),
+    ({"heartbeat_s": "30"}, TypeError, r"subscribe\(\) heartbeat_s must be a finite number of seconds .*, got '30'"),
+    ({"heartbeat_s": None}, TypeError, r"subscribe\(\) heartbeat_s must be .*, got None"),
+    ({"heartbeat_s": True}, TypeError, r"subscribe\(\) heartbeat_s must be .*, got True"),
+    ({"await_callbacks_on_shutdown": "yes"}, TypeError,
+     r"subscribe\(\) await_callbacks_on_shutdown must be True or False, got 'yes'"),
+    ({"name": 5}, TypeError, r"subscribe\(\) name must be None or a str of letters, digits.*, got 5"),
+    ({"name": "two words"}, ValueError, r"name must be a non-empty str of letters, digits"),
+    ({"callbacks_per_job": 0}, ValueError, r"subscribe\(\) callbacks_per_job must be an int >= 1, got 0"),
+]
+
+
+@pytest.mark.parametrize(("bad", "error", "pattern"), BAD_SUBSCRIBE_ARGUMENTS)
+async def test_subscribe_refuses_a_bad_argument_at_the_call(
+    backend: Harness, bad: dict[str, object], error: type[Exception], pattern: str
+) -> None:
+    """Issue 15, item 7d: each argument is checked before anything is spawned, naming it; no actor is
+    left to fail on it later (``heartbeat_s=0`` spun a CPU, a negative or NaN one crash-looped)."""
+    from conveyor.actors.subscriber import subscribe
+
+    queue = backend.spawn(lambda: QueueActor(QueueConfig("q")), name="q")
+    await backend.quiet()
+    arguments: dict[str, object] = {"system": backend.system, "queue": queue, "callback": _ack}
+    arguments.update(bad)
+    with pytest.raises(error, match=pattern):
+        subscribe(**arguments)  # type: ignore[arg-type]
+    await backend.elapse(0.05)
+    assert backend.system.failures == []
+    assert not [e for e in backend.trace if e.kind in (EventKind.FAILED, EventKind.RESTARTED)]
+    started = {e.receiver for e in backend.trace if type(e.message).__name__ == "Start"}
+    assert started == {"/q", "/q/consumers"}, "nothing spawned but the queue (and its consumer manager)"
+
+
+def test_the_manager_refuses_a_bad_heartbeat_too() -> None:
+    """For a manager built without ``subscribe()`` (a subclass, the Pub/Sub transport's)."""
+    with pytest.raises(ValueError, match=r"subscribe\(\) heartbeat_s must be .*, got 0"):
+        StreamingPullManager(None, _ack, heartbeat_s=0)  # type: ignore[arg-type]
 
 
 async def test_subscribe_cancel_and_wait_for_the_end(backend: Harness) -> None:

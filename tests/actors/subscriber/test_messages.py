@@ -1,0 +1,128 @@
+"""The subscriber's frozen messages and settings refuse bad values when built, naming class, field and allowed values.
+
+Issue 15, item 7e: a value that cannot be iterated where a tuple belongs (``Lapsed(1.5)``) used to be
+built and fail later in the actor that received it; an int too long for Python to print
+(``10**5000``) used to break the error message itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pytest
+
+from conveyor.actors.broker import Delivery, Message
+from conveyor.actors.subscriber import FlowControl, PulledBatch
+from conveyor.actors.subscriber._batching import AckRequest, DropRequest, Flush, ModAckRequest, NackRequest
+from conveyor.actors.subscriber._protocol import (
+    CallbackEnded,
+    CallbacksEnded,
+    Deliveries,
+    Done,
+    Dones,
+    Extend,
+    Lapsed,
+    Received,
+    ReceivedBatch,
+    Run,
+    RunBatch,
+    RunsEnded,
+    Scheduled,
+    Settle,
+    SettleKind,
+    Settles,
+)
+from conveyor.actors.subscriber._pull import SettlePulled
+from conveyor.runtime import Actor, ActorRef
+from conveyor.simulation import Simulation
+
+HUGE = 10**5000
+"""An int Python refuses to print (past its 4300-digit limit)."""
+HUGE_QUOTED = "10000000000000000000... (5001 digits)"
+
+_DELIVERY = Delivery("q", 1, Message(b"m"), 1, None, 1)
+_RUN = Run("1:1", None, _DELIVERY)
+
+
+class _Idle(Actor):
+    def receive(self, message: object) -> None:
+        pass
+
+
+def _ref() -> ActorRef:
+    return Simulation(seed=0).spawn(_Idle)
+
+
+NOT_ITERABLE: list[tuple[Callable[[], object], str]] = [
+    (lambda: Lapsed(1.5), r"Lapsed\.ack_ids must be a tuple of ack ids \(str\), got 1\.5"),  # type: ignore[arg-type]
+    (lambda: Lapsed((1,)), r"Lapsed\.ack_ids must be a tuple of ack ids \(str\), got \(1,\)"),  # type: ignore[arg-type]
+    (lambda: Scheduled(1.5), r"Scheduled\.ack_ids must be a tuple of ack ids \(str\), got 1\.5"),  # type: ignore[arg-type]
+    (lambda: Extend(1.5, 10.0), r"Extend\.ack_ids must be a tuple of ack ids \(str\), got 1\.5"),  # type: ignore[arg-type]
+    (lambda: Deliveries(1.5), r"Deliveries\.deliveries must be a tuple of Delivery, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: Deliveries(("d",)), r"Deliveries\.deliveries must be a tuple of Delivery, got \('d',\)"),  # type: ignore[arg-type]
+    (lambda: ReceivedBatch(1.5), r"ReceivedBatch\.items must be a tuple of Received, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: RunBatch(1.5), r"RunBatch\.runs must be a tuple of Run, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: RunsEnded(1.5, ()), r"RunsEnded\.settled must be a tuple of Settle, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: RunsEnded((), 1.5), r"RunsEnded\.ended must be a tuple of CallbackEnded, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: CallbacksEnded(1.5), r"CallbacksEnded\.items must be a tuple of CallbackEnded, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: Dones(1.5), r"Dones\.items must be a tuple of Done, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: Settles(1.5), r"Settles\.items must be a tuple of Settle, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: Flush(acks=1.5), r"Flush\.acks must be a tuple of ack ids \(str\), got 1\.5"),  # type: ignore[arg-type]
+    (lambda: Flush(nacks=(1,)), r"Flush\.nacks must be a tuple of ack ids \(str\), got \(1,\)"),  # type: ignore[arg-type]
+    (lambda: Flush(drops=None), r"Flush\.drops must be a tuple of ack ids \(str\), got None"),  # type: ignore[arg-type]
+    (
+        lambda: Flush(modacks=1.5),  # type: ignore[arg-type]
+        r"Flush\.modacks must be a tuple of \(seconds, ack ids\) pairs, got 1\.5",
+    ),
+    (
+        lambda: Flush(modacks=((10.0, "1:1"),)),  # type: ignore[arg-type]
+        r"Flush\.modacks must be a tuple of \(seconds, ack ids\) pairs, got \(\(10\.0, '1:1'\),\)",
+    ),
+    (
+        lambda: Flush(nack_attempts=1.5),  # type: ignore[arg-type]
+        r"Flush\.nack_attempts must be a tuple of delivery counts \(ints >= 0\), got 1\.5",
+    ),
+    (lambda: PulledBatch(_ref(), 1.5), r"PulledBatch\.messages must be a tuple of Delivery, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: SettlePulled(1.5), r"SettlePulled\.ack_ids must be a tuple of ack ids \(str\), got 1\.5"),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize(("build", "pattern"), NOT_ITERABLE)
+def test_a_field_that_must_be_a_tuple_refuses_what_is_not_one(build: Callable[[], object], pattern: str) -> None:
+    with pytest.raises(TypeError, match=pattern):
+        build()
+
+
+def test_the_same_messages_built_right_are_accepted() -> None:
+    settle = Settle(SettleKind.ACK, "1:1")
+    ended = CallbackEnded("1:1", None)
+    received = Received("1:1", 1, None, _DELIVERY)
+    built = [
+        Lapsed(("1:1",)), Scheduled(("1:1",)), Extend(("1:1",), 10.0), Deliveries((_DELIVERY,)),
+        ReceivedBatch((received,)), RunBatch((_RUN,)), RunsEnded((settle,), (ended,)), CallbacksEnded((ended,)),
+        Dones((Done("1:1"),)), Settles((settle,)), Flush(acks=("1:1",), modacks=((10.0, ("1:2",)),)),
+        PulledBatch(_ref(), (_DELIVERY,)), SettlePulled(("1:1",)),
+    ]
+    assert len(built) == 13
+
+
+@pytest.mark.parametrize(
+    ("build", "pattern"),
+    [
+        (lambda: FlowControl(max_messages=-HUGE), r"FlowControl\.max_messages must be an int >= 1, got -1"),
+        (lambda: FlowControl(max_lease_duration_s=HUGE), r"FlowControl\.max_lease_duration_s must be a finite number"),
+        (lambda: FlowControl(resume_threshold=HUGE), r"FlowControl\.resume_threshold must be a number in \(0, 1\]"),
+        (lambda: ModAckRequest("1:1", HUGE), r"ModAckRequest\.seconds must be a finite number >= 0"),
+        (lambda: NackRequest("1:1", -HUGE), r"NackRequest\.attempt must be an int >= 0"),
+        (lambda: AckRequest(HUGE), r"AckRequest\.ack_id must be a str"),  # type: ignore[arg-type]
+        (lambda: DropRequest(HUGE), r"DropRequest\.ack_id must be a str"),  # type: ignore[arg-type]
+    ],
+)
+def test_an_int_too_long_to_print_is_quoted_by_its_first_digits(build: Callable[[], object], pattern: str) -> None:
+    with pytest.raises((TypeError, ValueError)) as caught:
+        build()
+    text = str(caught.value)
+    assert re.search(pattern, text), text
+    assert HUGE_QUOTED in text, text
+    assert len(text) < 300
