@@ -8,6 +8,8 @@ from ._errors import AskTimeout as AskTimeout
 from ._errors import ConveyorError as ConveyorError
 from ._errors import EscalatedError as EscalatedError
 from ._errors import MutableMessageError as MutableMessageError
+from ._errors import is_finite_number as is_finite_number
+from ._errors import quote as quote
 from ._immutability import ensure_immutable as ensure_immutable
 from ._journal import Journal as Journal
 from ._messages import JobDone as JobDone
@@ -58,7 +60,9 @@ __all__ = [
     "TrioSystem",
     "dumps_jsonl",
     "ensure_immutable",
+    "is_finite_number",
     "iter_jsonl",
+    "quote",
     "read_jsonl",
     "trace_hash",
     "write_jsonl",

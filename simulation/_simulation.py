@@ -23,9 +23,10 @@ from conveyor.runtime import (
     Journal,
     SupervisorStrategy,
     TimerHandle,
+    is_finite_number,
+    quote,
 )
 from conveyor.runtime._cell import ActorCell, CellBase, PromiseCell
-from conveyor.runtime._errors import is_finite_number, quote
 from conveyor.runtime._messages import JobDone, JobFailed, TimerFired
 from conveyor.runtime._system import ActorSystemBase
 from conveyor.runtime._timers import TimerQueue

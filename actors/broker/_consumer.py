@@ -17,8 +17,7 @@ from typing import Any, final
 
 import attrs
 
-from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Terminated, TimerHandle
-from conveyor.runtime._errors import quote
+from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Terminated, TimerHandle, quote
 
 from ._model import (
     Ack,

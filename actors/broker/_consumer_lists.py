@@ -42,8 +42,7 @@ from typing import final
 
 import attrs
 
-from conveyor.runtime import ConveyorError
-from conveyor.runtime._errors import is_finite_number, quote
+from conveyor.runtime import ConveyorError, is_finite_number, quote
 
 __all__ = [
     "DEFAULT_HAND_OVER_TIMEOUT_S",

@@ -25,8 +25,7 @@ from typing import Final, TypeAlias, final
 
 import attrs
 
-from conveyor.runtime import ConveyorError
-from conveyor.runtime._errors import quote
+from conveyor.runtime import ConveyorError, quote
 
 HeaderValue: TypeAlias = str | int | float | bool
 """A header value a selector can compare with."""

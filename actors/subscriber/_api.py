@@ -6,8 +6,7 @@ from collections.abc import Callable
 from typing import final
 
 from conveyor.actors.broker import Selector, parse_selector
-from conveyor.runtime import ActorRef, ActorSystemBase, ConveyorError, TrioSystem
-from conveyor.runtime._errors import quote
+from conveyor.runtime import ActorRef, ActorSystemBase, ConveyorError, TrioSystem, quote
 
 from ._manager import CALLBACKS_PER_JOB, StreamingPullManager, SubscriptionFailed
 from ._message import SubscriberMessage

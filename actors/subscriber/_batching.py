@@ -30,7 +30,7 @@ from typing import TypeAlias, final
 import attrs
 
 from conveyor.actors.broker import DeliveryError
-from conveyor.runtime._errors import is_finite_number, quote
+from conveyor.runtime import is_finite_number, quote
 
 from ._protocol import ACK_IDS, check_tuple
 

@@ -20,8 +20,7 @@ from typing import final
 
 import attrs
 
-from conveyor.runtime import ConveyorError
-from conveyor.runtime._errors import quote
+from conveyor.runtime import ConveyorError, quote
 
 from ._settings import FlowControl
 

@@ -14,7 +14,7 @@ import math
 from fractions import Fraction
 from typing import final
 
-from conveyor.runtime._errors import is_finite_number, quote
+from conveyor.runtime import is_finite_number, quote
 
 __all__ = ["MAX_SECONDS", "MIN_SECONDS", "Histogram"]
 

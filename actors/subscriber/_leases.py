@@ -56,8 +56,7 @@ from typing import final
 
 import attrs
 
-from conveyor.runtime import ConveyorError
-from conveyor.runtime._errors import is_finite_number, quote
+from conveyor.runtime import ConveyorError, is_finite_number, quote
 
 from ._histogram import Histogram
 from ._settings import FlowControl

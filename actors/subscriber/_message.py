@@ -11,8 +11,7 @@ from collections.abc import Callable
 from typing import final
 
 from conveyor.actors.broker import Delivery, DeliveryError
-from conveyor.runtime import ConveyorError
-from conveyor.runtime._errors import is_finite_number, quote
+from conveyor.runtime import ConveyorError, is_finite_number, quote
 
 from ._protocol import AckResponse, AckWithResponse, Settle, SettleKind, ack_id_of
 

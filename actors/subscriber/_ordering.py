@@ -30,8 +30,7 @@ from typing import final
 
 import attrs
 
-from conveyor.runtime import ConveyorError
-from conveyor.runtime._errors import quote
+from conveyor.runtime import ConveyorError, quote
 
 __all__ = [
     "HoldError",

@@ -8,7 +8,7 @@ from typing import final
 import attrs
 
 from conveyor.actors.broker import Delivery, DeliveryError
-from conveyor.runtime._errors import quote
+from conveyor.runtime import quote
 from conveyor.runtime._immutability import checked_when_built
 
 ACK_IDS = "ack ids (str)"

@@ -14,8 +14,7 @@ from typing import Any, final
 import attrs
 
 from conveyor.actors.broker import Ack, ConsumerActor, ConsumerSettings, Delivery, Nack, Suspend
-from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ConveyorError, TrioSystem
-from conveyor.runtime._errors import is_finite_number, quote
+from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ConveyorError, TrioSystem, is_finite_number, quote
 
 from ._protocol import ACK_IDS, Tick, ack_id_of, check_tuple, split_ack_id
 

@@ -6,7 +6,7 @@ from typing import Any, NoReturn, final
 
 import attrs
 
-from conveyor.runtime._errors import is_finite_number, quote
+from conveyor.runtime import is_finite_number, quote
 
 MIB = 1024 * 1024
 MIN_EXTENSION_S = 2.0
