@@ -172,6 +172,17 @@ def bench_pubsub(
     run(messages=messages)
 
 
+@bench_app.command("ackids")
+def bench_ackids(
+    ids: int = typer.Option(100_000, min=100, help="Ids per round."),
+    repeat: int = typer.Option(5, min=1, help="Rounds; the best is reported."),
+) -> None:
+    """Sealed ack ids (issue and verify) beside the unsealed layout they replaced, in one run."""
+    from conveyor.benchmarks.ackids import main as run
+
+    run(ids=ids, repeat=repeat)
+
+
 @bench_app.command("simulation")
 def bench_simulation(
     seeds: int = typer.Option(20, min=1, help="Fairness seeds per round (about 1,400 deliveries each)."),
