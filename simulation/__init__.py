@@ -6,6 +6,7 @@ from ._explore import ExploreResult as ExploreResult
 from ._explore import ExploringStrategy as ExploringStrategy
 from ._explore import explore as explore
 from ._faults import Crash as Crash
+from ._faults import CrashAmong as CrashAmong
 from ._faults import Delay as Delay
 from ._faults import Drop as Drop
 from ._faults import FailJob as FailJob
@@ -35,6 +36,7 @@ from ._strategies import strategy_from_name as strategy_from_name
 __all__ = [
     "Channel",
     "Crash",
+    "CrashAmong",
     "Delay",
     "Drop",
     "ExploreFailure",
