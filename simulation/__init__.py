@@ -17,12 +17,12 @@ from ._faults import InjectedFault as InjectedFault
 from ._faults import Pause as Pause
 from ._faults import never_acks as never_acks
 from ._shrink import ShrinkResult as ShrinkResult
-from ._shrink import delivery_steps as delivery_steps
 from ._shrink import shrink as shrink
-from ._shrink import story_lines as story_lines
 from ._simulation import RunResult as RunResult
 from ._simulation import Simulation as Simulation
 from ._simulation import uniform_job_duration as uniform_job_duration
+from ._story import delivery_steps as delivery_steps
+from ._story import story_lines as story_lines
 from ._strategies import PCT as PCT
 from ._strategies import STRATEGY_NAMES as STRATEGY_NAMES
 from ._strategies import HypothesisStrategy as HypothesisStrategy

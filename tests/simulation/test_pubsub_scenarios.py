@@ -2,7 +2,7 @@
 
 Green over seeds under both strategies and every fault plan; each plan means on the front what
 it means elsewhere (a crash hits a binding, whose client opens another stream; a queue crash
-rebuilds a subscription's queue from its journal); a run replays bit for bit.
+rebuilds a subscription's queue from its journal); a run replays bit for bit; its story reads.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import pytest
 
 from conveyor.actors.broker import QueueRecovered
 from conveyor.runtime import EventKind, TraceEvent
-from conveyor.simulation import CrashAmong, Delay, Drop, FailWrite, FaultApplied, Pause
+from conveyor.simulation import CrashAmong, Delay, Drop, FailWrite, FaultApplied, Pause, story_lines
 from conveyor.simulation.checkers import BatchReceived, PublishDone, SettleDone, StreamBound
 from conveyor.simulation.scenarios import (
     FAULT_PLANS,
     ClientPlan,
+    PublisherPlan,
     PubSubScenario,
     SubscriptionPlan,
     get_scenario,
@@ -135,3 +136,19 @@ def test_a_workload_is_checked_when_built() -> None:
     with pytest.raises(ValueError, match="unknown pubsub scenario kind 'x'"):
         random_pubsub_scenario(1, "x")
     assert get_scenario("pubsub-crash").default_faults == "crash,queue-crash,pause"
+
+
+def test_the_story_tells_what_the_clients_did_and_were_told() -> None:
+    workload = PubSubScenario(
+        subscriptions=(SubscriptionPlan(exactly_once=True), SubscriptionPlan()),
+        publishers=(PublisherPlan(publishes=1, max_batch=2, poison=1.0), PublisherPlan(publishes=2)),
+        clients=(ClientPlan(0), ClientPlan(1, forge=0)),
+        drain_at_s=0.0,
+    )
+    run = run_scenario("pubsub-front", 1, workload=workload)
+    assert run.report.ok, run.report.violations
+    story = "\n".join(story_lines(run.sim.trace))
+    assert "/publisher-1 -> orders: publish p1.0.0" in story and "confirmed" in story
+    assert "(poison)" in story and "refused: INVALID_ARGUMENT: messages[" in story
+    assert "/client-1 -> s0: " in story and "with an id given on s1, a made-up id" in story
+    assert "s0 -> /client-1: invalid: " in story  # exactly-once reports the forged ids
