@@ -317,14 +317,21 @@ def _client_paths(workload: Workload) -> list[str]:
     return ["/sub"]
 
 
-def _draw_pubsub_faults(workload: PubSubScenario, rng: random.Random, plan: str) -> list[Fault]:
+def _draw_pubsub_faults(
+    workload: PubSubScenario, rng: random.Random, plan: str
+) -> tuple[PubSubScenario, list[Fault]]:
     """The fault plans on the Pub/Sub front, so that ``--faults`` means the same everywhere.
 
     ``crash`` crashes bindings (each gives up and ends its stream; its client opens another),
     ``queue-crash`` a subscription's durable queue (it rebuilds from its journal), ``disk-error``
     fails one journal write of a queue under the registry, ``pause`` freezes a client past its
     leases, ``delay`` stalls a client's channel to the registry (its publishes, acks, opens),
-    ``never-ack`` drops a client's settlements (never a subscription's only client).
+    ``never-ack`` drops the settlements of a streaming client (never a subscription's only one)
+    whose stream asks for one message at a time (the plan sets it), so that the one message it
+    never acks uses up its flow control and what lapses goes to the others, as a broker consumer's
+    spent credit does. (A client that never acks with credit to spare, or a pulling one, which
+    gets fresh credit with every Pull, takes each lapsed message again, for ever if it is first in
+    line when it lapses: no queue prevents that short of a dead-letter policy.)
     ``failing-job`` does nothing here: nothing runs jobs. The registry, topics and
     subscriptions themselves are never crashed: they contain a failure per request instead of
     journaling their state, so a kernel restart would start them empty (docs/simulation.md).
@@ -349,11 +356,15 @@ def _draw_pubsub_faults(workload: PubSubScenario, rng: random.Random, plan: str)
                                 duration_s=rng.uniform(0.1, 3.0)))
         elif name == "never-ack":
             served = Counter(plan_.subscription for plan_ in workload.clients)
-            shared = [path for path, plan_ in zip(clients, workload.clients, strict=True)
-                      if served[plan_.subscription] > 1]
-            if shared:
-                faults.append(Drop(rng.choice(shared), "Settle"))
-    return faults
+            streams = [index for index, plan_ in enumerate(workload.clients)
+                       if served[plan_.subscription] > 1 and not plan_.pull]
+            if streams:
+                index = rng.choice(streams)
+                one = attrs.evolve(workload.clients[index], max_messages=1)
+                workload = attrs.evolve(workload, clients=(*workload.clients[:index], one,
+                                                           *workload.clients[index + 1 :]))
+                faults.append(Drop(clients[index], "Settle"))
+    return workload, faults
 
 
 def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) -> tuple[Workload, tuple[Fault, ...]]:
@@ -366,7 +377,8 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
     """
     rng = random.Random(f"faults:{spec.name}:{seed}:{plan}")
     if isinstance(workload, PubSubScenario):
-        return workload, tuple(_draw_pubsub_faults(workload, rng, plan))
+        drawn, pubsub_faults = _draw_pubsub_faults(workload, rng, plan)
+        return drawn, tuple(pubsub_faults)
     clients = _client_paths(workload)
     faults: list[Fault] = []
     for name in plan.split(","):

@@ -70,8 +70,10 @@ def test_every_fault_plan_means_the_same_on_the_front(plan: str) -> None:
                 client = fault.prefix if isinstance(fault, Pause) else fault.sender
                 assert client.startswith("/client-")
                 assert isinstance(fault, Pause) or fault.receiver == "/pubsub"
-            elif isinstance(fault, Drop):
+            elif isinstance(fault, Drop):  # a stream asking for one message at a time, whose acks vanish
                 assert fault.message_type == "Settle"
+                client = run.workload.clients[int(fault.sender.removeprefix("/client-"))]
+                assert (client.pull, client.max_messages) == (False, 1)
             elif isinstance(fault, FailWrite):
                 assert fault.prefix == "/pubsub"
     if plan in expected:
@@ -152,3 +154,4 @@ def test_the_story_tells_what_the_clients_did_and_were_told() -> None:
     assert "(poison)" in story and "refused: INVALID_ARGUMENT: messages[" in story
     assert "/client-1 -> s0: " in story and "with an id given on s1, a made-up id" in story
     assert "s0 -> /client-1: invalid: " in story  # exactly-once reports the forged ids
+
