@@ -155,3 +155,11 @@ def test_the_story_tells_what_the_clients_did_and_were_told() -> None:
     assert "/client-1 -> s0: " in story and "with an id given on s1, a made-up id" in story
     assert "s0 -> /client-1: invalid: " in story  # exactly-once reports the forged ids
 
+
+def test_the_run_that_found_a_lapsed_delivery_handed_out_after_a_confirmed_ack_stays_green() -> None:
+    """``pubsub-crash`` seed 29: a client paused past its leases was given, from its binding's buffer, a
+    delivery whose lease had lapsed and whose message another client's exactly-once ack had settled since
+    (``exactly_once``); fixed in the binding (``tests/actors/pubsub/test_lapsed_in_buffer.py``)."""
+    run = run_scenario("pubsub-crash", 29)
+    assert any(isinstance(fault, Pause) for fault in run.sim.faults)
+    assert run.report.ok, run.report.violations
