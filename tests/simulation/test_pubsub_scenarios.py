@@ -72,8 +72,9 @@ def test_every_fault_plan_means_the_same_on_the_front(plan: str) -> None:
                 assert isinstance(fault, Pause) or fault.receiver == "/pubsub"
             elif isinstance(fault, Drop):  # a stream asking for one message at a time, whose acks vanish
                 assert fault.message_type == "Settle"
-                client = run.workload.clients[int(fault.sender.removeprefix("/client-"))]
-                assert (client.pull, client.max_messages) == (False, 1)
+                assert isinstance(run.workload, PubSubScenario)
+                plan_ = run.workload.clients[int(fault.sender.removeprefix("/client-"))]
+                assert (plan_.pull, plan_.max_messages) == (False, 1)
             elif isinstance(fault, FailWrite):
                 assert fault.prefix == "/pubsub"
     if plan in expected:
