@@ -6,6 +6,7 @@ from ._explore import ExploreResult as ExploreResult
 from ._explore import ExploringStrategy as ExploringStrategy
 from ._explore import explore as explore
 from ._faults import Crash as Crash
+from ._faults import CrashAmong as CrashAmong
 from ._faults import Delay as Delay
 from ._faults import Drop as Drop
 from ._faults import FailJob as FailJob
@@ -16,12 +17,12 @@ from ._faults import InjectedFault as InjectedFault
 from ._faults import Pause as Pause
 from ._faults import never_acks as never_acks
 from ._shrink import ShrinkResult as ShrinkResult
-from ._shrink import delivery_steps as delivery_steps
 from ._shrink import shrink as shrink
-from ._shrink import story_lines as story_lines
 from ._simulation import RunResult as RunResult
 from ._simulation import Simulation as Simulation
 from ._simulation import uniform_job_duration as uniform_job_duration
+from ._story import delivery_steps as delivery_steps
+from ._story import story_lines as story_lines
 from ._strategies import PCT as PCT
 from ._strategies import STRATEGY_NAMES as STRATEGY_NAMES
 from ._strategies import HypothesisStrategy as HypothesisStrategy
@@ -35,6 +36,7 @@ from ._strategies import strategy_from_name as strategy_from_name
 __all__ = [
     "Channel",
     "Crash",
+    "CrashAmong",
     "Delay",
     "Drop",
     "ExploreFailure",

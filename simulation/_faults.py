@@ -72,6 +72,34 @@ class Crash:
     restart: bool = True
 
 
+def _child_name(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not value or "/" in value:
+        msg = f"{attribute.name} must be an actor's own name such as 'binding', got {value!r}"
+        raise ValueError(msg)
+
+
+@final
+@attrs.frozen
+class CrashAmong:
+    """Before step ``at_step``, one live actor under ``prefix`` named ``name`` or ``name-...`` crashes.
+
+    For actors whose paths are made at run time (a Pub/Sub binding per stream, a subscription's
+    queue): of the live actors under ``prefix`` whose own name is ``name`` or starts with
+    ``name-``, in spawn order (parents first), the ``pick``-th, counted modulo how many there
+    are, crashes as ``Crash`` would crash it. None live: the fault is recorded as hitting nothing.
+    """
+
+    prefix: str = attrs.field(validator=_actor_path)
+    name: str = attrs.field(validator=_child_name)
+    at_step: int = attrs.field(validator=_non_negative_int)
+    pick: int = attrs.field(default=0, validator=_non_negative_int)
+    restart: bool = True
+
+    def matches(self, path: str, name: str) -> bool:
+        """Whether the actor at ``path``, called ``name``, is one this fault may hit."""
+        return (name == self.name or name.startswith(self.name + "-")) and path.startswith(self.prefix + "/")
+
+
 @final
 @attrs.frozen
 class Pause:
@@ -147,8 +175,8 @@ def never_acks(path: str) -> Drop:
     return Drop(path, "Ack")
 
 
-Fault: TypeAlias = Crash | Pause | Delay | FailJob | FailWrite | Drop
-FAULT_TYPES = (Crash, Pause, Delay, FailJob, FailWrite, Drop)
+Fault: TypeAlias = Crash | CrashAmong | Pause | Delay | FailJob | FailWrite | Drop
+FAULT_TYPES = (Crash, CrashAmong, Pause, Delay, FailJob, FailWrite, Drop)
 
 
 @final
@@ -168,14 +196,14 @@ def check_faults(faults: Any) -> tuple[Fault, ...]:
         plan = tuple(faults)
     except TypeError:
         msg = (
-            "faults must be a sequence of Crash, Pause, Delay, FailJob, FailWrite or Drop, "
+            "faults must be a sequence of Crash, CrashAmong, Pause, Delay, FailJob, FailWrite or Drop, "
             f"got {type(faults).__qualname__}"
         )
         raise TypeError(msg) from None
     for index, fault in enumerate(plan):
         if not isinstance(fault, FAULT_TYPES):
             msg = (
-                f"faults[{index}] must be one of Crash, Pause, Delay, FailJob, FailWrite, Drop, "
+                f"faults[{index}] must be one of Crash, CrashAmong, Pause, Delay, FailJob, FailWrite, Drop, "
                 f"got {type(fault).__qualname__}"
             )
             raise TypeError(msg)

@@ -28,26 +28,18 @@ tells that run as readable lines: who published, delivered, acked, nacked or rel
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, final
 
 import attrs
 
-from conveyor.actors.broker import (
-    Delivered,
-    EntryEnqueued,
-    EntryReturned,
-    EntrySettled,
-    QueueActor,
-    QueueRecovered,
-)
-from conveyor.runtime import EventKind, Terminated, TraceEvent
-
-from ._faults import Crash, Delay, Drop, FailJob, FailWrite, FaultApplied, Pause
+from ._story import delivery_steps, story_lines
 from ._strategies import Replay
 from .scenarios import (
     BrokerScenario,
+    ClientPlan,
     ClientPolicy,
+    PubSubScenario,
     RunReport,
     ScenarioRun,
     SubscriberScenario,
@@ -55,137 +47,11 @@ from .scenarios import (
     check_fault_plan,
     draw_faults,
     get_scenario,
-    run_broker_simulation,
     run_scenario,
-    run_subscriber_simulation,
+    simulate_workload,
 )
 
-Workload = BrokerScenario | SubscriberScenario
-
-
-# --- the story of a run -------------------------------------------------------------------------
-
-
-def _describe_fault(applied: FaultApplied) -> str:
-    fault = applied.fault
-    if isinstance(fault, Crash):
-        what = f"crash {fault.path}"
-    elif isinstance(fault, Pause):
-        what = f"pause {fault.prefix} for {fault.duration_s:.3f}s"
-    elif isinstance(fault, Delay):
-        what = f"delay {fault.sender} -> {fault.receiver} by {fault.duration_s:.3f}s"
-    elif isinstance(fault, Drop):
-        what = f"drop {fault.message_type} sent under {fault.sender}"
-    elif isinstance(fault, FailWrite):
-        what = f"fail journal write #{fault.nth} under {fault.prefix}"
-    elif isinstance(fault, FailJob):
-        what = f"fail job #{fault.nth} under {fault.prefix}"
-    else:  # pragma: no cover - every fault type is listed above
-        what = repr(fault)
-    return f"fault: {what} ({applied.outcome})"
-
-
-def story_lines(trace: Iterable[TraceEvent]) -> list[str]:
-    """Tell a run as one readable line per domain step, in trace order.
-
-    Publishes (as each queue enqueued them), deliveries of messages to consumers (with the
-    attempt number), acks, nacks and releases (as the queue took them), lease lapses,
-    returns from stopped consumers, dead letters and expiries, injected faults, actor
-    failures and stops (other than the final shutdown). Messages are named by the
-    publisher's ``message_id`` (``tag N`` when it has none), actors by path, e.g.
-    ``t=0.213 /queue -> /client-1/consumer: deliver m3 (attempt 2)``.
-
-    The line's sender of a queue's own decision (an ack, a publish) is whoever sent the
-    message the queue was handling, read from the trace's DELIVERED events.
-    """
-    names: dict[tuple[str, int], str] = {}  # (queue name, tag) -> message id
-    holders: dict[tuple[str, int], str] = {}  # (queue name, consumer id) -> consumer path
-    cause: dict[str, str] = {}  # actor path -> sender of the message it is handling
-    lines: list[str] = []
-
-    def name_of(queue: str, tag: int) -> str:
-        return names.get((queue, tag)) or f"tag {tag}"
-
-    for event in trace:
-        kind = event.kind
-        message = event.message
-        stamp = f"t={event.time:.3f}"
-        if kind is EventKind.DELIVERED:
-            if event.receiver is not None:
-                cause[event.receiver] = event.sender or "<outside>"
-        elif kind is EventKind.SENT and type(message) is Delivered:
-            for delivery in message.deliveries:
-                holders[(delivery.queue, delivery.consumer_id)] = event.receiver or "?"
-                label = name_of(delivery.queue, delivery.tag)
-                if delivery.deadline is None:
-                    lines.append(f"{stamp} {event.sender} -> {event.receiver}: browse {label}")
-                else:
-                    lines.append(
-                        f"{stamp} {event.sender} -> {event.receiver}: deliver {label} "
-                        f"(attempt {delivery.delivery_count})"
-                    )
-        elif kind is EventKind.NOTE:
-            path = event.sender or "?"
-            line = _note_line(message, path, cause.get(path, "<outside>"), names, holders, name_of)
-            if line is not None:
-                lines.append(f"{stamp} {line}")
-        elif kind is EventKind.FAULT and isinstance(message, FaultApplied):
-            lines.append(f"{stamp} {_describe_fault(message)}")
-        elif kind is EventKind.FAILED:
-            lines.append(f"{stamp} {event.receiver}: failed on {type(message).__name__}: {event.error}")
-        elif kind is EventKind.STOPPED and isinstance(message, Terminated) and message.reason != "shutdown":
-            lines.append(f"{stamp} {event.receiver}: stopped ({message.reason})")
-    return lines
-
-
-def _note_line(
-    message: object,
-    path: str,
-    cause: str,
-    names: dict[tuple[str, int], str],
-    holders: dict[tuple[str, int], str],
-    name_of: Callable[[str, int], str],
-) -> str | None:
-    """One queue note as a story line (without its time), or None for notes the story skips."""
-    if isinstance(message, EntryEnqueued):
-        names[(message.queue, message.tag)] = message.message.message_id
-        label = name_of(message.queue, message.tag)
-        extra = f", group {message.message.group}" if message.message.group is not None else ""
-        return f"{cause} -> {path}: publish {label} (priority {message.message.priority}{extra})"
-    if isinstance(message, EntrySettled):
-        label = name_of(message.queue, message.tag)
-        if message.outcome == "acked":
-            return f"{cause} -> {path}: ack {label}"
-        if message.outcome == "dead_lettered":
-            return f"{path}: dead-letter {label} ({message.reason or 'limit'})"
-        return f"{path}: {label} {message.outcome}"
-    if isinstance(message, EntryReturned):
-        label = name_of(message.queue, message.tag)
-        holder = holders.get((message.queue, message.consumer_id), f"consumer {message.consumer_id}")
-        if message.reason == "nack":
-            return f"{cause} -> {path}: nack {label} (available again at t={message.available_at:.3f})"
-        if message.reason == "release":
-            return f"{cause} -> {path}: release {label}"
-        if message.reason == "lease lapsed":
-            return f"{path}: lease of {holder} on {label} lapsed"
-        return f"{path}: {label} back from {holder} ({message.reason})"
-    if isinstance(message, QueueRecovered):
-        shown = ", ".join(name_of(message.queue, tag) for tag in message.remaining[:8])
-        more = f" and {len(message.remaining) - 8} more" if len(message.remaining) > 8 else ""
-        held = f": {shown}{more}" if message.remaining else ""
-        count, consumers = len(message.remaining), len(message.consumers)
-        return (f"{path}: recovered from its journal {count} message{'' if count == 1 else 's'}{held}; "
-                f"{consumers} consumer{'' if consumers == 1 else 's'}")
-    return None
-
-
-def delivery_steps(trace: Iterable[TraceEvent]) -> int:
-    """Deliveries of messages to consumers: the Delivery items of every queue's Delivered events."""
-    return sum(
-        len(event.message.deliveries)
-        for event in trace
-        if event.kind is EventKind.SENT and type(event.message) is Delivered
-    )
+Workload = BrokerScenario | SubscriberScenario | PubSubScenario
 
 
 # --- running candidates -----------------------------------------------------------------------
@@ -273,16 +139,7 @@ class _Runner:
         """Replay ``choices`` clamped to what each step offers (``Replay(clamp=True)``)."""
         self._count()
         work, faults = draw_faults(self.spec, workload, self.seed, plan)
-        if isinstance(work, BrokerScenario):
-            sim, _ = run_broker_simulation(
-                work, self.seed, Replay(choices, clamp=True), max_steps=self.max_steps,
-                queue_factory=self.variant.queue or QueueActor, faults=faults,
-            )
-        else:
-            sim, _ = run_subscriber_simulation(
-                work, self.seed, Replay(choices, clamp=True), max_steps=self.max_steps, manager=self.variant.manager,
-                faults=faults,
-            )
+        sim, _ = simulate_workload(work, self.seed, Replay(choices, clamp=True), faults, self.variant, self.max_steps)
         return self.attempt(workload, plan, sim.schedule)
 
 
@@ -375,6 +232,86 @@ def _subscriber_candidates(work: SubscriberScenario) -> Iterator[SubscriberScena
         yield attrs.evolve(work, burst=burst)
 
 
+def _pubsub_candidates(work: PubSubScenario) -> Iterator[PubSubScenario]:
+    """Simpler Pub/Sub workloads: fewer subscriptions, clients, publishers and messages, plainer everything.
+
+    A cut that ``PubSubScenario`` refuses (a subscription left without a client) is skipped.
+    """
+    seen = {work}
+    for changes in _pubsub_cuts(work):
+        try:
+            candidate = attrs.evolve(work, **changes)
+        except ValueError:
+            continue
+        if candidate not in seen:
+            seen.add(candidate)
+            yield candidate
+
+
+def _pubsub_cuts(work: PubSubScenario) -> Iterator[dict[str, Any]]:
+    """``_pubsub_candidates``' cuts, as changed fields (building one validates it)."""
+    subscriptions, clients, publishers = work.subscriptions, work.clients, work.publishers
+    if len(subscriptions) > 1:
+        for index in reversed(range(len(subscriptions))):
+            yield _without_subscription(work, index)
+    if len(clients) > 1:
+        for index in reversed(range(len(clients))):
+            yield {"clients": _without(clients, index)}
+    if len(publishers) > 1:
+        for index in reversed(range(len(publishers))):
+            yield {"publishers": _without(publishers, index)}
+    for index, publisher in enumerate(publishers):
+        simpler = [attrs.evolve(publisher, publishes=count) for count in _fewer(publisher.publishes, floor=1)]
+        simpler += [attrs.evolve(publisher, max_batch=count) for count in _fewer(publisher.max_batch, floor=1)]
+        simpler += [attrs.evolve(publisher, **{field: 0}) for field in ("poison", "keys", "gap_s")
+                    if getattr(publisher, field)]
+        for plain in simpler:
+            yield {"publishers": (*publishers[:index], plain, *publishers[index + 1 :])}
+    if any(not client.plain for client in clients):
+        yield {"clients": tuple(_plain(client) for client in clients)}
+    for index, client in enumerate(clients):
+        simpler_clients = [_plain(client)] if not client.plain else []
+        zeroed: dict[str, Any] = dict.fromkeys(("nack", "ignore", "late", "extend", "duplicate", "stale"), 0.0)
+        simpler_clients += [attrs.evolve(client, **{field: value}) for field, value in zeroed.items()
+                            if getattr(client, field)]
+        if client.forge is not None:
+            simpler_clients.append(attrs.evolve(client, forge=None))
+        if client.pull:
+            simpler_clients.append(attrs.evolve(client, pull=False))
+        simpler_clients += [attrs.evolve(client, max_messages=count) for count in _fewer(client.max_messages, floor=1)]
+        for plain_client in simpler_clients:
+            if plain_client != client:
+                yield {"clients": (*clients[:index], plain_client, *clients[index + 1 :])}
+    for index, subscription in enumerate(subscriptions):
+        plain_fields: dict[str, Any] = {"exactly_once": False, "ordering": False, "filter": "", "retry": False,
+                                        "dead_letter": False}
+        for field, value in plain_fields.items():
+            if getattr(subscription, field) != value:
+                plain_sub = attrs.evolve(subscription, **{field: value})
+                yield {"subscriptions": (*subscriptions[:index], plain_sub, *subscriptions[index + 1 :])}
+    if work.drain_at_s > 0:
+        yield {"drain_at_s": 0.0}
+
+
+def _plain(client: ClientPlan) -> ClientPlan:
+    """The client acking everything at once, still on its subscription, its way of receiving and its forging."""
+    return ClientPlan(client.subscription, client.pull, client.max_messages, forge=client.forge)
+
+
+def _without_subscription(work: PubSubScenario, index: int) -> dict[str, Any]:
+    """Subscription ``index`` and its clients gone; later subscriptions renumbered, forgers on it made honest."""
+
+    def moved(number: int) -> int:
+        return number - 1 if number > index else number
+
+    clients = tuple(
+        attrs.evolve(client, subscription=moved(client.subscription),
+                     forge=None if client.forge is None or client.forge == index else moved(client.forge))
+        for client in work.clients if client.subscription != index
+    )
+    return {"subscriptions": _without(work.subscriptions, index), "clients": clients}
+
+
 def _plan_candidates(plan: str) -> list[str]:
     if plan == "none":
         return []
@@ -420,6 +357,7 @@ class _Shrinker:
         self.runner = runner
         self.target = target
         self.passed: set[str] = set()  # candidates (by repr: selectors may be dicts) already seen to pass
+        self.best: _Attempt | None = None
 
     def fails(self, attempt: _Attempt | None) -> bool:
         return attempt is not None and self.target in _checkers(attempt.violations)
@@ -439,6 +377,8 @@ class _Shrinker:
             return None
 
     def shrink(self, best: _Attempt) -> _Attempt:
+        """Alternate the phases until neither finds anything; out of runs, the last accepted run stands."""
+        self.best = best
         try:
             changed = True
             while changed:
@@ -446,7 +386,8 @@ class _Shrinker:
                 best, schedule_changed = self._schedule(best)
                 changed = workload_changed or schedule_changed
         except _Budget:
-            pass
+            assert self.best is not None
+            return self.best  # accepted inside a phase the budget cut short
         return best
 
     def _workload(self, best: _Attempt) -> tuple[_Attempt, bool]:
@@ -456,12 +397,19 @@ class _Shrinker:
             improved = False
             work = best.workload
             candidates: list[tuple[Workload, str]] = [(work, plan) for plan in _plan_candidates(best.plan)]
-            more = _broker_candidates(work) if isinstance(work, BrokerScenario) else _subscriber_candidates(work)
+            more: Iterable[Workload]
+            if isinstance(work, BrokerScenario):
+                more = _broker_candidates(work)
+            elif isinstance(work, PubSubScenario):
+                more = _pubsub_candidates(work)
+            else:
+                more = _subscriber_candidates(work)
             candidates.extend((candidate, best.plan) for candidate in more)
             for candidate, plan in candidates:
                 attempt = self._try_workload(candidate, plan, best.schedule)
                 if attempt is not None:
                     best, improved, changed = attempt, True, True
+                    self.best = best
                     break
         return best, changed
 
@@ -493,6 +441,7 @@ class _Shrinker:
                     _schedule_key(attempt.schedule) < _schedule_key(best.schedule)
                 ):
                     best, improved, changed = attempt, True, True
+                    self.best = best
                     break
         return best, changed
 

@@ -35,6 +35,7 @@ from conveyor.runtime._trace import EventKind, trace_hash
 from ._channel import JOBS, OUTSIDE, TIMERS, Channel
 from ._faults import (
     Crash,
+    CrashAmong,
     Delay,
     Drop,
     FailJob,
@@ -167,8 +168,8 @@ class Simulation(ActorSystemBase):
         self.faults: tuple[Fault, ...] = plan
         self.faults_applied: list[FaultApplied] = []
         """Every fault as it was applied, in order (also in the trace as FAULT events)."""
-        self._step_faults: list[Crash | Delay] = sorted(
-            (f for f in plan if isinstance(f, (Crash, Delay))), key=lambda f: f.at_step, reverse=True
+        self._step_faults: list[Crash | CrashAmong | Delay] = sorted(
+            (f for f in plan if isinstance(f, (Crash, CrashAmong, Delay))), key=lambda f: f.at_step, reverse=True
         )
         self._pauses: list[Pause] = sorted((f for f in plan if isinstance(f, Pause)), key=lambda f: -f.at_time)
         self._drops: tuple[Drop, ...] = tuple(f for f in plan if isinstance(f, Drop))
@@ -443,19 +444,31 @@ class Simulation(ActorSystemBase):
                 if cell is None:
                     self._record_fault(fault, f"no live actor at {fault.path}")
                     continue
-                error = InjectedFault(f"injected crash of {fault.path} at step {self.steps}")
                 self._record_fault(fault, "restarted" if fault.restart else "stopped", cell)
-                self._current = cell
-                try:
-                    if fault.restart:
-                        cell._restart(error)  # noqa: SLF001 - the simulator plays the supervisor here
-                    else:
-                        cell.terminate("crashed", error)
-                finally:
-                    self._current = None
+                self._crash(cell, fault.restart)
+            elif isinstance(fault, CrashAmong):
+                among = [cell for cell in self._live_cells() if fault.matches(cell.path, cell.name)]
+                if not among:
+                    self._record_fault(fault, f"no live actor named {fault.name} under {fault.prefix}")
+                    continue
+                cell = among[fault.pick % len(among)]
+                self._record_fault(fault, f"{'restarted' if fault.restart else 'stopped'} {cell.path}", cell)
+                self._crash(cell, fault.restart)
             else:
                 self._record_fault(fault, f"held until {self._now + fault.duration_s:g}")
                 self._begin_hold(_Hold(self._now + fault.duration_s, fault.sender, fault.receiver, exact=True))
+
+    def _crash(self, cell: ActorCell, restart: bool) -> None:
+        """Crash ``cell`` now: restarted at once by its cell (as supervision would), or stopped."""
+        error = InjectedFault(f"injected crash of {cell.path} at step {self.steps}")
+        self._current = cell
+        try:
+            if restart:
+                cell._restart(error)  # noqa: SLF001 - the simulator plays the supervisor here
+            else:
+                cell.terminate("crashed", error)
+        finally:
+            self._current = None
 
     def _control_times(self) -> list[float]:
         times = [hold.until for hold in self._holds]

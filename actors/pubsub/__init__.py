@@ -5,11 +5,31 @@ from ._ackid import AckIdCodec as AckIdCodec
 from ._filter import Filter as Filter
 from ._filter import FilterError as FilterError
 from ._filter import parse_filter as parse_filter
+from ._model import Batch as Batch
+from ._model import CreateSubscription as CreateSubscription
+from ._model import CreateTopic as CreateTopic
+from ._model import DeadLetterSettings as DeadLetterSettings
+from ._model import Detach as Detach
+from ._model import Failed as Failed
+from ._model import NextBatch as NextBatch
+from ._model import OpenStream as OpenStream
+from ._model import Publish as Publish
+from ._model import PublishedIds as PublishedIds
 from ._model import PubMessage as PubMessage
+from ._model import PullMessages as PullMessages
+from ._model import RetrySettings as RetrySettings
+from ._model import Settle as Settle
+from ._model import SettleKind as SettleKind
+from ._model import SettleOutcome as SettleOutcome
+from ._model import StreamClosed as StreamClosed
+from ._model import StreamOpened as StreamOpened
+from ._model import StreamSettings as StreamSettings
 from ._model import SubscriptionConfig as SubscriptionConfig
 from ._model import TopicConfig as TopicConfig
 from ._registry import PubSubRegistry as PubSubRegistry
+from ._registry import SubscriptionFactory as SubscriptionFactory
 from ._registry import TopicActor as TopicActor
+from ._registry import TopicFactory as TopicFactory
 from ._server import PubSubServer as PubSubServer
 from ._subscription import Binding as Binding
 from ._subscription import SubscriptionActor as SubscriptionActor
@@ -20,18 +40,38 @@ from ._transport import subscribe_remote as subscribe_remote
 __all__ = [
     "AckId",
     "AckIdCodec",
+    "Batch",
     "Binding",
+    "CreateSubscription",
+    "CreateTopic",
+    "DeadLetterSettings",
+    "Detach",
+    "Failed",
     "Filter",
     "FilterError",
+    "NextBatch",
+    "OpenStream",
     "PubMessage",
     "PubSubConsumer",
     "PubSubRegistry",
     "PubSubServer",
     "PubSubTransport",
+    "Publish",
+    "PublishedIds",
+    "PullMessages",
+    "RetrySettings",
+    "Settle",
+    "SettleKind",
+    "SettleOutcome",
+    "StreamClosed",
+    "StreamOpened",
+    "StreamSettings",
     "SubscriptionActor",
     "SubscriptionConfig",
+    "SubscriptionFactory",
     "TopicActor",
     "TopicConfig",
+    "TopicFactory",
     "parse_filter",
     "subscribe_remote",
 ]

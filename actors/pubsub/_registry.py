@@ -11,7 +11,8 @@ delivered there (it counts as acknowledged).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, final
+from collections.abc import Callable
+from typing import Any, TypeAlias, final
 
 import attrs
 
@@ -163,6 +164,12 @@ def _page(names: list[str], page_size: int, after: str) -> tuple[list[str], str]
     return chosen, (chosen[-1] if len(remaining) > size and chosen else "")
 
 
+TopicFactory: TypeAlias = Callable[[TopicConfig, int], TopicActor]
+"""Builds a topic's actor from its config and its first message number (``TopicActor``'s arguments)."""
+SubscriptionFactory: TypeAlias = Callable[[SubscriptionConfig, ActorRef, int, AckIdCodec], SubscriptionActor]
+"""Builds a subscription's actor from ``SubscriptionActor``'s arguments (config, registry, number, codec)."""
+
+
 @final
 class PubSubRegistry(ContainedActor):
     """Topics and subscriptions by name; routes every request to the actor that serves it.
@@ -172,13 +179,23 @@ class PubSubRegistry(ContainedActor):
             one drawn from the operating system's secure source per server start
             (``PubSubServer`` does); None draws it from ``ctx.random`` (seeded, so replayable, in
             the simulator; not secret).
+        topic_factory, subscription_factory: build the topics' and subscriptions' actors; the
+            real ones by default. The simulator's planted bugs swap in broken variants here.
     """
 
-    def __init__(self, ack_key: bytes | None = None) -> None:
+    def __init__(
+        self,
+        ack_key: bytes | None = None,
+        *,
+        topic_factory: TopicFactory = TopicActor,
+        subscription_factory: SubscriptionFactory = SubscriptionActor,
+    ) -> None:
         self.topics: dict[str, tuple[TopicConfig, ActorRef]] = {}
         self.subscriptions: dict[str, tuple[SubscriptionConfig, ActorRef]] = {}
         self.spawned = 0
         self.codec = AckIdCodec(ack_key) if ack_key is not None else None
+        self.topic_factory = topic_factory
+        self.subscription_factory = subscription_factory
 
     def on_start(self) -> None:
         """Draw the ack-id key if none was given."""
@@ -287,7 +304,8 @@ class PubSubRegistry(ContainedActor):
             return
         name = self._child_name("topic")
         base = self.spawned * _IDS_PER_TOPIC
-        ref = self.ctx.spawn(lambda: TopicActor(config, base), name=name)
+        make = self.topic_factory
+        ref = self.ctx.spawn(lambda: make(config, base), name=name)
         self.topics[config.name] = (config, ref)
         for sub_name, (sub_config, sub_ref) in self.subscriptions.items():
             if sub_config.topic == config.name:  # never: subscriptions of a deleted topic are detached
@@ -323,7 +341,8 @@ class PubSubRegistry(ContainedActor):
         assert codec is not None
         name = self._child_name("subscription")
         number = self.spawned  # never reused: an ack id of a deleted subscription names another number
-        ref = self.ctx.spawn(lambda: SubscriptionActor(config, me, number, codec), name=name)
+        make = self.subscription_factory
+        ref = self.ctx.spawn(lambda: make(config, me, number, codec), name=name)
         self.subscriptions[config.name] = (config, ref)
         self.ctx.send(topic[1], AttachSubscription(config.name, ref, config.filter))
         self.ctx.reply(config)

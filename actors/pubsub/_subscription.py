@@ -320,7 +320,7 @@ class Binding(Actor):
         if self.wait_timer is not None:
             self.ctx.cancel(self.wait_timer)
             self.wait_timer = None
-        deliveries, self.buffer = self.buffer, []
+        deliveries, self.buffer = self._unlapsed(self.buffer), []
         issue, subscription, generation, number = self.codec.issue, self.subscription_id, self.generation, self.number
         received = tuple(
             (issue(AckId(subscription, generation, number, d.tag, d.delivery_count, d.message.message_id)),
@@ -334,6 +334,22 @@ class Binding(Actor):
         self.ctx.send(waiter, Batch(received, self.exactly_once, self.ordering, confirmations))
         if self.pull is not None:
             self._detach("pull answered")
+
+    def _unlapsed(self, buffered: list[Delivery]) -> list[Delivery]:
+        """The buffered deliveries whose lease still runs; the others are forgotten, not handed out.
+
+        A delivery waits here until its client asks; if its lease lapsed meanwhile, the queue has
+        it back and may have given it to another client, whose exactly-once ack may even be
+        confirmed already: handing it out now would deliver it again.
+        """
+        now = self.ctx.now()
+        kept = [d for d in buffered if d.deadline is None or d.deadline > now]
+        if len(kept) < len(buffered):
+            outstanding = self.outstanding
+            for d in buffered:
+                if d.deadline is not None and d.deadline <= now and outstanding.get(d.tag) == d.delivery_count:
+                    del outstanding[d.tag]
+        return kept
 
     def _settle(self, request: SettleTags) -> None:
         """Settle the deliveries named: a tag whose current delivery is another attempt is left alone."""

@@ -15,6 +15,16 @@ from ._liveness import queue_order as queue_order
 from ._liveness import single_wakeup as single_wakeup
 from ._liveness import stall as stall
 from ._liveness import starvation as starvation
+from ._pubsub import BatchReceived as BatchReceived
+from ._pubsub import PublishDone as PublishDone
+from ._pubsub import PublishSent as PublishSent
+from ._pubsub import SettleDone as SettleDone
+from ._pubsub import SettleSent as SettleSent
+from ._pubsub import StreamBound as StreamBound
+from ._pubsub import SubscriptionTerms as SubscriptionTerms
+from ._pubsub import acks_from_receivers as acks_from_receivers
+from ._pubsub import exactly_once as exactly_once
+from ._pubsub import no_confirmed_loss as no_confirmed_loss
 from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
@@ -26,8 +36,18 @@ from ._subscriber import no_loss as no_loss
 from ._subscriber import ordering_keys as ordering_keys
 
 __all__ = [
+    "BatchReceived",
     "CheckResult",
+    "PublishDone",
+    "PublishSent",
+    "SettleDone",
+    "SettleSent",
     "SharedTrace",
+    "StreamBound",
+    "SubscriptionTerms",
+    "acks_from_receivers",
+    "exactly_once",
+    "no_confirmed_loss",
     "accounting",
     "all_settled",
     "browser_completeness",

@@ -8,6 +8,16 @@ from ._broker import check_broker_run as check_broker_run
 from ._broker import random_broker_scenario as random_broker_scenario
 from ._broker import run_broker_simulation as run_broker_simulation
 from ._broker import spawn_broker_scenario as spawn_broker_scenario
+from ._pubsub import PubSubScenario as PubSubScenario
+from ._pubsub import SubscriptionPlan as SubscriptionPlan
+from ._pubsub import check_pubsub_run as check_pubsub_run
+from ._pubsub import random_pubsub_scenario as random_pubsub_scenario
+from ._pubsub import run_pubsub_simulation as run_pubsub_simulation
+from ._pubsub_clients import ClientPlan as ClientPlan
+from ._pubsub_clients import FrontPublisher as FrontPublisher
+from ._pubsub_clients import FrontSubscriber as FrontSubscriber
+from ._pubsub_clients import PublisherPlan as PublisherPlan
+from ._pubsub_clients import StopClient as StopClient
 from ._registry import FAULT_PLANS as FAULT_PLANS
 from ._registry import SCENARIOS as SCENARIOS
 from ._registry import QueueFigures as QueueFigures
@@ -22,6 +32,7 @@ from ._registry import queue_figures as queue_figures
 from ._registry import replay_command as replay_command
 from ._registry import run_scenario as run_scenario
 from ._registry import scenario_names as scenario_names
+from ._registry import simulate_workload as simulate_workload
 from ._subscriber import BurstPublisher as BurstPublisher
 from ._subscriber import CallbackDurations as CallbackDurations
 from ._subscriber import CallbackFailure as CallbackFailure
@@ -46,11 +57,22 @@ __all__ = [
     "replay_command",
     "run_scenario",
     "scenario_names",
+    "simulate_workload",
     "BrokerScenario",
     "BurstPublisher",
     "CallbackDurations",
     "CallbackFailure",
+    "ClientPlan",
     "ClientPolicy",
+    "FrontPublisher",
+    "FrontSubscriber",
+    "PubSubScenario",
+    "PublisherPlan",
+    "StopClient",
+    "SubscriptionPlan",
+    "check_pubsub_run",
+    "random_pubsub_scenario",
+    "run_pubsub_simulation",
     "ScenarioClient",
     "ScenarioPublisher",
     "SubscriberScenario",

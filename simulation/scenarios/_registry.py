@@ -25,11 +25,12 @@ from conveyor.actors.broker import (
     HeaderEquals,
     QueueActor,
 )
+from conveyor.actors.pubsub import SubscriptionFactory, TopicFactory
 from conveyor.runtime import EventKind, TraceEvent
-from conveyor.simulation._faults import Crash, Delay, FailJob, FailWrite, Fault, Pause, never_acks
+from conveyor.simulation._faults import Crash, CrashAmong, Delay, Drop, FailJob, FailWrite, Fault, Pause, never_acks
 from conveyor.simulation._simulation import RunResult, Simulation
 from conveyor.simulation._strategies import STRATEGY_NAMES, Replay, Strategy, strategy_from_name
-from conveyor.simulation.checkers import CheckResult, fairness, jain_index, liveness
+from conveyor.simulation.checkers import CheckResult, fairness, jain_index, liveness, queue_paths
 
 from ._broker import (
     QUEUE,
@@ -40,6 +41,7 @@ from ._broker import (
     random_broker_scenario,
     run_broker_simulation,
 )
+from ._pubsub import REGISTRY, PubSubScenario, check_pubsub_run, random_pubsub_scenario, run_pubsub_simulation
 from ._subscriber import (
     ManagerFactory,
     SubscriberScenario,
@@ -51,17 +53,23 @@ from ._subscriber import (
 FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash", "disk-error")
 """Fault plans a scenario can run under; each draws its concrete faults from the seed."""
 
-Family = Literal["broker", "subscriber"]
-Workload = BrokerScenario | SubscriberScenario
+Family = Literal["broker", "subscriber", "pubsub"]
+Workload = BrokerScenario | SubscriberScenario | PubSubScenario
 
 
 @final
 @attrs.frozen
 class Variant:
-    """A planted-bug or test variant of a scenario's actors (``None``: the real ones)."""
+    """A planted-bug or test variant of a scenario's actors (``None``: the real ones).
+
+    ``queue`` swaps a broker scenario's queue, ``manager`` a subscriber scenario's manager,
+    ``topic`` and ``subscription`` the Pub/Sub front's topic and subscription actors.
+    """
 
     queue: QueueFactory | None = None
     manager: ManagerFactory | None = None
+    topic: TopicFactory | None = None
+    subscription: SubscriptionFactory | None = None
 
 
 @final
@@ -72,7 +80,8 @@ class ScenarioSpec:
     Attributes:
         name: what ``conveyor simulate NAME`` calls it.
         summary: one line for listings.
-        family: ``broker`` (publisher, queue, consumer clients) or ``subscriber`` (queue and subscribe()).
+        family: ``broker`` (publisher, queue, consumer clients), ``subscriber`` (queue and subscribe()) or
+            ``pubsub`` (the Pub/Sub front's actors and clients that speak its protocol).
         build: the workload drawn from a seed.
         default_faults: the fault plan used when none is asked for.
         extra_checks: checkers beyond the family's own, over (trace, workload), run only without
@@ -143,11 +152,35 @@ scenarios, 4-20 s for the subscriber ones). A correct run is never hot at the en
 longest a consumer went unwoken in 200 seeds of each scenario was 2.3 s. See docs/simulation.md."""
 
 
+def _queues(trace: list[TraceEvent], workload: Workload) -> list[str]:
+    """The queues a run's checkers judge: ``/queue``, or every queue under the Pub/Sub registry."""
+    if isinstance(workload, PubSubScenario):
+        return queue_paths(trace)
+    return [QUEUE]
+
+
 def _liveness_checks(trace: list[TraceEvent], workload: Workload) -> list[CheckResult]:
-    """Prompt delivery, starvation, stall, queue order and one wake-up per piece of work, on ``/queue``."""
+    """Prompt delivery, starvation, stall, queue order and one wake-up per piece of work, on each queue.
+
+    A Pub/Sub front's queues serve bindings of different flow control, so their consumers'
+    prefetch is left to the queue's own view of their credit (``SetInterest``).
+    """
     within = LIVENESS_DEADLINES * workload.ack_deadline_s
-    prefetch = workload.prefetch if isinstance(workload, BrokerScenario) else workload.flow.max_messages
-    return liveness(trace, QUEUE, within, prefetch=prefetch)
+    if isinstance(workload, BrokerScenario):
+        prefetch: int | None = workload.prefetch
+    elif isinstance(workload, SubscriberScenario):
+        prefetch = workload.flow.max_messages
+    else:
+        prefetch = None
+    results: list[CheckResult] = []
+    paths = _queues(trace, workload)
+    for path in paths:
+        found = liveness(trace, path, within, prefetch=prefetch)
+        if len(paths) > 1:  # name the queue in each violation
+            found = [r if r.ok else attrs.evolve(r, violations=tuple(f"{path}: {v}" for v in r.violations))
+                     for r in found]
+        results.extend(found)
+    return results
 
 
 def _fairness_check(trace: list[TraceEvent], workload: Workload) -> list[CheckResult]:
@@ -230,6 +263,18 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             "paused-process", "the whole subscriber pauses past its leases: lapses noticed, nothing lost or reordered",
             "subscriber", lambda seed: random_subscriber_scenario(seed, "paused"),
         ),
+        ScenarioSpec(
+            "pubsub-front", "the Pub/Sub front's actors with misbehaving clients, poison publishes and a forger",
+            "pubsub", lambda seed: random_pubsub_scenario(seed, "front"),
+        ),
+        ScenarioSpec(
+            "pubsub-exactly-once", "exactly-once subscriptions: confirmed acks, stale and forged ids refused",
+            "pubsub", lambda seed: random_pubsub_scenario(seed, "exactly-once"),
+        ),
+        ScenarioSpec(
+            "pubsub-crash", "bindings and subscription queues crash, clients pause past their leases",
+            "pubsub", lambda seed: random_pubsub_scenario(seed, "faults"), default_faults="crash,queue-crash,pause",
+        ),
     )
 }
 
@@ -275,7 +320,59 @@ def check_fault_plan(faults: str) -> str:
 def _client_paths(workload: Workload) -> list[str]:
     if isinstance(workload, BrokerScenario):
         return [f"/client-{index}" for index in range(len(workload.consumers))]
+    if isinstance(workload, PubSubScenario):
+        return list(workload.client_paths())
     return ["/sub"]
+
+
+def _draw_pubsub_faults(
+    workload: PubSubScenario, rng: random.Random, plan: str
+) -> tuple[PubSubScenario, list[Fault]]:
+    """The fault plans on the Pub/Sub front, so that ``--faults`` means the same everywhere.
+
+    ``crash`` crashes bindings (each gives up and ends its stream; its client opens another),
+    ``queue-crash`` a subscription's durable queue (it rebuilds from its journal), ``disk-error``
+    fails one journal write of a queue under the registry, ``pause`` freezes a client past its
+    leases, ``delay`` stalls a client's channel to the registry (its publishes, acks, opens),
+    ``never-ack`` drops the settlements of a streaming client (never a subscription's only one)
+    whose stream asks for one message at a time (the plan sets it), so that the one message it
+    never acks uses up its flow control and what lapses goes to the others, as a broker consumer's
+    spent credit does. (A client that never acks with credit to spare, or a pulling one, which
+    gets fresh credit with every Pull, takes each lapsed message again, for ever if it is first in
+    line when it lapses: no queue prevents that short of a dead-letter policy.)
+    ``failing-job`` does nothing here: nothing runs jobs. The registry, topics and
+    subscriptions themselves are never crashed: they contain a failure per request instead of
+    journaling their state, so a kernel restart would start them empty (docs/simulation.md).
+    """
+    clients = list(workload.client_paths())
+    span = 20 + 40 * workload.messages  # steps: the front spends about 40 per message
+    faults: list[Fault] = []
+    for name in plan.split(","):
+        if name == "crash":
+            for step in sorted(rng.sample(range(20, span), rng.randint(1, 3))):
+                faults.append(CrashAmong(REGISTRY, "binding", at_step=step, pick=rng.randrange(8)))
+        elif name == "queue-crash":
+            for step in sorted(rng.sample(range(20, span), rng.randint(1, 3))):
+                faults.append(CrashAmong(REGISTRY, "queue", at_step=step, pick=rng.randrange(8)))
+        elif name == "disk-error":
+            faults.append(FailWrite(REGISTRY, nth=rng.randint(1, 3 * workload.messages)))
+        elif name == "pause":
+            faults.append(Pause(rng.choice(clients), at_time=rng.uniform(0.0, workload.drain_at_s),
+                                duration_s=rng.uniform(1.0, 3.0) * workload.ack_deadline_s))
+        elif name == "delay":
+            faults.append(Delay(rng.choice(clients), REGISTRY, at_step=rng.randint(1, span),
+                                duration_s=rng.uniform(0.1, 3.0)))
+        elif name == "never-ack":
+            served = Counter(plan_.subscription for plan_ in workload.clients)
+            streams = [index for index, plan_ in enumerate(workload.clients)
+                       if served[plan_.subscription] > 1 and not plan_.pull]
+            if streams:
+                index = rng.choice(streams)
+                one = attrs.evolve(workload.clients[index], max_messages=1)
+                workload = attrs.evolve(workload, clients=(*workload.clients[:index], one,
+                                                           *workload.clients[index + 1 :]))
+                faults.append(Drop(clients[index], "Settle"))
+    return workload, faults
 
 
 def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) -> tuple[Workload, tuple[Fault, ...]]:
@@ -287,6 +384,9 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
     worker pool, would lose the callbacks it ran; such a failure stops the subscription.)
     """
     rng = random.Random(f"faults:{spec.name}:{seed}:{plan}")
+    if isinstance(workload, PubSubScenario):
+        drawn, pubsub_faults = _draw_pubsub_faults(workload, rng, plan)
+        return drawn, tuple(pubsub_faults)
     clients = _client_paths(workload)
     faults: list[Fault] = []
     for name in plan.split(","):
@@ -358,20 +458,27 @@ class QueueFigures:
     latencies_ms: tuple[float, ...]
 
 
-def queue_figures(trace: Iterable[TraceEvent], queue_path: str = QUEUE) -> QueueFigures:
-    """Count publishes, deliveries, acks, redeliveries, dead letters and the in-flight peak of a queue."""
+def queue_figures(trace: Iterable[TraceEvent], queue_path: str | tuple[str, ...] = QUEUE) -> QueueFigures:
+    """Count publishes, deliveries, acks, redeliveries, dead letters and the in-flight peak of a queue.
+
+    ``queue_path`` may name several queues (a Pub/Sub front's, one per subscription): their counts
+    add up, the in-flight peak is of all of them together and fairness is over all their consumers.
+    """
+    paths = (queue_path,) if isinstance(queue_path, str) else queue_path
+    single = paths[0] if len(paths) == 1 else None
     published = delivered = acked = redelivered = dead = outstanding = peak = 0
-    enqueued_at: dict[int, float] = {}
+    enqueued_at: dict[tuple[str, int], float] = {}
     latencies: list[float] = []
-    per_consumer: Counter[int] = Counter()
+    per_consumer: Counter[tuple[str, int]] = Counter()
     for event in trace:
         message = event.message
-        if event.sender != queue_path:
+        sender = event.sender
+        if sender is None or (sender != single if single is not None else sender not in paths):
             continue
         if event.kind is EventKind.NOTE:
             if isinstance(message, EntryEnqueued):
                 published += 1
-                enqueued_at[message.tag] = event.time
+                enqueued_at[(sender, message.tag)] = event.time
             elif isinstance(message, EntrySettled):
                 if message.outcome == "acked":
                     acked += 1
@@ -384,12 +491,12 @@ def queue_figures(trace: Iterable[TraceEvent], queue_path: str = QUEUE) -> Queue
         elif event.kind is EventKind.SENT and isinstance(message, Delivered):
             for delivery in message.deliveries:
                 delivered += 1
-                per_consumer[delivery.consumer_id] += 1
+                per_consumer[(sender, delivery.consumer_id)] += 1
                 outstanding += 1
                 if delivery.delivery_count > 1:
                     redelivered += 1
                 else:
-                    start = enqueued_at.get(delivery.tag)
+                    start = enqueued_at.get((sender, delivery.tag))
                     if start is not None:
                         latencies.append((event.time - start) * 1000.0)
             peak = max(peak, outstanding)
@@ -401,13 +508,23 @@ def queue_figures(trace: Iterable[TraceEvent], queue_path: str = QUEUE) -> Queue
     )
 
 
-def _simulate(
-    spec: ScenarioSpec, workload: Workload, seed: int, strategy: Strategy, faults: tuple[Fault, ...],
-    variant: Variant, max_steps: int,
+def simulate_workload(
+    workload: Workload, seed: int, strategy: Strategy, faults: tuple[Fault, ...] = (), variant: Variant | None = None,
+    max_steps: int = 500_000,
 ) -> tuple[Simulation, RunResult]:
+    """Run ``workload`` (faults already drawn) in a Simulation with ``variant``'s actors; no checks.
+
+    What ``run_scenario`` runs before it judges; the shrinker runs candidates through it too.
+    """
+    variant = variant or Variant()
     if isinstance(workload, BrokerScenario):
         return run_broker_simulation(
             workload, seed, strategy, max_steps=max_steps, queue_factory=variant.queue or QueueActor, faults=faults
+        )
+    if isinstance(workload, PubSubScenario):
+        return run_pubsub_simulation(
+            workload, seed, strategy, max_steps=max_steps, topic_factory=variant.topic,
+            subscription_factory=variant.subscription, faults=faults,
         )
     return run_subscriber_simulation(
         workload, seed, strategy, max_steps=max_steps, manager=variant.manager, faults=faults
@@ -450,16 +567,21 @@ def run_scenario(
     chosen: Strategy = Replay(schedule) if schedule is not None else strategy_from_name(strategy, seed, depth=depth)
     work = workload if workload is not None else spec.build(seed)
     work, fault_plan = draw_faults(spec, work, seed, plan)
-    sim, result = _simulate(spec, work, seed, chosen, fault_plan, variant or Variant(), max_steps)
+    sim, result = simulate_workload(work, seed, chosen, fault_plan, variant, max_steps)
     trace = sim.trace
-    results = check_broker_run(trace, work) if isinstance(work, BrokerScenario) else check_subscriber_run(trace, work)
+    if isinstance(work, BrokerScenario):
+        results = check_broker_run(trace, work)
+    elif isinstance(work, PubSubScenario):
+        results = check_pubsub_run(trace, work)
+    else:
+        results = check_subscriber_run(trace, work)
     results += _liveness_checks(trace, work)
     if spec.extra_checks is not None and plan == "none":
         results += spec.extra_checks(trace, work)
     violations = tuple(f"{r.checker}: {line}" for r in results if not r.ok for line in r.violations)
     if not result.quiet:
         violations += (f"run: stopped after {result.steps} steps at t={result.time:g} without going quiet",)
-    figures = queue_figures(trace)
+    figures = queue_figures(trace, tuple(_queues(trace, work)))
     report = RunReport(
         scenario=name, seed=seed, strategy=strategy, depth=depth, faults=plan, steps=result.steps,
         virtual_time=result.time, published=figures.published, delivered=figures.delivered, acked=figures.acked,

@@ -17,13 +17,13 @@ from pyspark.sql import DataFrame, SparkSession
 
 from conveyor.actors.broker import Delivery, EntryEnqueued, EntrySettled
 from conveyor.runtime import TraceEvent
-from conveyor.simulation.checkers import queue_story
+from conveyor.simulation.checkers import queue_paths, queue_story
 from conveyor.simulation.scenarios import run_scenario
 
 from ._pipeline import FirstFailure, GroupSummary, SweepOutcome
 
 QUEUE_PATH = "/queue"
-"""Every built-in scenario's main queue."""
+"""The main queue of every built-in broker and subscriber scenario (a Pub/Sub front has one per subscription)."""
 REPORT_NAME = "report.md"
 FAIRNESS_PNG = "fairness_by_consumers.png"
 LATENCY_PNG = "latency_cdf.png"
@@ -195,7 +195,9 @@ def plot_queue_depth(sample: SampleRun, target: Path) -> int:
         sample.scenario, sample.seed, strategy=sample.strategy, depth=sample.depth, faults=sample.faults,
         max_steps=sample.max_steps,
     )
-    series = queue_depth_series(run.sim.trace)
+    paths = queue_paths(run.sim.trace)
+    queue_path = QUEUE_PATH if QUEUE_PATH in paths or not paths else paths[0]  # a Pub/Sub run: its first queue
+    series = queue_depth_series(run.sim.trace, queue_path)
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(7, 4.2))
     times = [point.time for point in series]
@@ -205,7 +207,8 @@ def plot_queue_depth(sample: SampleRun, target: Path) -> int:
               label="of which in flight (delivered to a consumer)")
     axes.set_xlabel("virtual time (s)")
     axes.set_ylabel("entries")
-    axes.set_title(f"{sample.scenario} seed {sample.seed}, {sample.strategy}, faults {sample.faults}")
+    where = "" if queue_path == QUEUE_PATH else f" ({queue_path})"
+    axes.set_title(f"{sample.scenario} seed {sample.seed}, {sample.strategy}, faults {sample.faults}{where}")
     axes.legend()
     figure.tight_layout()
     figure.savefig(target, dpi=110)

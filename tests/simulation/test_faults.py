@@ -10,6 +10,7 @@ import pytest
 from conveyor.runtime import Actor, ActorRef, EventKind, JobDone, JobFailed, Terminated
 from conveyor.simulation import (
     Crash,
+    CrashAmong,
     Delay,
     Drop,
     FailJob,
@@ -119,6 +120,44 @@ def test_crash_of_an_actor_that_is_not_there_is_recorded_as_missed() -> None:
     sim.run()
     [applied] = fault_events(sim)
     assert applied.outcome == "no live actor at /nobody"
+
+
+class Parent(Actor):
+    """Spawns children named ``names`` when started (a registry spawning bindings, say)."""
+
+    def __init__(self, names: tuple[str, ...], log: list[tuple[float, Any]]) -> None:
+        self.names = names
+        self.log = log
+
+    def on_start(self) -> None:
+        for name in self.names:
+            self.ctx.spawn(lambda: Recorder(self.log), name=name)
+
+
+def test_crash_among_hits_the_picked_live_actor_of_that_name_counting_modulo() -> None:
+    log: list[tuple[float, Any]] = []
+    names = ("binding-1", "queue-0", "binding-2", "binding")
+    sim = Simulation(seed=1, faults=[CrashAmong("/front", "binding", at_step=6, pick=4)])
+    sim.spawn(lambda: Parent(names, log), name="front")
+    sim.spawn(lambda: Recorder([]), name="binding-9")  # not under /front: never picked
+    sim.run()
+    [applied] = fault_events(sim)
+    # Live matches in spawn order: binding-1, binding-2, binding; pick 4 is 4 % 3 = 1.
+    assert applied == FaultApplied(CrashAmong("/front", "binding", 6, 4), "restarted /front/binding-2")
+    restarted = [event.receiver for event in sim.trace if event.kind is EventKind.RESTARTED]
+    assert restarted == ["/front/binding-2"]
+
+
+def test_crash_among_nothing_live_is_recorded_as_missed_and_names_are_checked() -> None:
+    sim = Simulation(seed=1, faults=[CrashAmong("/front", "queue", at_step=0)])
+    sim.spawn(lambda: Recorder([]), name="front")
+    sim.run()
+    [applied] = fault_events(sim)
+    assert applied.outcome == "no live actor named queue under /front"
+    with pytest.raises(ValueError, match="name must be an actor's own name"):
+        CrashAmong("/front", "a/b", at_step=1)
+    with pytest.raises(ValueError, match="pick must be an int >= 0"):
+        CrashAmong("/front", "queue", at_step=1, pick=-1)
 
 
 def test_pause_freezes_the_process_while_the_clock_and_others_go_on() -> None:

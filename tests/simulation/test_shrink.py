@@ -225,3 +225,26 @@ def test_the_story_tells_a_queue_crash_and_what_the_queue_recovered() -> None:
     story = story_lines(run.sim.trace)
     crash = next(index for index, line in enumerate(story) if line.endswith("fault: crash /queue (restarted)"))
     assert story[crash + 1] == "t=0.169 /queue: recovered from its journal 1 message: m4; 11 consumers"
+
+
+def test_a_front_workload_shrinks_only_to_workloads_it_can_run() -> None:
+    from conveyor.simulation._shrink import _pubsub_candidates
+    from conveyor.simulation.scenarios import ClientPlan, PublisherPlan, PubSubScenario, SubscriptionPlan
+
+    work = PubSubScenario(
+        subscriptions=(SubscriptionPlan(exactly_once=True), SubscriptionPlan(ordering=True), SubscriptionPlan()),
+        publishers=(PublisherPlan(publishes=3, poison=0.5), PublisherPlan()),
+        clients=(ClientPlan(0, nack=0.2), ClientPlan(1, pull=True), ClientPlan(2, forge=0), ClientPlan(2, stale=0.3)),
+    )
+    candidates = list(_pubsub_candidates(work))
+    assert candidates and work not in candidates
+    assert len(set(map(repr, candidates))) == len(candidates)  # each cut once
+    # Without subscription 0 its client goes, the others move down, and the forger on it turns honest.
+    assert PubSubScenario(
+        subscriptions=work.subscriptions[1:],
+        publishers=work.publishers,
+        clients=(ClientPlan(0, pull=True), ClientPlan(1), ClientPlan(1, stale=0.3)),
+    ) in candidates
+    # A cut that would leave subscription 1 without its only client is never offered.
+    assert all({client.subscription for client in cut.clients} == set(range(len(cut.subscriptions)))
+               for cut in candidates)

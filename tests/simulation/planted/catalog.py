@@ -1,4 +1,4 @@
-"""The planted bugs of issue 5, each with the registry scenario that exposes it and a seed budget.
+"""The planted bugs of issues 5 and 15, each with the registry scenario that exposes it and a seed budget.
 
 One table shared by the tests (``test_planted.py``) and the measurement of seeds-to-find
 (``seeds_to_find.py``), so both judge the same variants on the same scenarios.
@@ -12,7 +12,7 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, subscriber
+from . import broker, pubsub, subscriber
 
 
 @final
@@ -82,6 +82,20 @@ PLANTED: tuple[PlantedBug, ...] = (
         "late-leaser", "the leaser extends leases after their deadline", "leases",
         Variant(manager=subscriber.manager_with(leaser=subscriber.LateLeaser)), budget=5,
         checkers=frozenset({"lease_validity"}),
+    ),
+    PlantedBug(
+        "poison-publish", "a topic confirms a publish the broker cannot store whole (issue 15, item 1)",
+        "pubsub-front", Variant(topic=pubsub.ConfirmingTopic), budget=5, checkers=frozenset({"no_confirmed_loss"}),
+    ),
+    PlantedBug(
+        "tag-only-ack-ids", "a subscription settles ack ids by binding and tag, unverified (issue 15, item 2)",
+        "pubsub-front", Variant(subscription=pubsub.TagOnlySubscription), budget=10,
+        checkers=frozenset({"acks_from_receivers"}),
+    ),
+    PlantedBug(
+        "eager-exactly-once", "an exactly-once subscription confirms acks without waiting for its queue",
+        "pubsub-exactly-once", Variant(subscription=pubsub.EagerExactlyOnce), budget=10,
+        checkers=frozenset({"exactly_once"}), shrink_runs=600,
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""

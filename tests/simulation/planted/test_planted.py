@@ -60,3 +60,27 @@ def test_it_shrinks_to_at_most_15_delivery_steps(bug: PlantedBug) -> None:
         faults=result.report.faults,
     )
     assert result.checker in checkers_of(again.report.violations)  # the short story replays
+
+
+FRONT_BUGS = [bug for bug in PLANTED if bug.variant.topic is not None or bug.variant.subscription is not None]
+
+
+@pytest.mark.parametrize("bug", FRONT_BUGS, ids=lambda bug: bug.name)
+def test_the_default_simulate_all_finds_the_front_bugs(bug: PlantedBug, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``conveyor simulate all``, as shipped (default scenarios, strategy and fault plans), with the front's actor
+    swapped for the planted one wherever the scenarios build it, fails the bug's scenario within its budget."""
+    from typer.testing import CliRunner
+
+    from conveyor.cli import app
+    from conveyor.simulation.scenarios import _pubsub
+
+    if bug.variant.topic is not None:
+        monkeypatch.setattr(_pubsub, "TopicActor", bug.variant.topic)
+    if bug.variant.subscription is not None:
+        monkeypatch.setattr(_pubsub, "SubscriptionActor", bug.variant.subscription)
+    result = CliRunner().invoke(app, ["simulate", "all", "--seeds", str(bug.budget)])
+    assert result.exit_code == 1, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith(f"│ {bug.scenario} "))
+    failures = int(row.strip("│").split("│")[4])
+    assert failures > 0, row
+    assert any(f"{checker}:" in result.output for checker in bug.checkers)

@@ -1,0 +1,386 @@
+"""Pub/Sub front scenarios: the real registry, topic, subscriptions, bindings and queues, driven by clients.
+
+A scenario is data (``PubSubScenario``): subscriptions of one topic (plain or exactly-once,
+with or without ordering, filters, retry and dead-letter policies), publishers (some of whose
+publishes carry a message the broker refuses), and subscriber clients whose behaviour is drawn
+from the seed (``ClientPlan``), one of which may forge settlements on another subscription.
+``run_pubsub_simulation`` builds it in a Simulation: the ``PubSubRegistry`` as ``/pubsub`` with
+an ack-id key drawn from the seed, the topic and subscriptions created through it, and the
+clients (``_pubsub_clients.py``) speaking the front's actor protocol directly, no gRPC. The run
+goes until every publish was answered and every subscription's queue has settled everything it
+took, then the clients stop and the system shuts down (so the queues note ``QueueClosed``).
+``check_pubsub_run`` judges the trace from the clients' history and, per queue, with the
+broker's checkers.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import final
+
+import attrs
+
+from conveyor.actors.broker import EntryEnqueued, EntrySettled
+from conveyor.actors.pubsub import (
+    CreateSubscription,
+    CreateTopic,
+    DeadLetterSettings,
+    Failed,
+    PubSubRegistry,
+    RetrySettings,
+    SubscriptionActor,
+    SubscriptionConfig,
+    SubscriptionFactory,
+    TopicActor,
+    TopicConfig,
+    TopicFactory,
+    parse_filter,
+)
+from conveyor.runtime import ActorRef, ConveyorError, EventKind, TraceEvent
+from conveyor.simulation._faults import Fault
+from conveyor.simulation._simulation import RunResult, Simulation
+from conveyor.simulation._strategies import Strategy
+from conveyor.simulation.checkers import (
+    CheckResult,
+    PublishDone,
+    SharedTrace,
+    SubscriptionTerms,
+    accounting,
+    acks_from_receivers,
+    drained,
+    exactly_once,
+    group_exclusivity,
+    no_confirmed_loss,
+    queue_paths,
+    strict_order,
+)
+
+from ._pubsub_clients import ClientPlan, FrontPublisher, FrontSubscriber, PublisherPlan, StopClient
+
+REGISTRY = "/pubsub"
+"""The registry's path; every topic, subscription, binding and queue of the front is under it."""
+PROJECT = "projects/sim"
+TOPIC = f"{PROJECT}/topics/orders"
+DEAD_LETTER_TOPIC = f"{PROJECT}/topics/dead-letters"
+DEAD_LETTER_SUBSCRIPTION = f"{PROJECT}/subscriptions/dead-letters"
+RETENTION_S = 3600.0
+"""Every subscription keeps messages an hour (longer than any run), not Pub/Sub's default week: a queue arms
+a timer for its messages' expiry, and a run ends once that fires."""
+KEY_BYTES = 32
+"""Bytes of the ack-id key the registry is given, drawn from the seed (``AckIdCodec`` takes 16 to 64)."""
+KINDS = ("front", "exactly-once", "faults")
+"""The kinds ``random_pubsub_scenario`` draws."""
+
+
+@final
+@attrs.frozen
+class SubscriptionPlan:
+    """One subscription of the scenario's topic.
+
+    Attributes:
+        exactly_once: Pub/Sub's exactly-once delivery (acks confirmed by the queue).
+        ordering: ``enable_message_ordering`` (an ordering key becomes the broker's group).
+        filter: Pub/Sub filter text; empty accepts every message.
+        ack_deadline_s: the subscription's ack deadline (the simulator does not hold it to Pub/Sub's 10 s minimum,
+            so that lapses fit in short runs).
+        retry: a retry policy (0.1-1 s backoff) instead of redelivering a nacked message at once.
+        dead_letter: a dead-letter policy to the scenario's dead-letter topic after ``max_deliveries``
+            deliveries (drawn below Pub/Sub's minimum of 5 too, so that short runs dead-letter).
+    """
+
+    exactly_once: bool = False
+    ordering: bool = False
+    filter: str = ""
+    ack_deadline_s: int = 5
+    retry: bool = False
+    dead_letter: bool = False
+    max_deliveries: int = 5
+
+
+def _check_scenario(scenario: PubSubScenario) -> None:
+    count = len(scenario.subscriptions)
+    if count < 1:
+        msg = "PubSubScenario needs at least one subscription"
+        raise ValueError(msg)
+    for index, client in enumerate(scenario.clients):
+        if not 0 <= client.subscription < count or (client.forge is not None and not (
+            0 <= client.forge < count and client.forge != client.subscription
+        )):
+            msg = (f"PubSubScenario.clients[{index}] names subscription {client.subscription} (forging on "
+                   f"{client.forge}); there are {count}, and a forger attacks another one than its own")
+            raise ValueError(msg)
+    served = {client.subscription for client in scenario.clients}
+    if len(served) < count:
+        missing = sorted(set(range(count)) - served)
+        msg = f"PubSubScenario: subscriptions {missing} have no client, so their messages could never drain"
+        raise ValueError(msg)
+
+
+@final
+@attrs.frozen
+class PubSubScenario:
+    """A Pub/Sub front workload, all of it data.
+
+    Attributes:
+        subscriptions: the topic's subscriptions (``projects/sim/subscriptions/s{i}``).
+        publishers: one plan per publisher.
+        clients: one plan per subscriber client; every subscription has at least one.
+        colours: the ``colour`` attribute values drawn for messages (for filters).
+        wait_s: how long a ``NextBatch`` or ``PullMessages`` waits for a first message.
+        drain_at_s: from this virtual time on every client acks what it is given at once.
+        horizon_s: virtual time after which the run stops waiting for the subscriptions to drain.
+    """
+
+    subscriptions: tuple[SubscriptionPlan, ...] = (SubscriptionPlan(),)
+    publishers: tuple[PublisherPlan, ...] = (PublisherPlan(),)
+    clients: tuple[ClientPlan, ...] = (ClientPlan(),)
+    colours: tuple[str, ...] = ("red", "blue")
+    wait_s: float = 1.0
+    drain_at_s: float = 8.0
+    horizon_s: float = 600.0
+
+    def __attrs_post_init__(self) -> None:
+        _check_scenario(self)
+
+    @property
+    def messages(self) -> int:
+        """The most messages the publishers may send (fault steps scale with it)."""
+        return sum(plan.publishes * plan.max_batch for plan in self.publishers)
+
+    @property
+    def ack_deadline_s(self) -> float:
+        """The longest ack deadline of its subscriptions (the liveness checks' unit)."""
+        return float(max(plan.ack_deadline_s for plan in self.subscriptions))
+
+    @property
+    def dead_letters(self) -> bool:
+        """Some subscription dead-letters: the dead-letter topic has a subscription and a client."""
+        return any(plan.dead_letter for plan in self.subscriptions)
+
+    def subscription_name(self, index: int) -> str:
+        """The name of subscription ``index``."""
+        return f"{PROJECT}/subscriptions/s{index}"
+
+    def configs(self) -> tuple[SubscriptionConfig, ...]:
+        """Every subscription's config, the dead-letter topic's own subscription last."""
+        configs = []
+        for index, plan in enumerate(self.subscriptions):
+            configs.append(SubscriptionConfig(
+                self.subscription_name(index), TOPIC, ack_deadline_s=plan.ack_deadline_s, retention_s=RETENTION_S,
+                enable_message_ordering=plan.ordering, filter_text=plan.filter, filter=parse_filter(plan.filter),
+                dead_letter=DeadLetterSettings(DEAD_LETTER_TOPIC, plan.max_deliveries) if plan.dead_letter else None,
+                retry=RetrySettings(0.1, 1.0) if plan.retry else None, exactly_once=plan.exactly_once,
+            ))
+        if self.dead_letters:
+            configs.append(SubscriptionConfig(DEAD_LETTER_SUBSCRIPTION, DEAD_LETTER_TOPIC, ack_deadline_s=5,
+                                              retention_s=RETENTION_S))
+        return tuple(configs)
+
+    def terms(self) -> tuple[SubscriptionTerms, ...]:
+        """What each subscription promised, for the checkers."""
+        return tuple(
+            SubscriptionTerms(config.name, config.topic, config.filter, config.exactly_once,
+                              config.dead_letter.topic if config.dead_letter else None)
+            for config in self.configs()
+        )
+
+    def client_paths(self) -> tuple[str, ...]:
+        """The subscriber clients' paths (the dead-letter subscription's own client not included)."""
+        return tuple(f"/client-{index}" for index in range(len(self.clients)))
+
+
+def random_pubsub_scenario(seed: int, kind: str = "front") -> PubSubScenario:
+    """A scenario of ``kind`` (one of ``KINDS``) drawn from ``seed``.
+
+    * ``front``: 1-3 subscriptions, a fifth of them exactly-once, some ordered or filtered;
+      poison publishes; clients that nack, let leases lapse, ack late, extend, ack twice and
+      settle stale ids; mostly a forger attacking one subscription from another.
+    * ``exactly-once``: the same, every subscription exactly-once, and more acks sent late (after
+      their lease may have lapsed).
+    * ``faults``: the same mix as ``front``, with longer runs for crashes and pauses to land in.
+
+    Raises:
+        ValueError: an unknown kind.
+    """
+    if kind not in KINDS:
+        msg = f"unknown pubsub scenario kind {kind!r}; choose one of {', '.join(KINDS)}"
+        raise ValueError(msg)
+    rng = random.Random(f"pubsub-scenario:{kind}:{seed}")
+    count = rng.choice((1, 2, 2, 3, 3))
+    subscriptions = tuple(
+        SubscriptionPlan(
+            exactly_once=kind == "exactly-once" or rng.random() < 0.2,
+            ordering=rng.random() < 0.3,
+            filter=rng.choice(("", "", 'attributes.colour = "red"', 'NOT attributes.colour = "red"')) if index else "",
+            ack_deadline_s=rng.choice((2, 3, 5)),
+            retry=rng.random() < 0.5,
+            dead_letter=rng.random() < 0.2,
+            max_deliveries=rng.choice((2, 3, 5)),
+        )
+        for index in range(count)
+    )
+    publishers = tuple(
+        PublisherPlan(
+            publishes=rng.randint(2, 6), max_batch=rng.randint(1, 4), poison=rng.choice((0.0, 0.2, 0.3)),
+            keys=rng.choice((0, 0, 2, 4)), gap_s=rng.uniform(0.1, 1.0),
+        )
+        for _ in range(rng.randint(1, 3))
+    )
+
+    lates = (0.1, 0.2) if kind == "exactly-once" else (0.0, 0.1)  # acks after a lapse: exactly-once's hard case
+
+    def client(subscription: int, forge: int | None = None) -> ClientPlan:
+        return ClientPlan(
+            subscription=subscription, pull=rng.random() < 0.3, max_messages=rng.randint(1, 6),
+            nack=rng.choice((0.0, 0.1, 0.2)), ignore=rng.choice((0.0, 0.0, 0.1)), late=rng.choice(lates),
+            extend=rng.choice((0.0, 0.1)), duplicate=rng.choice((0.0, 0.1)), stale=rng.choice((0.0, 0.3)),
+            forge=forge,
+        )
+
+    clients = [client(index) for index in range(count) for _ in range(rng.choice((1, 1, 2)))]
+    if count > 1 and rng.random() < 0.9:
+        victim = rng.randrange(count)
+        clients.append(client(rng.choice([index for index in range(count) if index != victim]), forge=victim))
+    rng.shuffle(clients)
+    span = sum(plan.publishes for plan in publishers) * 0.5
+    return PubSubScenario(
+        subscriptions=subscriptions, publishers=publishers, clients=tuple(clients),
+        wait_s=rng.choice((0.5, 1.0, 2.0)),
+        drain_at_s=rng.uniform(span, span + (20.0 if kind == "faults" else 8.0)),
+    )
+
+
+def _create(sim: Simulation, registry: ActorRef, request: CreateTopic | CreateSubscription) -> None:
+    answer = sim.ask(registry, request)
+    if type(answer) is Failed:
+        msg = f"the front refused the scenario's {type(request).__name__}: {answer.code} {answer.message}"
+        raise ConveyorError(msg)
+
+
+@final
+class _Progress:
+    """What the runner reads back from the trace to know when the run has drained."""
+
+    def __init__(self, publishes: int) -> None:
+        self.publishes = publishes
+        self.answered = 0
+        self.open: dict[str, set[int]] = {}  # queue path -> tags enqueued and not yet settled
+        self.seen = 0
+
+    def read(self, trace: list[TraceEvent]) -> None:
+        for event in trace[self.seen:]:
+            if event.kind is not EventKind.NOTE:
+                continue
+            note = event.message
+            cls = type(note)
+            if cls is EntryEnqueued:
+                self.open.setdefault(event.sender or "?", set()).add(note.tag)
+            elif cls is EntrySettled:
+                self.open.setdefault(event.sender or "?", set()).discard(note.tag)
+            elif cls is PublishDone:
+                self.answered += 1
+        self.seen = len(trace)
+
+    def drained(self) -> bool:
+        return self.answered >= self.publishes and not any(self.open.values())
+
+
+def run_pubsub_simulation(
+    scenario: PubSubScenario,
+    seed: int,
+    strategy: Strategy | None = None,
+    max_steps: int = 500_000,
+    topic_factory: TopicFactory | None = None,
+    subscription_factory: SubscriptionFactory | None = None,
+    faults: Sequence[Fault] = (),
+    chunk_s: float = 1.0,
+) -> tuple[Simulation, RunResult]:
+    """Run ``scenario`` until it drains (or its horizon or ``max_steps``), then stop the clients and shut down.
+
+    The clients poll for ever (a stream asks for its next batch as soon as it has one), so the
+    run goes in chunks of ``chunk_s`` virtual seconds until every publish was answered, nothing
+    is in flight and every queue under the registry has settled all it took; then each client
+    ends its stream and stops, the system runs to quiet and is shut down.
+    ``topic_factory`` / ``subscription_factory`` swap in variants of the front's actors.
+    """
+    sim = Simulation(seed=seed, strategy=strategy, faults=faults)
+    key = random.Random(f"pubsub-ack-key:{seed}").randbytes(KEY_BYTES)
+    topics, subscriptions = topic_factory or TopicActor, subscription_factory or SubscriptionActor
+    registry = sim.spawn(
+        lambda: PubSubRegistry(key, topic_factory=topics, subscription_factory=subscriptions), name=REGISTRY[1:]
+    )
+    _create(sim, registry, CreateTopic(TopicConfig(TOPIC)))
+    if scenario.dead_letters:
+        _create(sim, registry, CreateTopic(TopicConfig(DEAD_LETTER_TOPIC)))
+    configs = scenario.configs()
+    for config in configs:
+        _create(sim, registry, CreateSubscription(config))
+    deadlines = {config.name: config.ack_deadline_s for config in configs}
+    clients: list[ActorRef] = []
+    for index, plan in enumerate(scenario.clients):
+        name = scenario.subscription_name(plan.subscription)
+        victim = None if plan.forge is None else scenario.subscription_name(plan.forge)
+        clients.append(sim.spawn(_subscriber(registry, name, plan, deadlines[name], scenario, seed, victim),
+                                 name=f"client-{index}"))
+    if scenario.dead_letters:
+        clients.append(sim.spawn(
+            _subscriber(registry, DEAD_LETTER_SUBSCRIPTION, ClientPlan(), 5, scenario, seed, None),
+            name="dead-letter-client",
+        ))
+    for index, publisher in enumerate(scenario.publishers):
+        sim.spawn(_publisher(registry, index, publisher, scenario.colours, seed), name=f"publisher-{index}")
+    progress = _Progress(sum(plan.publishes for plan in scenario.publishers))
+    steps = sim.steps
+    while steps < max_steps and sim.now() < scenario.horizon_s:
+        result = sim.run(until=sim.now() + chunk_s, max_steps=max_steps - steps)
+        steps += result.steps
+        progress.read(sim.trace)
+        if sim.pending == 0 and progress.drained():
+            break
+    for ref in clients:
+        if ref.is_alive:
+            ref.tell(StopClient())
+    final = sim.run(max_steps=max(0, max_steps - steps))
+    sim.shutdown()
+    return sim, RunResult(steps=sim.steps, time=sim.now(), quiet=final.quiet and steps < max_steps)
+
+
+def _subscriber(
+    registry: ActorRef, name: str, plan: ClientPlan, deadline_s: int, scenario: PubSubScenario, seed: int,
+    victim: str | None,
+) -> Callable[[], FrontSubscriber]:
+    return lambda: FrontSubscriber(registry, name, plan, deadline_s, scenario.wait_s, scenario.drain_at_s, seed, victim)
+
+
+def _publisher(
+    registry: ActorRef, index: int, plan: PublisherPlan, colours: tuple[str, ...], seed: int
+) -> Callable[[], FrontPublisher]:
+    return lambda: FrontPublisher(registry, TOPIC, index, plan, colours, seed)
+
+
+def check_pubsub_run(trace: list[TraceEvent], scenario: PubSubScenario) -> list[CheckResult]:
+    """The clients' promises (acks from receivers, exactly-once, no confirmed loss), then the broker's per queue.
+
+    Every queue under the registry gets ``accounting``, ``drained`` and ``strict_order``, and
+    ``group_exclusivity`` where some subscription orders; a queue's violations name its path.
+    """
+    terms = scenario.terms()
+    # A wrong settlement is often what loses a message: the checkers naming a cause come first, and
+    # the first that fails is the one a shrink keeps failing.
+    results = [acks_from_receivers(trace), exactly_once(trace, terms), no_confirmed_loss(trace, terms)]
+    shared = SharedTrace(trace)
+    ordered = any(plan.ordering for plan in scenario.subscriptions)
+    for path in queue_paths(shared):
+        checks = [accounting(shared, path), drained(shared, path), strict_order(shared, path)]
+        if ordered:
+            checks.append(group_exclusivity(shared, path))
+        results.extend(_at(path, result) for result in checks)
+    return results
+
+
+def _at(path: str, result: CheckResult) -> CheckResult:
+    """``result`` with each violation prefixed by the queue it is about."""
+    if result.ok:
+        return result
+    return attrs.evolve(result, violations=tuple(f"{path}: {line}" for line in result.violations))
