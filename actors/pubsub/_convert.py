@@ -8,6 +8,7 @@ the glue builds one per delivery, and the raw classes are several times cheaper.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import Any, Final
@@ -26,6 +27,7 @@ from ._model import (
     SubscriptionConfig,
     TopicConfig,
 )
+from ._subscription import to_broker
 
 TopicPb: Any = types.Topic.pb()
 SubscriptionPb: Any = types.Subscription.pb()
@@ -308,8 +310,37 @@ def pub_messages(messages: Any, publish_time_ns: int) -> tuple[PubMessage, ...]:
                                   f"{RECEIVE_LIMIT}-byte (4 MiB) receive limit of Pub/Sub clients, so it could "
                                   "never be received; publish less than about "
                                   f"{RECEIVE_LIMIT - (size - len(data))} bytes of data")
-        result.append(PubMessage(data, pairs, key, publish_time_ns))
+        pub = PubMessage(data, pairs, key, publish_time_ns)
+        _check_with_broker(where, pub)
+        result.append(pub)
     return tuple(result)
+
+
+def _check_with_broker(where: str, message: PubMessage) -> None:
+    """Refuse, naming the field, a message the broker's ``Message`` would refuse when a subscription stores it.
+
+    Built through ``to_broker``, the very conversion each subscription makes (ordered, with a TTL, so
+    every field is checked), so the edge and the broker cannot drift apart: a message refused there
+    would crash the subscription actors after the publish was confirmed.
+    """
+    try:
+        to_broker(message, True, DEFAULT_RETENTION_S)
+    except ValueError as error:
+        raise _bad(_refused_field(where, message), f"the broker refuses it: {str(error)[:200]}") from None
+
+
+def _refused_field(where: str, message: PubMessage) -> str:
+    """Which field of a refused message the broker objects to (each tried alone); the message if none alone."""
+    for key, value in message.attributes:
+        try:
+            to_broker(PubMessage(b"", ((key, value),)), True, DEFAULT_RETENTION_S)
+        except ValueError:
+            return f"{where}.attributes[{json.dumps(key[:40])}]"
+    try:
+        to_broker(PubMessage(b"", (), message.ordering_key), True, DEFAULT_RETENTION_S)
+    except ValueError:
+        return f"{where}.ordering_key"
+    return where
 
 
 def ack_ids(values: Iterable[str], field: str = "ack_ids") -> tuple[AckId, ...]:
