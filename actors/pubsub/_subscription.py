@@ -85,6 +85,9 @@ UNLIMITED_MESSAGES = 1_000_000_000
 UNLIMITED_BYTES = 1 << 62
 _MAX_MESSAGE_BYTES = (1 << 31) - 1  # the glue enforces Pub/Sub's limits before a message gets here
 _PULL_LINGER_S = 0.005  # a Pull answers this long after its first message, so one batch fills it
+_DEAD_LETTER_SOURCE = frozenset({"CloudPubSubDeadLetterSourceDeliveryCount", "CloudPubSubDeadLetterSourceSubscription",
+                                 "CloudPubSubDeadLetterSourceSubscriptionProject"})
+"""Attributes a dead letter gets from the subscription it left (a message dead-lettered twice has them already)."""
 
 
 @final
@@ -514,8 +517,8 @@ class SubscriptionActor(Actor):
         if policy is None:
             return
         project, _, short = self.config.name.partition("/subscriptions/")
-        attributes = (
-            *original.attributes,
+        attributes = (  # replaced, not repeated: a broker Message refuses a key given twice
+            *(pair for pair in original.attributes if pair[0] not in _DEAD_LETTER_SOURCE),
             ("CloudPubSubDeadLetterSourceDeliveryCount", str(count)),
             ("CloudPubSubDeadLetterSourceSubscription", short),
             ("CloudPubSubDeadLetterSourceSubscriptionProject", project.removeprefix("projects/")),

@@ -63,3 +63,29 @@ def test_the_edge_checks_each_message_through_the_broker_s_own_validation() -> N
     bad = [PubsubMessagePb(data=b"a"), PubsubMessagePb(data=b"b", attributes={"": "v", "z": "1"})]
     with pytest.raises(BadRequest, match=r'^messages\[1\]\.attributes\[""\]: .*non-empty'):
         pub_messages(bad, 1)
+
+
+def test_a_dead_letter_of_a_dead_letter_replaces_the_source_attributes(
+    publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
+) -> None:
+    # A message that already carries the dead-letter source attributes (as one dead-lettered along
+    # a chain of dead-letter topics does) passes the edge; forwarding it again must not build a
+    # broker message with the same key twice, which would crash the dead-letter subscriptions.
+    publisher.create_topic(name=topic("chain"))
+    publisher.create_topic(name=topic("chain-dead"))
+    subscriber.create_subscription(name=subscription("chain-dead-sub"), topic=topic("chain-dead"))
+    subscriber.create_subscription(request={
+        "name": subscription("chain-sub"), "topic": topic("chain"),
+        "dead_letter_policy": {"dead_letter_topic": topic("chain-dead"), "max_delivery_attempts": 5},
+    })
+    publisher.publish(topic("chain-dead"), b"earlier").result(10)
+    publisher.publish(topic("chain"), b"again", CloudPubSubDeadLetterSourceDeliveryCount="7",
+                      CloudPubSubDeadLetterSourceSubscription="first").result(10)
+    for _ in range(5):
+        (received,) = pull_exactly(subscriber, subscription("chain-sub"), 1)
+        subscriber.modify_ack_deadline(subscription=subscription("chain-sub"), ack_ids=[received.ack_id],
+                                       ack_deadline_seconds=0)
+    got = {m.message.data: m.message for m in pull_exactly(subscriber, subscription("chain-dead-sub"), 2)}
+    assert sorted(got) == [b"again", b"earlier"]
+    assert got[b"again"].attributes["CloudPubSubDeadLetterSourceDeliveryCount"] == "5"
+    assert got[b"again"].attributes["CloudPubSubDeadLetterSourceSubscription"] == "chain-sub"
