@@ -8,15 +8,24 @@ the glue builds one per delivery, and the raw classes are several times cheaper.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from google.protobuf import duration_pb2
 from google.pubsub_v1 import types
 
 from ._filter import FilterError, parse_filter
+from ._limits import (
+    ACK_ID_MAX_BYTES,
+    ACK_IDS_MAX,
+    ATTRIBUTE_KEY_MAX_BYTES,
+    ATTRIBUTE_VALUE_MAX_BYTES,
+    ATTRIBUTES_MAX,
+    ORDERING_KEY_MAX_BYTES,
+    PUBLISH_MAX_MESSAGES,
+    quote,
+)
 from ._model import (
     DEFAULT_RETENTION_S,
     AckId,
@@ -39,7 +48,6 @@ ReceivedMessagePb: Any = types.ReceivedMessage.pb()
 RECEIVE_LIMIT: Final = 4 * 1024 * 1024
 """gRPC's default receive limit, which Pub/Sub clients keep in emulator mode."""
 _RESPONSE_SLACK: Final = 256  # the response's own framing and subscription_properties, rounded up
-_MAX_ATTRIBUTES: Final = 100
 _NAME_ID = r"[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}"
 _TOPIC: Final = re.compile(rf"^projects/([^/]+)/topics/({_NAME_ID})$")
 _SUBSCRIPTION: Final = re.compile(rf"^projects/([^/]+)/subscriptions/({_NAME_ID})$")
@@ -72,7 +80,7 @@ def topic_name(value: str, field: str = "topic") -> str:
     """A checked ``projects/P/topics/T``."""
     match = _TOPIC.match(value)
     if match is None or match.group(2).startswith("goog"):
-        raise _bad(field, f"{value!r} is not a topic name (projects/PROJECT/topics/TOPIC: 3-255 characters, "
+        raise _bad(field, f"{quote(value, 64)} is not a topic name (projects/PROJECT/topics/TOPIC: 3-255 characters, "
                           "starting with a letter, not with 'goog')")
     return value
 
@@ -81,7 +89,7 @@ def subscription_name(value: str, field: str = "subscription") -> str:
     """A checked ``projects/P/subscriptions/S``."""
     match = _SUBSCRIPTION.match(value)
     if match is None or match.group(2).startswith("goog"):
-        raise _bad(field, f"{value!r} is not a subscription name (projects/PROJECT/subscriptions/NAME: 3-255 "
+        raise _bad(field, f"{quote(value, 64)} is not a subscription name (projects/PROJECT/subscriptions/NAME: 3-255 "
                           "characters, starting with a letter, not with 'goog')")
     return value
 
@@ -89,7 +97,7 @@ def subscription_name(value: str, field: str = "subscription") -> str:
 def project_name(value: str, field: str = "project") -> str:
     """A checked ``projects/P``."""
     if not _PROJECT.match(value):
-        raise _bad(field, f"{value!r} is not a project name (projects/PROJECT)")
+        raise _bad(field, f"{quote(value, 64)} is not a project name (projects/PROJECT)")
     return value
 
 
@@ -246,7 +254,8 @@ def merge(current: Any, update: Any, paths: Iterable[str], updatable: tuple[str,
     for index, path in enumerate(chosen):
         top = path.split(".")[0]
         if top not in updatable:
-            raise _bad(f"update_mask.paths[{index}]", f"{path!r} cannot be updated; updatable: {', '.join(updatable)}")
+            raise _bad(f"update_mask.paths[{index}]",
+                       f"{quote(path)} cannot be updated; updatable: {', '.join(updatable)}")
         field = update.DESCRIPTOR.fields_by_name[top]
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             getattr(merged, top).clear()
@@ -283,6 +292,9 @@ def pub_messages(messages: Any, publish_time_ns: int) -> tuple[PubMessage, ...]:
     """
     if not messages:
         raise _bad("messages", "at least one message is required")
+    if len(messages) > PUBLISH_MAX_MESSAGES:
+        raise _bad("messages", f"at most {PUBLISH_MAX_MESSAGES:,} messages per Publish request (Pub/Sub's limit), "
+                               f"got {len(messages):,}")
     result = []
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
@@ -290,19 +302,26 @@ def pub_messages(messages: Any, publish_time_ns: int) -> tuple[PubMessage, ...]:
         attributes = message.attributes
         if not data and not attributes:
             raise _bad(where, "a message needs data or at least one attribute")
-        if len(attributes) > _MAX_ATTRIBUTES:
-            raise _bad(f"{where}.attributes", f"at most {_MAX_ATTRIBUTES} attributes, got {len(attributes)}")
+        if len(attributes) > ATTRIBUTES_MAX:
+            raise _bad(f"{where}.attributes", f"at most {ATTRIBUTES_MAX} attributes (Pub/Sub's limit), "
+                                              f"got {len(attributes)}")
         pairs = tuple(sorted(attributes.items())) if attributes else ()
         for key, value in pairs:
+            field = f"{where}.attributes[{quote(key)}]"
+            size = len(key.encode())
+            if size > ATTRIBUTE_KEY_MAX_BYTES:
+                raise _bad(field, f"keys are at most {ATTRIBUTE_KEY_MAX_BYTES} bytes (Pub/Sub's limit), got {size}")
             if key.startswith("goog"):
-                raise _bad(f"{where}.attributes[{key!r}]", "keys starting with 'goog' are reserved")
-            if len(key.encode()) > 256:
-                raise _bad(f"{where}.attributes[{key[:20]!r}...]", "keys are at most 256 bytes")
-            if len(value.encode()) > 1024:
-                raise _bad(f"{where}.attributes[{key!r}]", "values are at most 1024 bytes")
+                raise _bad(field, "keys starting with 'goog' are reserved")
+            size = len(value.encode())
+            if size > ATTRIBUTE_VALUE_MAX_BYTES:
+                raise _bad(field, f"values are at most {ATTRIBUTE_VALUE_MAX_BYTES} bytes (Pub/Sub's limit), "
+                                  f"got {size} bytes: {quote(value)}")
         key = message.ordering_key
-        if len(key.encode()) > 1024:
-            raise _bad(f"{where}.ordering_key", "at most 1024 bytes")
+        size = len(key.encode())
+        if size > ORDERING_KEY_MAX_BYTES:
+            raise _bad(f"{where}.ordering_key", f"at most {ORDERING_KEY_MAX_BYTES} bytes (Pub/Sub's limit), "
+                                                f"got {size} bytes: {quote(key)}")
         if len(data) > RECEIVE_LIMIT - 64 * 1024:
             size = received_size(message)
             if size > RECEIVE_LIMIT:
@@ -335,7 +354,7 @@ def _refused_field(where: str, message: PubMessage) -> str:
         try:
             to_broker(PubMessage(b"", ((key, value),)), True, DEFAULT_RETENTION_S)
         except ValueError:
-            return f"{where}.attributes[{json.dumps(key[:40])}]"
+            return f"{where}.attributes[{quote(key)}]"
     try:
         to_broker(PubMessage(b"", (), message.ordering_key), True, DEFAULT_RETENTION_S)
     except ValueError:
@@ -343,13 +362,34 @@ def _refused_field(where: str, message: PubMessage) -> str:
     return where
 
 
-def ack_ids(values: Iterable[str], field: str = "ack_ids") -> tuple[AckId, ...]:
+def check_ack_id_list(values: Sequence[str], field: str = "ack_ids") -> None:
+    """Refuse a list of ack ids over the limits (count, each id's length) before any is parsed.
+
+    Raises:
+        BadRequest: more than ``ACK_IDS_MAX`` ids, or one longer than ``ACK_ID_MAX_BYTES``.
+    """
+    if len(values) > ACK_IDS_MAX:
+        raise _bad(field, f"at most {ACK_IDS_MAX:,} ack ids per request, got {len(values):,}")
+    for index, text in enumerate(values):
+        if len(text) > ACK_ID_MAX_BYTES and len(text.encode()) > ACK_ID_MAX_BYTES:
+            raise _bad(f"{field}[{index}]", f"{quote(text)} is longer than {ACK_ID_MAX_BYTES} bytes, so not an "
+                                            "ack id this server issued")
+
+
+def stream_request_ids(request: Any) -> None:
+    """Refuse a StreamingPullRequest whose ack-id lists are over the limits (``check_ack_id_list``)."""
+    check_ack_id_list(request.ack_ids, "ack_ids")
+    check_ack_id_list(request.modify_deadline_ack_ids, "modify_deadline_ack_ids")
+
+
+def ack_ids(values: Sequence[str], field: str = "ack_ids") -> tuple[AckId, ...]:
     """Parsed ack ids; one this server never issued is refused, naming its index."""
+    check_ack_id_list(values, field)
     parsed = []
     for index, text in enumerate(values):
         ack_id = parse_ack_id(text)
         if ack_id is None:
-            raise _bad(f"{field}[{index}]", f"{text[:80]!r} is not an ack id this server issued")
+            raise _bad(f"{field}[{index}]", f"{quote(text)} is not an ack id this server issued")
         parsed.append(ack_id)
     if not parsed:
         raise _bad(field, "at least one ack id is required")

@@ -31,6 +31,7 @@ from grpc_status import rpc_status
 from conveyor.runtime import ActorDeadError, ActorRef, AskTimeout, ThreadSystem
 
 from . import _convert as convert
+from . import _limits as limits
 from ._model import (
     AckId,
     Batch,
@@ -76,12 +77,19 @@ _POLL_S: Final = 1.0  # a stream's binding answers an empty batch this often, so
 _MAX_WAIT_S: Final = 5.0  # longest a Pull waits for its first message
 _UNARY_RESERVE: Final = 32
 _MESSAGE_LIMIT: Final = 64 * 1024 * 1024  # gRPC's own limits, above Pub/Sub's, so ours give the clear error
+_METADATA_LIMIT: Final = 1024 * 1024  # request headers (gRPC's default: 8 KiB, hard 16 KiB), for the same reason
 _CODES: Final = {code.name: code for code in grpc.StatusCode}
+_SIZE_LIMITS: Final = {
+    "Publish": (limits.PUBLISH_MAX_BYTES, limits.PUBLISH_LIMIT),
+    "Acknowledge": (limits.ACK_REQUEST_MAX_BYTES, limits.ACK_LIMIT),
+    "ModifyAckDeadline": (limits.ACK_REQUEST_MAX_BYTES, limits.ACK_LIMIT),
+}
+"""Requests refused by their serialized size before they are parsed (``_limits``)."""
 _Ids = tuple[str, ...]
 
 
 def _abort(context: grpc.ServicerContext, code: str, message: str) -> NoReturn:
-    context.abort(_CODES.get(code, grpc.StatusCode.UNKNOWN), message)
+    context.abort(_CODES.get(code, grpc.StatusCode.UNKNOWN), limits.clip(message))
     raise AssertionError  # abort raises
 
 
@@ -129,6 +137,7 @@ class PubSubServer:
         self.registry: ActorRef = self.system.spawn(PubSubRegistry, name="pubsub")
         self._server: grpc.Server | None = None
         self._streams: dict[int, ActorRef] = {}  # open streams; dict operations are atomic in CPython
+        self._stream_errors: dict[int, str] = {}  # a stream's refused request, from its reader thread
         self._stream_ids = iter(range(1, 1 << 62))
         self._stopping = False
 
@@ -163,6 +172,10 @@ class PubSubServer:
             options=[
                 ("grpc.max_receive_message_length", _MESSAGE_LIMIT),
                 ("grpc.max_send_message_length", _MESSAGE_LIMIT),
+                # Google's clients repeat a resource name in a routing header: let a request with a huge
+                # one in reach the handler, which refuses it as INVALID_ARGUMENT, naming the field.
+                ("grpc.max_metadata_size", _METADATA_LIMIT),
+                ("grpc.absolute_max_metadata_size", _METADATA_LIMIT),
             ],
         )
         port = server.add_insecure_port(f"{self.host}:{self.port}")
@@ -217,6 +230,8 @@ class PubSubServer:
         """Wrap a unary handler: refused requests become statuses naming the field."""
 
         def run(request: Any, context: grpc.ServicerContext) -> Any:
+            if type(request) is limits.Oversize:
+                _abort(context, "INVALID_ARGUMENT", f"{name}: {request.describe()}")
             try:
                 return handler(request, context)
             except convert.RequestError as error:
@@ -226,9 +241,12 @@ class PubSubServer:
 
     def _handlers(self) -> list[grpc.GenericRpcHandler]:
         def unary(name: str, fn: Callable[[Any, grpc.ServicerContext], Any], request: Any) -> grpc.RpcMethodHandler:
+            parse = _pb(request).FromString
+            if name in _SIZE_LIMITS:  # refused by its size before it is parsed
+                parse = limits.size_limited(parse, *_SIZE_LIMITS[name])
             return grpc.unary_unary_rpc_method_handler(
                 self._guard(name, fn),
-                request_deserializer=_pb(request).FromString,
+                request_deserializer=parse,
                 response_serializer=lambda message: message.SerializeToString(),
             )
 
@@ -259,7 +277,8 @@ class PubSubServer:
             "Seek": unary("Seek", self._seek, types.SeekRequest),
             "StreamingPull": grpc.stream_stream_rpc_method_handler(
                 self._streaming_pull,
-                request_deserializer=_pb(types.StreamingPullRequest).FromString,
+                request_deserializer=limits.size_limited(_pb(types.StreamingPullRequest).FromString,
+                                                         limits.ACK_REQUEST_MAX_BYTES, limits.STREAM_LIMIT),
                 response_serializer=lambda message: message.SerializeToString(),
             ),
         }
@@ -412,6 +431,8 @@ class PubSubServer:
         except StopIteration:
             return
         try:
+            if type(first) is limits.Oversize:
+                raise convert.BadRequest(first.describe())
             name = convert.subscription_name(first.subscription)
             deadline = first.stream_ack_deadline_seconds
             if not 10 <= deadline <= 600:
@@ -420,6 +441,7 @@ class PubSubServer:
                 raise convert.BadRequest("max_outstanding_messages / max_outstanding_bytes: must be >= 0")
             if len(first.modify_deadline_seconds) != len(first.modify_deadline_ack_ids):
                 raise convert.BadRequest("modify_deadline_seconds: one per modify_deadline_ack_ids entry")
+            convert.stream_request_ids(first)
         except convert.RequestError as error:
             _abort(context, error.code, f"StreamingPull: {error}")
         if len(self._streams) >= self.max_streams:
@@ -433,7 +455,7 @@ class PubSubServer:
         system = self.system
         context.add_callback(lambda: system.tell_from_thread(binding, Detach()))
         self._settle_from_stream(name, first, binding)
-        reader = threading.Thread(target=self._read_stream, args=(name, requests, binding), daemon=True,
+        reader = threading.Thread(target=self._read_stream, args=(name, requests, binding, stream_id), daemon=True,
                                   name=f"conveyor-pubsub-stream-{stream_id}")
         reader.start()
         try:
@@ -441,21 +463,39 @@ class PubSubServer:
                 try:
                     answer = system.ask(binding, NextBatch(_POLL_S), timeout=_POLL_S + _ASK_S)
                 except (ActorDeadError, AskTimeout):
+                    self._refuse_stream(context, stream_id)
                     if self._stopping:
                         _abort(context, "UNAVAILABLE", "StreamingPull: the server is shutting down; reconnect")
                     _abort(context, "NOT_FOUND", f"StreamingPull: subscription {name} is gone")
                 if isinstance(answer, StreamClosed):
+                    self._refuse_stream(context, stream_id)
                     _abort(context, "UNAVAILABLE", f"StreamingPull: {answer.reason}; reconnect")
                 yield from convert.stream_responses(answer)
         finally:
             self._streams.pop(stream_id, None)
+            self._stream_errors.pop(stream_id, None)
             system.tell_from_thread(binding, Detach())
 
-    def _read_stream(self, name: str, requests: Iterator[Any], binding: ActorRef) -> None:
-        """A stream's reader thread: acks and deadline changes sent on the stream go to the subscription."""
+    def _refuse_stream(self, context: grpc.ServicerContext, stream_id: int) -> None:
+        """End the stream with INVALID_ARGUMENT if its reader refused a request (over the limits)."""
+        refused = self._stream_errors.pop(stream_id, None)
+        if refused is not None:
+            _abort(context, "INVALID_ARGUMENT", refused)
+
+    def _read_stream(self, name: str, requests: Iterator[Any], binding: ActorRef, stream_id: int) -> None:
+        """A stream's reader thread: acks and deadline changes sent on the stream go to the subscription.
+
+        A request over the limits ends the stream: its error waits in ``_stream_errors`` for the
+        response loop, which the binding's ``StreamClosed`` (after ``Detach``) wakes.
+        """
         try:
             for request in requests:
+                if type(request) is limits.Oversize:
+                    raise convert.BadRequest(request.describe())
+                convert.stream_request_ids(request)
                 self._settle_from_stream(name, request, binding)
+        except convert.RequestError as error:
+            self._stream_errors[stream_id] = f"StreamingPull: {error}"
         except (grpc.RpcError, ValueError, AskTimeout, ActorDeadError) as error:
             log.debug("StreamingPull reader for %s ended: %r", name, error)
         finally:
@@ -510,7 +550,8 @@ class _Unimplemented(grpc.GenericRpcHandler):  # type: ignore[misc]
         method = handler_call_details.method
 
         def refuse(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
-            _abort(context, "UNIMPLEMENTED", f"{method.lstrip('/')} is not implemented by conveyor's Pub/Sub front")
+            _abort(context, "UNIMPLEMENTED",
+                   f"{limits.quote(method.lstrip('/'), 200)} is not implemented by conveyor's Pub/Sub front")
             yield b""  # pragma: no cover - a generator, for the stream handler's shape
 
         return grpc.stream_stream_rpc_method_handler(refuse)

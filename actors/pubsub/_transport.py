@@ -47,6 +47,8 @@ from conveyor.actors.subscriber import (
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ConveyorError, JobDone, JobFailed
 
+from ._limits import ACK_REQUEST_MAX_BYTES
+
 log = logging.getLogger("conveyor.pubsub")
 
 _PB: dict[str, Any] = {name: getattr(types, name).pb() for name in (
@@ -59,6 +61,7 @@ _PERMANENT: Final = frozenset({"NOT_FOUND", "PERMISSION_DENIED", "INVALID_ARGUME
 _CONSUMER_ID: Final = 1
 _CALL_TIMEOUT_S: Final = 30.0  # a settlement call waits this long for the server (restarts included)
 _IDS_PER_CALL: Final = 2500  # ack ids of ~40 bytes: about 100 KB per request, far under Pub/Sub's 512 KB
+_BYTES_PER_CALL: Final = ACK_REQUEST_MAX_BYTES - 4096  # and never over it, whatever the ids' length
 RELEASED_MEMORY: Final = 100_000
 """How many messages given back (nacked, or their ack refused) keep their tag for a redelivery.
 
@@ -205,8 +208,18 @@ def _ignore(data: bytes) -> bytes:
 
 
 def _chunks(ids: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
-    for start in range(0, len(ids), _IDS_PER_CALL):
-        yield ids[start:start + _IDS_PER_CALL]
+    """``ids`` in calls of at most ``_IDS_PER_CALL`` ids and ``_BYTES_PER_CALL`` bytes (Pub/Sub's request limit)."""
+    chunk: list[str] = []
+    size = 0
+    for ack_id in ids:
+        entry = len(ack_id.encode()) + 4  # the id and its field's framing
+        if chunk and (len(chunk) == _IDS_PER_CALL or size + entry > _BYTES_PER_CALL):
+            yield tuple(chunk)
+            chunk, size = [], 0
+        chunk.append(ack_id)
+        size += entry
+    if chunk:
+        yield tuple(chunk)
 
 
 def _refused(error: grpc.RpcError, ack_ids: tuple[str, ...]) -> tuple[str, ...]:
