@@ -12,8 +12,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
-from google.protobuf import duration_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.pubsub_v1 import types
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from ._filter import FilterError, parse_filter
 from ._limits import (
@@ -22,6 +23,7 @@ from ._limits import (
     ATTRIBUTE_KEY_MAX_BYTES,
     ATTRIBUTE_VALUE_MAX_BYTES,
     ATTRIBUTES_MAX,
+    ERROR_INFO_MAX_BYTES,
     ORDERING_KEY_MAX_BYTES,
     PUBLISH_MAX_MESSAGES,
     quote,
@@ -402,6 +404,47 @@ def parse_ack_id(text: str) -> AckId | None:
     if len(parts) == 4 and parts[0].isdecimal() and parts[1].isdecimal() and parts[2].isdecimal() and parts[3]:
         return AckId(int(parts[0]), int(parts[1]), int(parts[2]), parts[3])
     return None
+
+
+_PERMANENT: Final = "PERMANENT_FAILURE_INVALID_ACK_ID"
+_TRANSIENT: Final = "TRANSIENT_FAILURE_CONFIRM_AGAIN"
+
+
+def exactly_once_failure(ack_ids: Sequence[str], invalid: Iterable[str]) -> Any:
+    """The status for an exactly-once Acknowledge or ModifyAckDeadline with ``invalid`` ack ids.
+
+    Pub/Sub reports each failed id in an ``ErrorInfo`` (``EXACTLY_ONCE_ACKID_FAILURE``): invalid ones
+    ``PERMANENT_...``, the others ``TRANSIENT_...`` so that the client sends them again and hears
+    success (a repeated ack of an acked message is confirmed). Google's client fails every id an
+    INVALID_ARGUMENT's ErrorInfo leaves out, yet an ErrorInfo of every id can exceed the trailer
+    size clients accept (a big ack made one of 5 MB). So it lists what fits in
+    ``ERROR_INFO_MAX_BYTES``, invalid ids first; if some are left out, the status is ABORTED, on
+    which Google's client sends every id not marked permanent again, so the rest are answered by
+    the next, smaller calls.
+    """
+    failed = set(invalid)
+    ordered = [*dict.fromkeys(i for i in ack_ids if i in failed), *sorted(failed.difference(ack_ids))]
+    ordered += [i for i in dict.fromkeys(ack_ids) if i not in failed]
+    metadata: dict[str, str] = {}
+    size = 64  # the reason, the domain and their framing
+    for ack_id in ordered:
+        entry = len(ack_id.encode()) + len(_PERMANENT) + 8  # a map entry's key, value and framing
+        if size + entry > ERROR_INFO_MAX_BYTES:
+            break
+        metadata[ack_id] = _PERMANENT if ack_id in failed else _TRANSIENT
+        size += entry
+    complete = len(metadata) == len(ordered)
+    info = error_details_pb2.ErrorInfo(reason="EXACTLY_ONCE_ACKID_FAILURE", domain="pubsub.googleapis.com",
+                                       metadata=metadata)
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    listed = sum(1 for why in metadata.values() if why == _PERMANENT)
+    message = f"{len(failed)} ack ids are no longer valid (lease lapsed, already settled or unknown)"
+    if not complete:
+        message += (f"; this error lists {len(metadata)} of the {len(ordered)} ids ({listed} invalid), as many as "
+                    f"fit in {ERROR_INFO_MAX_BYTES} bytes: send the others again")
+    code = code_pb2.INVALID_ARGUMENT if complete else code_pb2.ABORTED
+    return status_pb2.Status(code=code, message=message, details=[detail])
 
 
 def _fill(target: Any, ack_id: str, message: PubMessage, attempt: int) -> None:

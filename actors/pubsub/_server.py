@@ -23,9 +23,8 @@ from types import TracebackType
 from typing import Any, Final, NoReturn, final
 
 import grpc
-from google.protobuf import any_pb2, empty_pb2
+from google.protobuf import empty_pb2
 from google.pubsub_v1 import types
-from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from conveyor.runtime import ActorDeadError, ActorRef, AskTimeout, ThreadSystem
@@ -380,22 +379,8 @@ class PubSubServer:
         outcome: SettleOutcome = self._ask(context, request)
         if not outcome.invalid:
             return
-        # Exactly-once: Pub/Sub reports each failed ack id in an ErrorInfo. The ones that did succeed
-        # are marked transient so the client asks again and hears success (a repeated ack of an acked
-        # message is confirmed), since the client fails every id the ErrorInfo leaves out.
-        failed = set(outcome.invalid)
-        metadata = dict.fromkeys(failed, "PERMANENT_FAILURE_INVALID_ACK_ID")
-        for ack_id in request.ack_ids:
-            metadata.setdefault(ack_id.text(), "TRANSIENT_FAILURE_CONFIRM_AGAIN")
-        info = error_details_pb2.ErrorInfo(reason="EXACTLY_ONCE_ACKID_FAILURE", domain="pubsub.googleapis.com",
-                                           metadata=metadata)
-        detail = any_pb2.Any()
-        detail.Pack(info)
-        status = status_pb2.Status(
-            code=code_pb2.INVALID_ARGUMENT,
-            message=f"{len(failed)} ack ids are no longer valid (lease lapsed, already settled or unknown)",
-            details=[detail],
-        )
+        # Exactly-once: Pub/Sub reports each failed ack id in an ErrorInfo, bounded in size.
+        status = convert.exactly_once_failure([ack_id.text() for ack_id in request.ack_ids], outcome.invalid)
         context.abort_with_status(rpc_status.to_status(status))
 
     def _acknowledge(self, request: Any, context: grpc.ServicerContext) -> Any:

@@ -180,22 +180,32 @@ class PubSubTransport:
         An ack is refused if the server says so (exactly-once: its ErrorInfo marks it permanent)
         or if its call failed; failed deadline changes are not reported (the lease lapses instead).
         """
-        pending: list[tuple[Any, tuple[str, ...]]] = []
-        for chunk in _chunks(settlements.acks):
-            request = _PB["AcknowledgeRequest"](subscription=subscription, ack_ids=chunk)
-            pending.append((self._ack.future(request, timeout=_CALL_TIMEOUT_S, wait_for_ready=True), chunk))
-        for seconds, ids in settlements.modacks:
-            for chunk in _chunks(ids):
-                request = _PB["ModifyAckDeadlineRequest"](subscription=subscription, ack_ids=chunk,
-                                                          ack_deadline_seconds=seconds)
-                pending.append((self._modack.future(request, timeout=_CALL_TIMEOUT_S, wait_for_ready=True), ()))
+        acks, modacks = settlements.acks, settlements.modacks
         refused: set[str] = set()
-        for future, acked in pending:
-            try:
-                future.result()
-            except grpc.RpcError as error:
-                if acked:
-                    refused.update(_refused(error, acked))
+        while acks or modacks:
+            pending: list[tuple[Any, tuple[str, ...]]] = []
+            for chunk in _chunks(acks):
+                request = _PB["AcknowledgeRequest"](subscription=subscription, ack_ids=chunk)
+                pending.append((self._ack.future(request, timeout=_CALL_TIMEOUT_S, wait_for_ready=True), chunk))
+            for seconds, ids in modacks:
+                for chunk in _chunks(ids):
+                    request = _PB["ModifyAckDeadlineRequest"](subscription=subscription, ack_ids=chunk,
+                                                              ack_deadline_seconds=seconds)
+                    pending.append((self._modack.future(request, timeout=_CALL_TIMEOUT_S, wait_for_ready=True), ()))
+            again: list[str] = []
+            for future, acked in pending:
+                try:
+                    future.result()
+                except grpc.RpcError as error:
+                    if acked:
+                        lost, retry = _refused(error, acked)
+                        refused.update(lost)
+                        again.extend(retry)
+            # An exactly-once error lists what fits and asks for the others again (ABORTED).
+            if len(again) == len(acks):  # nothing was answered: no progress to be made
+                refused.update(again)
+                again = []
+            acks, modacks = tuple(again), ()
         return frozenset(refused)
 
 
@@ -222,8 +232,12 @@ def _chunks(ids: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
         yield tuple(chunk)
 
 
-def _refused(error: grpc.RpcError, ack_ids: tuple[str, ...]) -> tuple[str, ...]:
-    """The ack ids an error refuses: those its ErrorInfo marks permanent, or all of them."""
+def _refused(error: grpc.RpcError, ack_ids: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the ack ids an error refuses, those to send again).
+
+    Refused: those its ErrorInfo marks permanent, or all of them without one. Sent again: those an
+    ABORTED error's ErrorInfo leaves out (it lists only what fits, and asks for the rest again).
+    """
     from google.rpc import error_details_pb2
     from grpc_status import rpc_status
 
@@ -232,8 +246,12 @@ def _refused(error: grpc.RpcError, ack_ids: tuple[str, ...]) -> tuple[str, ...]:
         for detail in status.details:
             info = error_details_pb2.ErrorInfo()
             if detail.Unpack(info):
-                return tuple(i for i in ack_ids if info.metadata.get(i, "").startswith("PERMANENT"))
-    return ack_ids
+                metadata = info.metadata
+                refused = tuple(i for i in ack_ids if metadata.get(i, "").startswith("PERMANENT"))
+                aborted = error.code() is grpc.StatusCode.ABORTED
+                again = tuple(i for i in ack_ids if i not in metadata) if aborted else ()
+                return refused, again
+    return ack_ids, ()
 
 
 @final

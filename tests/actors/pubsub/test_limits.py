@@ -1,4 +1,4 @@
-"""Pub/Sub's request limits at the front, and errors that quote only a short prefix.
+"""Pub/Sub's request limits at the front, errors that quote only a short prefix, a bounded ErrorInfo.
 
 Issue 15, item 3. Google's unmodified client throughout (its GAPIC layer where a test needs one
 exact request); each refusal is INVALID_ARGUMENT naming the limit, before anything is stored.
@@ -12,19 +12,28 @@ import pytest
 from google.api_core import exceptions
 from google.cloud import pubsub_v1
 from google.pubsub_v1 import types
+from google.rpc import error_details_pb2
 
+from conveyor.actors.pubsub import PubSubTransport
 from conveyor.actors.pubsub._convert import BadRequest, merge, project_name, subscription_name, topic_name
 from conveyor.actors.pubsub._limits import (
     ACK_ID_MAX_BYTES,
     ACK_IDS_MAX,
+    ERROR_INFO_MAX_BYTES,
     Oversize,
     quote,
     size_limited,
 )
+from conveyor.actors.pubsub._transport import Settlements
 from tests.actors.pubsub.helpers import pull_exactly, pull_nothing, subscription, topic
 from tests.actors.pubsub.test_official_client import _Stream
 
 HUGE = "a" * 100_000
+
+
+def _error_info(error: exceptions.GoogleAPICallError) -> error_details_pb2.ErrorInfo:
+    (info,) = [d for d in error.details if isinstance(d, error_details_pb2.ErrorInfo)]
+    return info
 
 
 # --- errors quote a short prefix -------------------------------------------------------------
@@ -172,3 +181,75 @@ def test_a_stream_request_over_the_limits_ends_the_stream_with_invalid_argument(
             next(stream.responses)
     finally:
         stream.close()
+
+
+# --- the exactly-once ErrorInfo ---------------------------------------------------------------
+
+
+def _stale_ids(
+    publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient, count: int
+) -> tuple[list[str], str, str]:
+    """``count`` ack ids of an exactly-once subscription, all nacked (so an ack of any is refused), and
+    two valid ones of one Pull: one to ack among them, one held so that the Pull's binding outlives
+    that ack (a repeated ack of an acked message is confirmed only while its binding lives, a
+    limitation of today's ack ids that the ack-id rewrite of issue 15, item 2, owns)."""
+    publisher.create_topic(name=topic("once"))
+    subscriber.create_subscription(request={"name": subscription("once-sub"), "topic": topic("once"),
+                                            "enable_exactly_once_delivery": True})
+    publisher.api.publish(topic=topic("once"), messages=[{"data": str(n).encode()} for n in range(count)])
+    ids = [m.ack_id for m in pull_exactly(subscriber, subscription("once-sub"), count)]
+    subscriber.modify_ack_deadline(subscription=subscription("once-sub"), ack_ids=ids, ack_deadline_seconds=0)
+    response = subscriber.pull(subscription=subscription("once-sub"), max_messages=2, timeout=5)
+    fresh, held = (m.ack_id for m in response.received_messages)
+    return ids, fresh, held
+
+
+def _only_the_stale_come_back(subscriber: pubsub_v1.SubscriberClient, held: str) -> None:
+    """Ack ``held``; then the 398 nacked messages are redelivered, the acked valid one is not."""
+    subscriber.acknowledge(subscription=subscription("once-sub"), ack_ids=[held])
+    assert len(pull_exactly(subscriber, subscription("once-sub"), 398)) == 398
+    assert pull_nothing(subscriber, subscription("once-sub")) == []
+
+
+def test_a_big_exactly_once_failure_lists_what_fits_and_asks_again_for_the_rest(
+    publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
+) -> None:
+    stale, fresh, held = _stale_ids(publisher, subscriber, 400)
+    request = [*stale[:200], fresh, *stale[200:]]  # one valid id among 400 stale ones
+    refused: set[str] = set()
+    rounds = 0
+    while request:
+        rounds += 1
+        assert rounds < 100
+        try:
+            subscriber.acknowledge(subscription=subscription("once-sub"), ack_ids=request)
+        except (exceptions.Aborted, exceptions.InvalidArgument) as error:
+            info = _error_info(error)
+            assert info.reason == "EXACTLY_ONCE_ACKID_FAILURE"
+            assert info.ByteSize() <= ERROR_INFO_MAX_BYTES
+            metadata = dict(info.metadata)
+            refused.update(i for i, why in metadata.items() if why == "PERMANENT_FAILURE_INVALID_ACK_ID")
+            if isinstance(error, exceptions.InvalidArgument):
+                assert set(metadata) == set(request)  # everything listed: nothing left to ask again
+            # As Google's client does: a transient id, or (on ABORTED) one left out, is sent again.
+            request = [i for i in request if i not in metadata or metadata[i].startswith("TRANSIENT_")]
+        else:
+            request = []
+    assert rounds > 2  # 400 ids did not fit in one error
+    assert refused == set(stale)
+    assert fresh not in refused
+    _only_the_stale_come_back(subscriber, held)
+
+
+def test_conveyor_s_transport_sends_again_what_a_bounded_error_left_out(
+    pubsub_emulator: str, publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
+) -> None:
+    stale, fresh, held = _stale_ids(publisher, subscriber, 400)
+    transport = PubSubTransport(pubsub_emulator)
+    try:
+        refused = transport.settle(subscription("once-sub"), Settlements(acks=(*stale, fresh)))
+    finally:
+        transport.close()
+    assert refused == frozenset(stale)
+    _only_the_stale_come_back(subscriber, held)
+    assert pull_nothing(subscriber, subscription("once-sub")) == []
