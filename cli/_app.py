@@ -130,17 +130,25 @@ def serve(
     pubsub: str = typer.Option("127.0.0.1:8085", help="HOST:PORT for the google.pubsub.v1 gRPC front (loopback "
                                "by default; port 0 picks a free one)."),
     max_streams: int = typer.Option(64, min=1, help="Most StreamingPulls open at once."),
+    max_memory: str | None = typer.Option(
+        None, help="Memory budget for the server's resident size (512MB, 2GiB or bytes): publishes that could "
+        "pass it are refused with RESOURCE_EXHAUSTED, which clients retry. Unset: no budget."),
 ) -> None:
     """Serve conveyor as a Pub/Sub emulator until interrupted (point PUBSUB_EMULATOR_HOST at it)."""
     import threading
 
-    from conveyor.actors.pubsub import PubSubServer
+    from conveyor.actors.pubsub import PubSubServer, parse_byte_size
 
     host, sep, port_text = pubsub.rpartition(":")
     if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
         msg = f"--pubsub must be HOST:PORT (for example 127.0.0.1:8085), got {pubsub!r}"
         raise typer.BadParameter(msg)
-    server = PubSubServer(host.strip("[]"), int(port_text), max_streams=max_streams).start()
+    try:
+        budget = None if max_memory is None else parse_byte_size(max_memory)
+        server = PubSubServer(host.strip("[]"), int(port_text), max_streams=max_streams, max_memory=budget)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--max-memory") from None
+    server.start()
     typer.echo(f"conveyor Pub/Sub front on {server.address}; export PUBSUB_EMULATOR_HOST={server.address}")
     try:
         threading.Event().wait()

@@ -3,6 +3,7 @@
 from ._filter import Filter as Filter
 from ._filter import FilterError as FilterError
 from ._filter import parse_filter as parse_filter
+from ._memory import parse_byte_size as parse_byte_size
 from ._model import PubMessage as PubMessage
 from ._model import SubscriptionConfig as SubscriptionConfig
 from ._model import TopicConfig as TopicConfig
@@ -28,6 +29,7 @@ __all__ = [
     "SubscriptionConfig",
     "TopicActor",
     "TopicConfig",
+    "parse_byte_size",
     "parse_filter",
     "subscribe_remote",
 ]

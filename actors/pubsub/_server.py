@@ -31,6 +31,7 @@ from conveyor.runtime import ActorDeadError, ActorRef, AskTimeout, ThreadSystem
 
 from . import _convert as convert
 from . import _limits as limits
+from ._memory import MemoryBudget, parse_byte_size, resident_bytes
 from ._model import (
     AckId,
     Batch,
@@ -109,6 +110,12 @@ class PubSubServer:
         port: 0 picks a free port (read it back from ``port`` / ``address``).
         max_streams: most StreamingPulls open at once.
         clock: wall-clock nanoseconds for publish times and Seek (injected: tests may fake it).
+        max_memory: a budget for the process's resident size, in bytes or as ``512MB`` / ``2GiB``:
+            a Publish that could take the process past it is refused with RESOURCE_EXHAUSTED
+            (which clients retry). None: no budget.
+
+    Raises:
+        ValueError: a bad argument, naming it; a budget below what the process holds already.
     """
 
     def __init__(
@@ -118,6 +125,7 @@ class PubSubServer:
         *,
         max_streams: int = 64,
         clock: Callable[[], int] = time.time_ns,
+        max_memory: int | str | None = None,
     ) -> None:
         if not isinstance(host, str) or not host:
             msg = f"PubSubServer host must be a non-empty str, got {host!r}"
@@ -128,6 +136,7 @@ class PubSubServer:
         if type(max_streams) is not int or max_streams < 1:
             msg = f"PubSubServer max_streams must be an int >= 1, got {max_streams!r}"
             raise ValueError(msg)
+        self.budget = None if max_memory is None else _budget(max_memory)
         self.host = host
         self.port = port
         self.max_streams = max_streams
@@ -323,6 +332,10 @@ class PubSubServer:
 
     def _publish(self, request: Any, context: grpc.ServicerContext) -> Any:
         topic = convert.topic_name(request.topic)
+        if self.budget is not None:  # before anything of the request is copied
+            refused = self.budget.refusal(request.ByteSize(), len(request.messages))
+            if refused is not None:
+                _abort(context, "RESOURCE_EXHAUSTED", f"Publish: {refused}")
         messages = convert.pub_messages(request.messages, self.clock())
         published: PublishedIds = self._ask(context, Publish(topic, messages))
         return _pb(types.PublishResponse)(message_ids=published.message_ids)
@@ -525,6 +538,21 @@ class PubSubServer:
             invalid.update(original.get(text, text) for text in refused)
         done = tuple(text for text in texts if text not in invalid)
         return done, tuple(text for text in texts if text in invalid)
+
+
+def _budget(max_memory: int | str) -> MemoryBudget:
+    """The memory budget ``max_memory`` asks for, checked against what the process holds now."""
+    limit = parse_byte_size(max_memory)
+    try:
+        held = resident_bytes()
+    except OSError as error:
+        msg = f"PubSubServer max_memory needs /proc/self/statm to read the resident size (Linux): {error}"
+        raise ValueError(msg) from None
+    if limit <= held:
+        msg = (f"PubSubServer max_memory {limit:,} bytes is below what the process holds already ({held:,} bytes "
+               "resident): every publish would be refused")
+        raise ValueError(msg)
+    return MemoryBudget(limit)
 
 
 @final
