@@ -253,3 +253,27 @@ def test_conveyor_s_transport_sends_again_what_a_bounded_error_left_out(
     assert refused == frozenset(stale)
     _only_the_stale_come_back(subscriber, held)
     assert pull_nothing(subscriber, subscription("once-sub")) == []
+
+
+# --- responses stay under the client's receive limit -----------------------------------------
+
+
+def test_a_pull_of_big_messages_answers_what_the_client_can_receive(
+    publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
+) -> None:
+    # A consumer's byte credit let every pull of the broker take one message past it, so a Pull of
+    # 1 MB messages answered 5 MB: over the 4 MiB Google's client receives, forever redelivered.
+    publisher.create_topic(name=topic("heavy"))
+    subscriber.create_subscription(name=subscription("heavy-sub"), topic=topic("heavy"))
+    for n in range(6):
+        publisher.api.publish(topic=topic("heavy"), messages=[{"data": bytes([n]) * 1_000_000}])
+    received: list[Any] = []
+    for _ in range(6):
+        response = subscriber.pull(subscription=subscription("heavy-sub"), max_messages=10, timeout=5)
+        assert response._pb.ByteSize() <= 4 * 1024 * 1024
+        received.extend(response.received_messages)
+        subscriber.acknowledge(subscription=subscription("heavy-sub"), ack_ids=[m.ack_id for m in
+                                                                                 response.received_messages])
+        if len(received) == 6:
+            break
+    assert sorted(m.message.data[0] for m in received) == list(range(6))
