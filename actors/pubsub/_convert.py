@@ -448,8 +448,10 @@ def exactly_once_failure(ack_ids: Sequence[str], invalid: Iterable[str]) -> Any:
 
 
 def _fill(target: Any, ack_id: str, message: PubMessage, attempt: int) -> None:
+    """One ReceivedMessage; ``attempt`` 0 leaves ``delivery_attempt`` unset (no dead-letter policy)."""
     target.ack_id = ack_id
-    target.delivery_attempt = attempt
+    if attempt:
+        target.delivery_attempt = attempt
     out = target.message
     out.data = message.data
     if message.attributes:
@@ -475,7 +477,7 @@ def stream_responses(batch: Batch) -> list[Any]:
             current = _stream_response(batch)
             responses.append(current)
             size = 0
-        _fill(current.received_messages.add(), ack_id, message, attempt)
+        _fill(current.received_messages.add(), ack_id, message, attempt if batch.delivery_attempts else 0)
         size += estimate
     confirmations = batch.confirmations
     if confirmations is not None:
@@ -508,5 +510,5 @@ def pull_response(batch: Batch) -> Any:
     """The PullResponse for a Pull's batch (at most ``max_messages``, so one response)."""
     response = PullResponsePb()
     for ack_id, message, attempt in batch.received:
-        _fill(response.received_messages.add(), ack_id, message, attempt)
+        _fill(response.received_messages.add(), ack_id, message, attempt if batch.delivery_attempts else 0)
     return response

@@ -350,6 +350,8 @@ class Batch:
     exactly_once: bool = False
     ordering: bool = False
     confirmations: Confirmations | None = None
+    delivery_attempts: bool = False
+    """Whether responses carry ``delivery_attempt``: Pub/Sub sets it only with a dead-letter policy."""
 
 
 @final

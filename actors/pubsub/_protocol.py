@@ -83,15 +83,17 @@ class Rebind:
     queue_deadline_s: int
     exactly_once: bool
     ordering: bool
+    dead_letter: bool = False
 
 
 @final
 @attrs.frozen
 class Reconfigured:
-    """Subscription -> binding: the queue's deadline or exactly-once changed (UpdateSubscription); leases stay."""
+    """Subscription -> binding: the queue's deadline, exactly-once or dead-letter policy changed; leases stay."""
 
     queue_deadline_s: int
     exactly_once: bool
+    dead_letter: bool = False
 
 
 @final

@@ -160,6 +160,8 @@ class Binding(Actor):
         exactly_once / ordering: the subscription's properties, echoed on every batch.
         pull: for a Pull, the request (answered once, to ``reply_to``).
         reply_to: the Pull's asker.
+        dead_letter: whether the subscription has a dead-letter policy (only then do its
+            messages carry ``delivery_attempt``, as in Pub/Sub).
     """
 
     def __init__(
@@ -174,7 +176,10 @@ class Binding(Actor):
         ordering: bool,
         pull: PullMessages | None = None,
         reply_to: ActorRef | None = None,
+        *,
+        dead_letter: bool = False,
     ) -> None:
+        self.dead_letter = dead_letter
         self.number = number
         self.queue = queue
         self.subscription = subscription
@@ -234,6 +239,7 @@ class Binding(Actor):
             case Reconfigured(queue_deadline_s=queue_deadline_s, exactly_once=exactly_once):
                 self.queue_deadline_s = queue_deadline_s
                 self.exactly_once = exactly_once
+                self.dead_letter = message.dead_letter
             case AckResult(acked=acked, invalid=invalid):
                 confirm_id, refused = self.confirms.popleft()
                 self.acked.update(acked)
@@ -303,7 +309,7 @@ class Binding(Actor):
             tags = tuple(d.tag for d in deliveries)
             self.ctx.send(self.consumer, ModifyAckDeadline(0, tags, float(self.ack_deadline_s)))
         confirmations, self.confirmations = self.confirmations, None
-        self.ctx.send(waiter, Batch(received, self.exactly_once, self.ordering, confirmations))
+        self.ctx.send(waiter, Batch(received, self.exactly_once, self.ordering, confirmations, self.dead_letter))
         if self.pull is not None:
             self._detach("pull answered")
 
@@ -376,6 +382,7 @@ class Binding(Actor):
         self.queue_deadline_s = request.queue_deadline_s
         self.exactly_once = request.exactly_once
         self.ordering = request.ordering
+        self.dead_letter = request.dead_letter
         self.buffer = []
         self.outstanding = {}
         self.acked = set()
@@ -568,7 +575,7 @@ class SubscriptionActor(Actor):
         assert queue is not None
         ref = self.ctx.spawn(
             lambda: Binding(number, queue, me, settings, deadline, config.ack_deadline_s, config.exactly_once,
-                            config.enable_message_ordering, pull, reply_to),
+                            config.enable_message_ordering, pull, reply_to, dead_letter=config.dead_letter is not None),
             name=f"binding-{number}",
         )
         self.bindings[number] = ref
@@ -681,8 +688,10 @@ class SubscriptionActor(Actor):
         if any(getattr(old, name) != getattr(config, name) for name in ("ack_deadline_s", "dead_letter", "retry")):
             assert self.queue is not None
             self.ctx.send(self.queue, _Reconfigure(self._queue_config()))
-        if old.ack_deadline_s != config.ack_deadline_s or old.exactly_once != config.exactly_once:
-            reconfigured = Reconfigured(config.ack_deadline_s, config.exactly_once)
+        dead_letter = config.dead_letter is not None
+        if (old.ack_deadline_s != config.ack_deadline_s or old.exactly_once != config.exactly_once
+                or (old.dead_letter is not None) != dead_letter):
+            reconfigured = Reconfigured(config.ack_deadline_s, config.exactly_once, dead_letter)
             for ref in self.bindings.values():
                 self.ctx.send(ref, reconfigured)
 
@@ -704,6 +713,7 @@ class SubscriptionActor(Actor):
                 kept.append(to_broker(message, config.enable_message_ordering, left_s))
         if kept:
             self.ctx.send(queue, PublishBatch(tuple(kept)))
-        rebind = Rebind(queue, config.ack_deadline_s, config.exactly_once, config.enable_message_ordering)
+        rebind = Rebind(queue, config.ack_deadline_s, config.exactly_once, config.enable_message_ordering,
+                        config.dead_letter is not None)
         for ref in self.bindings.values():
             self.ctx.send(ref, rebind)
