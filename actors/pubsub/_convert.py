@@ -8,6 +8,7 @@ the glue builds one per delivery, and the raw classes are several times cheaper.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
@@ -29,6 +30,7 @@ from ._limits import (
     quote,
 )
 from ._model import (
+    DEFAULT_EXPIRATION_S,
     DEFAULT_RETENTION_S,
     AckId,
     Batch,
@@ -56,6 +58,7 @@ _SUBSCRIPTION: Final = re.compile(rf"^projects/([^/]+)/subscriptions/({_NAME_ID}
 _PROJECT: Final = re.compile(r"^projects/[^/]+$")
 MIN_RETENTION_S: Final = 600.0
 MAX_RETENTION_S: Final = 31 * 24 * 3600.0
+MIN_EXPIRATION_S: Final = 24 * 3600.0
 
 
 class RequestError(Exception):
@@ -108,9 +111,12 @@ def _seconds(duration: Any) -> float:
 
 
 def _duration(seconds: float) -> Any:
-    result = duration_pb2.Duration()
-    result.FromNanoseconds(round(seconds * 1e9))
-    return result
+    """A Duration of ``seconds`` >= 0: whole seconds and nanoseconds apart, exact up to Duration's largest."""
+    whole = math.floor(seconds)
+    nanos = round((seconds - whole) * 1e9)
+    if nanos == 1_000_000_000:
+        whole, nanos = whole + 1, 0
+    return duration_pb2.Duration(seconds=whole, nanos=nanos)
 
 
 def _labels(labels: Any) -> tuple[tuple[str, str], ...]:
@@ -191,6 +197,7 @@ def subscription_config(sub: Any) -> SubscriptionConfig:
             raise _bad("retry_policy.maximum_backoff", f"must be >= minimum_backoff ({low} s), got {high} s")
         retry = RetrySettings(low, high)
     return SubscriptionConfig(
+        expiration_ttl_s=_expiration(sub),
         name=sub.name,
         topic=sub.topic,
         ack_deadline_s=deadline,
@@ -204,6 +211,19 @@ def subscription_config(sub: Any) -> SubscriptionConfig:
         retry=retry,
         exactly_once=sub.enable_exactly_once_delivery,
     )
+
+
+def _expiration(sub: Any) -> float | None:
+    """``expiration_policy.ttl`` as Pub/Sub reads it: absent policy 31 days, policy without ttl never, else >= 1 day."""
+    if not sub.HasField("expiration_policy"):
+        return DEFAULT_EXPIRATION_S
+    if not sub.expiration_policy.HasField("ttl"):
+        return None
+    ttl = _seconds(sub.expiration_policy.ttl)
+    if ttl < MIN_EXPIRATION_S:
+        raise _bad("expiration_policy.ttl", f"must be at least 1 day ({MIN_EXPIRATION_S:.0f} s) or unset (never "
+                                            f"expires), got {ttl:g} s")
+    return ttl
 
 
 def subscription_pb(config: SubscriptionConfig) -> Any:
@@ -220,6 +240,10 @@ def subscription_pb(config: SubscriptionConfig) -> Any:
         state=1,
     )
     sub.message_retention_duration.CopyFrom(_duration(config.retention_s))
+    if config.expiration_ttl_s is None:
+        sub.expiration_policy.SetInParent()  # a policy without ttl: never expires
+    else:
+        sub.expiration_policy.ttl.CopyFrom(_duration(config.expiration_ttl_s))
     if config.dead_letter is not None:
         sub.dead_letter_policy.dead_letter_topic = config.dead_letter.topic
         sub.dead_letter_policy.max_delivery_attempts = config.dead_letter.max_delivery_attempts

@@ -117,6 +117,29 @@ class Retained:
 
 @final
 @attrs.frozen
+class CountBindings:
+    """Registry -> subscription: an expiry check; answer ``BindingCount`` (to the registry)."""
+
+    name: str
+    activity: int
+
+
+@final
+@attrs.frozen
+class BindingCount:
+    """Subscription -> registry: how many bindings (clients connected or holding leases) it has.
+
+    ``activity`` echoes the registry's count of requests when it asked, so the registry can tell
+    whether anything happened since.
+    """
+
+    name: str
+    activity: int
+    bindings: int
+
+
+@final
+@attrs.frozen
 class Close:
     """Subscription -> binding: stop serving the stream (answer ``StreamClosed``), keep leases."""
 

@@ -68,8 +68,10 @@ from ._model import (
     SubscriptionConfig,
 )
 from ._protocol import (
+    BindingCount,
     Close,
     Confirmed,
+    CountBindings,
     Envelope,
     PublishInternal,
     Rebind,
@@ -488,6 +490,8 @@ class SubscriptionActor(Actor):
                 self._use_config(config)
             case TopicGone():
                 self.config = attrs.evolve(self.config, topic="_deleted-topic_")
+            case CountBindings(name=name, activity=activity):  # the registry's expiry check
+                self.ctx.send(self.registry, BindingCount(name, activity, len(self.bindings)))
             case Shutdown():
                 for ref in self.bindings.values():
                     self.ctx.send(ref, Close("server shutting down"))
