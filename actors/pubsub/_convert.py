@@ -397,7 +397,7 @@ def check_ack_id_list(values: Sequence[str], field: str = "ack_ids") -> None:
     if len(values) > ACK_IDS_MAX:
         raise _bad(field, f"at most {ACK_IDS_MAX:,} ack ids per request, got {len(values):,}")
     for index, text in enumerate(values):
-        if len(text) > ACK_ID_MAX_BYTES and len(text.encode()) > ACK_ID_MAX_BYTES:
+        if len(text) > ACK_ID_MAX_BYTES or (not text.isascii() and len(text.encode()) > ACK_ID_MAX_BYTES):
             raise _bad(f"{field}[{index}]", f"{quote(text)} is longer than {ACK_ID_MAX_BYTES} bytes, so not an "
                                             "ack id this server issued")
 

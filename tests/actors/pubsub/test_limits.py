@@ -15,7 +15,14 @@ from google.pubsub_v1 import types
 from google.rpc import error_details_pb2
 
 from conveyor.actors.pubsub import PubSubTransport
-from conveyor.actors.pubsub._convert import BadRequest, merge, project_name, subscription_name, topic_name
+from conveyor.actors.pubsub._convert import (
+    BadRequest,
+    check_ack_id_list,
+    merge,
+    project_name,
+    subscription_name,
+    topic_name,
+)
 from conveyor.actors.pubsub._limits import (
     ACK_ID_MAX_BYTES,
     ACK_IDS_MAX,
@@ -155,6 +162,12 @@ def test_ack_id_lists_are_bounded_by_size_count_and_length(
                                                          rf"is longer than {ACK_ID_MAX_BYTES} bytes") as refused:
         _settle(subscriber, kind, name, ["999-0-1-1", long_id])
     assert len(str(refused.value.message)) < 600
+
+
+def test_an_ack_id_is_measured_in_bytes() -> None:
+    check_ack_id_list(["é" * (ACK_ID_MAX_BYTES // 2)])  # 1,024 bytes: at the limit
+    with pytest.raises(BadRequest, match=rf"ack_ids\[0\]: .* is longer than {ACK_ID_MAX_BYTES} bytes"):
+        check_ack_id_list(["é" * (ACK_ID_MAX_BYTES // 2 + 1)])  # 513 characters, 1,026 bytes
 
 
 def test_an_oversize_request_is_refused_by_its_size_without_being_parsed() -> None:
