@@ -399,9 +399,7 @@ class EntryList:
     ) -> tuple[list[Entry], list[Entry], bool]:
         """Acquire up to ``max_messages`` / ``max_bytes`` for an acquiring consumer, in queue order.
 
-        The first entry may exceed ``max_bytes`` alone if the consumer holds nothing (else a large
-        message could never go); a consumer that holds some may not, or each of its pulls could
-        overshoot its credit by a message.
+        The first entry may exceed ``max_bytes`` alone (else a large message could never go).
 
         Returns:
             (entries acquired, entries found expired on the way, whether a limit stopped the
@@ -442,9 +440,7 @@ class EntryList:
                     advancing = False
                     continue
                 else:
-                    if len(taken) >= max_messages or (
-                        (taken or cursor.held) and taken_bytes + entry.size > max_bytes
-                    ):
+                    if len(taken) >= max_messages or (taken and taken_bytes + entry.size > max_bytes):
                         limited = True
                         break
                     self._acquire(entry, consumer_id, cursor, deadline)

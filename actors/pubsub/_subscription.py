@@ -112,6 +112,21 @@ class _Check:
     """Binding's timer, once detached: stop if every lease is settled or lapsed."""
 
 
+def _fitting(deliveries: list[Delivery], max_bytes: int) -> tuple[list[Delivery], list[Delivery]]:
+    """(the deliveries that fit in ``max_bytes``, the first always; the rest), in order.
+
+    A consumer's byte credit may be overshot by a message per pull of the broker, so a Pull of
+    1 MB messages gathered 5 MB: over the 4 MiB a client receives, and redelivered into the same
+    failure for ever.
+    """
+    size = 0
+    for index, delivery in enumerate(deliveries):
+        size += delivery.message.size
+        if index and size > max_bytes:
+            return deliveries[:index], deliveries[index:]
+    return deliveries, []
+
+
 def _publish_order(message: PubMessage) -> tuple[int, int]:
     """Sort key: publish time, then the topic's number (message ids are decimal)."""
     number = int(message.message_id) if message.message_id.isdecimal() else 0
@@ -303,6 +318,8 @@ class Binding(Actor):
             self.ctx.cancel(self.wait_timer)
             self.wait_timer = None
         deliveries, self.buffer = self.buffer, []
+        if self.pull is not None:  # one response: what fits its bytes; the rest goes back unseen (_detach)
+            deliveries, self.buffer = _fitting(deliveries, self.pull.max_bytes)
         prefix = f"{self.number}-{self.epoch}-"
         received = tuple(
             (f"{prefix}{d.tag}-{d.message.message_id}", from_broker(d.message), d.delivery_count) for d in deliveries

@@ -189,18 +189,6 @@ def test_byte_credit_allows_one_oversize_message_first() -> None:
     assert [len(e.message.body) for e in entries.take(1, 0.0, 10, 50, FAR)[0]] == [10]
 
 
-def test_only_a_consumer_holding_nothing_may_take_a_message_over_its_byte_credit() -> None:
-    # Each pull of a consumer with some credit left could take one message past it, so its credit
-    # was exceeded by a message per pull (a Pub/Sub Pull of 1 MB messages answered 5 MB).
-    entries = fresh()
-    for body in (b"x" * 100, b"y" * 100):
-        entries.publish(Message(body), 0.0)
-    (first,) = entries.take(1, 0.0, 10, 150, FAR)[0]
-    assert entries.take(1, 0.0, 10, 50, FAR)[0] == []  # 50 bytes of credit left: not 100 more
-    entries.ack(1, [first.seq])
-    assert [e.message.body for e in entries.take(1, 0.0, 10, 50, FAR)[0]] == [b"y" * 100]  # holds nothing now
-
-
 def test_leases_lapse_extend_and_invalidate_late_acks() -> None:
     entries = fresh(consumers=2)
     entries.publish(msg(0), 0.0)
