@@ -155,11 +155,14 @@ def serve(
     log_level: Annotated[LogLevel, typer.Option(
         case_sensitive=False, help="info: start, drain and stop; debug: also one line per request."
     )] = LogLevel.INFO,
+    max_memory: str | None = typer.Option(
+        None, help="Memory budget for the server's resident size (512MB, 2GiB or bytes): publishes that could "
+        "pass it are refused with RESOURCE_EXHAUSTED, which clients retry. Unset: no budget."),
 ) -> None:
     """Serve conveyor as a Pub/Sub emulator (point PUBSUB_EMULATOR_HOST at it) until SIGTERM or SIGINT, then drain."""
     from ._serve import run_serve
 
-    run_serve(host_port, max_streams=max_streams, log_level=log_level)
+    run_serve(host_port, max_streams=max_streams, log_level=log_level, max_memory=max_memory)
 
 
 @bench_app.command("pubsub")

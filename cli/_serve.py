@@ -88,11 +88,15 @@ def parse_host_port(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port_text)
 
 
-def run_serve(host_port: str, *, max_streams: int, log_level: LogLevel) -> None:
+def run_serve(host_port: str, *, max_streams: int, log_level: LogLevel, max_memory: str | None = None) -> None:
     """Serve until SIGTERM or SIGINT, then drain: streams end with UNAVAILABLE, calls in flight are answered."""
-    from conveyor.actors.pubsub import PubSubServer
+    from conveyor.actors.pubsub import PubSubServer, parse_byte_size
 
     host, port = parse_host_port(host_port)
+    try:
+        budget = None if max_memory is None else parse_byte_size(max_memory)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--max-memory") from None
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     logger = logging.getLogger("conveyor")
@@ -101,7 +105,10 @@ def run_serve(host_port: str, *, max_streams: int, log_level: LogLevel) -> None:
     logger.setLevel(log_level.value.upper())
     try:
         with StopSignals() as signals:
-            server = PubSubServer(host, port, max_streams=max_streams)
+            try:
+                server = PubSubServer(host, port, max_streams=max_streams, max_memory=budget)
+            except ValueError as error:
+                raise typer.BadParameter(str(error), param_hint="--max-memory") from None
             try:
                 server.start()
             except RuntimeError as error:

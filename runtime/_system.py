@@ -197,7 +197,10 @@ class ActorSystemBase(abc.ABC):
             raise AskTimeout(msg)
         if promise.error is not None:
             raise promise.error
-        return promise.result
+        # The asked actor remembers its last unanswered asks (``ActorCell.unanswered``): an actor that
+        # forwards asks would keep up to 64 answers alive, a Pub/Sub Pull's messages included.
+        result, promise.result = promise.result, None
+        return result
 
     def _send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
         if target.is_promise:

@@ -167,7 +167,7 @@ class _Level:
             head += 1
             self.dead -= 1
         self.head = head
-        if head > 1024 or (self.dead > 64 and self.dead * 2 > end - head):
+        if head == end or head > 1024 or (self.dead > 64 and self.dead * 2 > end - head):
             kept = [e for e in entries[head:] if e.state is _AVAILABLE or e.state is _ACQUIRED]
             self.entries = kept
             self.seqs = [e.seq for e in kept]

@@ -5,6 +5,7 @@ from ._ackid import AckIdCodec as AckIdCodec
 from ._filter import Filter as Filter
 from ._filter import FilterError as FilterError
 from ._filter import parse_filter as parse_filter
+from ._memory import parse_byte_size as parse_byte_size
 from ._model import Batch as Batch
 from ._model import CreateSubscription as CreateSubscription
 from ._model import CreateTopic as CreateTopic
@@ -72,6 +73,7 @@ __all__ = [
     "TopicActor",
     "TopicConfig",
     "TopicFactory",
+    "parse_byte_size",
     "parse_filter",
     "subscribe_remote",
 ]

@@ -8,16 +8,30 @@ the glue builds one per delivery, and the raw classes are several times cheaper.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
-from google.protobuf import duration_pb2
+from google.protobuf import any_pb2, duration_pb2
 from google.pubsub_v1 import types
+from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from ._ackid import looks_like_ack_id
 from ._filter import FilterError, parse_filter
+from ._limits import (
+    ACK_ID_MAX_BYTES,
+    ACK_IDS_MAX,
+    ATTRIBUTE_KEY_MAX_BYTES,
+    ATTRIBUTE_VALUE_MAX_BYTES,
+    ATTRIBUTES_MAX,
+    ERROR_INFO_MAX_BYTES,
+    ORDERING_KEY_MAX_BYTES,
+    PUBLISH_MAX_MESSAGES,
+    quote,
+)
 from ._model import (
+    DEFAULT_EXPIRATION_S,
     DEFAULT_RETENTION_S,
     Batch,
     DeadLetterSettings,
@@ -26,6 +40,7 @@ from ._model import (
     SubscriptionConfig,
     TopicConfig,
 )
+from ._subscription import to_broker
 
 TopicPb: Any = types.Topic.pb()
 SubscriptionPb: Any = types.Subscription.pb()
@@ -37,13 +52,13 @@ ReceivedMessagePb: Any = types.ReceivedMessage.pb()
 RECEIVE_LIMIT: Final = 4 * 1024 * 1024
 """gRPC's default receive limit, which Pub/Sub clients keep in emulator mode."""
 _RESPONSE_SLACK: Final = 256  # the response's own framing and subscription_properties, rounded up
-_MAX_ATTRIBUTES: Final = 100
 _NAME_ID = r"[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}"
 _TOPIC: Final = re.compile(rf"^projects/([^/]+)/topics/({_NAME_ID})$")
 _SUBSCRIPTION: Final = re.compile(rf"^projects/([^/]+)/subscriptions/({_NAME_ID})$")
 _PROJECT: Final = re.compile(r"^projects/[^/]+$")
 MIN_RETENTION_S: Final = 600.0
 MAX_RETENTION_S: Final = 31 * 24 * 3600.0
+MIN_EXPIRATION_S: Final = 24 * 3600.0
 
 
 class RequestError(Exception):
@@ -70,7 +85,7 @@ def topic_name(value: str, field: str = "topic") -> str:
     """A checked ``projects/P/topics/T``."""
     match = _TOPIC.match(value)
     if match is None or match.group(2).startswith("goog"):
-        raise _bad(field, f"{value!r} is not a topic name (projects/PROJECT/topics/TOPIC: 3-255 characters, "
+        raise _bad(field, f"{quote(value, 64)} is not a topic name (projects/PROJECT/topics/TOPIC: 3-255 characters, "
                           "starting with a letter, not with 'goog')")
     return value
 
@@ -79,7 +94,7 @@ def subscription_name(value: str, field: str = "subscription") -> str:
     """A checked ``projects/P/subscriptions/S``."""
     match = _SUBSCRIPTION.match(value)
     if match is None or match.group(2).startswith("goog"):
-        raise _bad(field, f"{value!r} is not a subscription name (projects/PROJECT/subscriptions/NAME: 3-255 "
+        raise _bad(field, f"{quote(value, 64)} is not a subscription name (projects/PROJECT/subscriptions/NAME: 3-255 "
                           "characters, starting with a letter, not with 'goog')")
     return value
 
@@ -87,7 +102,7 @@ def subscription_name(value: str, field: str = "subscription") -> str:
 def project_name(value: str, field: str = "project") -> str:
     """A checked ``projects/P``."""
     if not _PROJECT.match(value):
-        raise _bad(field, f"{value!r} is not a project name (projects/PROJECT)")
+        raise _bad(field, f"{quote(value, 64)} is not a project name (projects/PROJECT)")
     return value
 
 
@@ -96,9 +111,12 @@ def _seconds(duration: Any) -> float:
 
 
 def _duration(seconds: float) -> Any:
-    result = duration_pb2.Duration()
-    result.FromNanoseconds(round(seconds * 1e9))
-    return result
+    """A Duration of ``seconds`` >= 0: whole seconds and nanoseconds apart, exact up to Duration's largest."""
+    whole = math.floor(seconds)
+    nanos = round((seconds - whole) * 1e9)
+    if nanos == 1_000_000_000:
+        whole, nanos = whole + 1, 0
+    return duration_pb2.Duration(seconds=whole, nanos=nanos)
 
 
 def _labels(labels: Any) -> tuple[tuple[str, str], ...]:
@@ -179,6 +197,7 @@ def subscription_config(sub: Any) -> SubscriptionConfig:
             raise _bad("retry_policy.maximum_backoff", f"must be >= minimum_backoff ({low} s), got {high} s")
         retry = RetrySettings(low, high)
     return SubscriptionConfig(
+        expiration_ttl_s=_expiration(sub),
         name=sub.name,
         topic=sub.topic,
         ack_deadline_s=deadline,
@@ -192,6 +211,19 @@ def subscription_config(sub: Any) -> SubscriptionConfig:
         retry=retry,
         exactly_once=sub.enable_exactly_once_delivery,
     )
+
+
+def _expiration(sub: Any) -> float | None:
+    """``expiration_policy.ttl`` as Pub/Sub reads it: absent policy 31 days, policy without ttl never, else >= 1 day."""
+    if not sub.HasField("expiration_policy"):
+        return DEFAULT_EXPIRATION_S
+    if not sub.expiration_policy.HasField("ttl"):
+        return None
+    ttl = _seconds(sub.expiration_policy.ttl)
+    if ttl < MIN_EXPIRATION_S:
+        raise _bad("expiration_policy.ttl", f"must be at least 1 day ({MIN_EXPIRATION_S:.0f} s) or unset (never "
+                                            f"expires), got {ttl:g} s")
+    return ttl
 
 
 def subscription_pb(config: SubscriptionConfig) -> Any:
@@ -208,6 +240,10 @@ def subscription_pb(config: SubscriptionConfig) -> Any:
         state=1,
     )
     sub.message_retention_duration.CopyFrom(_duration(config.retention_s))
+    if config.expiration_ttl_s is None:
+        sub.expiration_policy.SetInParent()  # a policy without ttl: never expires
+    else:
+        sub.expiration_policy.ttl.CopyFrom(_duration(config.expiration_ttl_s))
     if config.dead_letter is not None:
         sub.dead_letter_policy.dead_letter_topic = config.dead_letter.topic
         sub.dead_letter_policy.max_delivery_attempts = config.dead_letter.max_delivery_attempts
@@ -244,7 +280,8 @@ def merge(current: Any, update: Any, paths: Iterable[str], updatable: tuple[str,
     for index, path in enumerate(chosen):
         top = path.split(".")[0]
         if top not in updatable:
-            raise _bad(f"update_mask.paths[{index}]", f"{path!r} cannot be updated; updatable: {', '.join(updatable)}")
+            raise _bad(f"update_mask.paths[{index}]",
+                       f"{quote(path)} cannot be updated; updatable: {', '.join(updatable)}")
         field = update.DESCRIPTOR.fields_by_name[top]
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             getattr(merged, top).clear()
@@ -281,6 +318,9 @@ def pub_messages(messages: Any, publish_time_ns: int) -> tuple[PubMessage, ...]:
     """
     if not messages:
         raise _bad("messages", "at least one message is required")
+    if len(messages) > PUBLISH_MAX_MESSAGES:
+        raise _bad("messages", f"at most {PUBLISH_MAX_MESSAGES:,} messages per Publish request (Pub/Sub's limit), "
+                               f"got {len(messages):,}")
     result = []
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
@@ -288,19 +328,26 @@ def pub_messages(messages: Any, publish_time_ns: int) -> tuple[PubMessage, ...]:
         attributes = message.attributes
         if not data and not attributes:
             raise _bad(where, "a message needs data or at least one attribute")
-        if len(attributes) > _MAX_ATTRIBUTES:
-            raise _bad(f"{where}.attributes", f"at most {_MAX_ATTRIBUTES} attributes, got {len(attributes)}")
+        if len(attributes) > ATTRIBUTES_MAX:
+            raise _bad(f"{where}.attributes", f"at most {ATTRIBUTES_MAX} attributes (Pub/Sub's limit), "
+                                              f"got {len(attributes)}")
         pairs = tuple(sorted(attributes.items())) if attributes else ()
         for key, value in pairs:
+            field = f"{where}.attributes[{quote(key)}]"
+            size = len(key.encode())
+            if size > ATTRIBUTE_KEY_MAX_BYTES:
+                raise _bad(field, f"keys are at most {ATTRIBUTE_KEY_MAX_BYTES} bytes (Pub/Sub's limit), got {size}")
             if key.startswith("goog"):
-                raise _bad(f"{where}.attributes[{key!r}]", "keys starting with 'goog' are reserved")
-            if len(key.encode()) > 256:
-                raise _bad(f"{where}.attributes[{key[:20]!r}...]", "keys are at most 256 bytes")
-            if len(value.encode()) > 1024:
-                raise _bad(f"{where}.attributes[{key!r}]", "values are at most 1024 bytes")
+                raise _bad(field, "keys starting with 'goog' are reserved")
+            size = len(value.encode())
+            if size > ATTRIBUTE_VALUE_MAX_BYTES:
+                raise _bad(field, f"values are at most {ATTRIBUTE_VALUE_MAX_BYTES} bytes (Pub/Sub's limit), "
+                                  f"got {size} bytes: {quote(value)}")
         key = message.ordering_key
-        if len(key.encode()) > 1024:
-            raise _bad(f"{where}.ordering_key", "at most 1024 bytes")
+        size = len(key.encode())
+        if size > ORDERING_KEY_MAX_BYTES:
+            raise _bad(f"{where}.ordering_key", f"at most {ORDERING_KEY_MAX_BYTES} bytes (Pub/Sub's limit), "
+                                                f"got {size} bytes: {quote(key)}")
         if len(data) > RECEIVE_LIMIT - 64 * 1024:
             size = received_size(message)
             if size > RECEIVE_LIMIT:
@@ -308,28 +355,122 @@ def pub_messages(messages: Any, publish_time_ns: int) -> tuple[PubMessage, ...]:
                                   f"{RECEIVE_LIMIT}-byte (4 MiB) receive limit of Pub/Sub clients, so it could "
                                   "never be received; publish less than about "
                                   f"{RECEIVE_LIMIT - (size - len(data))} bytes of data")
-        result.append(PubMessage(data, pairs, key, publish_time_ns))
+        pub = PubMessage(data, pairs, key, publish_time_ns)
+        _check_with_broker(where, pub)
+        result.append(pub)
     return tuple(result)
 
 
-def ack_ids(values: Iterable[str], field: str = "ack_ids") -> tuple[str, ...]:
+def _check_with_broker(where: str, message: PubMessage) -> None:
+    """Refuse, naming the field, a message the broker's ``Message`` would refuse when a subscription stores it.
+
+    Built through ``to_broker``, the very conversion each subscription makes (ordered, with a TTL, so
+    every field is checked), so the edge and the broker cannot drift apart: a message refused there
+    would crash the subscription actors after the publish was confirmed.
+    """
+    try:
+        to_broker(message, True, DEFAULT_RETENTION_S)
+    except ValueError as error:
+        raise _bad(_refused_field(where, message), f"the broker refuses it: {str(error)[:200]}") from None
+
+
+def _refused_field(where: str, message: PubMessage) -> str:
+    """Which field of a refused message the broker objects to (each tried alone); the message if none alone."""
+    for key, value in message.attributes:
+        try:
+            to_broker(PubMessage(b"", ((key, value),)), True, DEFAULT_RETENTION_S)
+        except ValueError:
+            return f"{where}.attributes[{quote(key)}]"
+    try:
+        to_broker(PubMessage(b"", (), message.ordering_key), True, DEFAULT_RETENTION_S)
+    except ValueError:
+        return f"{where}.ordering_key"
+    return where
+
+
+def check_ack_id_list(values: Sequence[str], field: str = "ack_ids") -> None:
+    """Refuse a list of ack ids over the limits (count, each id's length) before any is parsed.
+
+    Raises:
+        BadRequest: more than ``ACK_IDS_MAX`` ids, or one longer than ``ACK_ID_MAX_BYTES``.
+    """
+    if len(values) > ACK_IDS_MAX:
+        raise _bad(field, f"at most {ACK_IDS_MAX:,} ack ids per request, got {len(values):,}")
+    for index, text in enumerate(values):
+        if len(text) > ACK_ID_MAX_BYTES or (not text.isascii() and len(text.encode()) > ACK_ID_MAX_BYTES):
+            raise _bad(f"{field}[{index}]", f"{quote(text)} is longer than {ACK_ID_MAX_BYTES} bytes, so not an "
+                                            "ack id this server issued")
+
+
+def stream_request_ids(request: Any) -> None:
+    """Refuse a StreamingPullRequest whose ack-id lists are over the limits (``check_ack_id_list``)."""
+    check_ack_id_list(request.ack_ids, "ack_ids")
+    check_ack_id_list(request.modify_deadline_ack_ids, "modify_deadline_ack_ids")
+
+
+def ack_ids(values: Sequence[str], field: str = "ack_ids") -> tuple[str, ...]:
     """The ack ids of a request; one without an ack id's shape is refused, naming its index.
 
-    Only the shape is checked here: the subscription verifies each id's seal, and one it did not
-    issue settles nothing (reported only on an exactly-once subscription).
+    The limits come first (``check_ack_id_list``), before any id is looked at. Only the shape is
+    checked here: the subscription verifies each id's seal, and one it did not issue settles
+    nothing (reported only on an exactly-once subscription).
     """
+    check_ack_id_list(values, field)
     checked = tuple(values)
     for index, text in enumerate(checked):
         if not looks_like_ack_id(text):
-            raise _bad(f"{field}[{index}]", f"{text[:80]!r} is not an ack id this server issued")
+            raise _bad(f"{field}[{index}]", f"{quote(text)} is not an ack id this server issued")
     if not checked:
         raise _bad(field, "at least one ack id is required")
     return checked
 
 
+_PERMANENT: Final = "PERMANENT_FAILURE_INVALID_ACK_ID"
+_TRANSIENT: Final = "TRANSIENT_FAILURE_CONFIRM_AGAIN"
+
+
+def exactly_once_failure(ack_ids: Sequence[str], invalid: Iterable[str]) -> Any:
+    """The status for an exactly-once Acknowledge or ModifyAckDeadline with ``invalid`` ack ids.
+
+    Pub/Sub reports each failed id in an ``ErrorInfo`` (``EXACTLY_ONCE_ACKID_FAILURE``): invalid ones
+    ``PERMANENT_...``, the others ``TRANSIENT_...`` so that the client sends them again and hears
+    success (a repeated ack of an acked message is confirmed). Google's client fails every id an
+    INVALID_ARGUMENT's ErrorInfo leaves out, yet an ErrorInfo of every id can exceed the trailer
+    size clients accept (a big ack made one of 5 MB). So it lists what fits in
+    ``ERROR_INFO_MAX_BYTES``, invalid ids first; if some are left out, the status is ABORTED, on
+    which Google's client sends every id not marked permanent again, so the rest are answered by
+    the next, smaller calls.
+    """
+    failed = set(invalid)
+    ordered = [*dict.fromkeys(i for i in ack_ids if i in failed), *sorted(failed.difference(ack_ids))]
+    ordered += [i for i in dict.fromkeys(ack_ids) if i not in failed]
+    metadata: dict[str, str] = {}
+    size = 64  # the reason, the domain and their framing
+    for ack_id in ordered:
+        entry = len(ack_id.encode()) + len(_PERMANENT) + 8  # a map entry's key, value and framing
+        if size + entry > ERROR_INFO_MAX_BYTES:
+            break
+        metadata[ack_id] = _PERMANENT if ack_id in failed else _TRANSIENT
+        size += entry
+    complete = len(metadata) == len(ordered)
+    info = error_details_pb2.ErrorInfo(reason="EXACTLY_ONCE_ACKID_FAILURE", domain="pubsub.googleapis.com",
+                                       metadata=metadata)
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    listed = sum(1 for why in metadata.values() if why == _PERMANENT)
+    message = f"{len(failed)} ack ids are no longer valid (lease lapsed, already settled or unknown)"
+    if not complete:
+        message += (f"; this error lists {len(metadata)} of the {len(ordered)} ids ({listed} invalid), as many as "
+                    f"fit in {ERROR_INFO_MAX_BYTES} bytes: send the others again")
+    code = code_pb2.INVALID_ARGUMENT if complete else code_pb2.ABORTED
+    return status_pb2.Status(code=code, message=message, details=[detail])
+
+
 def _fill(target: Any, ack_id: str, message: PubMessage, attempt: int) -> None:
+    """One ReceivedMessage; ``attempt`` 0 leaves ``delivery_attempt`` unset (no dead-letter policy)."""
     target.ack_id = ack_id
-    target.delivery_attempt = attempt
+    if attempt:
+        target.delivery_attempt = attempt
     out = target.message
     out.data = message.data
     if message.attributes:
@@ -355,7 +496,7 @@ def stream_responses(batch: Batch) -> list[Any]:
             current = _stream_response(batch)
             responses.append(current)
             size = 0
-        _fill(current.received_messages.add(), ack_id, message, attempt)
+        _fill(current.received_messages.add(), ack_id, message, attempt if batch.delivery_attempts else 0)
         size += estimate
     confirmations = batch.confirmations
     if confirmations is not None:
@@ -388,5 +529,5 @@ def pull_response(batch: Batch) -> Any:
     """The PullResponse for a Pull's batch (at most ``max_messages``, so one response)."""
     response = PullResponsePb()
     for ack_id, message, attempt in batch.received:
-        _fill(response.received_messages.add(), ack_id, message, attempt)
+        _fill(response.received_messages.add(), ack_id, message, attempt if batch.delivery_attempts else 0)
     return response

@@ -24,6 +24,8 @@ attribute keys starting with ``goog``, so reserved headers never collide with a 
 ORDERING_KEY = "goog-ordering-key"
 """Reserved broker header: the message's ordering key (kept even where the subscription ignores it)."""
 DEFAULT_RETENTION_S = 7 * 24 * 3600.0
+DEFAULT_EXPIRATION_S = 31 * 24 * 3600.0
+"""Pub/Sub's expiration TTL when a Create names no ``expiration_policy``: 31 days of inactivity."""
 
 
 @final
@@ -83,6 +85,8 @@ class SubscriptionConfig:
     dead_letter: DeadLetterSettings | None = None
     retry: RetrySettings | None = None
     exactly_once: bool = False
+    expiration_ttl_s: float | None = DEFAULT_EXPIRATION_S
+    """Deleted after this long without activity (``expiration_policy.ttl``); None: never expires."""
 
 
 @final
@@ -336,6 +340,8 @@ class Batch:
     exactly_once: bool = False
     ordering: bool = False
     confirmations: Confirmations | None = None
+    delivery_attempts: bool = False
+    """Whether responses carry ``delivery_attempt``: Pub/Sub sets it only with a dead-letter policy."""
 
 
 @final

@@ -89,15 +89,17 @@ class Rebind:
     queue_deadline_s: int
     exactly_once: bool
     ordering: bool
+    dead_letter: bool = False
 
 
 @final
 @attrs.frozen
 class Reconfigured:
-    """Subscription -> binding: the queue's deadline or exactly-once changed (UpdateSubscription); leases stay."""
+    """Subscription -> binding: the queue's deadline, exactly-once or dead-letter policy changed; leases stay."""
 
     queue_deadline_s: int
     exactly_once: bool
+    dead_letter: bool = False
 
 
 @final
@@ -117,6 +119,29 @@ class Retained:
 
     seek: Seek
     messages: tuple[PubMessage, ...]
+
+
+@final
+@attrs.frozen
+class CountBindings:
+    """Registry -> subscription: an expiry check; answer ``BindingCount`` (to the registry)."""
+
+    name: str
+    activity: int
+
+
+@final
+@attrs.frozen
+class BindingCount:
+    """Subscription -> registry: how many bindings (clients connected or holding leases) it has.
+
+    ``activity`` echoes the registry's count of requests when it asked, so the registry can tell
+    whether anything happened since.
+    """
+
+    name: str
+    activity: int
+    bindings: int
 
 
 @final

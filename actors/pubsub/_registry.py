@@ -3,7 +3,9 @@
 ``PubSubRegistry`` owns every topic and subscription by name (its children), answers the admin
 calls, and forwards data-path requests (publish, pull, streams, acks, seek) to the actor that
 serves them inside an ``Envelope`` carrying the asker, so the answer goes straight back without
-passing through the registry again. ``TopicActor`` numbers published messages and hands each
+passing through the registry again. Since every request on a subscription passes through it, it
+also enforces ``expiration_policy``: a subscription idle past its TTL, with no client connected,
+is deleted (a ``ctx`` timer, never the wall clock). ``TopicActor`` numbers published messages and hands each
 subscription the ones its filter accepts; a message a filter refuses is, as in Pub/Sub, never
 delivered there (it counts as acknowledged).
 """
@@ -12,11 +14,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, TypeAlias, final
+from typing import Any, Final, TypeAlias, final
 
 import attrs
 
-from conveyor.runtime import ActorRef
+from conveyor.runtime import ActorRef, TimerHandle
 
 from ._ackid import KEY_BYTES, AckIdCodec
 from ._containment import ContainedActor
@@ -48,12 +50,24 @@ from ._model import (
     SubscriptionConfig,
     TopicConfig,
 )
-from ._protocol import Envelope, PublishInternal, ReplayTo, Retained, Route, TopicGone, UseConfig
+from ._protocol import (
+    BindingCount,
+    CountBindings,
+    Envelope,
+    PublishInternal,
+    ReplayTo,
+    Retained,
+    Route,
+    TopicGone,
+    UseConfig,
+)
 from ._subscription import SubscriptionActor, unpublishable
 
 DELETED_TOPIC = "_deleted-topic_"
 """What a subscription's topic reads once the topic is deleted, as in Pub/Sub."""
 _IDS_PER_TOPIC = 10**12
+_EXPIRY_STEP_S: Final = 24 * 3600.0
+"""Expiry timers are armed at most a day ahead: a TTL may be 10,000 years, past what a thread timer can wait."""
 
 
 @final
@@ -64,6 +78,14 @@ class AttachSubscription:
     name: str
     ref: ActorRef
     filter: Filter
+
+
+@final
+@attrs.frozen
+class _ExpiryDue:
+    """Registry's timer: subscription ``name`` may have been idle past its TTL."""
+
+    name: str
 
 
 @final
@@ -196,6 +218,9 @@ class PubSubRegistry(ContainedActor):
         self.codec = AckIdCodec(ack_key) if ack_key is not None else None
         self.topic_factory = topic_factory
         self.subscription_factory = subscription_factory
+        self.activity: dict[str, int] = {}  # subscription -> requests seen (an expiry check compares it)
+        self.active_at: dict[str, float] = {}  # subscription -> ctx.now() of its latest request
+        self.expiry: dict[str, TimerHandle] = {}  # subscription -> its expiry timer
 
     def on_start(self) -> None:
         """Draw the ack-id key if none was given."""
@@ -253,15 +278,10 @@ class PubSubRegistry(ContainedActor):
             case ReplaceSubscription(config=config):
                 self._replace_subscription(config)
             case DeleteSubscription(name=name):
-                known_sub = self.subscriptions.pop(name, None)
-                if known_sub is None:
+                if self._delete_subscription(name):
+                    self.ctx.reply(Done())
+                else:
                     self.ctx.reply(Failed("NOT_FOUND", f"Subscription not found: {name}"))
-                    return
-                its_topic = self.topics.get(known_sub[0].topic)
-                if its_topic is not None:
-                    self.ctx.send(its_topic[1], DetachSubscription(name))
-                self.ctx.stop(known_sub[1])
-                self.ctx.reply(Done())
             case ListSubscriptions(project=project, page_size=size, after=after):
                 prefix = project + "/subscriptions/"
                 names, token = _page([n for n in self.subscriptions if n.startswith(prefix)], size, after)
@@ -274,16 +294,88 @@ class PubSubRegistry(ContainedActor):
             case Reset():
                 for _, ref in (*self.topics.values(), *self.subscriptions.values()):
                     self.ctx.stop(ref)  # a stream still open on a subscription ends with NOT_FOUND
+                for timer in self.expiry.values():
+                    self.ctx.cancel(timer)
                 self.topics.clear()
                 self.subscriptions.clear()
+                self.expiry.clear()
+                self.activity.clear()
+                self.active_at.clear()
                 self.ctx.reply(Done())
+            case _ExpiryDue(name=name):
+                self._expiry_due(name)
+            case BindingCount():
+                self._binding_count(message)
 
     def _forward(self, name: str, request: object) -> None:
         known = self.subscriptions.get(name)
         if known is None:
             self.ctx.reply(Failed("NOT_FOUND", f"Subscription not found: {name}"))
         else:
+            self._touch(name)
             self.ctx.send(known[1], Envelope(request, self.ctx.sender))
+
+    # --- expiration_policy ------------------------------------------------------------------
+
+    def _touch(self, name: str) -> None:
+        """Subscription ``name`` is active now (a pull, stream, ack, deadline change, Seek or update)."""
+        self.activity[name] = self.activity.get(name, 0) + 1
+        self.active_at[name] = self.ctx.now()
+
+    def _arm_expiry(self, name: str) -> None:
+        """(Re)arm the expiry timer of ``name`` for when its TTL runs out, at most a day ahead."""
+        handle = self.expiry.pop(name, None)
+        if handle is not None:
+            self.ctx.cancel(handle)
+        ttl = self.subscriptions[name][0].expiration_ttl_s
+        if ttl is None:
+            return
+        left = self.active_at[name] + ttl - self.ctx.now()
+        self.expiry[name] = self.ctx.schedule(min(max(left, 0.0), _EXPIRY_STEP_S), _ExpiryDue(name))
+
+    def _expiry_due(self, name: str) -> None:
+        """Idle past its TTL? Then ask the subscription whether a client is still connected."""
+        self.expiry.pop(name, None)
+        known = self.subscriptions.get(name)
+        ttl = None if known is None else known[0].expiration_ttl_s
+        if known is None or ttl is None:
+            return
+        if self.ctx.now() < self.active_at[name] + ttl:
+            self._arm_expiry(name)
+            return
+        self.ctx.send(known[1], CountBindings(name, self.activity[name]))
+        # Asked again a day later should the answer never come; an answer re-arms or deletes.
+        self.expiry[name] = self.ctx.schedule(_EXPIRY_STEP_S, _ExpiryDue(name))
+
+    def _binding_count(self, answer: BindingCount) -> None:
+        """The subscription's answer to an expiry check: connected clients keep it, else it goes."""
+        name = answer.name
+        known = self.subscriptions.get(name)
+        if known is None or self.ctx.sender != known[1]:
+            return  # deleted meanwhile, or an earlier subscription of that name
+        if answer.bindings:
+            self._touch(name)  # a stream is open: a connected subscriber counts as active
+            self._arm_expiry(name)
+        elif self.activity[name] != answer.activity:
+            self._arm_expiry(name)  # a request came while the question was out
+        else:
+            self._delete_subscription(name)
+
+    def _delete_subscription(self, name: str) -> bool:
+        """Delete ``name`` (its streams close, its messages go); False if there is no such subscription."""
+        known_sub = self.subscriptions.pop(name, None)
+        if known_sub is None:
+            return False
+        handle = self.expiry.pop(name, None)
+        if handle is not None:
+            self.ctx.cancel(handle)
+        self.activity.pop(name, None)
+        self.active_at.pop(name, None)
+        its_topic = self.topics.get(known_sub[0].topic)
+        if its_topic is not None:
+            self.ctx.send(its_topic[1], DetachSubscription(name))
+        self.ctx.stop(known_sub[1])
+        return True
 
     def _seek(self, name: str, seek: Seek) -> None:
         """Through the topic if it retains messages (they may be replayed), else to the subscription."""
@@ -292,6 +384,7 @@ class PubSubRegistry(ContainedActor):
         if known is None or topic is None or topic[0].retention_s is None:
             self._forward(name, seek)
         else:
+            self._touch(name)
             self.ctx.send(topic[1], Envelope(ReplayTo(seek, known[1], known[0].filter), self.ctx.sender))
 
     def _child_name(self, kind: str) -> str:
@@ -344,6 +437,8 @@ class PubSubRegistry(ContainedActor):
         make = self.subscription_factory
         ref = self.ctx.spawn(lambda: make(config, me, number, codec), name=name)
         self.subscriptions[config.name] = (config, ref)
+        self._touch(config.name)
+        self._arm_expiry(config.name)
         self.ctx.send(topic[1], AttachSubscription(config.name, ref, config.filter))
         self.ctx.reply(config)
 
@@ -357,5 +452,7 @@ class PubSubRegistry(ContainedActor):
                                                f"{config.dead_letter.topic}"))
             return
         self.subscriptions[config.name] = (config, known[1])
+        self._touch(config.name)  # an update is activity, and may change the TTL
+        self._arm_expiry(config.name)
         self.ctx.send(known[1], UseConfig(config))
         self.ctx.reply(config)

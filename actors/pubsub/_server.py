@@ -24,15 +24,16 @@ from types import TracebackType
 from typing import Any, Final, NoReturn, final
 
 import grpc
-from google.protobuf import any_pb2, empty_pb2
+from google.protobuf import empty_pb2
 from google.pubsub_v1 import types
-from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from conveyor.runtime import ActorDeadError, ActorRef, AskTimeout, ThreadSystem
 
 from . import _convert as convert
+from . import _limits as limits
 from ._ackid import KEY_BYTES, looks_like_ack_id
+from ._memory import MemoryBudget, parse_byte_size, resident_bytes
 from ._model import (
     Batch,
     Confirmations,
@@ -78,13 +79,20 @@ _POLL_S: Final = 1.0  # a stream's binding answers an empty batch this often, so
 _MAX_WAIT_S: Final = 5.0  # longest a Pull waits for its first message
 _UNARY_RESERVE: Final = 32
 _MESSAGE_LIMIT: Final = 64 * 1024 * 1024  # gRPC's own limits, above Pub/Sub's, so ours give the clear error
+_METADATA_LIMIT: Final = 1024 * 1024  # request headers (gRPC's default: 8 KiB, hard 16 KiB), for the same reason
 _CODES: Final = {code.name: code for code in grpc.StatusCode}
 _LOGGED_CHARS: Final = 120  # a resource name longer than this is logged as a prefix
+_SIZE_LIMITS: Final = {
+    "Publish": (limits.PUBLISH_MAX_BYTES, limits.PUBLISH_LIMIT),
+    "Acknowledge": (limits.ACK_REQUEST_MAX_BYTES, limits.ACK_LIMIT),
+    "ModifyAckDeadline": (limits.ACK_REQUEST_MAX_BYTES, limits.ACK_LIMIT),
+}
+"""Requests refused by their serialized size before they are parsed (``_limits``)."""
 _Ids = tuple[str, ...]
 
 
 def _abort(context: grpc.ServicerContext, code: str, message: str) -> NoReturn:
-    context.abort(_CODES.get(code, grpc.StatusCode.UNKNOWN), message)
+    context.abort(_CODES.get(code, grpc.StatusCode.UNKNOWN), limits.clip(message))
     raise AssertionError  # abort raises
 
 
@@ -133,6 +141,12 @@ class PubSubServer:
         port: 0 picks a free port (read it back from ``port`` / ``address``).
         max_streams: most StreamingPulls open at once.
         clock: wall-clock nanoseconds for publish times and Seek (injected: tests may fake it).
+        max_memory: a budget for the process's resident size, in bytes or as ``512MB`` / ``2GiB``:
+            a Publish that could take the process past it is refused with RESOURCE_EXHAUSTED
+            (which clients retry). None: no budget.
+
+    Raises:
+        ValueError: a bad argument, naming it; a budget below what the process holds already.
     """
 
     def __init__(
@@ -142,6 +156,7 @@ class PubSubServer:
         *,
         max_streams: int = 64,
         clock: Callable[[], int] = time.time_ns,
+        max_memory: int | str | None = None,
     ) -> None:
         if not isinstance(host, str) or not host:
             msg = f"PubSubServer host must be a non-empty str, got {host!r}"
@@ -152,6 +167,7 @@ class PubSubServer:
         if type(max_streams) is not int or max_streams < 1:
             msg = f"PubSubServer max_streams must be an int >= 1, got {max_streams!r}"
             raise ValueError(msg)
+        self.budget = None if max_memory is None else _budget(max_memory)
         self.host = host
         self.port = port
         self.max_streams = max_streams
@@ -161,6 +177,7 @@ class PubSubServer:
         self.registry: ActorRef = self.system.spawn(lambda: PubSubRegistry(ack_key), name="pubsub")
         self._server: grpc.Server | None = None
         self._streams: dict[int, ActorRef] = {}  # open streams; dict operations are atomic in CPython
+        self._stream_errors: dict[int, str] = {}  # a stream's refused request, from its reader thread
         self._stream_ids = iter(range(1, 1 << 62))
         self._stopping = False
 
@@ -195,6 +212,10 @@ class PubSubServer:
             options=[
                 ("grpc.max_receive_message_length", _MESSAGE_LIMIT),
                 ("grpc.max_send_message_length", _MESSAGE_LIMIT),
+                # Google's clients repeat a resource name in a routing header: let a request with a huge
+                # one in reach the handler, which refuses it as INVALID_ARGUMENT, naming the field.
+                ("grpc.max_metadata_size", _METADATA_LIMIT),
+                ("grpc.absolute_max_metadata_size", _METADATA_LIMIT),
             ],
         )
         port = server.add_insecure_port(f"{self.host}:{self.port}")
@@ -269,6 +290,9 @@ class PubSubServer:
 
         def run(request: Any, context: grpc.ServicerContext) -> Any:
             started = self.clock()  # the injected clock: the log's durations need no other
+            if type(request) is limits.Oversize:
+                _log_call(name, request, "INVALID_ARGUMENT", self.clock() - started)
+                _abort(context, "INVALID_ARGUMENT", f"{name}: {request.describe()}")
             try:
                 response = handler(request, context)
             except convert.RequestError as error:
@@ -300,9 +324,12 @@ class PubSubServer:
 
     def _handlers(self) -> list[grpc.GenericRpcHandler]:
         def unary(name: str, fn: Callable[[Any, grpc.ServicerContext], Any], request: Any) -> grpc.RpcMethodHandler:
+            parse = _pb(request).FromString
+            if name in _SIZE_LIMITS:  # refused by its size before it is parsed
+                parse = limits.size_limited(parse, *_SIZE_LIMITS[name])
             return grpc.unary_unary_rpc_method_handler(
                 self._guard(name, fn),
-                request_deserializer=_pb(request).FromString,
+                request_deserializer=parse,
                 response_serializer=lambda message: message.SerializeToString(),
             )
 
@@ -333,7 +360,8 @@ class PubSubServer:
             "Seek": unary("Seek", self._seek, types.SeekRequest),
             "StreamingPull": grpc.stream_stream_rpc_method_handler(
                 self._logged_stream,
-                request_deserializer=_pb(types.StreamingPullRequest).FromString,
+                request_deserializer=limits.size_limited(_pb(types.StreamingPullRequest).FromString,
+                                                         limits.ACK_REQUEST_MAX_BYTES, limits.STREAM_LIMIT),
                 response_serializer=lambda message: message.SerializeToString(),
             ),
         }
@@ -379,6 +407,10 @@ class PubSubServer:
 
     def _publish(self, request: Any, context: grpc.ServicerContext) -> Any:
         topic = convert.topic_name(request.topic)
+        if self.budget is not None:  # before anything of the request is copied
+            refused = self.budget.refusal(request.ByteSize(), len(request.messages))
+            if refused is not None:
+                _abort(context, "RESOURCE_EXHAUSTED", f"Publish: {refused}")
         messages = convert.pub_messages(request.messages, self.clock())
         published: PublishedIds = self._ask(context, Publish(topic, messages))
         return _pb(types.PublishResponse)(message_ids=published.message_ids)
@@ -435,22 +467,8 @@ class PubSubServer:
         outcome: SettleOutcome = self._ask(context, request)
         if not outcome.invalid:
             return
-        # Exactly-once: Pub/Sub reports each failed ack id in an ErrorInfo. The ones that did succeed
-        # are marked transient so the client asks again and hears success (a repeated ack of an acked
-        # message is confirmed), since the client fails every id the ErrorInfo leaves out.
-        failed = set(outcome.invalid)
-        metadata = dict.fromkeys(failed, "PERMANENT_FAILURE_INVALID_ACK_ID")
-        for ack_id in request.ack_ids:
-            metadata.setdefault(ack_id, "TRANSIENT_FAILURE_CONFIRM_AGAIN")
-        info = error_details_pb2.ErrorInfo(reason="EXACTLY_ONCE_ACKID_FAILURE", domain="pubsub.googleapis.com",
-                                           metadata=metadata)
-        detail = any_pb2.Any()
-        detail.Pack(info)
-        status = status_pb2.Status(
-            code=code_pb2.INVALID_ARGUMENT,
-            message=f"{len(failed)} ack ids are no longer valid (lease lapsed, already settled or unknown)",
-            details=[detail],
-        )
+        # Exactly-once: Pub/Sub reports each failed ack id in an ErrorInfo, bounded in size.
+        status = convert.exactly_once_failure(request.ack_ids, outcome.invalid)
         context.abort_with_status(rpc_status.to_status(status))
 
     def _acknowledge(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -486,6 +504,8 @@ class PubSubServer:
         except StopIteration:
             return
         try:
+            if type(first) is limits.Oversize:
+                raise convert.BadRequest(first.describe())
             name = convert.subscription_name(first.subscription)
             deadline = first.stream_ack_deadline_seconds
             if not 10 <= deadline <= 600:
@@ -494,6 +514,7 @@ class PubSubServer:
                 raise convert.BadRequest("max_outstanding_messages / max_outstanding_bytes: must be >= 0")
             if len(first.modify_deadline_seconds) != len(first.modify_deadline_ack_ids):
                 raise convert.BadRequest("modify_deadline_seconds: one per modify_deadline_ack_ids entry")
+            convert.stream_request_ids(first)
         except convert.RequestError as error:
             _abort(context, error.code, f"StreamingPull: {error}")
         if len(self._streams) >= self.max_streams:
@@ -507,7 +528,7 @@ class PubSubServer:
         system = self.system
         context.add_callback(lambda: system.tell_from_thread(binding, Detach()))
         self._settle_from_stream(name, first, binding)
-        reader = threading.Thread(target=self._read_stream, args=(name, requests, binding), daemon=True,
+        reader = threading.Thread(target=self._read_stream, args=(name, requests, binding, stream_id), daemon=True,
                                   name=f"conveyor-pubsub-stream-{stream_id}")
         reader.start()
         try:
@@ -515,6 +536,7 @@ class PubSubServer:
                 try:
                     answer = system.ask(binding, NextBatch(_POLL_S), timeout=_POLL_S + _ASK_S)
                 except (ActorDeadError, AskTimeout):
+                    self._refuse_stream(context, stream_id)
                     if self._stopping:
                         _abort(context, "UNAVAILABLE", "StreamingPull: the server is shutting down; reconnect")
                     if not self._subscription_exists(name):
@@ -522,10 +544,12 @@ class PubSubServer:
                     # Its binding failed (and gave its leases back): the client reconnects to a new one.
                     _abort(context, "UNAVAILABLE", f"StreamingPull: the stream on {name} failed; reconnect")
                 if isinstance(answer, StreamClosed):
+                    self._refuse_stream(context, stream_id)
                     _abort(context, "UNAVAILABLE", f"StreamingPull: {answer.reason}; reconnect")
                 yield from convert.stream_responses(answer)
         finally:
             self._streams.pop(stream_id, None)
+            self._stream_errors.pop(stream_id, None)
             system.tell_from_thread(binding, Detach())
 
     def _subscription_exists(self, name: str) -> bool:
@@ -535,11 +559,26 @@ class PubSubServer:
             return False
         return not isinstance(answer, Failed)
 
-    def _read_stream(self, name: str, requests: Iterator[Any], binding: ActorRef) -> None:
-        """A stream's reader thread: acks and deadline changes sent on the stream go to the subscription."""
+    def _refuse_stream(self, context: grpc.ServicerContext, stream_id: int) -> None:
+        """End the stream with INVALID_ARGUMENT if its reader refused a request (over the limits)."""
+        refused = self._stream_errors.pop(stream_id, None)
+        if refused is not None:
+            _abort(context, "INVALID_ARGUMENT", refused)
+
+    def _read_stream(self, name: str, requests: Iterator[Any], binding: ActorRef, stream_id: int) -> None:
+        """A stream's reader thread: acks and deadline changes sent on the stream go to the subscription.
+
+        A request over the limits ends the stream: its error waits in ``_stream_errors`` for the
+        response loop, which the binding's ``StreamClosed`` (after ``Detach``) wakes.
+        """
         try:
             for request in requests:
+                if type(request) is limits.Oversize:
+                    raise convert.BadRequest(request.describe())
+                convert.stream_request_ids(request)
                 self._settle_from_stream(name, request, binding)
+        except convert.RequestError as error:
+            self._stream_errors[stream_id] = f"StreamingPull: {error}"
         except (grpc.RpcError, ValueError, AskTimeout, ActorDeadError) as error:
             log.debug("StreamingPull reader for %s ended: %r", name, error)
         finally:
@@ -576,6 +615,21 @@ class PubSubServer:
         return done, tuple(text for text in texts if text in invalid)
 
 
+def _budget(max_memory: int | str) -> MemoryBudget:
+    """The memory budget ``max_memory`` asks for, checked against what the process holds now."""
+    limit = parse_byte_size(max_memory)
+    try:
+        held = resident_bytes()
+    except OSError as error:
+        msg = f"PubSubServer max_memory needs /proc/self/statm to read the resident size (Linux): {error}"
+        raise ValueError(msg) from None
+    if limit <= held:
+        msg = (f"PubSubServer max_memory {limit:,} bytes is below what the process holds already ({held:,} bytes "
+               "resident): every publish would be refused")
+        raise ValueError(msg)
+    return MemoryBudget(limit)
+
+
 @final
 class _Unimplemented(grpc.GenericRpcHandler):  # type: ignore[misc]
     """Every call no other handler knows: UNIMPLEMENTED, naming the call."""
@@ -584,8 +638,9 @@ class _Unimplemented(grpc.GenericRpcHandler):  # type: ignore[misc]
         method = handler_call_details.method
 
         def refuse(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
-            log.debug("%s - UNIMPLEMENTED", method.lstrip("/"))
-            _abort(context, "UNIMPLEMENTED", f"{method.lstrip('/')} is not implemented by conveyor's Pub/Sub front")
+            log.debug("%s - UNIMPLEMENTED", limits.quote(method.lstrip("/"), 200))
+            _abort(context, "UNIMPLEMENTED",
+                   f"{limits.quote(method.lstrip('/'), 200)} is not implemented by conveyor's Pub/Sub front")
             yield b""  # pragma: no cover - a generator, for the stream handler's shape
 
         return grpc.stream_stream_rpc_method_handler(refuse)

@@ -73,8 +73,10 @@ from ._model import (
     SubscriptionConfig,
 )
 from ._protocol import (
+    BindingCount,
     Close,
     Confirmed,
+    CountBindings,
     Envelope,
     PublishInternal,
     Rebind,
@@ -91,6 +93,9 @@ UNLIMITED_MESSAGES = 1_000_000_000
 UNLIMITED_BYTES = 1 << 62
 _MAX_MESSAGE_BYTES = (1 << 31) - 1  # the glue enforces Pub/Sub's limits before a message gets here
 _PULL_LINGER_S = 0.005  # a Pull answers this long after its first message, so one batch fills it
+_DEAD_LETTER_SOURCE = frozenset({"CloudPubSubDeadLetterSourceDeliveryCount", "CloudPubSubDeadLetterSourceSubscription",
+                                 "CloudPubSubDeadLetterSourceSubscriptionProject"})
+"""Attributes a dead letter gets from the subscription it left (a message dead-lettered twice has them already)."""
 
 
 @final
@@ -111,6 +116,21 @@ class _WaitOver:
 @attrs.frozen
 class _Check:
     """Binding's timer, once detached: stop if every lease is settled or lapsed."""
+
+
+def _fitting(deliveries: list[Delivery], max_bytes: int) -> tuple[list[Delivery], list[Delivery]]:
+    """(the deliveries that fit in ``max_bytes``, the first always; the rest), in order.
+
+    A consumer's byte credit may be overshot by a message per pull of the broker, so a Pull of
+    1 MB messages gathered 5 MB: over the 4 MiB a client receives, and redelivered into the same
+    failure for ever.
+    """
+    size = 0
+    for index, delivery in enumerate(deliveries):
+        size += delivery.message.size
+        if index and size > max_bytes:
+            return deliveries[:index], deliveries[index:]
+    return deliveries, []
 
 
 def _publish_order(message: PubMessage) -> tuple[int, int]:
@@ -179,6 +199,8 @@ class Binding(Actor):
         exactly_once / ordering: the subscription's properties, echoed on every batch.
         pull: for a Pull, the request (answered once, to ``reply_to``).
         reply_to: the Pull's asker.
+        dead_letter: whether the subscription has a dead-letter policy (only then do its
+            messages carry ``delivery_attempt``, as in Pub/Sub).
     """
 
     def __init__(
@@ -194,7 +216,10 @@ class Binding(Actor):
         ordering: bool,
         pull: PullMessages | None = None,
         reply_to: ActorRef | None = None,
+        *,
+        dead_letter: bool = False,
     ) -> None:
+        self.dead_letter = dead_letter
         self.number = number
         self.codec, self.subscription_id, self.generation = ack_ids
         self.queue = queue
@@ -260,6 +285,7 @@ class Binding(Actor):
             case Reconfigured(queue_deadline_s=queue_deadline_s, exactly_once=exactly_once):
                 self.queue_deadline_s = queue_deadline_s
                 self.exactly_once = exactly_once
+                self.dead_letter = message.dead_letter
             case AckResult(acked=acked, invalid=invalid):
                 confirm_id, refused, attempts = self.confirms.popleft()
                 self.acked.update((tag, attempts[tag]) for tag in acked)
@@ -321,6 +347,8 @@ class Binding(Actor):
             self.ctx.cancel(self.wait_timer)
             self.wait_timer = None
         deliveries, self.buffer = self._unlapsed(self.buffer), []
+        if self.pull is not None:  # one response: what fits its bytes; the rest goes back unseen (_detach)
+            deliveries, self.buffer = _fitting(deliveries, self.pull.max_bytes)
         issue, subscription, generation, number = self.codec.issue, self.subscription_id, self.generation, self.number
         received = tuple(
             (issue(AckId(subscription, generation, number, d.tag, d.delivery_count, d.message.message_id)),
@@ -331,7 +359,7 @@ class Binding(Actor):
             tags = tuple(d.tag for d in deliveries)
             self.ctx.send(self.consumer, ModifyAckDeadline(0, tags, float(self.ack_deadline_s)))
         confirmations, self.confirmations = self.confirmations, None
-        self.ctx.send(waiter, Batch(received, self.exactly_once, self.ordering, confirmations))
+        self.ctx.send(waiter, Batch(received, self.exactly_once, self.ordering, confirmations, self.dead_letter))
         if self.pull is not None:
             self._detach("pull answered")
 
@@ -425,6 +453,7 @@ class Binding(Actor):
         self.queue_deadline_s = request.queue_deadline_s
         self.exactly_once = request.exactly_once
         self.ordering = request.ordering
+        self.dead_letter = request.dead_letter
         self.buffer = []
         self.outstanding = {}
         self.acked = set()
@@ -531,6 +560,8 @@ class SubscriptionActor(ContainedActor):
                 self._use_config(config)
             case TopicGone():
                 self.config = attrs.evolve(self.config, topic="_deleted-topic_")
+            case CountBindings(name=name, activity=activity):  # the registry's expiry check
+                self.ctx.send(self.registry, BindingCount(name, activity, len(self.bindings)))
             case Shutdown():
                 for ref in self.bindings.values():
                     self.ctx.send(ref, Close("server shutting down"))
@@ -595,8 +626,8 @@ class SubscriptionActor(ContainedActor):
         if policy is None:
             return
         project, _, short = self.config.name.partition("/subscriptions/")
-        attributes = (
-            *original.attributes,
+        attributes = (  # replaced, not repeated: a broker Message refuses a key given twice
+            *(pair for pair in original.attributes if pair[0] not in _DEAD_LETTER_SOURCE),
             ("CloudPubSubDeadLetterSourceDeliveryCount", str(count)),
             ("CloudPubSubDeadLetterSourceSubscription", short),
             ("CloudPubSubDeadLetterSourceSubscriptionProject", project.removeprefix("projects/")),
@@ -647,7 +678,8 @@ class SubscriptionActor(ContainedActor):
         ack_ids = (self.codec, self.number, self.generation)
         ref = self.ctx.spawn(
             lambda: Binding(number, ack_ids, queue, me, settings, deadline, config.ack_deadline_s,
-                            config.exactly_once, config.enable_message_ordering, pull, reply_to),
+                            config.exactly_once, config.enable_message_ordering, pull, reply_to,
+                            dead_letter=config.dead_letter is not None),
             name=f"binding-{number}",
         )
         self.bindings[number] = ref
@@ -772,8 +804,10 @@ class SubscriptionActor(ContainedActor):
         if any(getattr(old, name) != getattr(config, name) for name in ("ack_deadline_s", "dead_letter", "retry")):
             assert self.queue is not None
             self.ctx.send(self.queue, Reconfigure(self._queue_config()))
-        if old.ack_deadline_s != config.ack_deadline_s or old.exactly_once != config.exactly_once:
-            reconfigured = Reconfigured(config.ack_deadline_s, config.exactly_once)
+        dead_letter = config.dead_letter is not None
+        if (old.ack_deadline_s != config.ack_deadline_s or old.exactly_once != config.exactly_once
+                or (old.dead_letter is not None) != dead_letter):
+            reconfigured = Reconfigured(config.ack_deadline_s, config.exactly_once, dead_letter)
             for ref in self.bindings.values():
                 self.ctx.send(ref, reconfigured)
 
@@ -796,6 +830,6 @@ class SubscriptionActor(ContainedActor):
         if kept:
             self.ctx.send(queue, PublishBatch(tuple(kept)))
         rebind = Rebind(queue, self.generation, config.ack_deadline_s, config.exactly_once,
-                        config.enable_message_ordering)
+                        config.enable_message_ordering, config.dead_letter is not None)
         for ref in self.bindings.values():
             self.ctx.send(ref, rebind)

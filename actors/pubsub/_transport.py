@@ -47,6 +47,8 @@ from conveyor.actors.subscriber import (
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ConveyorError, JobDone, JobFailed
 
+from ._limits import ACK_REQUEST_MAX_BYTES
+
 log = logging.getLogger("conveyor.pubsub")
 
 _PB: dict[str, Any] = {name: getattr(types, name).pb() for name in (
@@ -59,6 +61,7 @@ _PERMANENT: Final = frozenset({"NOT_FOUND", "PERMISSION_DENIED", "INVALID_ARGUME
 _CONSUMER_ID: Final = 1
 _CALL_TIMEOUT_S: Final = 30.0  # a settlement call waits this long for the server (restarts included)
 _IDS_PER_CALL: Final = 2500  # ack ids of ~40 bytes: about 100 KB per request, far under Pub/Sub's 512 KB
+_BYTES_PER_CALL: Final = ACK_REQUEST_MAX_BYTES - 4096  # and never over it, whatever the ids' length
 RELEASED_MEMORY: Final = 100_000
 """How many messages given back (nacked, or their ack refused) keep their tag for a redelivery.
 
@@ -177,22 +180,32 @@ class PubSubTransport:
         An ack is refused if the server says so (exactly-once: its ErrorInfo marks it permanent)
         or if its call failed; failed deadline changes are not reported (the lease lapses instead).
         """
-        pending: list[tuple[Any, tuple[str, ...]]] = []
-        for chunk in _chunks(settlements.acks):
-            request = _PB["AcknowledgeRequest"](subscription=subscription, ack_ids=chunk)
-            pending.append((self._ack.future(request, timeout=_CALL_TIMEOUT_S, wait_for_ready=True), chunk))
-        for seconds, ids in settlements.modacks:
-            for chunk in _chunks(ids):
-                request = _PB["ModifyAckDeadlineRequest"](subscription=subscription, ack_ids=chunk,
-                                                          ack_deadline_seconds=seconds)
-                pending.append((self._modack.future(request, timeout=_CALL_TIMEOUT_S, wait_for_ready=True), ()))
+        acks, modacks = settlements.acks, settlements.modacks
         refused: set[str] = set()
-        for future, acked in pending:
-            try:
-                future.result()
-            except grpc.RpcError as error:
-                if acked:
-                    refused.update(_refused(error, acked))
+        while acks or modacks:
+            pending: list[tuple[Any, tuple[str, ...]]] = []
+            for chunk in _chunks(acks):
+                request = _PB["AcknowledgeRequest"](subscription=subscription, ack_ids=chunk)
+                pending.append((self._ack.future(request, timeout=_CALL_TIMEOUT_S, wait_for_ready=True), chunk))
+            for seconds, ids in modacks:
+                for chunk in _chunks(ids):
+                    request = _PB["ModifyAckDeadlineRequest"](subscription=subscription, ack_ids=chunk,
+                                                              ack_deadline_seconds=seconds)
+                    pending.append((self._modack.future(request, timeout=_CALL_TIMEOUT_S, wait_for_ready=True), ()))
+            again: list[str] = []
+            for future, acked in pending:
+                try:
+                    future.result()
+                except grpc.RpcError as error:
+                    if acked:
+                        lost, retry = _refused(error, acked)
+                        refused.update(lost)
+                        again.extend(retry)
+            # An exactly-once error lists what fits and asks for the others again (ABORTED).
+            if len(again) == len(acks):  # nothing was answered: no progress to be made
+                refused.update(again)
+                again = []
+            acks, modacks = tuple(again), ()
         return frozenset(refused)
 
 
@@ -205,12 +218,26 @@ def _ignore(data: bytes) -> bytes:
 
 
 def _chunks(ids: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
-    for start in range(0, len(ids), _IDS_PER_CALL):
-        yield ids[start:start + _IDS_PER_CALL]
+    """``ids`` in calls of at most ``_IDS_PER_CALL`` ids and ``_BYTES_PER_CALL`` bytes (Pub/Sub's request limit)."""
+    chunk: list[str] = []
+    size = 0
+    for ack_id in ids:
+        entry = len(ack_id.encode()) + 4  # the id and its field's framing
+        if chunk and (len(chunk) == _IDS_PER_CALL or size + entry > _BYTES_PER_CALL):
+            yield tuple(chunk)
+            chunk, size = [], 0
+        chunk.append(ack_id)
+        size += entry
+    if chunk:
+        yield tuple(chunk)
 
 
-def _refused(error: grpc.RpcError, ack_ids: tuple[str, ...]) -> tuple[str, ...]:
-    """The ack ids an error refuses: those its ErrorInfo marks permanent, or all of them."""
+def _refused(error: grpc.RpcError, ack_ids: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the ack ids an error refuses, those to send again).
+
+    Refused: those its ErrorInfo marks permanent, or all of them without one. Sent again: those an
+    ABORTED error's ErrorInfo leaves out (it lists only what fits, and asks for the rest again).
+    """
     from google.rpc import error_details_pb2
     from grpc_status import rpc_status
 
@@ -219,8 +246,12 @@ def _refused(error: grpc.RpcError, ack_ids: tuple[str, ...]) -> tuple[str, ...]:
         for detail in status.details:
             info = error_details_pb2.ErrorInfo()
             if detail.Unpack(info):
-                return tuple(i for i in ack_ids if info.metadata.get(i, "").startswith("PERMANENT"))
-    return ack_ids
+                metadata = info.metadata
+                refused = tuple(i for i in ack_ids if metadata.get(i, "").startswith("PERMANENT"))
+                aborted = error.code() is grpc.StatusCode.ABORTED
+                again = tuple(i for i in ack_ids if i not in metadata) if aborted else ()
+                return refused, again
+    return ack_ids, ()
 
 
 @final

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 from typing import Any
 
+import attrs
 import pytest
 
-from conveyor.runtime import Actor, ConveyorError, ThreadSystem
+from conveyor.runtime import Actor, ActorRef, ConveyorError, ThreadSystem
 from tests.runtime.actors import Echo, Get, OrderChecker, Recorder, Seq
 
 
@@ -102,3 +105,36 @@ def test_shutdown_with_jobs_still_queued_cancels_them_quietly(caplog: pytest.Log
     release.set()
     time.sleep(0.05)  # let the worker finish the held job (no assertion on time)
     assert not [record for record in caplog.records if "CancelledError" in (record.exc_text or record.getMessage())]
+
+
+@attrs.frozen
+class _Forwarded:
+    question: object
+    reply_to: ActorRef | None
+
+
+@attrs.frozen
+class _Answer:
+    payload: bytes
+
+
+def test_an_actor_that_forwards_asks_does_not_keep_their_answers() -> None:
+    # The asked actor remembers its unanswered asks (up to 64); one that forwards every ask, as the
+    # Pub/Sub registry does, kept each answer alive with them (a Pull's messages included).
+    class Answerer(Actor):
+        def receive(self, message: Any) -> None:
+            self.ctx.send(message.reply_to, _Answer(b"x" * 1000))
+
+    class Forwarder(Actor):
+        def __init__(self, to: ActorRef) -> None:
+            self.to = to
+
+        def receive(self, message: Any) -> None:
+            self.ctx.send(self.to, _Forwarded(message, self.ctx.sender))
+
+    with ThreadSystem() as system:
+        answerer = system.spawn(Answerer)
+        forwarder = system.spawn(lambda: Forwarder(answerer))
+        answers = [weakref.ref(system.ask(forwarder, n)) for n in range(3)]
+        gc.collect()
+        assert [answer() for answer in answers] == [None, None, None]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,6 +31,21 @@ def fresh(consumers: int = 1, **options: object) -> EntryList:
     for consumer in range(1, consumers + 1):
         entries.add_consumer(consumer, ALL, 0, True)
     return entries
+
+
+def test_a_drained_level_lets_go_of_its_messages() -> None:
+    # Finished entries were trimmed from a level's head lazily, keeping up to 1,024 acked messages
+    # (bodies included) alive in a queue that had nothing left.
+    entries = fresh()
+    published = [msg(n) for n in range(3)]
+    for message in published:
+        entries.publish(message, 0.0)
+    kept = [weakref.ref(message) for message in published]
+    taken, _, _ = entries.take(1, 0.0, 3, 10**6, FAR)
+    entries.ack(1, [entry.seq for entry in taken])
+    del published, taken, message
+    gc.collect()
+    assert [ref() for ref in kept] == [None, None, None]
 
 
 def test_priority_levels_map_as_qpid_does() -> None:

@@ -122,7 +122,7 @@ def test_publish_with_attributes_and_keys_then_pull_and_acknowledge(
     assert (second.data, dict(second.attributes), second.ordering_key) == (b"second", {"kind": "b"}, "k1")
     assert {first.message_id, second.message_id} == set(ids)
     assert first.publish_time.timestamp() > 0
-    assert [m.delivery_attempt for m in got] == [1, 1]
+    assert [m.delivery_attempt for m in got] == [0, 0]  # unset without a dead-letter policy, as in Pub/Sub
     subscriber.acknowledge(subscription=subscription("events-sub"), ack_ids=[m.ack_id for m in got])
     assert pull_nothing(subscriber, subscription("events-sub")) == []
 
@@ -178,7 +178,7 @@ def test_pull_waits_out_the_retry_policy_after_a_nack(
     response = subscriber.pull(subscription=subscription("backoff-sub"), max_messages=1, timeout=1.0)
     assert list(response.received_messages) == []
     (second,) = pull_exactly(subscriber, subscription("backoff-sub"), 1, rounds=6)
-    assert (second.message.data, second.delivery_attempt) == (b"later", 2)
+    assert (second.message.data, second.delivery_attempt) == (b"later", 0)  # 0: no dead-letter policy
 
 
 def test_exactly_once_confirms_acks_and_refuses_stale_ones(
@@ -214,7 +214,7 @@ def test_exactly_once_confirms_acks_and_refuses_stale_ones(
         subscriber.acknowledge(subscription=subscription("once-sub"), ack_ids=[stale.ack_id])
     assert "no longer valid" in str(refused.value)
     (again,) = pull_exactly(subscriber, subscription("once-sub"), 1)
-    assert (again.message.data, again.delivery_attempt) == (b"three", 2)
+    assert (again.message.data, again.delivery_attempt) == (b"three", 0)  # 0: no dead-letter policy
     subscriber.acknowledge(subscription=subscription("once-sub"), ack_ids=[again.ack_id])
     assert isinstance(AcknowledgeError, type)
 

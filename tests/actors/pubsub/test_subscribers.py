@@ -164,7 +164,10 @@ def test_each_ordering_key_in_order(client: Client, publisher: pubsub_v1.Publish
 def test_nack_redelivers_with_a_higher_delivery_attempt(client: Client, publisher: pubsub_v1.PublisherClient,
                                                         subscriber: pubsub_v1.SubscriberClient) -> None:
     publisher.create_topic(name=topic("retry"))
-    subscriber.create_subscription(name=subscription("retry-sub"), topic=topic("retry"))
+    publisher.create_topic(name=topic("retry-dead"))
+    subscriber.create_subscription(request={  # delivery_attempt is set only with a dead-letter policy
+        "name": subscription("retry-sub"), "topic": topic("retry"),
+        "dead_letter_policy": {"dead_letter_topic": topic("retry-dead"), "max_delivery_attempts": 5}})
     publisher.publish(topic("retry"), b"again").result(10)
 
     def nack_first(message: Any) -> None:
@@ -209,11 +212,14 @@ def test_dead_letter_after_max_delivery_attempts(client: Client, publisher: pubs
 def test_retry_policy_holds_a_nacked_message_back(client: Client, publisher: pubsub_v1.PublisherClient,
                                                   subscriber: pubsub_v1.SubscriberClient) -> None:
     publisher.create_topic(name=topic("backoff"))
+    publisher.create_topic(name=topic("backoff-dead"))
     subscriber.create_subscription(
         request={
             "name": subscription("backoff-sub"),
             "topic": topic("backoff"),
             "retry_policy": {"minimum_backoff": {"seconds": 1}, "maximum_backoff": {"seconds": 2}},
+            # delivery_attempt is set only with a dead-letter policy
+            "dead_letter_policy": {"dead_letter_topic": topic("backoff-dead"), "max_delivery_attempts": 5},
         }
     )
 
@@ -355,8 +361,10 @@ def test_conveyor_keeps_key_order_across_a_nack(transport: PubSubTransport, publ
     (Google's client runs the key's next message as soon as the nack is sent, before the redelivery.)
     """
     publisher.create_topic(name=topic("own"))
-    subscriber.create_subscription(
-        request={"name": subscription("own-sub"), "topic": topic("own"), "enable_message_ordering": True}
+    publisher.create_topic(name=topic("own-dead"))
+    subscriber.create_subscription(  # delivery_attempt is set only with a dead-letter policy
+        request={"name": subscription("own-sub"), "topic": topic("own"), "enable_message_ordering": True,
+                 "dead_letter_policy": {"dead_letter_topic": topic("own-dead"), "max_delivery_attempts": 5}}
     )
     for n in range(20):
         publisher.publish(topic("own"), f"{n}".encode(), ordering_key=f"k{n % 2}", n=str(n))
@@ -391,8 +399,10 @@ def test_conveyor_ack_with_response_is_false_for_a_stale_ack(
     (its refusal of a stale ack is in test_official_client, through a pull).
     """
     publisher.create_topic(name=topic("stale"))
-    subscriber.create_subscription(
-        request={"name": subscription("stale-sub"), "topic": topic("stale"), "enable_exactly_once_delivery": True}
+    publisher.create_topic(name=topic("stale-dead"))
+    subscriber.create_subscription(  # delivery_attempt is set only with a dead-letter policy
+        request={"name": subscription("stale-sub"), "topic": topic("stale"), "enable_exactly_once_delivery": True,
+                 "dead_letter_policy": {"dead_letter_topic": topic("stale-dead"), "max_delivery_attempts": 5}}
     )
     publisher.publish(topic("stale"), b"late").result(10)
     release = threading.Event()
