@@ -89,6 +89,8 @@ from ._protocol import (
 )
 
 logger = logging.getLogger("conveyor.pubsub")
+CONFIRMED_MEMORY = 100_000
+"""Confirmed exactly-once ack ids a subscription remembers, to confirm a repeated ack (about 10 MB at most)."""
 UNLIMITED_MESSAGES = 1_000_000_000
 UNLIMITED_BYTES = 1 << 62
 _MAX_MESSAGE_BYTES = (1 << 31) - 1  # the glue enforces Pub/Sub's limits before a message gets here
@@ -517,6 +519,10 @@ class SubscriptionActor(ContainedActor):
         self.next_binding = 0
         self.pending: dict[int, _Pending] = {}
         self.next_confirm = 0
+        # Exactly-once: ack ids whose ack the queue confirmed, oldest first (bounded), so that an ack
+        # sent again (Google's client resends every id an error marked transient) is confirmed again
+        # after its binding has ended.
+        self.confirmed: OrderedDict[str, None] = OrderedDict()
 
     def on_start(self) -> None:
         """Create the first queue generation."""
@@ -701,7 +707,10 @@ class SubscriptionActor(ContainedActor):
         texts: dict[tuple[int, int], str] = {}
         read, number, generation, bindings = self.codec.read, self.number, self.generation, self.bindings
         acking = request.kind is SettleKind.ACK
+        confirmed = self.confirmed if confirm else {}
         for text in request.ack_ids:
+            if text in confirmed:
+                continue  # acked and confirmed before: confirmed again, and nothing to settle
             ack_id = read(text)
             if (ack_id is None or ack_id.subscription != number or ack_id.generation != generation
                     or ack_id.binding not in bindings):
@@ -747,6 +756,13 @@ class SubscriptionActor(ContainedActor):
         if pending.waiting:
             return
         del self.pending[confirm_id]
+        refused = set(pending.invalid)
+        confirmed = self.confirmed
+        for text in pending.texts.values():
+            if text not in refused:
+                confirmed[text] = None
+        while len(confirmed) > CONFIRMED_MEMORY:
+            confirmed.popitem(last=False)
         if pending.reply_to is not None:
             self.ctx.send(pending.reply_to, SettleOutcome(tuple(pending.invalid)))
 

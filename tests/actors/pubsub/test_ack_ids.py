@@ -190,3 +190,19 @@ def test_an_ack_id_sent_twice_in_one_call_acks_once_and_breaks_nothing(
     publisher.publish(topic("twice"), b"next").result(10)
     assert [m.message.data for m in pull_exactly(subscriber, subscription("twice-sub"), 1)] == [b"next"]
     assert pull_nothing(subscriber, subscription("twice-sub")) == []
+
+
+def test_an_exactly_once_ack_sent_again_after_its_pull_ended_is_confirmed_again(
+    publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient
+) -> None:
+    # Google's client sends again every id an error marked transient; the Pull that delivered it has
+    # ended once nothing it gave out is held, yet the repeated ack must not be reported as refused.
+    publisher.create_topic(name=topic("again"))
+    subscriber.create_subscription(request={"name": subscription("again-sub"), "topic": topic("again"),
+                                            "enable_exactly_once_delivery": True})
+    publisher.publish(topic("again"), b"once").result(10)
+    (received,) = pull_exactly(subscriber, subscription("again-sub"), 1)
+    subscriber.acknowledge(subscription=subscription("again-sub"), ack_ids=[received.ack_id])
+    publisher.publish(topic("again"), b"next").result(10)
+    pull_exactly(subscriber, subscription("again-sub"), 1)  # the server has moved on; the first Pull is over
+    subscriber.acknowledge(subscription=subscription("again-sub"), ack_ids=[received.ack_id])

@@ -203,9 +203,7 @@ def _stale_ids(
     publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient, count: int
 ) -> tuple[list[str], str, str]:
     """``count`` ack ids of an exactly-once subscription, all nacked (so an ack of any is refused), and
-    two valid ones of one Pull: one to ack among them, one held so that the Pull's binding outlives
-    that ack (a repeated ack of an acked message is confirmed only while its binding lives, a
-    limitation of today's ack ids that the ack-id rewrite of issue 15, item 2, owns)."""
+    two valid ones of one Pull: one to ack among them, one held to ack at the end."""
     publisher.create_topic(name=topic("once"))
     subscriber.create_subscription(request={"name": subscription("once-sub"), "topic": topic("once"),
                                             "enable_exactly_once_delivery": True})
