@@ -53,6 +53,12 @@ RECORDED_CALLS = frozenset({
 
 COMPACT_AFTER_EVENTS = 1024
 """A journal is compacted once it holds this many events and ``COMPACT_FACTOR`` times the state's size."""
+COMPACT_AFTER_BYTES = 4 * 1024 * 1024
+"""... or once the messages its events hold pass this many bytes and ``COMPACT_FACTOR`` times the live ones'.
+
+Events keep the messages they published: without this, a queue whose few large messages were all
+acked would keep their bodies until a thousand events had passed (a Pub/Sub server's memory budget
+saw acked megabytes stay resident)."""
 COMPACT_FACTOR = 4
 
 
@@ -146,7 +152,7 @@ def _frozen(value: object) -> object:
     return value
 
 
-def journal_calls(core: EntryList, journal: Journal, after: Callable[[], None]) -> None:
+def journal_calls(core: EntryList, journal: Journal, after: Callable[[int], None]) -> None:
     """Make ``core`` record each of its state-changing calls in ``journal`` once the call returns.
 
     Each method named in ``RECORDED_CALLS`` is wrapped on this instance only (reads are not
@@ -159,6 +165,8 @@ def journal_calls(core: EntryList, journal: Journal, after: Callable[[], None]) 
     """
     append = journal.append
     depth = [0]  # calls of this core in progress: only the outermost one is recorded
+    # Message bytes the journal's events published (since the last snapshot), and that snapshot's count.
+    held = [published_bytes(journal), journal.snapshots_saved]
 
     def wrap(name: str, method: Callable[..., Any], record: bool) -> Callable[..., Any]:
         def call(*args: Any) -> Any:
@@ -172,8 +180,14 @@ def journal_calls(core: EntryList, journal: Journal, after: Callable[[], None]) 
                 depth[0] = 0
             if record:
                 append(CoreCall(name, frozen))
-                if len(journal) >= COMPACT_AFTER_EVENTS:  # below that, compaction is never due: skip the call
-                    after()
+                if name == "publish":
+                    published: Message = frozen[0]  # type: ignore[assignment]
+                    held[0] += published.size
+                # Below both thresholds compaction is never due: skip the call.
+                if len(journal) >= COMPACT_AFTER_EVENTS or held[0] >= COMPACT_AFTER_BYTES:
+                    after(held[0])
+                    if journal.snapshots_saved != held[1]:
+                        held[:] = [0, journal.snapshots_saved]
             return result
 
         return call
@@ -182,13 +196,27 @@ def journal_calls(core: EntryList, journal: Journal, after: Callable[[], None]) 
         setattr(core, name, wrap(name, getattr(core, name), name in RECORDED_CALLS))
 
 
-def needs_compaction(journal: Journal, core: EntryList) -> bool:
-    """Whether the journal's events outgrow the state they describe (entries and consumers)."""
+def published_bytes(journal: Journal) -> int:
+    """Bytes of the messages the journal's events published (its snapshot's are not counted)."""
+    total = 0
+    for event in journal:
+        if type(event) is CoreCall and event.method == "publish":
+            message: Message = event.args[0]
+            total += message.size
+    return total
+
+
+def needs_compaction(journal: Journal, core: EntryList, held_bytes: int = 0) -> bool:
+    """Whether the journal's events outgrow the state they describe: in number, or in the message bytes they hold.
+
+    ``held_bytes`` is what ``published_bytes`` would say, kept up to date by ``journal_calls``.
+    """
     events = len(journal)
-    if events < COMPACT_AFTER_EVENTS:
-        return False
-    size = core.available + core.acquired + len(core._cursors)  # noqa: SLF001
-    return events > COMPACT_FACTOR * size
+    if events >= COMPACT_AFTER_EVENTS:
+        size = core.available + core.acquired + len(core._cursors)  # noqa: SLF001
+        if events > COMPACT_FACTOR * size:
+            return True
+    return held_bytes >= COMPACT_AFTER_BYTES and held_bytes > COMPACT_FACTOR * core.live_bytes
 
 
 def replay_call(core: EntryList, call: CoreCall) -> Any:

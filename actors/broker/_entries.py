@@ -253,6 +253,8 @@ class EntryList:
         self._delays: list[tuple[float, int]] = []
         self.available = 0
         self.acquired = 0
+        self.live_bytes = 0
+        """Bytes (``Message.size``) of every entry not yet in a final state."""
         # counters
         self.published = 0
         self.delivered = 0
@@ -280,6 +282,7 @@ class EntryList:
         level.seqs.append(seq)
         self._live[seq] = entry
         self.available += 1
+        self.live_bytes += message.size
         self.published += 1
         if entry.expires_at is not None:
             heapq.heappush(self._ttls, (entry.expires_at, seq))
@@ -371,6 +374,7 @@ class EntryList:
         self._top_priority = snapshot.top_priority
         for name, value in zip(_COUNTERS, snapshot.counters, strict=True):
             setattr(self, name, value)
+        self.live_bytes = sum(entry.message.size for entry in self._live.values())
 
     def live_tags(self) -> tuple[int, ...]:
         """Tags of every entry not yet in a final state, in publish order."""
@@ -825,6 +829,7 @@ class EntryList:
         if state is _EXPIRED:
             self.expired += 1
         del self._live[entry.seq]
+        self.live_bytes -= entry.message.size
         self._levels[entry.position[0]].removed()
 
     def _move_pointers_back(self, entry: Entry) -> None:

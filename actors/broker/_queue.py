@@ -695,10 +695,10 @@ class QueueActor(Actor):
             self.ctx.note(QueueRecovered(self.name, self.entries.live_tags(), tuple(self.consumers)))
         self._work_and_wake()
 
-    def _compact_if_long(self) -> None:
+    def _compact_if_long(self, held_bytes: int = 0) -> None:
         """Replace the journal's events by a snapshot once they outgrow the state they describe."""
         journal = self.journal
-        if journal is None or journal.in_atomic or not needs_compaction(journal, self.entries):
+        if journal is None or journal.in_atomic or not needs_compaction(journal, self.entries, held_bytes):
             return  # inside a group the snapshot would count its events twice: a later call compacts
         consumers = tuple(
             RegisteredConsumer(cid, record.request, record.interested, record.delivered, record.acked)

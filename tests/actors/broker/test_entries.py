@@ -419,6 +419,9 @@ class EntryListMachine(RuleBasedStateMachine):
         assert (entries.available, entries.acquired) == (available, acquired)
         assert (entries.acked, entries.dead_lettered) == (self.counts["acked"], self.counts["dead"])
         assert entries.published == entries.acked + entries.dead_lettered + entries.available + entries.acquired
+        live = [entries.get(seq) for seq in self.model]
+        assert entries.live_bytes == sum(entry.message.size for entry in live if entry is not None)
+        assert None not in live
 
     @invariant()
     def no_available_entry_hides_behind_a_pointer(self) -> None:

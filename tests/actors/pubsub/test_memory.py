@@ -11,9 +11,10 @@ from google.cloud import pubsub_v1
 from typer.testing import CliRunner
 
 from conveyor.actors.pubsub import PubSubServer, parse_byte_size
-from conveyor.actors.pubsub._memory import MemoryBudget, resident_bytes
+from conveyor.actors.pubsub._memory import MemoryBudget
 from conveyor.cli import app
 from tests.actors.pubsub.helpers import pull_exactly, pull_nothing, subscription, topic
+from tests.cli.test_serve import Served
 
 MB = 1_000_000
 
@@ -61,19 +62,37 @@ def test_a_server_needs_a_sensible_budget() -> None:
         PubSubServer(max_memory=1024)
 
 
+def _resident_of(pid: int) -> int:
+    """The resident size of process ``pid`` (Linux), as the server reads its own."""
+    with open(f"/proc/{pid}/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 @pytest.fixture
-def small_budget(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[PubSubServer, int]]:
-    """A server whose budget leaves 64 MiB above what this process holds now, with clients pointed at it."""
-    limit = resident_bytes() + 64 * 2**20
-    with PubSubServer(max_memory=limit) as server:
-        monkeypatch.setenv("PUBSUB_EMULATOR_HOST", server.address)
-        yield server, limit
+def small_budget(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Served, int]]:
+    """``conveyor serve`` in a process of its own, as an emulator runs, with 64 MiB of budget above its size.
+
+    The size a fresh server settles at is measured on one started without a budget; the budget
+    leaves 64 MiB above it. A process of its own, because in the test's process the client's own
+    copies of what it publishes would count against the server's budget.
+    """
+    probe = Served(["--host-port", "127.0.0.1:0"], background=False)
+    try:
+        probe.wait_for(r"on (127\.0\.0\.1:\d+);", probe.stdout)
+        limit = _resident_of(probe.pid) + 64 * 2**20
+    finally:
+        probe.kill()
+    served = Served(["--host-port", "127.0.0.1:0", "--max-memory", str(limit)], background=False)
+    try:
+        address = served.wait_for(r"on (127\.0\.0\.1:\d+);", served.stdout).group(1)
+        monkeypatch.setenv("PUBSUB_EMULATOR_HOST", address)
+        yield served, limit
+    finally:
+        served.kill()
 
 
-def test_publishes_are_refused_before_the_process_grows_past_the_budget(
-    small_budget: tuple[PubSubServer, int],
-) -> None:
-    _, limit = small_budget
+def test_publishes_are_refused_before_the_process_grows_past_the_budget(small_budget: tuple[Served, int]) -> None:
+    served, limit = small_budget
     publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()
     try:
@@ -85,7 +104,7 @@ def test_publishes_are_refused_before_the_process_grows_past_the_budget(
             for _ in range(40):  # 160 MB at most: far past the budget
                 publisher.api.publish(topic=topic("hoard"), messages=four, retry=None)
                 stored += 4
-        assert resident_bytes() <= limit  # refused before the process grew past the budget
+        assert _resident_of(served.pid) <= limit  # refused before the server grew past the budget
         assert f"max_memory = {limit:,} bytes" in str(refused.value.message)
         assert "Publish: the server's memory budget is spent" in str(refused.value.message)
         assert stored >= 8  # what fitted was taken
