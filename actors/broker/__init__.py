@@ -24,7 +24,9 @@ from ._model import LAST_ERROR as LAST_ERROR
 from ._model import LAST_ERROR_TYPE as LAST_ERROR_TYPE
 from ._model import Ack as Ack
 from ._model import AckResult as AckResult
+from ._model import AddConsumer as AddConsumer
 from ._model import BatchPublished as BatchPublished
+from ._model import ConsumerExhausted as ConsumerExhausted
 from ._model import ConsumerStats as ConsumerStats
 from ._model import Delivered as Delivered
 from ._model import Delivery as Delivery
@@ -33,6 +35,7 @@ from ._model import EntryEnqueued as EntryEnqueued
 from ._model import EntryReturned as EntryReturned
 from ._model import EntrySettled as EntrySettled
 from ._model import GetStats as GetStats
+from ._model import InterestChanged as InterestChanged
 from ._model import Message as Message
 from ._model import ModifyAckDeadline as ModifyAckDeadline
 from ._model import Nack as Nack
@@ -51,12 +54,14 @@ from ._model import Reconfigure as Reconfigure
 from ._model import Rejoin as Rejoin
 from ._model import Rejoined as Rejoined
 from ._model import Release as Release
+from ._model import RemoveConsumer as RemoveConsumer
 from ._model import RetryPolicy as RetryPolicy
 from ._model import SetInterest as SetInterest
 from ._model import StaleNackIgnored as StaleNackIgnored
 from ._model import Subscribe as Subscribe
 from ._model import Subscribed as Subscribed
 from ._model import Unsubscribe as Unsubscribe
+from ._model import WorkAvailable as WorkAvailable
 from ._queue import QueueActor as QueueActor
 from ._selectors import AllOf as AllOf
 from ._selectors import AnyOf as AnyOf
@@ -83,9 +88,11 @@ __all__ = [
     "LAST_ERROR_TYPE",
     "Ack",
     "AckResult",
+    "AddConsumer",
     "AllOf",
     "AnyOf",
     "BatchPublished",
+    "ConsumerExhausted",
     "ConsumerActor",
     "ConsumerListStats",
     "ConsumerLists",
@@ -105,6 +112,7 @@ __all__ = [
     "HeaderEquals",
     "HeaderExists",
     "HeaderIn",
+    "InterestChanged",
     "MatchAll",
     "Message",
     "ModifyAckDeadline",
@@ -124,6 +132,7 @@ __all__ = [
     "Rejoin",
     "Rejoined",
     "Release",
+    "RemoveConsumer",
     "Resume",
     "RetryPolicy",
     "SetInterest",
@@ -136,6 +145,7 @@ __all__ = [
     "Subscribed",
     "Suspend",
     "Unsubscribe",
+    "WorkAvailable",
     "parse_selector",
     "priority_level",
 ]

@@ -13,8 +13,17 @@ from ._manager import CALLBACKS_PER_JOB as CALLBACKS_PER_JOB
 from ._manager import StreamingPullManager as StreamingPullManager
 from ._manager import SubscriptionFailed as SubscriptionFailed
 from ._message import SubscriberMessage as SubscriberMessage
+from ._protocol import CallbackEnded as CallbackEnded
+from ._protocol import CallbackStarted as CallbackStarted
 from ._protocol import Cancel as Cancel
 from ._protocol import Deliveries as Deliveries
+from ._protocol import Done as Done
+from ._protocol import Dones as Dones
+from ._protocol import Received as Received
+from ._protocol import ReceivedBatch as ReceivedBatch
+from ._protocol import Run as Run
+from ._protocol import RunBatch as RunBatch
+from ._protocol import RunsEnded as RunsEnded
 from ._protocol import SourceGone as SourceGone
 from ._pull import PulledBatch as PulledBatch
 from ._pull import PullRequest as PullRequest
@@ -28,8 +37,13 @@ from ._settings import FlowControl as FlowControl
 
 __all__ = [
     "CALLBACKS_PER_JOB",
+    "CallbackEnded",
+    "CallbackStarted",
     "Cancel",
+    "Deliveries",
     "Dispatcher",
+    "Done",
+    "Dones",
     "FlowControl",
     "FlowNote",
     "Heartbeater",
@@ -39,6 +53,11 @@ __all__ = [
     "PullRequest",
     "PullSession",
     "PulledBatch",
+    "Received",
+    "ReceivedBatch",
+    "Run",
+    "RunBatch",
+    "RunsEnded",
     "StreamingPullManager",
     "SubscriberMessage",
     "SourceGone",

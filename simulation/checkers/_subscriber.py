@@ -17,12 +17,13 @@ from typing import Any
 import attrs
 
 from conveyor.actors.broker import EntryReturned, EntrySettled, ModifyAckDeadline, Nack, QueueClosed
-from conveyor.actors.subscriber import FlowControl, FlowNote
-from conveyor.actors.subscriber._protocol import (
+from conveyor.actors.subscriber import (
     CallbackEnded,
     CallbackStarted,
     Done,
     Dones,
+    FlowControl,
+    FlowNote,
     Received,
     ReceivedBatch,
     Run,
@@ -30,7 +31,7 @@ from conveyor.actors.subscriber._protocol import (
     RunsEnded,
 )
 from conveyor.runtime import EventKind, Terminated, TraceEvent
-from conveyor.simulation._faults import Delay, Drop, FaultApplied, Pause, covers
+from conveyor.simulation import Delay, Drop, FaultApplied, Pause, covers
 
 from ._broker import accounting
 from ._queue_view import ConsumerInfo, queue_story

@@ -27,9 +27,23 @@ from conveyor.actors.broker import (
 )
 from conveyor.actors.pubsub import SubscriptionFactory, TopicFactory
 from conveyor.runtime import EventKind, TraceEvent
-from conveyor.simulation._faults import Crash, CrashAmong, Delay, Drop, FailJob, FailWrite, Fault, Pause, never_acks
-from conveyor.simulation._simulation import RunResult, Simulation
-from conveyor.simulation._strategies import STRATEGY_NAMES, Replay, Strategy, strategy_from_name
+from conveyor.simulation import (
+    STRATEGY_NAMES,
+    Crash,
+    CrashAmong,
+    Delay,
+    Drop,
+    FailJob,
+    FailWrite,
+    Fault,
+    Pause,
+    Replay,
+    RunResult,
+    Simulation,
+    Strategy,
+    never_acks,
+    strategy_from_name,
+)
 from conveyor.simulation.checkers import CheckResult, fairness, jain_index, liveness, queue_paths
 
 from ._broker import (
