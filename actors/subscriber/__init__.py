@@ -13,6 +13,9 @@ from ._manager import CALLBACKS_PER_JOB as CALLBACKS_PER_JOB
 from ._manager import StreamingPullManager as StreamingPullManager
 from ._manager import SubscriptionFailed as SubscriptionFailed
 from ._message import SubscriberMessage as SubscriberMessage
+from ._parts import EXTENSION_ROUTE as EXTENSION_ROUTE
+from ._parts import SETTLEMENT_ROUTE as SETTLEMENT_ROUTE
+from ._parts import Part as Part
 from ._protocol import CallbackEnded as CallbackEnded
 from ._protocol import CallbackStarted as CallbackStarted
 from ._protocol import Cancel as Cancel
@@ -37,6 +40,8 @@ from ._settings import FlowControl as FlowControl
 
 __all__ = [
     "CALLBACKS_PER_JOB",
+    "EXTENSION_ROUTE",
+    "SETTLEMENT_ROUTE",
     "CallbackEnded",
     "CallbackStarted",
     "Cancel",
@@ -49,6 +54,7 @@ __all__ = [
     "Heartbeater",
     "Leaser",
     "LoadController",
+    "Part",
     "OrderedKeyHandler",
     "PullRequest",
     "PullSession",

@@ -1,7 +1,7 @@
 """Checkers of the streaming subscriber's promises (seed 003), as pure functions over a trace.
 
 A subscription is named by its manager's path (``/sub``); its components are that path's
-children (``/sub/load``, ``/sub/leaser``, ``/sub/keys``, ``/sub/workers``, ``/sub/consumer``).
+children, named by ``Part`` (``/sub/load``, ``/sub/leaser``, ``/sub/keys``, ``/sub/workers``, ``/sub/consumer``).
 The checkers read what those actors record: the load controller's ``FlowNote`` after each
 change, the worker pool's ``CallbackStarted`` note and ``CallbackEnded`` message around each
 callback, and the queue's own notes (``EntryReturned``, ``EntrySettled``, ``QueueClosed``).
@@ -18,12 +18,15 @@ import attrs
 
 from conveyor.actors.broker import EntryReturned, EntrySettled, ModifyAckDeadline, Nack, QueueClosed
 from conveyor.actors.subscriber import (
+    EXTENSION_ROUTE,
+    SETTLEMENT_ROUTE,
     CallbackEnded,
     CallbackStarted,
     Done,
     Dones,
     FlowControl,
     FlowNote,
+    Part,
     Received,
     ReceivedBatch,
     Run,
@@ -57,12 +60,6 @@ def _ack_id(consumer_id: int | None, tag: int) -> str:
     return f"{consumer_id}:{tag}"
 
 
-LEASE_PATH = ("", "/leaser", "/dispatcher", "/consumer")
-"""The parts of a subscription (its manager, then children) that carry a lease extension to the queue."""
-SETTLE_PATH = ("", "/dispatcher", "/consumer")
-"""The parts of a subscription that carry a callback's nack to the queue."""
-
-
 def _pause_of(event: TraceEvent) -> Pause | None:
     """The ``Pause`` a FAULT event applied, or None for any other event."""
     if event.kind is EventKind.FAULT and isinstance(event.message, FaultApplied):
@@ -73,19 +70,23 @@ def _pause_of(event: TraceEvent) -> Pause | None:
 
 
 def _paused_between(
-    pauses: list[tuple[float, Pause]], subscription_path: str, parts: tuple[str, ...], start: float, end: float
+    pauses: list[tuple[float, Pause]], subscription_path: str, route: tuple[str, ...], start: float, end: float
 ) -> bool:
-    """Whether a pause froze one of the subscription's ``parts`` at some time in ``[start, end]``.
+    """Whether a pause froze the subscription's manager or a child on ``route`` at some time in ``[start, end]``.
 
     ``pauses`` holds each applied pause with the time it was applied; it froze its actors from
     then for ``duration_s``.
     """
+    paths = (subscription_path, *(_part(subscription_path, name) for name in route))
     return any(
         applied <= end
         and applied + pause.duration_s >= start
-        and any(covers(pause.prefix, subscription_path + part) for part in parts)
+        and any(covers(pause.prefix, path) for path in paths)
         for applied, pause in pauses
     )
+
+
+_CONSUMER_SUFFIX = f"/{Part.CONSUMER}"
 
 
 class _LateSends:
@@ -112,7 +113,7 @@ class _LateSends:
         last_sent, self._last_sent = self._last_sent, None
         kind = event.kind
         if kind is EventKind.SENT:
-            if event.receiver == self._queue and event.sender is not None and event.sender.endswith("/consumer"):
+            if event.receiver == self._queue and event.sender is not None and event.sender.endswith(_CONSUMER_SUFFIX):
                 self._in_flight.setdefault(event.sender, []).append((event.time, event.message))
                 self._last_sent = event.sender
         elif kind is EventKind.DELIVERED or kind is EventKind.DEAD_LETTER:
@@ -204,7 +205,7 @@ def flow_bound(trace: Iterable[TraceEvent], subscription_path: str, flow: FlowCo
     message: ``bytes - largest unfinished message < max_bytes``. A single message larger
     than ``max_bytes`` is the extreme case; two messages beyond the limit never are.
     """
-    load = _part(subscription_path, "load")
+    load = _part(subscription_path, Part.LOAD)
     sizes: dict[str, int] = {}
     total = 0
     violations: list[str] = []
@@ -277,8 +278,8 @@ def ordering_keys(trace: Iterable[TraceEvent], subscription_path: str) -> CheckR
     overtook an earlier one (still out after a nack, or never run) is caught when the
     earlier one finally runs.
     """
-    workers = _part(subscription_path, "workers")
-    keys = _part(subscription_path, "keys")
+    workers = _part(subscription_path, Part.WORKERS)
+    keys = _part(subscription_path, Part.KEYS)
     running: dict[str, tuple[str, int, float]] = {}  # key -> (ack id, tag, started at)
     starts: dict[str, list[_KeyStart]] = {}
     violations: list[str] = []
@@ -368,7 +369,7 @@ def lease_validity(
       moment the queue set the lapsing lease's deadline (the delivery that acquired the entry,
       or the latest ``ModifyAckDeadline`` the queue received for it from that consumer while it
       held the entry) to the lapse. If a ``Pause`` fault froze the subscription's manager,
-      leaser, dispatcher or consumer (``LEASE_PATH``) at any time in that window, the lapse is
+      leaser, dispatcher or consumer (``EXTENSION_ROUTE``) at any time in that window, the lapse is
       exempt: an extension that would have saved the lease may have been frozen in the paused
       process, which no subscriber can prevent. Pauses are read from the trace's FAULT events
       (``FaultApplied(Pause(...))``), each freezing its prefix from the time it was applied for
@@ -387,16 +388,16 @@ def lease_validity(
 
     The leaser must not fail or restart, nor stop before its manager.
     """
-    workers = _part(subscription_path, "workers")
-    leaser = _part(subscription_path, "leaser")
-    keys = _part(subscription_path, "keys")
+    workers = _part(subscription_path, Part.WORKERS)
+    leaser = _part(subscription_path, Part.LEASER)
+    keys = _part(subscription_path, Part.KEYS)
     running: dict[str, tuple[float, float]] = {}  # ack id -> (callback started at, its max-lease clock's start)
     scheduled_at: dict[tuple[str, int], float] = {}  # (ack id, attempt) of a keyed run -> handed to the pool at
     delivered_at: dict[tuple[str, int], float] = {}  # (ack id, delivery count) -> when the queue delivered it
     deadline_set_at: dict[str, float] = {}  # held ack id -> when the queue last set its lease's deadline
     pauses: list[tuple[float, Pause]] = []
     late = _LateSends(queue_path)
-    consumer = _part(subscription_path, "consumer")
+    consumer = _part(subscription_path, Part.CONSUMER)
     violations: list[str] = []
     lapses = during = exempt = paused = delayed = 0
     manager_stopped = False
@@ -424,7 +425,7 @@ def lease_validity(
                     exempt += 1
                     continue
                 start = leased_at if window_start is None else window_start
-                if _paused_between(pauses, subscription_path, LEASE_PATH, start, time):
+                if _paused_between(pauses, subscription_path, EXTENSION_ROUTE, start, time):
                     paused += 1
                     continue
                 if late.held(consumer, time, _extends(data.consumer_id, data.tag, time)):
@@ -514,7 +515,7 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
       the callback raised): no nack can give back what the queue has already, and the message
       is safe in it; the raise is not followed;
     * the lease lapsed after the raise, and a pause froze the subscription's manager,
-      dispatcher or consumer (``SETTLE_PATH``, which carry the nack) at some time between the
+      dispatcher or consumer (``SETTLEMENT_ROUTE``, which carry the nack) at some time between the
       raise and the lapse: the nack was frozen in the paused process, and the lapse gave the
       message back instead.
 
@@ -557,10 +558,10 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
                         f"(on delivery attempt {attempt}, and it was not run again)"
                     )
                 elif isinstance(data, EntryReturned) and data.reason == LEASE_LAPSED:
-                    if _paused_between(pauses, subscription, SETTLE_PATH, when, time):
+                    if _paused_between(pauses, subscription, SETTLEMENT_ROUTE, when, time):
                         paused += 1
                         continue
-                    if late.held(_part(subscription, "consumer"), time, _nacks(data.consumer_id, data.tag, when)):
+                    if late.held(_part(subscription, Part.CONSUMER), time, _nacks(data.consumer_id, data.tag, when)):
                         delayed += 1
                         continue
                     violations.append(
@@ -577,7 +578,7 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
         if event.kind is EventKind.NOTE and type(message) is CallbackStarted and event.sender is not None:
             attempts[event.sender, message.ack_id] = message.attempt
             record = raised.get(message.ack_id)
-            if record is not None and event.sender == _part(record[1], "workers") and message.attempt > record[2]:
+            if record is not None and event.sender == _part(record[1], Part.WORKERS) and message.attempt > record[2]:
                 del raised[message.ack_id]  # run again on a later delivery: the failure was not swallowed
                 retried += 1
             continue
@@ -585,7 +586,7 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
             if ended.error is None:
                 continue
             subscription = event.receiver or ""
-            consumer_id = consumers.get(f"{subscription}/consumer")
+            consumer_id = consumers.get(_part(subscription, Part.CONSUMER))
             if consumer_id is not None and ended.ack_id.partition(":")[0] == str(consumer_id):
                 failures += 1
                 if ended.ack_id in held:
