@@ -11,8 +11,9 @@ only relates events whose order is causal.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Literal, final
 
 import attrs
 
@@ -37,7 +38,7 @@ from conveyor.runtime import EventKind, Terminated, TraceEvent
 from conveyor.simulation import Delay, Drop, FaultApplied, Pause, covers
 
 from ._broker import accounting
-from ._queue_view import ConsumerInfo, queue_story
+from ._queue_view import ConsumerInfo, Observation, queue_story
 from ._result import CheckResult
 
 LEASE_LAPSED = "lease lapsed"
@@ -323,15 +324,8 @@ def ordering_keys(trace: Iterable[TraceEvent], subscription_path: str) -> CheckR
     return CheckResult.of("ordering_keys", violations, checked=checked, keys=len(starts))
 
 
-_QueueEvent = tuple[str, float, Any]
-
-
-def _interleaved(trace: Iterable[TraceEvent], queue_path: str) -> Iterator[TraceEvent | _QueueEvent]:
-    """Every trace event in order, each followed by the queue observation it produced, if any.
-
-    Observations come as ``(kind, time, data)`` tuples (see ``queue_story``), so a checker can
-    relate the queue's story to other actors' events in one pass.
-    """
+def _interleaved(trace: Iterable[TraceEvent], queue_path: str) -> Iterator[TraceEvent | Observation]:
+    """Every trace event in order, each followed by the queue ``Observation`` it produced, if any."""
     pending: list[TraceEvent] = []
 
     def feed() -> Iterator[TraceEvent]:
@@ -344,8 +338,59 @@ def _interleaved(trace: Iterable[TraceEvent], queue_path: str) -> Iterator[Trace
         # queue_story pulled events up to (and including) the one behind ``observation``.
         yield from pending
         pending.clear()
-        yield observation.kind, observation.time, observation.data
+        yield observation
     yield from pending
+
+
+Excuse = Literal["paused", "delayed"]
+
+
+@final
+class _LapseWalk:
+    """The walk ``lease_validity`` and ``no_loss`` share: one pass over a trace, the queue's story woven in.
+
+    Iterating yields every trace event in order, each followed by the queue ``Observation`` it
+    produced, if any (see ``queue_story``), so a checker relates the queue's story to other actors'
+    events in one pass. On the way the walk follows what can excuse a lapsed lease: each applied
+    ``Pause`` (kept, not yielded) and every send to the queue a ``Delay`` may hold up
+    (``_LateSends``). ``excuse`` answers for the present moment of the walk.
+    """
+
+    __slots__ = ("_late", "_pauses", "_queue", "_trace")
+
+    def __init__(self, trace: Iterable[TraceEvent], queue_path: str) -> None:
+        self._trace = trace
+        self._queue = queue_path
+        self._pauses: list[tuple[float, Pause]] = []  # (applied at, fault)
+        self._late = _LateSends(queue_path)
+
+    def __iter__(self) -> Iterator[TraceEvent | Observation]:
+        for item in _interleaved(self._trace, self._queue):
+            if isinstance(item, Observation):
+                yield item
+                continue
+            self._late.observe(item)
+            pause = _pause_of(item)
+            if pause is not None:
+                self._pauses.append((item.time, pause))
+            else:
+                yield item
+
+    def excuse(
+        self, subscription_path: str, route: tuple[str, ...], since: float, lapse: float,
+        saves: Callable[[float, object], bool],
+    ) -> Excuse | None:
+        """Why a lease of the subscription that lapsed at ``lapse`` (now) was no fault of its, or None.
+
+        ``"paused"``: a pause froze its manager or a child on ``route`` at some time since
+        ``since``. ``"delayed"``: a ``Delay`` held up, on the way from its consumer to the queue,
+        a message ``saves`` accepts (see ``_LateSends.held``).
+        """
+        if _paused_between(self._pauses, subscription_path, route, since, lapse):
+            return "paused"
+        if self._late.held(_part(subscription_path, Part.CONSUMER), lapse, saves):
+            return "delayed"
+        return None
 
 
 def lease_validity(
@@ -395,15 +440,14 @@ def lease_validity(
     scheduled_at: dict[tuple[str, int], float] = {}  # (ack id, attempt) of a keyed run -> handed to the pool at
     delivered_at: dict[tuple[str, int], float] = {}  # (ack id, delivery count) -> when the queue delivered it
     deadline_set_at: dict[str, float] = {}  # held ack id -> when the queue last set its lease's deadline
-    pauses: list[tuple[float, Pause]] = []
-    late = _LateSends(queue_path)
-    consumer = _part(subscription_path, Part.CONSUMER)
     violations: list[str] = []
-    lapses = during = exempt = paused = delayed = 0
+    lapses = during = exempt = 0
+    excused: Counter[Excuse] = Counter()
     manager_stopped = False
-    for event in _interleaved(trace, queue_path):
-        if isinstance(event, tuple):
-            kind, time, data = event
+    walk = _LapseWalk(trace, queue_path)
+    for event in walk:
+        if isinstance(event, Observation):
+            kind, time, data = event.kind, event.time, event.data
             if kind == "delivered":
                 for delivery in data:
                     ack_id = _ack_id(delivery.consumer_id, delivery.tag)
@@ -425,11 +469,10 @@ def lease_validity(
                     exempt += 1
                     continue
                 start = leased_at if window_start is None else window_start
-                if _paused_between(pauses, subscription_path, EXTENSION_ROUTE, start, time):
-                    paused += 1
-                    continue
-                if late.held(consumer, time, _extends(data.consumer_id, data.tag, time)):
-                    delayed += 1
+                excuse = walk.excuse(subscription_path, EXTENSION_ROUTE, start, time,
+                                     _extends(data.consumer_id, data.tag, time))
+                if excuse is not None:
+                    excused[excuse] += 1
                     continue
                 violations.append(
                     f"t={time:g}: the lease of {ack_id} lapsed while its callback ran (since t={started:g}; "
@@ -438,11 +481,6 @@ def lease_validity(
                     f"set at t={start:g}, and no extension "
                     f"of it held up on the way)"
                 )
-            continue
-        late.observe(event)
-        pause = _pause_of(event)
-        if pause is not None:
-            pauses.append((event.time, pause))
             continue
         failure = _failures_of(event, leaser)
         if failure is not None:
@@ -480,8 +518,8 @@ def lease_validity(
                 if reason != "shutdown":
                     violations.append(f"t={event.time:g}: {leaser} stopped ({reason}) while {subscription_path} ran")
     return CheckResult.of(
-        "lease_validity", violations, lapses=lapses, during_callbacks=during, exempt=exempt, paused=paused,
-        delayed=delayed,
+        "lease_validity", violations, lapses=lapses, during_callbacks=during, exempt=exempt,
+        paused=excused["paused"], delayed=excused["delayed"],
     )
 
 
@@ -532,13 +570,13 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
     held: set[str] = set()  # ack ids the queue has delivered and not taken back
     raised: dict[str, tuple[float, str, int]] = {}  # ack id -> (when its callback raised, its subscription, attempt)
     attempts: dict[tuple[str, str], int] = {}  # (worker pool, ack id) -> attempt of its latest callback started
-    pauses: list[tuple[float, Pause]] = []
-    late = _LateSends(queue_path)
     violations = list(base.violations)
-    failures = stale = paused = retried = delayed = 0
-    for event in _interleaved(events, queue_path):
-        if isinstance(event, tuple):
-            kind, time, data = event
+    failures = stale = retried = 0
+    excused: Counter[Excuse] = Counter()
+    walk = _LapseWalk(events, queue_path)
+    for event in walk:
+        if isinstance(event, Observation):
+            kind, time, data = event.kind, event.time, event.data
             if kind == "subscribed":
                 info: ConsumerInfo = data[0]
                 consumers[info.path] = info.consumer_id
@@ -558,21 +596,15 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
                         f"(on delivery attempt {attempt}, and it was not run again)"
                     )
                 elif isinstance(data, EntryReturned) and data.reason == LEASE_LAPSED:
-                    if _paused_between(pauses, subscription, SETTLEMENT_ROUTE, when, time):
-                        paused += 1
-                        continue
-                    if late.held(_part(subscription, Part.CONSUMER), time, _nacks(data.consumer_id, data.tag, when)):
-                        delayed += 1
+                    excuse = walk.excuse(subscription, SETTLEMENT_ROUTE, when, time,
+                                         _nacks(data.consumer_id, data.tag, when))
+                    if excuse is not None:
+                        excused[excuse] += 1
                         continue
                     violations.append(
                         f"t={time:g}: {ack_id} was never nacked after its callback raised at t={when:g} "
                         f"(its lease lapsed: {outcome}, and no nack of it held up on the way)"
                     )
-            continue
-        late.observe(event)
-        pause = _pause_of(event)
-        if pause is not None:
-            pauses.append((event.time, pause))
             continue
         message = event.message
         if event.kind is EventKind.NOTE and type(message) is CallbackStarted and event.sender is not None:
@@ -601,8 +633,8 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
         raised=failures,
         raised_when_lapsed=stale,
         raised_then_run_again=retried,
-        nack_paused=paused,
-        nack_delayed=delayed,
+        nack_paused=excused["paused"],
+        nack_delayed=excused["delayed"],
         enqueued=metrics["enqueued"],
         lost=metrics["lost"],
         duplicated=metrics["duplicated"],
