@@ -11,12 +11,23 @@ import enum
 import itertools
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, NoReturn, final
+from typing import Any, final
 
 import attrs
 
-from conveyor.runtime import ActorRef, is_finite_number, quote
+from conveyor.runtime import ActorRef
 from conveyor.runtime._immutability import register_immutable_type
+from conveyor.runtime.validators import (
+    fail,
+    non_empty_str,
+    non_negative_seconds,
+    optional_non_empty_str,
+    optional_non_negative_seconds,
+    optional_positive_int,
+    optional_positive_seconds,
+    positive_int,
+    positive_seconds,
+)
 
 from ._consumer_lists import DEFAULT_HAND_OVER_TIMEOUT_S, check_hand_over_timeout
 from ._selectors import MatchAll, Selector, parse_selector
@@ -34,11 +45,6 @@ HEADER_INT_MAX = 2**63 - 1
 _HEADERS_ALLOWED = "a mapping of str to str/int/float/bool or an iterable of (key, value) pairs"
 
 
-def _fail(owner: str, field: str, allowed: str, value: object) -> NoReturn:
-    msg = f"{owner}.{field} must be {allowed}, got {quote(value)}"
-    raise ValueError(msg)
-
-
 def _headers(value: Mapping[str, HeaderValue] | Iterable[tuple[str, HeaderValue]] | None) -> Headers:
     """Normalise headers to a key-sorted tuple of pairs (hashable, deterministic)."""
     if value is None or value == ():
@@ -50,21 +56,21 @@ def _headers(value: Mapping[str, HeaderValue] | Iterable[tuple[str, HeaderValue]
     elif isinstance(value, Iterable) and not isinstance(value, (str, bytes)):
         pairs = tuple(value)
     else:
-        _fail("Message", "headers", _HEADERS_ALLOWED, value)
+        fail("Message", "headers", _HEADERS_ALLOWED, value)
     ascending = True  # keys already strictly ascending (the usual case) need no sort and no duplicate check
     previous = ""
     for pair in pairs:
         if type(pair) is not tuple or len(pair) != 2:
-            _fail("Message", "headers", _HEADERS_ALLOWED, value)
+            fail("Message", "headers", _HEADERS_ALLOWED, value)
         key, item = pair
         if not isinstance(key, str) or not key:
-            _fail("Message", "headers", "keyed by non-empty str", key)
+            fail("Message", "headers", "keyed by non-empty str", key)
         if (
             not isinstance(item, (str, int, float, bool))
             or (type(item) is float and not math.isfinite(item))
             or (type(item) is int and not HEADER_INT_MIN <= item <= HEADER_INT_MAX)
         ):
-            _fail("Message", f"headers[{key!r}]", "a str, int from -2**63 to 2**63-1, finite float or bool", item)
+            fail("Message", f"headers[{key!r}]", "a str, int from -2**63 to 2**63-1, finite float or bool", item)
         if key <= previous:
             ascending = False
         previous = key
@@ -73,7 +79,7 @@ def _headers(value: Mapping[str, HeaderValue] | Iterable[tuple[str, HeaderValue]
     ordered = tuple(sorted(pairs, key=_pair_key))
     for (key, _), (following, _) in itertools.pairwise(ordered):
         if key == following:
-            _fail("Message", "headers", "free of duplicate keys", key)
+            fail("Message", "headers", "free of duplicate keys", key)
     return ordered
 
 
@@ -81,57 +87,12 @@ def _pair_key(pair: tuple[str, HeaderValue]) -> str:
     return pair[0]
 
 
-def _positive_seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        return
-    if not is_finite_number(value) or value <= 0:
-        _fail(type(instance).__name__, attribute.name, "None or a finite number of seconds > 0", value)
-
-
-def _non_negative_seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        return
-    if not is_finite_number(value) or value < 0:
-        _fail(type(instance).__name__, attribute.name, "None or a finite number of seconds >= 0", value)
-
-
-def _seconds(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not is_finite_number(value) or value < 0:
-        _fail(type(instance).__name__, attribute.name, "a finite number of seconds >= 0", value)
-
-
-def _positive_seconds_required(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is None:
-        _fail(type(instance).__name__, attribute.name, "a finite number of seconds > 0", value)
-    _positive_seconds(instance, attribute, value)
-
-
-def _non_empty_str(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        _fail(type(instance).__name__, attribute.name, "a non-empty str", value)
-
-
-def _optional_str(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None and (not isinstance(value, str) or not value):
-        _fail(type(instance).__name__, attribute.name, "None or a non-empty str", value)
-
-
-def _positive_int(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if type(value) is not int or value < 1:
-        _fail(type(instance).__name__, attribute.name, "an int >= 1", value)
-
-
-def _optional_positive_int(instance: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None:
-        _positive_int(instance, attribute, value)
-
-
 def _iterated(owner: str, field: str, allowed: str, value: object) -> tuple[Any, ...]:
     """``value`` as a tuple, or the field's error if it cannot be iterated (a float, None, a str)."""
     if type(value) is tuple:
         return value
     if not isinstance(value, Iterable) or isinstance(value, (str, bytes)):
-        _fail(owner, field, f"an iterable of {allowed}", value)
+        fail(owner, field, f"an iterable of {allowed}", value)
     return tuple(value)
 
 
@@ -140,7 +101,7 @@ def _tags(owner: str, value: Iterable[int]) -> tuple[int, ...]:
     tags = _iterated(owner, "tags", "delivery tags (ints >= 1)", value)
     for tag in tags:
         if type(tag) is not int or tag < 1:
-            _fail(owner, "tags", "delivery tags (ints >= 1)", tag)
+            fail(owner, "tags", "delivery tags (ints >= 1)", tag)
     return tags
 
 
@@ -166,7 +127,7 @@ def _attempts(value: Iterable[int]) -> tuple[int, ...]:
     attempts = _iterated("Nack", "attempts", "delivery counts (ints >= 1), one per tag", value)
     for attempt in attempts:
         if type(attempt) is not int or attempt < 1:
-            _fail("Nack", "attempts", "delivery counts (ints >= 1), one per tag", attempt)
+            fail("Nack", "attempts", "delivery counts (ints >= 1), one per tag", attempt)
     return attempts
 
 
@@ -204,18 +165,18 @@ class Message:
         # One pass over every field, the common case first: a Message is built per publish, and
         # separate attrs validators cost 1.7 us a message, this pass 0.74 us (measured).
         if type(self.body) is not bytes:
-            _fail("Message", "body", "bytes", type(self.body).__name__)
+            fail("Message", "body", "bytes", type(self.body).__name__)
         priority = self.priority
         if type(priority) is not int or not PRIORITY_MIN <= priority <= PRIORITY_MAX:
-            _fail("Message", "priority", PRIORITY_ALLOWED, priority)
+            fail("Message", "priority", PRIORITY_ALLOWED, priority)
         if self.ttl_s is not None:
-            _positive_seconds(self, _FIELD_TTL, self.ttl_s)
+            optional_positive_seconds(self, _FIELD_TTL, self.ttl_s)
         if self.delay_s is not None:
-            _non_negative_seconds(self, _FIELD_DELAY, self.delay_s)
+            optional_non_negative_seconds(self, _FIELD_DELAY, self.delay_s)
         if self.group is not None:
-            _optional_str(self, _FIELD_GROUP, self.group)
+            optional_non_empty_str(self, _FIELD_GROUP, self.group)
         if type(self.message_id) is not str:
-            _fail("Message", "message_id", "a str", self.message_id)
+            fail("Message", "message_id", "a str", self.message_id)
         headers = self.headers
         size = len(self.body)
         for key, value in headers:
@@ -240,12 +201,12 @@ register_immutable_type(Message)
 class RetryPolicy:
     """Exponential backoff before a nacked message is offered again: min * 2**(n-1), capped at max."""
 
-    min_backoff_s: float = attrs.field(default=0.1, validator=_seconds)
-    max_backoff_s: float = attrs.field(default=60.0, validator=_seconds)
+    min_backoff_s: float = attrs.field(default=0.1, validator=non_negative_seconds)
+    max_backoff_s: float = attrs.field(default=60.0, validator=non_negative_seconds)
 
     def __attrs_post_init__(self) -> None:
         if self.max_backoff_s < self.min_backoff_s:
-            _fail("RetryPolicy", "max_backoff_s", f">= min_backoff_s ({self.min_backoff_s})", self.max_backoff_s)
+            fail("RetryPolicy", "max_backoff_s", f">= min_backoff_s ({self.min_backoff_s})", self.max_backoff_s)
 
     def backoff(self, delivery_count: int) -> float:
         """Delay before the next delivery of a message already delivered ``delivery_count`` times."""
@@ -290,14 +251,14 @@ class QueueConfig:
             does, so one frozen consumer can hold work that others with credit could take.
     """
 
-    name: str = attrs.field(validator=_non_empty_str)
+    name: str = attrs.field(validator=non_empty_str)
     priorities: int = attrs.field(default=10)
-    ack_deadline_s: float = attrs.field(default=10.0, validator=_positive_seconds_required)
-    max_deliveries: int | None = attrs.field(default=None, validator=_optional_positive_int)
+    ack_deadline_s: float = attrs.field(default=10.0, validator=positive_seconds)
+    max_deliveries: int | None = attrs.field(default=None, validator=optional_positive_int)
     retry: RetryPolicy | None = attrs.field(default=None)
-    max_length: int | None = attrs.field(default=None, validator=_optional_positive_int)
+    max_length: int | None = attrs.field(default=None, validator=optional_positive_int)
     overflow: Overflow = attrs.field(default=Overflow.REJECT_PUBLISH, validator=attrs.validators.instance_of(Overflow))
-    max_message_bytes: int = attrs.field(default=4 * 1024 * 1024, validator=_positive_int)
+    max_message_bytes: int = attrs.field(default=4 * 1024 * 1024, validator=positive_int)
     dead_letter: ActorRef | None = attrs.field(default=None)
     durable: bool = attrs.field(default=False)
     hand_over_timeout_s: float | None = attrs.field(default=DEFAULT_HAND_OVER_TIMEOUT_S)
@@ -305,17 +266,17 @@ class QueueConfig:
     @priorities.validator
     def _check_priorities(self, attribute: attrs.Attribute[int], value: int) -> None:
         if type(value) is not int or not 1 <= value <= 10:
-            _fail("QueueConfig", "priorities", "an int from 1 to 10", value)
+            fail("QueueConfig", "priorities", "an int from 1 to 10", value)
 
     @retry.validator
     def _check_retry(self, attribute: attrs.Attribute[RetryPolicy | None], value: RetryPolicy | None) -> None:
         if value is not None and not isinstance(value, RetryPolicy):
-            _fail("QueueConfig", "retry", "None or a RetryPolicy", value)
+            fail("QueueConfig", "retry", "None or a RetryPolicy", value)
 
     @durable.validator
     def _check_durable(self, attribute: attrs.Attribute[bool], value: bool) -> None:
         if type(value) is not bool:
-            _fail("QueueConfig", "durable", "True or False", value)
+            fail("QueueConfig", "durable", "True or False", value)
 
     @hand_over_timeout_s.validator
     def _check_hand_over_timeout(self, attribute: attrs.Attribute[float | None], value: float | None) -> None:
@@ -324,7 +285,7 @@ class QueueConfig:
     @dead_letter.validator
     def _check_dead_letter(self, attribute: attrs.Attribute[ActorRef | None], value: ActorRef | None) -> None:
         if value is not None and not isinstance(value, ActorRef):
-            _fail("QueueConfig", "dead_letter", "None or the ActorRef of a queue", value)
+            fail("QueueConfig", "dead_letter", "None or the ActorRef of a queue", value)
 
 
 @final
@@ -390,9 +351,9 @@ class Publish:
     def __attrs_post_init__(self) -> None:
         # One check per field in a plain method: a Publish is built per message (hot path).
         if type(self.message) is not Message:
-            _fail("Publish", "message", "a Message", self.message)
+            fail("Publish", "message", "a Message", self.message)
         if type(self.immediate) is not bool:
-            _fail("Publish", "immediate", "True or False", self.immediate)
+            fail("Publish", "immediate", "True or False", self.immediate)
 
 
 # Both fields are checked above (a Message is itself a validated leaf), so sends skip looking inside.
@@ -403,7 +364,7 @@ def _message_tuple(value: Iterable[Message]) -> tuple[Message, ...]:
     if type(value) is tuple:
         return value
     if not isinstance(value, Iterable) or isinstance(value, (str, bytes)):
-        _fail("PublishBatch", "messages", "a non-empty sequence of Message", value)
+        fail("PublishBatch", "messages", "a non-empty sequence of Message", value)
     return tuple(value)
 
 
@@ -417,7 +378,7 @@ class PublishBatch:
     @messages.validator
     def _check(self, attribute: attrs.Attribute[tuple[Message, ...]], value: tuple[Message, ...]) -> None:
         if not value or not all(isinstance(m, Message) for m in value):
-            _fail("PublishBatch", "messages", "a non-empty sequence of Message", value)
+            fail("PublishBatch", "messages", "a non-empty sequence of Message", value)
 
 
 @final
@@ -478,7 +439,7 @@ class Subscribe:
     @priority.validator
     def _check_priority(self, attribute: attrs.Attribute[int], value: int) -> None:
         if type(value) is not int:
-            _fail("Subscribe", "priority", "an int (higher is served first)", value)
+            fail("Subscribe", "priority", "an int (higher is served first)", value)
 
 
 @final
@@ -501,9 +462,9 @@ class Unsubscribe:
 def _check_id_and_flag(owner: str, consumer_id: object, flag: str, value: object) -> None:
     """The checks of the small (consumer id, bool) messages that travel once or twice per delivery."""
     if type(consumer_id) is not int:
-        _fail(owner, "consumer_id", "an int", consumer_id)
+        fail(owner, "consumer_id", "an int", consumer_id)
     if type(value) is not bool:
-        _fail(owner, flag, "True or False", value)
+        fail(owner, flag, "True or False", value)
 
 
 @final
@@ -535,11 +496,11 @@ class Pull:
         # One check per field in a plain method (attrs validators are a call each): a Pull is
         # built per pull, and sends then treat it as a leaf.
         if type(self.consumer_id) is not int:
-            _fail("Pull", "consumer_id", "an int", self.consumer_id)
+            fail("Pull", "consumer_id", "an int", self.consumer_id)
         if type(self.max_messages) is not int or self.max_messages < 1:
-            _fail("Pull", "max_messages", "an int >= 1", self.max_messages)
+            fail("Pull", "max_messages", "an int >= 1", self.max_messages)
         if type(self.max_bytes) is not int or self.max_bytes < 1:
-            _fail("Pull", "max_bytes", "an int >= 1", self.max_bytes)
+            fail("Pull", "max_bytes", "an int >= 1", self.max_bytes)
 
 
 register_immutable_type(Pull)
@@ -588,15 +549,15 @@ class Delivered:
     def __attrs_post_init__(self) -> None:
         # Checked once here (one per Pull), so the reply need not walk the deliveries again.
         if type(self.queue) is not str:
-            _fail("Delivered", "queue", "a str", self.queue)
+            fail("Delivered", "queue", "a str", self.queue)
         deliveries = self.deliveries
         if type(deliveries) is not tuple:
-            _fail("Delivered", "deliveries", "a tuple of Delivery", deliveries)
+            fail("Delivered", "deliveries", "a tuple of Delivery", deliveries)
         for delivery in deliveries:  # a loop, not any() over a generator: measurably cheaper here
             if type(delivery) is not Delivery:
-                _fail("Delivered", "deliveries", "a tuple of Delivery", deliveries)
+                fail("Delivered", "deliveries", "a tuple of Delivery", deliveries)
         if type(self.exhausted) is not bool:
-            _fail("Delivered", "exhausted", "True or False", self.exhausted)
+            fail("Delivered", "exhausted", "True or False", self.exhausted)
 
 
 register_immutable_type(Delivered)
@@ -615,9 +576,9 @@ class Ack:
         # With ``tags`` made a tuple of ints by its converter, these two checks make an Ack an
         # immutable leaf: a client sends one per delivery, and sends then skip walking it.
         if type(self.consumer_id) is not int:
-            _fail("Ack", "consumer_id", "an int (the Delivery's consumer_id)", self.consumer_id)
+            fail("Ack", "consumer_id", "an int (the Delivery's consumer_id)", self.consumer_id)
         if type(self.confirm) is not bool:
-            _fail("Ack", "confirm", "True or False", self.confirm)
+            fail("Ack", "confirm", "True or False", self.confirm)
 
 
 register_immutable_type(Ack)
@@ -649,9 +610,9 @@ class DeliveryError:
 
     def __attrs_post_init__(self) -> None:
         if type(self.error_type) is not str or not self.error_type:
-            _fail("DeliveryError", "error_type", "a non-empty str", self.error_type)
+            fail("DeliveryError", "error_type", "a non-empty str", self.error_type)
         if type(self.text) is not str or len(self.text) > DeliveryError.TEXT_LIMIT:
-            _fail("DeliveryError", "text", f"a str of at most {DeliveryError.TEXT_LIMIT} characters",
+            fail("DeliveryError", "text", f"a str of at most {DeliveryError.TEXT_LIMIT} characters",
                   self.text[:40] + "..." if isinstance(self.text, str) else self.text)
 
     @classmethod
@@ -687,13 +648,13 @@ class Nack:
 
     consumer_id: int
     tags: tuple[int, ...] = attrs.field(converter=_nack_tags)
-    delay_s: float | None = attrs.field(default=None, validator=_non_negative_seconds)
+    delay_s: float | None = attrs.field(default=None, validator=optional_non_negative_seconds)
     attempts: tuple[int, ...] = attrs.field(default=(), converter=_attempts)
     errors: tuple[DeliveryError | None, ...] = attrs.field(default=(), converter=_errors)
 
     def __attrs_post_init__(self) -> None:
         if self.attempts and len(self.attempts) != len(self.tags):
-            _fail(
+            fail(
                 "Nack",
                 "attempts",
                 f"empty or one delivery_count per tag ({len(self.tags)})",
@@ -703,7 +664,7 @@ class Nack:
             len(self.errors) != len(self.tags)
             or not all(error is None or type(error) is DeliveryError for error in self.errors)
         ):
-            _fail("Nack", "errors", f"empty or one DeliveryError or None per tag ({len(self.tags)})", self.errors)
+            fail("Nack", "errors", f"empty or one DeliveryError or None per tag ({len(self.tags)})", self.errors)
 
 
 @final
@@ -727,7 +688,7 @@ class ModifyAckDeadline:
     @seconds.validator
     def _check(self, attribute: attrs.Attribute[float], value: float) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 600:
-            _fail("ModifyAckDeadline", "seconds", "a number from 0 to 600", value)
+            fail("ModifyAckDeadline", "seconds", "a number from 0 to 600", value)
 
 
 @final
@@ -851,7 +812,7 @@ class NotifyWork:
 
     def __attrs_post_init__(self) -> None:
         if type(self.queue) is not ActorRef:
-            _fail("NotifyWork", "queue", "the ActorRef of a queue", self.queue)
+            fail("NotifyWork", "queue", "the ActorRef of a queue", self.queue)
 
 
 # Checked above (an ActorRef is an identity leaf): the manager sends one per notification.
