@@ -20,15 +20,12 @@ import attrs
 from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Terminated, TimerHandle, quote
 from conveyor.runtime.validators import positive_int
 
-from ._model import (
+from ._client_protocol import (
     Ack,
     AckResult,
     Delivered,
-    Delivery,
-    DeliveryError,
     ModifyAckDeadline,
     Nack,
-    NotifyWork,
     Pull,
     Rejoin,
     Rejoined,
@@ -37,7 +34,9 @@ from ._model import (
     Subscribe,
     Subscribed,
 )
+from ._manager_protocol import NotifyWork
 from ._selectors import MatchAll, Selector, parse_selector
+from ._values import Delivery, DeliveryError
 
 log = logging.getLogger("conveyor.broker")
 

@@ -29,8 +29,9 @@ import attrs
 
 from conveyor.runtime import Journal
 
+from ._client_protocol import Subscribe
 from ._entries import EntryList, EntryListSnapshot
-from ._model import Message, QueueConfig, Subscribe
+from ._values import Message, QueueConfig
 
 REGISTRY_CALLS = frozenset({"add_consumer", "remove_consumer", "set_interest"})
 """Core calls a queue makes only while its consumer registry changes: the registry's event (one

@@ -33,8 +33,8 @@ from typing import Any, final
 
 import attrs
 
-from ._model import PRIORITY_MAX, DeliveryError, HeaderValue, Message
 from ._selectors import MatchAll, Selector
+from ._values import PRIORITY_MAX, DeliveryError, HeaderValue, Message
 
 _BEFORE_ALL = (-1, -1)
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from conveyor.actors.broker import Delivery, Message
-from conveyor.actors.broker._model import DEFAULT_PRIORITY
+from conveyor.actors.broker._values import DEFAULT_PRIORITY
 from conveyor.actors.subscriber import SubscriberMessage, WorkerPool, subscribe
 from conveyor.actors.subscriber._components import SETTLES_PER_HAND_OVER
 from conveyor.actors.subscriber._protocol import (
