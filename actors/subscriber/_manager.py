@@ -67,8 +67,8 @@ from ._protocol import (
     Redelivered,
     RunsEnded,
     Scheduled,
-    Settle,
-    SettleKind,
+    Settlement,
+    SettlementKind,
     Settles,
     Skipped,
     SourceGone,
@@ -132,7 +132,7 @@ class StreamingPullManager(Actor):
         self.closing = False
         self.await_callbacks = await_callbacks_on_shutdown
         self.taken: list[Received] | None = None  # while a Deliveries batch is taken in: its new Received
-        self.gathered: tuple[list[Done], list[Settle]] | None = None  # while a RunsEnded is applied
+        self.gathered: tuple[list[Done], list[Settlement]] | None = None  # while a RunsEnded is applied
         self.gone: str | None = None  # why the source cannot be consumed any more (SourceGone)
 
     def on_start(self) -> None:
@@ -172,7 +172,7 @@ class StreamingPullManager(Actor):
         parts = self.parts
         if type(message) is Delivery:
             self._deliver(message)
-        elif type(message) is Settle:
+        elif type(message) is Settlement:
             self._settle(message)
         elif type(message) is Deliveries:
             self._deliver_batch(message.deliveries)
@@ -182,7 +182,7 @@ class StreamingPullManager(Actor):
             ids = tuple(a for a in message.ack_ids if a in pending)
             if ids:
                 self.ctx.send(parts[Part.DISPATCHER], Extend(ids, message.seconds) if len(ids) > 1 else
-                              Settle(SettleKind.MODACK, ids[0], message.seconds))
+                              Settlement(SettlementKind.MODACK, ids[0], message.seconds))
         elif type(message) is Flush:
             self._send_batch(message)
         elif type(message) is AckResult:
@@ -202,7 +202,7 @@ class StreamingPullManager(Actor):
             # A lapsed message the pool dropped unstarted: the key handler fences its key, and the nack
             # gives the broker consumer its credit back (the queue has the message already).
             self.ctx.send(parts[Part.KEYS], message)
-            self._settle(Settle(SettleKind.NACK, message.ack_id))
+            self._settle(Settlement(SettlementKind.NACK, message.ack_id))
         elif type(message) is Drained:
             if self.closing and self.gone is not None:
                 self.ctx.give_up(SubscriptionFailed(self.gone))
@@ -286,7 +286,7 @@ class StreamingPullManager(Actor):
         self.ctx.send(parts[Part.LEASER], received)
         self.ctx.send(parts[Part.KEYS], received)
 
-    def _settle_all(self, settles: tuple[Settle, ...]) -> None:
+    def _settle_all(self, settles: tuple[Settlement, ...]) -> None:
         """Settlements made in one worker job, in order: each part is told once for them all."""
         if not settles:
             return
@@ -310,46 +310,46 @@ class StreamingPullManager(Actor):
         if settles:
             self.ctx.send(parts[Part.DISPATCHER], Settles(tuple(settles)))
 
-    def _to_dispatcher(self, settle: Settle) -> None:
+    def _to_dispatcher(self, settle: Settlement) -> None:
         if self.gathered is not None:
             self.gathered[1].append(settle)
         else:
             self.ctx.send(self.parts[Part.DISPATCHER], settle)
 
-    def _settle(self, message: Settle) -> None:
+    def _settle(self, message: Settlement) -> None:
         """Apply the first settlement of a pending message (later ones do nothing)."""
         ack_id = message.ack_id
         if ack_id not in self.pending:
             return  # settled before, or dropped: the first decision stands
         parts = self.parts
-        if message.kind is SettleKind.MODACK and message.seconds == 0:
-            message = Settle(SettleKind.NACK, ack_id)  # Pub/Sub's nack: a zero deadline
-        if message.kind is SettleKind.DROP and self.ctx.sender == parts[Part.LEASER]:
+        if message.kind is SettlementKind.MODACK and message.seconds == 0:
+            message = Settlement(SettlementKind.NACK, ack_id)  # Pub/Sub's nack: a zero deadline
+        if message.kind is SettlementKind.DROP and self.ctx.sender == parts[Part.LEASER]:
             self._expire(ack_id)
             return
-        if message.kind is SettleKind.MODACK:
+        if message.kind is SettlementKind.MODACK:
             self._to_dispatcher(message)
             return
         attempt = self.pending.pop(ack_id)
         if ack_id in self.expired:
             self.expired.discard(ack_id)  # load and leaser forgot it already
         else:
-            done = Done(ack_id, acked=message.kind is SettleKind.ACK)
+            done = Done(ack_id, acked=message.kind is SettlementKind.ACK)
             if self.gathered is not None:
                 self.gathered[0].append(done)
             else:
                 self.ctx.send(parts[Part.LOAD], done)
                 self.ctx.send(parts[Part.LEASER], done)
         newer = self.redelivered.pop(ack_id, None)  # an ack or nack settles it too (same tag)
-        if message.kind is SettleKind.ACK:
+        if message.kind is SettlementKind.ACK:
             self.acking[ack_id] = False
-        elif message.kind is SettleKind.NACK:
+        elif message.kind is SettlementKind.NACK:
             # The nack is for the newest delivery held here: one made after it (the lease lapses
             # again before the nack arrives) is not this nack's to return, and is taken in as new.
-            message = Settle(SettleKind.NACK, ack_id, attempt=newer.delivery_count if newer is not None else attempt,
-                             error=message.error)
+            message = Settlement(SettlementKind.NACK, ack_id,
+                                 attempt=newer.delivery_count if newer is not None else attempt, error=message.error)
         self._to_dispatcher(message)
-        if newer is not None and message.kind is SettleKind.DROP:
+        if newer is not None and message.kind is SettlementKind.DROP:
             # Dropped by the user, but the queue had already given the message back to us (its lease
             # lapsed): that delivery is the live one now. What was gathered goes first: the load
             # controller and leaser must forget the old copy before they hear of the new one.

@@ -22,11 +22,15 @@ from conveyor.actors.subscriber._protocol import (
     CallbackEnded,
     RunBatch,
     RunsEnded,
-    Settle,
-    SettleKind,
     Settles,
 )
 from conveyor.actors.subscriber._protocol import Run as RunOne
+from conveyor.actors.subscriber._protocol import (
+    Settlement as Settle,
+)
+from conveyor.actors.subscriber._protocol import (
+    SettlementKind as SettleKind,
+)
 from conveyor.runtime import Actor, ThreadSystem
 from conveyor.simulation import FailJob, Simulation, uniform_job_duration
 
