@@ -1,1 +1,1 @@
-"""conveyor's domain actors: broker, subscriber, storage, transactions, Pub/Sub front."""
+"""conveyor's domain actors: the broker, the subscriber client and the Pub/Sub front (``pubsub``)."""

@@ -184,7 +184,7 @@ def _print_failure(console: Console, report: RunReport) -> None:
 
 
 def _print_shrunk(console: Console, report: RunReport, depth: int, max_steps: int) -> None:
-    from conveyor.simulation import shrink
+    from conveyor.simulation.scenarios import shrink
 
     _line(console, f"Shrinking {report.scenario} seed {report.seed} ...")
     result = shrink(
@@ -275,7 +275,7 @@ def run_replay(
     console: Console,
 ) -> int:
     """Rerun one run; print its trace hash, figures and verdicts (and its story); return the exit code."""
-    from conveyor.simulation import story_lines
+    from conveyor.simulation.checkers import story_lines
     from conveyor.simulation.scenarios import run_scenario
 
     with _quiet_actor_logs():

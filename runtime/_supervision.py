@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import enum
-import math
 from collections import deque
 from collections.abc import Callable
 from typing import final
 
 import attrs
+
+from .validators import non_negative_int, positive_number
 
 
 class Directive(enum.Enum):
@@ -20,18 +21,6 @@ class Directive(enum.Enum):
     """Stop the child; watchers get ``Terminated(reason="failed")``."""
     ESCALATE = "escalate"
     """Stop the child and fail the parent with the same error."""
-
-
-def _non_negative_int(_: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        msg = f"SupervisorStrategy.{attribute.name} must be an int >= 0, got {value!r}"
-        raise ValueError(msg)
-
-
-def _positive_finite(_: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        msg = f"SupervisorStrategy.{attribute.name} must be a finite number > 0, got {value!r}"
-        raise ValueError(msg)
 
 
 @final
@@ -47,8 +36,8 @@ class SupervisorStrategy:
     """
 
     directive: Directive = attrs.field(default=Directive.RESTART, validator=attrs.validators.instance_of(Directive))
-    max_restarts: int = attrs.field(default=3, validator=_non_negative_int)
-    within_s: float = attrs.field(default=60.0, validator=_positive_finite)
+    max_restarts: int = attrs.field(default=3, validator=non_negative_int)
+    within_s: float = attrs.field(default=60.0, validator=positive_number)
     decider: Callable[[Exception], Directive] | None = attrs.field(default=None, eq=False)
 
     def decide(self, error: Exception) -> Directive:

@@ -1,4 +1,10 @@
-"""Deterministic simulation of conveyor's actors: virtual time, chosen interleavings, replay."""
+"""Deterministic simulation of conveyor's actors: virtual time, chosen interleavings, replay.
+
+This package is the simulator backend and imports only ``conveyor.runtime``. The domain
+verification built on it lives in its subpackages, which import it through these names:
+``checkers`` (pure functions over traces, and the story of a run), ``scenarios`` (workloads,
+the registry, the shrinker) and ``sweep`` (many runs on Spark).
+"""
 
 from ._channel import Channel as Channel
 from ._explore import ExploreFailure as ExploreFailure
@@ -15,14 +21,11 @@ from ._faults import Fault as Fault
 from ._faults import FaultApplied as FaultApplied
 from ._faults import InjectedFault as InjectedFault
 from ._faults import Pause as Pause
+from ._faults import covers as covers
 from ._faults import never_acks as never_acks
-from ._shrink import ShrinkResult as ShrinkResult
-from ._shrink import shrink as shrink
 from ._simulation import RunResult as RunResult
 from ._simulation import Simulation as Simulation
 from ._simulation import uniform_job_duration as uniform_job_duration
-from ._story import delivery_steps as delivery_steps
-from ._story import story_lines as story_lines
 from ._strategies import PCT as PCT
 from ._strategies import STRATEGY_NAMES as STRATEGY_NAMES
 from ._strategies import HypothesisStrategy as HypothesisStrategy
@@ -57,13 +60,10 @@ __all__ = [
     "ReplayDivergence",
     "RoundRobin",
     "RunResult",
-    "ShrinkResult",
     "Simulation",
     "Strategy",
-    "delivery_steps",
+    "covers",
     "explore",
-    "shrink",
-    "story_lines",
     "strategy_from_name",
     "uniform_job_duration",
 ]

@@ -9,47 +9,21 @@ faults from their seed (``simulation.registry``), which keeps a run a function o
 
 from __future__ import annotations
 
-import math
 from typing import Any, TypeAlias, final
 
 import attrs
 
 from conveyor.runtime import ConveyorError
+from conveyor.runtime.validators import fail, non_negative_int, non_negative_seconds, positive_int, positive_seconds
 
 
 class InjectedFault(ConveyorError):
     """The error a fault injects (a crash, a failing job); never raised by real code."""
 
 
-def _actor_path(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
+def _actor_path(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not value.startswith("/") or value.endswith("/"):
-        msg = f"{attribute.name} must be an actor path such as '/client-0', got {value!r}"
-        raise ValueError(msg)
-
-
-def _non_negative_int(_: Any, attribute: attrs.Attribute[int], value: int) -> None:
-    if type(value) is not int or value < 0:
-        msg = f"{attribute.name} must be an int >= 0, got {value!r}"
-        raise ValueError(msg)
-
-
-def _positive_int(_: Any, attribute: attrs.Attribute[int], value: int) -> None:
-    if type(value) is not int or value < 1:
-        msg = f"{attribute.name} must be an int >= 1, got {value!r}"
-        raise ValueError(msg)
-
-
-def _non_negative_time(_: Any, attribute: attrs.Attribute[float], value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        msg = f"{attribute.name} must be a finite number of seconds >= 0, got {value!r}"
-        raise ValueError(msg)
-
-
-def _positive_time(_: Any, attribute: attrs.Attribute[float], value: float) -> None:
-    _non_negative_time(_, attribute, value)
-    if value == 0:
-        msg = f"{attribute.name} must be > 0 seconds, got {value!r}"
-        raise ValueError(msg)
+        fail(type(instance).__name__, attribute.name, "an actor path such as '/client-0'", value)
 
 
 def covers(prefix: str, path: str) -> bool:
@@ -68,14 +42,13 @@ class Crash:
     """
 
     path: str = attrs.field(validator=_actor_path)
-    at_step: int = attrs.field(validator=_non_negative_int)
+    at_step: int = attrs.field(validator=non_negative_int)
     restart: bool = True
 
 
-def _child_name(_: Any, attribute: attrs.Attribute[str], value: str) -> None:
+def _child_name(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
     if not isinstance(value, str) or not value or "/" in value:
-        msg = f"{attribute.name} must be an actor's own name such as 'binding', got {value!r}"
-        raise ValueError(msg)
+        fail(type(instance).__name__, attribute.name, "an actor's own name such as 'binding'", value)
 
 
 @final
@@ -91,8 +64,8 @@ class CrashAmong:
 
     prefix: str = attrs.field(validator=_actor_path)
     name: str = attrs.field(validator=_child_name)
-    at_step: int = attrs.field(validator=_non_negative_int)
-    pick: int = attrs.field(default=0, validator=_non_negative_int)
+    at_step: int = attrs.field(validator=non_negative_int)
+    pick: int = attrs.field(default=0, validator=non_negative_int)
     restart: bool = True
 
     def matches(self, path: str, name: str) -> bool:
@@ -111,8 +84,8 @@ class Pause:
     """
 
     prefix: str = attrs.field(validator=_actor_path)
-    at_time: float = attrs.field(validator=_non_negative_time)
-    duration_s: float = attrs.field(validator=_positive_time)
+    at_time: float = attrs.field(validator=non_negative_seconds)
+    duration_s: float = attrs.field(validator=positive_seconds)
 
 
 @final
@@ -126,8 +99,8 @@ class Delay:
 
     sender: str = attrs.field(validator=_actor_path)
     receiver: str = attrs.field(validator=_actor_path)
-    at_step: int = attrs.field(validator=_non_negative_int)
-    duration_s: float = attrs.field(validator=_positive_time)
+    at_step: int = attrs.field(validator=non_negative_int)
+    duration_s: float = attrs.field(validator=positive_seconds)
 
 
 @final
@@ -136,7 +109,7 @@ class FailJob:
     """The ``nth`` job (counting from 1) started by an actor under ``prefix`` raises ``InjectedFault``."""
 
     prefix: str = attrs.field(validator=_actor_path)
-    nth: int = attrs.field(validator=_positive_int)
+    nth: int = attrs.field(validator=positive_int)
 
 
 @final
@@ -149,7 +122,7 @@ class FailWrite:
     """
 
     prefix: str = attrs.field(validator=_actor_path)
-    nth: int = attrs.field(validator=_positive_int)
+    nth: int = attrs.field(validator=positive_int)
 
 
 @final
@@ -162,12 +135,11 @@ class Drop:
 
     sender: str = attrs.field(validator=_actor_path)
     message_type: str
-    from_step: int = attrs.field(default=0, validator=_non_negative_int)
+    from_step: int = attrs.field(default=0, validator=non_negative_int)
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.message_type, str) or not self.message_type.isidentifier():
-            msg = f"message_type must be a class name such as 'Ack', got {self.message_type!r}"
-            raise ValueError(msg)
+            fail("Drop", "message_type", "a class name such as 'Ack'", self.message_type)
 
 
 def never_acks(path: str) -> Drop:

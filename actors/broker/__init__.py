@@ -6,6 +6,27 @@ from ._broker import LookupQueue as LookupQueue
 from ._broker import PublishTo as PublishTo
 from ._broker import QueueDeclared as QueueDeclared
 from ._broker import Refused as Refused
+from ._client_protocol import Ack as Ack
+from ._client_protocol import AckResult as AckResult
+from ._client_protocol import BatchPublished as BatchPublished
+from ._client_protocol import ConsumerStats as ConsumerStats
+from ._client_protocol import Delivered as Delivered
+from ._client_protocol import GetStats as GetStats
+from ._client_protocol import ModifyAckDeadline as ModifyAckDeadline
+from ._client_protocol import Nack as Nack
+from ._client_protocol import Publish as Publish
+from ._client_protocol import PublishBatch as PublishBatch
+from ._client_protocol import Published as Published
+from ._client_protocol import PublishRejected as PublishRejected
+from ._client_protocol import Pull as Pull
+from ._client_protocol import QueueStats as QueueStats
+from ._client_protocol import Rejoin as Rejoin
+from ._client_protocol import Rejoined as Rejoined
+from ._client_protocol import Release as Release
+from ._client_protocol import SetInterest as SetInterest
+from ._client_protocol import Subscribe as Subscribe
+from ._client_protocol import Subscribed as Subscribed
+from ._client_protocol import Unsubscribe as Unsubscribe
 from ._consumer import ConsumerActor as ConsumerActor
 from ._consumer import ConsumerSettings as ConsumerSettings
 from ._consumer import Resume as Resume
@@ -17,46 +38,18 @@ from ._entries import EntryList as EntryList
 from ._entries import EntryState as EntryState
 from ._entries import priority_level as priority_level
 from ._manager import ConsumerManagerActor as ConsumerManagerActor
-from ._model import DEAD_LETTER_QUEUE as DEAD_LETTER_QUEUE
-from ._model import DEAD_LETTER_REASON as DEAD_LETTER_REASON
-from ._model import DELIVERY_COUNT as DELIVERY_COUNT
-from ._model import LAST_ERROR as LAST_ERROR
-from ._model import LAST_ERROR_TYPE as LAST_ERROR_TYPE
-from ._model import Ack as Ack
-from ._model import AckResult as AckResult
-from ._model import BatchPublished as BatchPublished
-from ._model import ConsumerStats as ConsumerStats
-from ._model import Delivered as Delivered
-from ._model import Delivery as Delivery
-from ._model import DeliveryError as DeliveryError
-from ._model import EntryEnqueued as EntryEnqueued
-from ._model import EntryReturned as EntryReturned
-from ._model import EntrySettled as EntrySettled
-from ._model import GetStats as GetStats
-from ._model import Message as Message
-from ._model import ModifyAckDeadline as ModifyAckDeadline
-from ._model import Nack as Nack
-from ._model import NotifyWork as NotifyWork
-from ._model import Overflow as Overflow
-from ._model import Publish as Publish
-from ._model import PublishBatch as PublishBatch
-from ._model import Published as Published
-from ._model import PublishRejected as PublishRejected
-from ._model import Pull as Pull
-from ._model import QueueClosed as QueueClosed
-from ._model import QueueConfig as QueueConfig
-from ._model import QueueRecovered as QueueRecovered
-from ._model import QueueStats as QueueStats
-from ._model import Reconfigure as Reconfigure
-from ._model import Rejoin as Rejoin
-from ._model import Rejoined as Rejoined
-from ._model import Release as Release
-from ._model import RetryPolicy as RetryPolicy
-from ._model import SetInterest as SetInterest
-from ._model import StaleNackIgnored as StaleNackIgnored
-from ._model import Subscribe as Subscribe
-from ._model import Subscribed as Subscribed
-from ._model import Unsubscribe as Unsubscribe
+from ._manager_protocol import AddConsumer as AddConsumer
+from ._manager_protocol import ConsumerExhausted as ConsumerExhausted
+from ._manager_protocol import InterestChanged as InterestChanged
+from ._manager_protocol import NotifyWork as NotifyWork
+from ._manager_protocol import RemoveConsumer as RemoveConsumer
+from ._manager_protocol import WorkAvailable as WorkAvailable
+from ._notes import EntryEnqueued as EntryEnqueued
+from ._notes import EntryReturned as EntryReturned
+from ._notes import EntrySettled as EntrySettled
+from ._notes import QueueClosed as QueueClosed
+from ._notes import QueueRecovered as QueueRecovered
+from ._notes import StaleNackIgnored as StaleNackIgnored
 from ._queue import QueueActor as QueueActor
 from ._selectors import AllOf as AllOf
 from ._selectors import AnyOf as AnyOf
@@ -68,6 +61,18 @@ from ._selectors import Not as Not
 from ._selectors import Selector as Selector
 from ._selectors import SelectorError as SelectorError
 from ._selectors import parse_selector as parse_selector
+from ._values import DEAD_LETTER_QUEUE as DEAD_LETTER_QUEUE
+from ._values import DEAD_LETTER_REASON as DEAD_LETTER_REASON
+from ._values import DELIVERY_COUNT as DELIVERY_COUNT
+from ._values import LAST_ERROR as LAST_ERROR
+from ._values import LAST_ERROR_TYPE as LAST_ERROR_TYPE
+from ._values import Delivery as Delivery
+from ._values import DeliveryError as DeliveryError
+from ._values import Message as Message
+from ._values import Overflow as Overflow
+from ._values import QueueConfig as QueueConfig
+from ._values import Reconfigure as Reconfigure
+from ._values import RetryPolicy as RetryPolicy
 
 __all__ = [
     "BrokerActor",
@@ -83,9 +88,11 @@ __all__ = [
     "LAST_ERROR_TYPE",
     "Ack",
     "AckResult",
+    "AddConsumer",
     "AllOf",
     "AnyOf",
     "BatchPublished",
+    "ConsumerExhausted",
     "ConsumerActor",
     "ConsumerListStats",
     "ConsumerLists",
@@ -105,6 +112,7 @@ __all__ = [
     "HeaderEquals",
     "HeaderExists",
     "HeaderIn",
+    "InterestChanged",
     "MatchAll",
     "Message",
     "ModifyAckDeadline",
@@ -124,6 +132,7 @@ __all__ = [
     "Rejoin",
     "Rejoined",
     "Release",
+    "RemoveConsumer",
     "Resume",
     "RetryPolicy",
     "SetInterest",
@@ -136,6 +145,7 @@ __all__ = [
     "Subscribed",
     "Suspend",
     "Unsubscribe",
+    "WorkAvailable",
     "parse_selector",
     "priority_level",
 ]

@@ -8,8 +8,9 @@ import attrs
 
 from conveyor.runtime import Actor, ActorRef
 
-from ._model import Message, Publish, QueueConfig
+from ._client_protocol import Publish
 from ._queue import QueueActor
+from ._values import Message, QueueConfig
 
 
 @final

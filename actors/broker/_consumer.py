@@ -18,16 +18,14 @@ from typing import Any, final
 import attrs
 
 from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Terminated, TimerHandle, quote
+from conveyor.runtime.validators import positive_int
 
-from ._model import (
+from ._client_protocol import (
     Ack,
     AckResult,
     Delivered,
-    Delivery,
-    DeliveryError,
     ModifyAckDeadline,
     Nack,
-    NotifyWork,
     Pull,
     Rejoin,
     Rejoined,
@@ -36,7 +34,9 @@ from ._model import (
     Subscribe,
     Subscribed,
 )
+from ._manager_protocol import NotifyWork
 from ._selectors import MatchAll, Selector, parse_selector
+from ._values import Delivery, DeliveryError
 
 log = logging.getLogger("conveyor.broker")
 
@@ -66,18 +66,13 @@ class ConsumerSettings:
         acquiring: False for a browser, which sees messages without taking them.
     """
 
-    prefetch_messages: int = 100
-    prefetch_bytes: int = 16 * 1024 * 1024
+    prefetch_messages: int = attrs.field(default=100, validator=positive_int)
+    prefetch_bytes: int = attrs.field(default=16 * 1024 * 1024, validator=positive_int)
     priority: int = 0
     selector: Selector = attrs.field(factory=MatchAll, converter=parse_selector)
     acquiring: bool = True
 
     def __attrs_post_init__(self) -> None:
-        for name in ("prefetch_messages", "prefetch_bytes"):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                msg = f"ConsumerSettings.{name} must be an int >= 1, got {quote(value)}"
-                raise ValueError(msg)
         # Checked here, not first in on_start's Subscribe, where the consumer would already be spawned.
         if type(self.priority) is not int:
             msg = f"ConsumerSettings.priority must be an int (higher is served first), got {quote(self.priority)}"

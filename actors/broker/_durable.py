@@ -29,8 +29,9 @@ import attrs
 
 from conveyor.runtime import Journal
 
+from ._client_protocol import Subscribe
 from ._entries import EntryList, EntryListSnapshot
-from ._model import Message, QueueConfig, Subscribe
+from ._values import Message, QueueConfig
 
 REGISTRY_CALLS = frozenset({"add_consumer", "remove_consumer", "set_interest"})
 """Core calls a queue makes only while its consumer registry changes: the registry's event (one
@@ -172,7 +173,7 @@ def journal_calls(core: EntryList, journal: Journal, after: Callable[[int], None
         def call(*args: Any) -> Any:
             if depth[0]:
                 return method(*args)  # made by the core itself, inside a call that is recorded
-            frozen = tuple([_frozen(arg) for arg in args])
+            frozen: tuple[Any, ...] = tuple([_frozen(arg) for arg in args])
             depth[0] = 1
             try:
                 result = method(*frozen)
@@ -181,7 +182,7 @@ def journal_calls(core: EntryList, journal: Journal, after: Callable[[int], None
             if record:
                 append(CoreCall(name, frozen))
                 if name == "publish":
-                    published: Message = frozen[0]  # type: ignore[assignment]
+                    published: Message = frozen[0]
                     held[0] += published.size
                 # Below both thresholds compaction is never due: skip the call.
                 if len(journal) >= COMPACT_AFTER_EVENTS or held[0] >= COMPACT_AFTER_BYTES:
@@ -213,7 +214,7 @@ def needs_compaction(journal: Journal, core: EntryList, held_bytes: int = 0) -> 
     """
     events = len(journal)
     if events >= COMPACT_AFTER_EVENTS:
-        size = core.available + core.acquired + len(core._cursors)  # noqa: SLF001
+        size = core.available + core.acquired + core.consumer_count
         if events > COMPACT_FACTOR * size:
             return True
     return held_bytes >= COMPACT_AFTER_BYTES and held_bytes > COMPACT_FACTOR * core.live_bytes

@@ -33,8 +33,8 @@ from typing import Any, final
 
 import attrs
 
-from ._model import PRIORITY_MAX, DeliveryError, HeaderValue, Message
 from ._selectors import MatchAll, Selector
+from ._values import PRIORITY_MAX, DeliveryError, HeaderValue, Message
 
 _BEFORE_ALL = (-1, -1)
 
@@ -534,6 +534,11 @@ class EntryList:
         if len(self._leases) > 4 * (self.acquired + 256):
             self._compact_leases()
         return tuple(acked), tuple(invalid)
+
+    @property
+    def consumer_count(self) -> int:
+        """How many consumers are registered (browsers included)."""
+        return len(self._cursors)
 
     @property
     def groups_held(self) -> bool:

@@ -26,11 +26,11 @@ import attrs
 from conveyor.runtime import Actor, ActorRef
 from conveyor.runtime._immutability import register_immutable_type
 
+from ._client_protocol import GetStats
 from ._consumer_lists import DEFAULT_HAND_OVER_TIMEOUT_S, ConsumerLists, check_hand_over_timeout
-from ._model import (
+from ._manager_protocol import (
     AddConsumer,
     ConsumerExhausted,
-    GetStats,
     InterestChanged,
     NotifyWork,
     RemoveConsumer,

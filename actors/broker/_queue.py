@@ -17,6 +17,29 @@ import attrs
 
 from conveyor.runtime import Actor, ActorRef, Journal, Terminated, TimerHandle
 
+from ._client_protocol import (
+    Ack,
+    AckResult,
+    BatchPublished,
+    ConsumerStats,
+    Delivered,
+    GetStats,
+    ModifyAckDeadline,
+    Nack,
+    Publish,
+    PublishBatch,
+    Published,
+    PublishRejected,
+    Pull,
+    QueueStats,
+    Rejoin,
+    Rejoined,
+    Release,
+    SetInterest,
+    Subscribe,
+    Subscribed,
+    Unsubscribe,
+)
 from ._consumer_lists import ConsumerListStats
 from ._durable import (
     ConsumerRegistered,
@@ -33,50 +56,20 @@ from ._durable import (
 )
 from ._entries import Entry, EntryList, Returned
 from ._manager import ConsumerManagerActor
-from ._model import (
+from ._manager_protocol import AddConsumer, ConsumerExhausted, InterestChanged, RemoveConsumer, WorkAvailable
+from ._notes import EntryEnqueued, EntryReturned, EntrySettled, QueueClosed, QueueRecovered, StaleNackIgnored
+from ._values import (
     DEAD_LETTER_QUEUE,
     DEAD_LETTER_REASON,
     DELIVERY_COUNT,
     LAST_ERROR,
     LAST_ERROR_TYPE,
-    Ack,
-    AckResult,
-    AddConsumer,
-    BatchPublished,
-    ConsumerExhausted,
-    ConsumerStats,
-    Delivered,
     Delivery,
     DeliveryError,
-    EntryEnqueued,
-    EntryReturned,
-    EntrySettled,
-    GetStats,
-    InterestChanged,
     Message,
-    ModifyAckDeadline,
-    Nack,
     Overflow,
-    Publish,
-    PublishBatch,
-    Published,
-    PublishRejected,
-    Pull,
-    QueueClosed,
     QueueConfig,
-    QueueRecovered,
-    QueueStats,
     Reconfigure,
-    Rejoin,
-    Rejoined,
-    Release,
-    RemoveConsumer,
-    SetInterest,
-    StaleNackIgnored,
-    Subscribe,
-    Subscribed,
-    Unsubscribe,
-    WorkAvailable,
 )
 
 _WORK = WorkAvailable()

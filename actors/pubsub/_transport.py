@@ -40,6 +40,7 @@ from conveyor.actors.subscriber import (
     CALLBACKS_PER_JOB,
     Deliveries,
     FlowControl,
+    Part,
     SourceGone,
     StreamingPullManager,
     SubscriberMessage,
@@ -519,7 +520,7 @@ class _RemoteStreamingPullManager(StreamingPullManager):
 
     def make_part(self, name: str, factory: Callable[..., Actor], *args: Any) -> ActorRef:
         """Spawn the parts as usual, but the consumer speaks gRPC."""
-        if name != "consumer":
+        if name != Part.CONSUMER:
             return super().make_part(name, factory, *args)
         _, client, settings = args
         transport, subscription = self.transport, self.subscription

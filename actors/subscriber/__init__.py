@@ -13,8 +13,20 @@ from ._manager import CALLBACKS_PER_JOB as CALLBACKS_PER_JOB
 from ._manager import StreamingPullManager as StreamingPullManager
 from ._manager import SubscriptionFailed as SubscriptionFailed
 from ._message import SubscriberMessage as SubscriberMessage
+from ._parts import EXTENSION_ROUTE as EXTENSION_ROUTE
+from ._parts import SETTLEMENT_ROUTE as SETTLEMENT_ROUTE
+from ._parts import Part as Part
+from ._protocol import CallbackEnded as CallbackEnded
+from ._protocol import CallbackStarted as CallbackStarted
 from ._protocol import Cancel as Cancel
 from ._protocol import Deliveries as Deliveries
+from ._protocol import Done as Done
+from ._protocol import Dones as Dones
+from ._protocol import Received as Received
+from ._protocol import ReceivedBatch as ReceivedBatch
+from ._protocol import Run as Run
+from ._protocol import RunBatch as RunBatch
+from ._protocol import RunsEnded as RunsEnded
 from ._protocol import SourceGone as SourceGone
 from ._pull import PulledBatch as PulledBatch
 from ._pull import PullRequest as PullRequest
@@ -28,17 +40,30 @@ from ._settings import FlowControl as FlowControl
 
 __all__ = [
     "CALLBACKS_PER_JOB",
+    "EXTENSION_ROUTE",
+    "SETTLEMENT_ROUTE",
+    "CallbackEnded",
+    "CallbackStarted",
     "Cancel",
+    "Deliveries",
     "Dispatcher",
+    "Done",
+    "Dones",
     "FlowControl",
     "FlowNote",
     "Heartbeater",
     "Leaser",
     "LoadController",
+    "Part",
     "OrderedKeyHandler",
     "PullRequest",
     "PullSession",
     "PulledBatch",
+    "Received",
+    "ReceivedBatch",
+    "Run",
+    "RunBatch",
+    "RunsEnded",
     "StreamingPullManager",
     "SubscriberMessage",
     "SourceGone",

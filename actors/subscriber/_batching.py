@@ -31,6 +31,7 @@ import attrs
 
 from conveyor.actors.broker import DeliveryError
 from conveyor.runtime import is_finite_number, quote
+from conveyor.runtime.validators import fail, non_negative_number
 
 from ._protocol import ACK_IDS, check_tuple
 
@@ -53,14 +54,7 @@ def _ack_id(instance: object, attribute: attrs.Attribute[str], value: str) -> No
 
 def _attempt(_: object, attribute: attrs.Attribute[int], value: int) -> None:
     if type(value) is not int or value < 0:
-        msg = f"NackRequest.{attribute.name} must be an int >= 0 (a delivery_count; 0: not known), got {quote(value)}"
-        raise ValueError(msg)
-
-
-def _deadline_seconds(_: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not is_finite_number(value) or value < 0:
-        msg = f"ModAckRequest.{attribute.name} must be a finite number >= 0, got {quote(value)}"
-        raise ValueError(msg)
+        fail("NackRequest", attribute.name, "an int >= 0 (a delivery_count; 0: not known)", value)
 
 
 @final
@@ -94,7 +88,7 @@ class ModAckRequest:
     """Tell the server to expect the message handled within ``seconds`` from now (lease extension)."""
 
     ack_id: str = attrs.field(validator=_ack_id)
-    seconds: float = attrs.field(validator=_deadline_seconds)
+    seconds: float = attrs.field(validator=non_negative_number)
 
 
 @final

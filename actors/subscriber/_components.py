@@ -45,8 +45,8 @@ from ._protocol import (
     RunBatch,
     RunsEnded,
     Scheduled,
-    Settle,
-    SettleKind,
+    Settlement,
+    SettlementKind,
     Settles,
     Skipped,
     StopRunning,
@@ -131,7 +131,7 @@ class Leaser(Actor):
             # The first extension right away, as the Pub/Sub client does for each batch received.
             extension = self.table.deadline_for(self.histogram)
             self.table.add(message.ack_id, message.size, now, extension, on_hold=bool(message.key))
-            self.ctx.send(self.dispatcher, Settle(SettleKind.MODACK, message.ack_id, extension))
+            self.ctx.send(self.dispatcher, Settlement(SettlementKind.MODACK, message.ack_id, extension))
             next_check = self.table.next_check_at
             if next_check is not None:
                 self._arm(next_check)
@@ -149,7 +149,7 @@ class Leaser(Actor):
             # The queue's new lease is its short default: extend it now, not at the next pass.
             extension = self.table.deadline_for(self.histogram)
             if self.table.renew(message.ack_id, now, extension):
-                self.ctx.send(self.dispatcher, Settle(SettleKind.MODACK, message.ack_id, extension))
+                self.ctx.send(self.dispatcher, Settlement(SettlementKind.MODACK, message.ack_id, extension))
                 next_check = self.table.next_check_at
                 if next_check is not None:
                     self._arm(next_check)
@@ -170,9 +170,9 @@ class Leaser(Actor):
             self.timer_at = None
             work = self.table.maintain(now, self.histogram)
             for ack_id in work.extend:
-                self.ctx.send(self.dispatcher, Settle(SettleKind.MODACK, ack_id, work.extension_s))
+                self.ctx.send(self.dispatcher, Settlement(SettlementKind.MODACK, ack_id, work.extension_s))
             for ack_id in work.expired:
-                self.ctx.send(self.manager, Settle(SettleKind.DROP, ack_id))
+                self.ctx.send(self.manager, Settlement(SettlementKind.DROP, ack_id))
             if work.lapsed:
                 self.ctx.send(self.manager, Lapsed(work.lapsed))
             if work.next_check_at is not None:
@@ -281,13 +281,13 @@ class OrderedKeyHandler(Actor):
             # and will deliver it again. Forget this copy; nothing of its key may overtake it.
             if key is not None:
                 self._send_back(key, tag)
-            self.ctx.send(self.manager, Settle(SettleKind.NACK, ack_id))
+            self.ctx.send(self.manager, Settlement(SettlementKind.NACK, ack_id))
             return
         out = None if key is None else self.out.get(key)
         if out:
             if tag > min(out):
                 out.add(tag)  # an earlier message of its key is still coming back
-                self.ctx.send(self.manager, Settle(SettleKind.NACK, ack_id))
+                self.ctx.send(self.manager, Settlement(SettlementKind.NACK, ack_id))
                 return
             out.discard(tag)
             if not out:
@@ -333,7 +333,7 @@ class OrderedKeyHandler(Actor):
         later = tuple(item for item in self.holds.held_of(key) if self.waiting[item].delivery.tag >= tag)
         for ack_id in self.holds.drop_held(key, later):
             out.add(self.waiting.pop(ack_id).delivery.tag)
-            self.ctx.send(self.manager, Settle(SettleKind.NACK, ack_id))
+            self.ctx.send(self.manager, Settlement(SettlementKind.NACK, ack_id))
 
     def _run(self, received: Received) -> None:
         run = Run(received.ack_id, received.key, received.delivery)
@@ -350,7 +350,7 @@ def _invoke(
     delivery: Delivery,
     settle: Callable[[object], None],
     ask: Callable[..., object],
-) -> SettleKind | None:
+) -> SettlementKind | None:
     """Run the user's callback in a worker; an exception nacks the message (unless it was settled).
 
     Returns what the callback decided, so the ordered-key handler learns it with the callback's end.
@@ -376,7 +376,7 @@ def _invoke_several(
     deliveries: tuple[Delivery, ...],
     settle: Callable[[object], None],
     ask: Callable[..., object],
-) -> tuple[tuple[object, ...], tuple[tuple[SettleKind | None, str | None], ...]]:
+) -> tuple[tuple[object, ...], tuple[tuple[SettlementKind | None, str | None], ...]]:
     """Run the callback on several deliveries in turn, in one worker: one job instead of one each.
 
     Settlements a callback makes on this thread while the job runs are collected and returned
@@ -389,13 +389,13 @@ def _invoke_several(
         (the collected settlements not yet handed over, in order; (decision, error repr or
         None) per delivery).
     """
-    collected: list[Settle] = []
+    collected: list[Settlement] = []
     owner = threading.get_ident()
     collecting = True
 
     def settle_here(request: object) -> None:
         # A deadline change goes at once: the callback may be buying time for a long run.
-        if collecting and type(request) is Settle and request.kind is not SettleKind.MODACK and (
+        if collecting and type(request) is Settlement and request.kind is not SettlementKind.MODACK and (
             threading.get_ident() == owner
         ):
             collected.append(request)
@@ -405,7 +405,7 @@ def _invoke_several(
         else:
             settle(request)
 
-    outcomes: list[tuple[SettleKind | None, str | None]] = []
+    outcomes: list[tuple[SettlementKind | None, str | None]] = []
     for delivery in deliveries:
         message = SubscriberMessage(delivery, settle_here, ask)
         try:
@@ -413,7 +413,7 @@ def _invoke_several(
         except Exception as error:  # noqa: BLE001 - logged and nacked; the job's next callback still runs
             _report(delivery, message)
             message.nack(error)
-            outcomes.append((SettleKind.NACK, repr(error)))
+            outcomes.append((SettlementKind.NACK, repr(error)))
         else:
             outcomes.append((message.decision, None))
     collecting = False
@@ -465,30 +465,30 @@ class WorkerPool(Actor):
         """Start, queue, or finish callbacks."""
         if type(message) is Run:
             if self.stopping:
-                self.ctx.send(self.manager, Settle(SettleKind.NACK, message.ack_id))  # never started
+                self.ctx.send(self.manager, Settlement(SettlementKind.NACK, message.ack_id))  # never started
                 return
             self.waiting.append(message)
         elif type(message) is RunBatch:
             if self.stopping:
                 for run in message.runs:
-                    self.ctx.send(self.manager, Settle(SettleKind.NACK, run.ack_id))  # never started
+                    self.ctx.send(self.manager, Settlement(SettlementKind.NACK, run.ack_id))  # never started
                 return
             self.waiting.extend(message.runs)
         elif type(message) is StopRunning:
             self.stopping = True
             while self.waiting:
-                self.ctx.send(self.manager, Settle(SettleKind.NACK, self.waiting.popleft().ack_id))
+                self.ctx.send(self.manager, Settlement(SettlementKind.NACK, self.waiting.popleft().ack_id))
         elif type(message) is Lapsed:
             self._skip(frozenset(message.ack_ids))
         elif type(message) is JobDone:
             job = self.running.pop(message.job_id)
             if isinstance(job, tuple):
                 settled, outcomes = message.result
-                ended = tuple(CallbackEnded(run.ack_id, run.key, error, decision is SettleKind.NACK)
+                ended = tuple(CallbackEnded(run.ack_id, run.key, error, decision is SettlementKind.NACK)
                               for run, (decision, error) in zip(job, outcomes, strict=True))
                 self.ctx.send(self.manager, RunsEnded(settled, ended))
             else:
-                nacked = message.result is SettleKind.NACK
+                nacked = message.result is SettlementKind.NACK
                 self.ctx.send(self.manager, CallbackEnded(job.ack_id, job.key, None, nacked))
         elif type(message) is JobFailed:
             job = self.running.pop(message.job_id)
@@ -498,7 +498,7 @@ class WorkerPool(Actor):
                 error = error.error
             else:  # the job died outside the callbacks (a worker's failure): nack all it held
                 for run in runs:
-                    self.ctx.send(self.manager, Settle(SettleKind.NACK, run.ack_id))
+                    self.ctx.send(self.manager, Settlement(SettlementKind.NACK, run.ack_id))
             for run in runs:
                 self.ctx.send(self.manager, CallbackEnded(run.ack_id, run.key, repr(error), True))
         if self.stopping and not self.running:
@@ -559,7 +559,7 @@ class Dispatcher(Actor):
     def receive(self, message: Any) -> None:
         """Batch one request, or hand over what is due."""
         now = self.ctx.now()
-        if type(message) is Settle:
+        if type(message) is Settlement:
             self._hand_over(self.batcher.add(self._request(message), now))
         elif type(message) is Settles:
             for settle in message.items:
@@ -579,13 +579,13 @@ class Dispatcher(Actor):
             self.timer = self.ctx.schedule(max(0.0, due - now), Tick())
 
     @staticmethod
-    def _request(settle: Settle) -> AckRequest | NackRequest | ModAckRequest | DropRequest:
+    def _request(settle: Settlement) -> AckRequest | NackRequest | ModAckRequest | DropRequest:
         match settle.kind:
-            case SettleKind.ACK:
+            case SettlementKind.ACK:
                 return AckRequest(settle.ack_id)
-            case SettleKind.NACK:
+            case SettlementKind.NACK:
                 return NackRequest(settle.ack_id, settle.attempt, settle.error)
-            case SettleKind.MODACK:
+            case SettlementKind.MODACK:
                 return ModAckRequest(settle.ack_id, settle.seconds)
             case _:
                 return DropRequest(settle.ack_id)

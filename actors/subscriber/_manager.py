@@ -46,6 +46,7 @@ from conveyor.runtime import Actor, ActorRef, ConveyorError
 from ._batching import Flush
 from ._components import Dispatcher, Heartbeater, Leaser, LoadController, OrderedKeyHandler, WorkerPool, broker_requests
 from ._message import SubscriberMessage
+from ._parts import Part
 from ._protocol import (
     AckResponse,
     AckWithResponse,
@@ -66,8 +67,8 @@ from ._protocol import (
     Redelivered,
     RunsEnded,
     Scheduled,
-    Settle,
-    SettleKind,
+    Settlement,
+    SettlementKind,
     Settles,
     Skipped,
     SourceGone,
@@ -131,7 +132,7 @@ class StreamingPullManager(Actor):
         self.closing = False
         self.await_callbacks = await_callbacks_on_shutdown
         self.taken: list[Received] | None = None  # while a Deliveries batch is taken in: its new Received
-        self.gathered: tuple[list[Done], list[Settle]] | None = None  # while a RunsEnded is applied
+        self.gathered: tuple[list[Done], list[Settlement]] | None = None  # while a RunsEnded is applied
         self.gone: str | None = None  # why the source cannot be consumed any more (SourceGone)
 
     def on_start(self) -> None:
@@ -143,20 +144,20 @@ class StreamingPullManager(Actor):
             selector=self.selector if self.selector is not None else MatchAll(),
         )
         me = self.ctx.self_ref
-        consumer = self.make_part("consumer", ConsumerActor, self.queue, me, settings)
+        consumer = self.make_part(Part.CONSUMER, ConsumerActor, self.queue, me, settings)
         self.consumer = consumer
-        dispatcher = self.make_part("dispatcher", Dispatcher, me)
-        workers = self.make_part("workers", WorkerPool, me, self.callback, self.workers, self.callbacks_per_job)
+        dispatcher = self.make_part(Part.DISPATCHER, Dispatcher, me)
+        workers = self.make_part(Part.WORKERS, WorkerPool, me, self.callback, self.workers, self.callbacks_per_job)
         self.parts = {
-            "dispatcher": dispatcher,
-            "workers": workers,
-            "load": self.make_part("load", LoadController, consumer, flow),
+            Part.DISPATCHER: dispatcher,
+            Part.WORKERS: workers,
+            Part.LOAD: self.make_part(Part.LOAD, LoadController, consumer, flow),
             # The leaser's extensions come through here, not straight to the dispatcher: then they
             # share one channel with the settlements and a late one for a message already nacked
             # or acked is dropped here, instead of superseding the nack in the dispatcher's batch.
-            "leaser": self.make_part("leaser", Leaser, me, me, flow),
-            "keys": self.make_part("keys", OrderedKeyHandler, me, workers),
-            "heartbeat": self.make_part("heartbeat", Heartbeater, me, self.heartbeat_s),
+            Part.LEASER: self.make_part(Part.LEASER, Leaser, me, me, flow),
+            Part.KEYS: self.make_part(Part.KEYS, OrderedKeyHandler, me, workers),
+            Part.HEARTBEAT: self.make_part(Part.HEARTBEAT, Heartbeater, me, self.heartbeat_s),
         }
 
     def make_part(self, name: str, factory: Callable[..., Actor], *args: Any) -> ActorRef:
@@ -171,7 +172,7 @@ class StreamingPullManager(Actor):
         parts = self.parts
         if type(message) is Delivery:
             self._deliver(message)
-        elif type(message) is Settle:
+        elif type(message) is Settlement:
             self._settle(message)
         elif type(message) is Deliveries:
             self._deliver_batch(message.deliveries)
@@ -180,8 +181,8 @@ class StreamingPullManager(Actor):
             pending = self.pending
             ids = tuple(a for a in message.ack_ids if a in pending)
             if ids:
-                self.ctx.send(parts["dispatcher"], Extend(ids, message.seconds) if len(ids) > 1 else
-                              Settle(SettleKind.MODACK, ids[0], message.seconds))
+                self.ctx.send(parts[Part.DISPATCHER], Extend(ids, message.seconds) if len(ids) > 1 else
+                              Settlement(SettlementKind.MODACK, ids[0], message.seconds))
         elif type(message) is Flush:
             self._send_batch(message)
         elif type(message) is AckResult:
@@ -191,17 +192,17 @@ class StreamingPullManager(Actor):
             pending = self.pending
             ids = tuple(a for a in message.ack_ids if a in pending)
             if ids:
-                self.ctx.send(parts["leaser"], Scheduled(ids) if len(ids) < len(message.ack_ids) else message)
+                self.ctx.send(parts[Part.LEASER], Scheduled(ids) if len(ids) < len(message.ack_ids) else message)
         elif type(message) is Lapsed:
             # Only what is still held here and still leased (a lease given up at the maximum is not).
             lapsed = tuple(a for a in message.ack_ids if a in self.pending and a not in self.expired)
             if lapsed:
-                self.ctx.send(parts["keys"], Lapsed(lapsed))
+                self.ctx.send(parts[Part.KEYS], Lapsed(lapsed))
         elif type(message) is Skipped:
             # A lapsed message the pool dropped unstarted: the key handler fences its key, and the nack
             # gives the broker consumer its credit back (the queue has the message already).
-            self.ctx.send(parts["keys"], message)
-            self._settle(Settle(SettleKind.NACK, message.ack_id))
+            self.ctx.send(parts[Part.KEYS], message)
+            self._settle(Settlement(SettlementKind.NACK, message.ack_id))
         elif type(message) is Drained:
             if self.closing and self.gone is not None:
                 self.ctx.give_up(SubscriptionFailed(self.gone))
@@ -209,12 +210,12 @@ class StreamingPullManager(Actor):
                 self.ctx.stop()
         elif type(message) is Idle:
             if self.closing:
-                self.ctx.send(self.parts["dispatcher"], Drain())  # every running callback has settled
+                self.ctx.send(self.parts[Part.DISPATCHER], Drain())  # every running callback has settled
         elif type(message) is CallbackEnded:
-            self.ctx.send(parts["keys"], message)
+            self.ctx.send(parts[Part.KEYS], message)
         elif type(message) is RunsEnded:
             self._settle_all(message.settled)
-            self.ctx.send(self.parts["keys"], CallbacksEnded(message.ended))
+            self.ctx.send(self.parts[Part.KEYS], CallbacksEnded(message.ended))
         elif type(message) is Settles:
             self._settle_all(message.items)
         elif type(message) is Heartbeat:
@@ -246,9 +247,9 @@ class StreamingPullManager(Actor):
         else:
             return
         parts = self.parts
-        self.ctx.send(parts["load"], received)
-        self.ctx.send(parts["leaser"], received)
-        self.ctx.send(parts["keys"], received)
+        self.ctx.send(parts[Part.LOAD], received)
+        self.ctx.send(parts[Part.LEASER], received)
+        self.ctx.send(parts[Part.KEYS], received)
 
     def _deliver(self, delivery: Delivery) -> None:
         """Take a delivery in, unless it is one more copy of a message held or settled here.
@@ -263,7 +264,7 @@ class StreamingPullManager(Actor):
             # that copy still runs (its settlement settles this delivery); the new lease is extended.
             self.redelivered[ack_id] = delivery
             if ack_id not in self.expired:
-                self.ctx.send(self.parts["leaser"], Redelivered(ack_id))
+                self.ctx.send(self.parts[Part.LEASER], Redelivered(ack_id))
             return
         if ack_id in self.acking:
             self.acking[ack_id] = True  # the queue delivered it before it took our ack, which covers it
@@ -281,11 +282,11 @@ class StreamingPullManager(Actor):
             taken.append(received)
             return
         parts = self.parts
-        self.ctx.send(parts["load"], received)
-        self.ctx.send(parts["leaser"], received)
-        self.ctx.send(parts["keys"], received)
+        self.ctx.send(parts[Part.LOAD], received)
+        self.ctx.send(parts[Part.LEASER], received)
+        self.ctx.send(parts[Part.KEYS], received)
 
-    def _settle_all(self, settles: tuple[Settle, ...]) -> None:
+    def _settle_all(self, settles: tuple[Settlement, ...]) -> None:
         """Settlements made in one worker job, in order: each part is told once for them all."""
         if not settles:
             return
@@ -304,51 +305,51 @@ class StreamingPullManager(Actor):
         parts = self.parts
         if dones:
             done = Dones(tuple(dones))
-            self.ctx.send(parts["load"], done)
-            self.ctx.send(parts["leaser"], done)
+            self.ctx.send(parts[Part.LOAD], done)
+            self.ctx.send(parts[Part.LEASER], done)
         if settles:
-            self.ctx.send(parts["dispatcher"], Settles(tuple(settles)))
+            self.ctx.send(parts[Part.DISPATCHER], Settles(tuple(settles)))
 
-    def _to_dispatcher(self, settle: Settle) -> None:
+    def _to_dispatcher(self, settle: Settlement) -> None:
         if self.gathered is not None:
             self.gathered[1].append(settle)
         else:
-            self.ctx.send(self.parts["dispatcher"], settle)
+            self.ctx.send(self.parts[Part.DISPATCHER], settle)
 
-    def _settle(self, message: Settle) -> None:
+    def _settle(self, message: Settlement) -> None:
         """Apply the first settlement of a pending message (later ones do nothing)."""
         ack_id = message.ack_id
         if ack_id not in self.pending:
             return  # settled before, or dropped: the first decision stands
         parts = self.parts
-        if message.kind is SettleKind.MODACK and message.seconds == 0:
-            message = Settle(SettleKind.NACK, ack_id)  # Pub/Sub's nack: a zero deadline
-        if message.kind is SettleKind.DROP and self.ctx.sender == parts["leaser"]:
+        if message.kind is SettlementKind.MODACK and message.seconds == 0:
+            message = Settlement(SettlementKind.NACK, ack_id)  # Pub/Sub's nack: a zero deadline
+        if message.kind is SettlementKind.DROP and self.ctx.sender == parts[Part.LEASER]:
             self._expire(ack_id)
             return
-        if message.kind is SettleKind.MODACK:
+        if message.kind is SettlementKind.MODACK:
             self._to_dispatcher(message)
             return
         attempt = self.pending.pop(ack_id)
         if ack_id in self.expired:
             self.expired.discard(ack_id)  # load and leaser forgot it already
         else:
-            done = Done(ack_id, acked=message.kind is SettleKind.ACK)
+            done = Done(ack_id, acked=message.kind is SettlementKind.ACK)
             if self.gathered is not None:
                 self.gathered[0].append(done)
             else:
-                self.ctx.send(parts["load"], done)
-                self.ctx.send(parts["leaser"], done)
+                self.ctx.send(parts[Part.LOAD], done)
+                self.ctx.send(parts[Part.LEASER], done)
         newer = self.redelivered.pop(ack_id, None)  # an ack or nack settles it too (same tag)
-        if message.kind is SettleKind.ACK:
+        if message.kind is SettlementKind.ACK:
             self.acking[ack_id] = False
-        elif message.kind is SettleKind.NACK:
+        elif message.kind is SettlementKind.NACK:
             # The nack is for the newest delivery held here: one made after it (the lease lapses
             # again before the nack arrives) is not this nack's to return, and is taken in as new.
-            message = Settle(SettleKind.NACK, ack_id, attempt=newer.delivery_count if newer is not None else attempt,
-                             error=message.error)
+            message = Settlement(SettlementKind.NACK, ack_id,
+                                 attempt=newer.delivery_count if newer is not None else attempt, error=message.error)
         self._to_dispatcher(message)
-        if newer is not None and message.kind is SettleKind.DROP:
+        if newer is not None and message.kind is SettlementKind.DROP:
             # Dropped by the user, but the queue had already given the message back to us (its lease
             # lapsed): that delivery is the live one now. What was gathered goes first: the load
             # controller and leaser must forget the old copy before they hear of the new one.
@@ -418,8 +419,8 @@ class StreamingPullManager(Actor):
             return
         self.expired.add(ack_id)
         done = Done(ack_id)
-        self.ctx.send(self.parts["load"], done)
-        self.ctx.send(self.parts["leaser"], done)
+        self.ctx.send(self.parts[Part.LOAD], done)
+        self.ctx.send(self.parts[Part.LEASER], done)
 
     def _ack_with_response(self, ack_id: str) -> None:
         asker = self.ctx.sender
@@ -432,8 +433,8 @@ class StreamingPullManager(Actor):
             self.expired.discard(ack_id)
         else:
             done = Done(ack_id)
-            self.ctx.send(self.parts["load"], done)
-            self.ctx.send(self.parts["leaser"], done)
+            self.ctx.send(self.parts[Part.LOAD], done)
+            self.ctx.send(self.parts[Part.LEASER], done)
         self.redelivered.pop(ack_id, None)
         if asker is not None:
             self.askers[ack_id] = asker
@@ -451,6 +452,6 @@ class StreamingPullManager(Actor):
         self.closing = True
         if self.await_callbacks and self.consumer is not None:
             self.ctx.send(self.consumer, Suspend())
-            self.ctx.send(self.parts["workers"], StopRunning())
+            self.ctx.send(self.parts[Part.WORKERS], StopRunning())
         else:
-            self.ctx.send(self.parts["dispatcher"], Drain())
+            self.ctx.send(self.parts[Part.DISPATCHER], Drain())

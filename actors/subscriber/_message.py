@@ -1,6 +1,6 @@
 """SubscriberMessage: what the user's callback receives, with ack / nack / modify_ack_deadline.
 
-It lives in the worker thread, not in an actor: its methods send ``Settle`` to the
+It lives in the worker thread, not in an actor: its methods send ``Settlement`` to the
 subscription's manager through a thread-safe teller, so they may be called during
 the callback or later, from any thread.
 """
@@ -13,7 +13,7 @@ from typing import final
 from conveyor.actors.broker import Delivery, DeliveryError
 from conveyor.runtime import ConveyorError, is_finite_number, quote
 
-from ._protocol import AckResponse, AckWithResponse, Settle, SettleKind, ack_id_of
+from ._protocol import AckResponse, AckWithResponse, Settlement, SettlementKind, ack_id_of
 
 
 @final
@@ -47,11 +47,11 @@ class SubscriberMessage:
         self.tag = delivery.tag
         self._settle = settle
         self._ask = ask
-        self._settled: SettleKind | None = None
+        self._settled: SettlementKind | None = None
 
     def ack(self) -> None:
         """Acknowledge: the queue forgets the message. Idempotent."""
-        self._send(SettleKind.ACK)
+        self._send(SettlementKind.ACK)
 
     def nack(self, error: BaseException | None = None) -> None:
         """Give the message back for redelivery (after the queue's retry backoff).
@@ -61,14 +61,14 @@ class SubscriberMessage:
         callback that raises is nacked with what it raised.
         """
         if error is None:
-            self._send(SettleKind.NACK)
+            self._send(SettlementKind.NACK)
             return
         if not isinstance(error, BaseException):
             msg = f"nack error must be an exception (or None), got {type(error).__qualname__}"
             raise TypeError(msg)
         if self._settled is None:
-            self._settled = SettleKind.NACK
-            self._settle(Settle(SettleKind.NACK, self.ack_id, error=DeliveryError.of(error)))
+            self._settled = SettlementKind.NACK
+            self._settle(Settlement(SettlementKind.NACK, self.ack_id, error=DeliveryError.of(error)))
 
     def ack_with_response(self, timeout: float = 30.0) -> bool:
         """Ack and wait until the queue confirms it; False if the lease had lapsed (exactly-once use).
@@ -81,12 +81,12 @@ class SubscriberMessage:
             raise ConveyorError(msg)
         response = self._ask(AckWithResponse(self.ack_id), timeout=timeout)
         assert isinstance(response, AckResponse)
-        self._settled = SettleKind.ACK  # only now: a failed ask leaves the message to be settled
+        self._settled = SettlementKind.ACK  # only now: a failed ask leaves the message to be settled
         return response.success
 
     def drop(self) -> None:
         """Stop managing the message without telling the queue (its lease will lapse)."""
-        self._send(SettleKind.DROP)
+        self._send(SettlementKind.DROP)
 
     def modify_ack_deadline(self, seconds: float) -> None:
         """Ask for ``seconds`` more before the lease lapses (0 nacks, as in Pub/Sub)."""
@@ -96,7 +96,7 @@ class SubscriberMessage:
         if not 0 <= seconds <= 600:
             msg = f"modify_ack_deadline seconds must be from 0 to 600, got {quote(seconds)}"
             raise ValueError(msg)
-        self._settle(Settle(SettleKind.MODACK, self.ack_id, float(seconds)))
+        self._settle(Settlement(SettlementKind.MODACK, self.ack_id, float(seconds)))
 
     @property
     def settled(self) -> bool:
@@ -104,15 +104,15 @@ class SubscriberMessage:
         return self._settled is not None
 
     @property
-    def decision(self) -> SettleKind | None:
+    def decision(self) -> SettlementKind | None:
         """ACK, NACK or DROP once decided, else None."""
         return self._settled
 
-    def _send(self, kind: SettleKind) -> None:
+    def _send(self, kind: SettlementKind) -> None:
         if self._settled is not None:
             return  # the first decision stands, as in Pub/Sub
         self._settled = kind
-        self._settle(Settle(kind, self.ack_id))
+        self._settle(Settlement(kind, self.ack_id))
 
     def __repr__(self) -> str:
         return f"<SubscriberMessage {self.ack_id} attempt={self.delivery_attempt} {len(self.data)} bytes>"

@@ -44,8 +44,8 @@ def split_ack_id(ack_id: str) -> tuple[int, int]:
     return int(consumer), int(tag)
 
 
-class SettleKind(enum.Enum):
-    """What user code decided about a message."""
+class SettlementKind(enum.Enum):
+    """What user code decided about a message (the Pub/Sub front's ``SettleKind`` is a client's request)."""
 
     ACK = "ack"
     NACK = "nack"
@@ -56,10 +56,10 @@ class SettleKind(enum.Enum):
 @final
 @checked_when_built
 @attrs.frozen
-class Settle:
-    """User code (through ``SubscriberMessage``) or the leaser settles a message."""
+class Settlement:
+    """User code (through ``SubscriberMessage``) or the leaser settles a message (not the front's ``Settle``)."""
 
-    kind: SettleKind
+    kind: SettlementKind
     ack_id: str
     seconds: float = 0.0
     attempt: int = 0
@@ -319,11 +319,11 @@ class RunsEnded:
     says how each callback ended.
     """
 
-    settled: tuple[Settle, ...]
+    settled: tuple[Settlement, ...]
     ended: tuple[CallbackEnded, ...]
 
     def __attrs_post_init__(self) -> None:
-        check_tuple("RunsEnded", "settled", self.settled, Settle, "Settle")
+        check_tuple("RunsEnded", "settled", self.settled, Settlement, "Settle")
         check_tuple("RunsEnded", "ended", self.ended, CallbackEnded, "CallbackEnded")
 
 
@@ -355,12 +355,12 @@ class Dones:
 @checked_when_built
 @attrs.frozen
 class Settles:
-    """Several ``Settle`` at once, in order: a worker job's to the manager, the manager's to the dispatcher."""
+    """Several ``Settlement`` at once, in order: a worker job's to the manager, the manager's to the dispatcher."""
 
-    items: tuple[Settle, ...]
+    items: tuple[Settlement, ...]
 
     def __attrs_post_init__(self) -> None:
-        check_tuple("Settles", "items", self.items, Settle, "Settle")
+        check_tuple("Settles", "items", self.items, Settlement, "Settle")
 
 
 @final

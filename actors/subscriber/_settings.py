@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, NoReturn, final
+from typing import final
 
 import attrs
 
 from conveyor.runtime import is_finite_number, quote
+from conveyor.runtime.validators import fail, positive_int, positive_seconds
 
 MIB = 1024 * 1024
 MIN_EXTENSION_S = 2.0
 """Shortest lease extension allowed (the Pub/Sub service's own minimum is 10 s)."""
 MIN_HEARTBEAT_S = 1.0
 """Shortest heartbeat period: a stream's keep-alive needs no more, and a period near 0 would spin a CPU."""
-
-
-def _fail(field: str, allowed: str, value: object) -> NoReturn:
-    msg = f"FlowControl.{field} must be {allowed}, got {quote(value)}"
-    raise ValueError(msg)
-
-
-def _positive_int(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if type(value) is not int or value < 1:
-        _fail(attribute.name, "an int >= 1", value)
-
-
-def _positive_seconds(_: object, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if not is_finite_number(value) or value <= 0:
-        _fail(attribute.name, "a finite number of seconds > 0", value)
 
 
 def check_subscriber_settings(
@@ -82,25 +68,26 @@ class FlowControl:
         resume_threshold: the stream pauses at load >= 1 and resumes once load < this.
     """
 
-    max_messages: int = attrs.field(default=1000, validator=_positive_int)
-    max_bytes: int = attrs.field(default=100 * MIB, validator=_positive_int)
-    max_lease_duration_s: float = attrs.field(default=3600.0, validator=_positive_seconds)
-    min_duration_per_lease_extension_s: float = attrs.field(default=10.0, validator=_positive_seconds)
-    max_duration_per_lease_extension_s: float = attrs.field(default=600.0, validator=_positive_seconds)
+    max_messages: int = attrs.field(default=1000, validator=positive_int)
+    max_bytes: int = attrs.field(default=100 * MIB, validator=positive_int)
+    max_lease_duration_s: float = attrs.field(default=3600.0, validator=positive_seconds)
+    min_duration_per_lease_extension_s: float = attrs.field(default=10.0, validator=positive_seconds)
+    max_duration_per_lease_extension_s: float = attrs.field(default=600.0, validator=positive_seconds)
     resume_threshold: float = attrs.field(default=0.8)
 
     @resume_threshold.validator
     def _check_threshold(self, attribute: attrs.Attribute[float], value: float) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-            _fail("resume_threshold", "a number in (0, 1]", value)
+            fail("FlowControl", "resume_threshold", "a number in (0, 1]", value)
 
     def __attrs_post_init__(self) -> None:
         if self.min_duration_per_lease_extension_s < MIN_EXTENSION_S:
             # The leaser re-checks at 0.9 x extension - 1 s: shorter extensions would spin.
-            _fail("min_duration_per_lease_extension_s", f">= {MIN_EXTENSION_S} seconds",
-                  self.min_duration_per_lease_extension_s)
+            fail("FlowControl", "min_duration_per_lease_extension_s", f">= {MIN_EXTENSION_S} seconds",
+                 self.min_duration_per_lease_extension_s)
         if self.max_duration_per_lease_extension_s < self.min_duration_per_lease_extension_s:
-            _fail(
+            fail(
+                "FlowControl",
                 "max_duration_per_lease_extension_s",
                 f">= min_duration_per_lease_extension_s ({self.min_duration_per_lease_extension_s})",
                 self.max_duration_per_lease_extension_s,

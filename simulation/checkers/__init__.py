@@ -1,4 +1,8 @@
-"""Checkers: pure functions over traces, shared by tests, the simulator and the Spark sweep."""
+"""Checkers: pure functions over traces, shared by tests, the simulator and the Spark sweep.
+
+Also the readers a checker's verdict is told with: a queue's story (``queue_story``) and the
+story of a whole run (``story_lines``).
+"""
 
 from ._broker import accounting as accounting
 from ._broker import browser_completeness as browser_completeness
@@ -29,6 +33,8 @@ from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
 from ._result import CheckResult as CheckResult
+from ._story import delivery_steps as delivery_steps
+from ._story import story_lines as story_lines
 from ._subscriber import all_settled as all_settled
 from ._subscriber import flow_bound as flow_bound
 from ._subscriber import lease_validity as lease_validity
@@ -52,6 +58,7 @@ __all__ = [
     "all_settled",
     "browser_completeness",
     "consumer_priority",
+    "delivery_steps",
     "drained",
     "fairness",
     "flow_bound",
@@ -69,5 +76,6 @@ __all__ = [
     "single_wakeup",
     "stall",
     "starvation",
+    "story_lines",
     "strict_order",
 ]

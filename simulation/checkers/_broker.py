@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 
-from conveyor.actors.broker import Delivery, EntryEnqueued, EntrySettled, Message, QueueClosed
-from conveyor.actors.broker._entries import priority_level
+from conveyor.actors.broker import Delivery, EntryEnqueued, EntrySettled, Message, QueueClosed, priority_level
 from conveyor.runtime import TraceEvent
 
 from ._queue_view import ConsumerInfo, ConsumerRoster, Observation, is_available_at, queue_story

@@ -49,11 +49,21 @@ from typing import Literal, final
 
 import attrs
 
-from conveyor.actors.broker import Delivery, EntryEnqueued, EntryReturned, EntrySettled, Message, NotifyWork, Pull
-from conveyor.actors.broker._entries import priority_level
-from conveyor.actors.broker._model import AddConsumer, ConsumerExhausted, WorkAvailable
+from conveyor.actors.broker import (
+    AddConsumer,
+    ConsumerExhausted,
+    Delivery,
+    EntryEnqueued,
+    EntryReturned,
+    EntrySettled,
+    Message,
+    NotifyWork,
+    Pull,
+    WorkAvailable,
+    priority_level,
+)
 from conveyor.runtime import EventKind, TraceEvent
-from conveyor.simulation._faults import Delay, FaultApplied, Pause, covers
+from conveyor.simulation import Delay, FaultApplied, Pause, covers
 
 from ._queue_view import ConsumerInfo, ConsumerRoster, Observation, is_available_at, queue_story
 from ._result import CheckResult

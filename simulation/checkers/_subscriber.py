@@ -1,7 +1,7 @@
 """Checkers of the streaming subscriber's promises (seed 003), as pure functions over a trace.
 
 A subscription is named by its manager's path (``/sub``); its components are that path's
-children (``/sub/load``, ``/sub/leaser``, ``/sub/keys``, ``/sub/workers``, ``/sub/consumer``).
+children, named by ``Part`` (``/sub/load``, ``/sub/leaser``, ``/sub/keys``, ``/sub/workers``, ``/sub/consumer``).
 The checkers read what those actors record: the load controller's ``FlowNote`` after each
 change, the worker pool's ``CallbackStarted`` note and ``CallbackEnded`` message around each
 callback, and the queue's own notes (``EntryReturned``, ``EntrySettled``, ``QueueClosed``).
@@ -11,18 +11,23 @@ only relates events whose order is causal.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Literal, final
 
 import attrs
 
 from conveyor.actors.broker import EntryReturned, EntrySettled, ModifyAckDeadline, Nack, QueueClosed
-from conveyor.actors.subscriber import FlowControl, FlowNote
-from conveyor.actors.subscriber._protocol import (
+from conveyor.actors.subscriber import (
+    EXTENSION_ROUTE,
+    SETTLEMENT_ROUTE,
     CallbackEnded,
     CallbackStarted,
     Done,
     Dones,
+    FlowControl,
+    FlowNote,
+    Part,
     Received,
     ReceivedBatch,
     Run,
@@ -30,10 +35,10 @@ from conveyor.actors.subscriber._protocol import (
     RunsEnded,
 )
 from conveyor.runtime import EventKind, Terminated, TraceEvent
-from conveyor.simulation._faults import Delay, Drop, FaultApplied, Pause, covers
+from conveyor.simulation import Delay, Drop, FaultApplied, Pause, covers
 
 from ._broker import accounting
-from ._queue_view import ConsumerInfo, queue_story
+from ._queue_view import ConsumerInfo, Observation, queue_story
 from ._result import CheckResult
 
 LEASE_LAPSED = "lease lapsed"
@@ -56,12 +61,6 @@ def _ack_id(consumer_id: int | None, tag: int) -> str:
     return f"{consumer_id}:{tag}"
 
 
-LEASE_PATH = ("", "/leaser", "/dispatcher", "/consumer")
-"""The parts of a subscription (its manager, then children) that carry a lease extension to the queue."""
-SETTLE_PATH = ("", "/dispatcher", "/consumer")
-"""The parts of a subscription that carry a callback's nack to the queue."""
-
-
 def _pause_of(event: TraceEvent) -> Pause | None:
     """The ``Pause`` a FAULT event applied, or None for any other event."""
     if event.kind is EventKind.FAULT and isinstance(event.message, FaultApplied):
@@ -72,19 +71,23 @@ def _pause_of(event: TraceEvent) -> Pause | None:
 
 
 def _paused_between(
-    pauses: list[tuple[float, Pause]], subscription_path: str, parts: tuple[str, ...], start: float, end: float
+    pauses: list[tuple[float, Pause]], subscription_path: str, route: tuple[str, ...], start: float, end: float
 ) -> bool:
-    """Whether a pause froze one of the subscription's ``parts`` at some time in ``[start, end]``.
+    """Whether a pause froze the subscription's manager or a child on ``route`` at some time in ``[start, end]``.
 
     ``pauses`` holds each applied pause with the time it was applied; it froze its actors from
     then for ``duration_s``.
     """
+    paths = (subscription_path, *(_part(subscription_path, name) for name in route))
     return any(
         applied <= end
         and applied + pause.duration_s >= start
-        and any(covers(pause.prefix, subscription_path + part) for part in parts)
+        and any(covers(pause.prefix, path) for path in paths)
         for applied, pause in pauses
     )
+
+
+_CONSUMER_SUFFIX = f"/{Part.CONSUMER}"
 
 
 class _LateSends:
@@ -111,7 +114,7 @@ class _LateSends:
         last_sent, self._last_sent = self._last_sent, None
         kind = event.kind
         if kind is EventKind.SENT:
-            if event.receiver == self._queue and event.sender is not None and event.sender.endswith("/consumer"):
+            if event.receiver == self._queue and event.sender is not None and event.sender.endswith(_CONSUMER_SUFFIX):
                 self._in_flight.setdefault(event.sender, []).append((event.time, event.message))
                 self._last_sent = event.sender
         elif kind is EventKind.DELIVERED or kind is EventKind.DEAD_LETTER:
@@ -203,7 +206,7 @@ def flow_bound(trace: Iterable[TraceEvent], subscription_path: str, flow: FlowCo
     message: ``bytes - largest unfinished message < max_bytes``. A single message larger
     than ``max_bytes`` is the extreme case; two messages beyond the limit never are.
     """
-    load = _part(subscription_path, "load")
+    load = _part(subscription_path, Part.LOAD)
     sizes: dict[str, int] = {}
     total = 0
     violations: list[str] = []
@@ -276,8 +279,8 @@ def ordering_keys(trace: Iterable[TraceEvent], subscription_path: str) -> CheckR
     overtook an earlier one (still out after a nack, or never run) is caught when the
     earlier one finally runs.
     """
-    workers = _part(subscription_path, "workers")
-    keys = _part(subscription_path, "keys")
+    workers = _part(subscription_path, Part.WORKERS)
+    keys = _part(subscription_path, Part.KEYS)
     running: dict[str, tuple[str, int, float]] = {}  # key -> (ack id, tag, started at)
     starts: dict[str, list[_KeyStart]] = {}
     violations: list[str] = []
@@ -321,15 +324,8 @@ def ordering_keys(trace: Iterable[TraceEvent], subscription_path: str) -> CheckR
     return CheckResult.of("ordering_keys", violations, checked=checked, keys=len(starts))
 
 
-_QueueEvent = tuple[str, float, Any]
-
-
-def _interleaved(trace: Iterable[TraceEvent], queue_path: str) -> Iterator[TraceEvent | _QueueEvent]:
-    """Every trace event in order, each followed by the queue observation it produced, if any.
-
-    Observations come as ``(kind, time, data)`` tuples (see ``queue_story``), so a checker can
-    relate the queue's story to other actors' events in one pass.
-    """
+def _interleaved(trace: Iterable[TraceEvent], queue_path: str) -> Iterator[TraceEvent | Observation]:
+    """Every trace event in order, each followed by the queue ``Observation`` it produced, if any."""
     pending: list[TraceEvent] = []
 
     def feed() -> Iterator[TraceEvent]:
@@ -342,8 +338,59 @@ def _interleaved(trace: Iterable[TraceEvent], queue_path: str) -> Iterator[Trace
         # queue_story pulled events up to (and including) the one behind ``observation``.
         yield from pending
         pending.clear()
-        yield observation.kind, observation.time, observation.data
+        yield observation
     yield from pending
+
+
+Excuse = Literal["paused", "delayed"]
+
+
+@final
+class _LapseWalk:
+    """The walk ``lease_validity`` and ``no_loss`` share: one pass over a trace, the queue's story woven in.
+
+    Iterating yields every trace event in order, each followed by the queue ``Observation`` it
+    produced, if any (see ``queue_story``), so a checker relates the queue's story to other actors'
+    events in one pass. On the way the walk follows what can excuse a lapsed lease: each applied
+    ``Pause`` (kept, not yielded) and every send to the queue a ``Delay`` may hold up
+    (``_LateSends``). ``excuse`` answers for the present moment of the walk.
+    """
+
+    __slots__ = ("_late", "_pauses", "_queue", "_trace")
+
+    def __init__(self, trace: Iterable[TraceEvent], queue_path: str) -> None:
+        self._trace = trace
+        self._queue = queue_path
+        self._pauses: list[tuple[float, Pause]] = []  # (applied at, fault)
+        self._late = _LateSends(queue_path)
+
+    def __iter__(self) -> Iterator[TraceEvent | Observation]:
+        for item in _interleaved(self._trace, self._queue):
+            if isinstance(item, Observation):
+                yield item
+                continue
+            self._late.observe(item)
+            pause = _pause_of(item)
+            if pause is not None:
+                self._pauses.append((item.time, pause))
+            else:
+                yield item
+
+    def excuse(
+        self, subscription_path: str, route: tuple[str, ...], since: float, lapse: float,
+        saves: Callable[[float, object], bool],
+    ) -> Excuse | None:
+        """Why a lease of the subscription that lapsed at ``lapse`` (now) was no fault of its, or None.
+
+        ``"paused"``: a pause froze its manager or a child on ``route`` at some time since
+        ``since``. ``"delayed"``: a ``Delay`` held up, on the way from its consumer to the queue,
+        a message ``saves`` accepts (see ``_LateSends.held``).
+        """
+        if _paused_between(self._pauses, subscription_path, route, since, lapse):
+            return "paused"
+        if self._late.held(_part(subscription_path, Part.CONSUMER), lapse, saves):
+            return "delayed"
+        return None
 
 
 def lease_validity(
@@ -367,7 +414,7 @@ def lease_validity(
       moment the queue set the lapsing lease's deadline (the delivery that acquired the entry,
       or the latest ``ModifyAckDeadline`` the queue received for it from that consumer while it
       held the entry) to the lapse. If a ``Pause`` fault froze the subscription's manager,
-      leaser, dispatcher or consumer (``LEASE_PATH``) at any time in that window, the lapse is
+      leaser, dispatcher or consumer (``EXTENSION_ROUTE``) at any time in that window, the lapse is
       exempt: an extension that would have saved the lease may have been frozen in the paused
       process, which no subscriber can prevent. Pauses are read from the trace's FAULT events
       (``FaultApplied(Pause(...))``), each freezing its prefix from the time it was applied for
@@ -386,22 +433,21 @@ def lease_validity(
 
     The leaser must not fail or restart, nor stop before its manager.
     """
-    workers = _part(subscription_path, "workers")
-    leaser = _part(subscription_path, "leaser")
-    keys = _part(subscription_path, "keys")
+    workers = _part(subscription_path, Part.WORKERS)
+    leaser = _part(subscription_path, Part.LEASER)
+    keys = _part(subscription_path, Part.KEYS)
     running: dict[str, tuple[float, float]] = {}  # ack id -> (callback started at, its max-lease clock's start)
     scheduled_at: dict[tuple[str, int], float] = {}  # (ack id, attempt) of a keyed run -> handed to the pool at
     delivered_at: dict[tuple[str, int], float] = {}  # (ack id, delivery count) -> when the queue delivered it
     deadline_set_at: dict[str, float] = {}  # held ack id -> when the queue last set its lease's deadline
-    pauses: list[tuple[float, Pause]] = []
-    late = _LateSends(queue_path)
-    consumer = _part(subscription_path, "consumer")
     violations: list[str] = []
-    lapses = during = exempt = paused = delayed = 0
+    lapses = during = exempt = 0
+    excused: Counter[Excuse] = Counter()
     manager_stopped = False
-    for event in _interleaved(trace, queue_path):
-        if isinstance(event, tuple):
-            kind, time, data = event
+    walk = _LapseWalk(trace, queue_path)
+    for event in walk:
+        if isinstance(event, Observation):
+            kind, time, data = event.kind, event.time, event.data
             if kind == "delivered":
                 for delivery in data:
                     ack_id = _ack_id(delivery.consumer_id, delivery.tag)
@@ -423,11 +469,10 @@ def lease_validity(
                     exempt += 1
                     continue
                 start = leased_at if window_start is None else window_start
-                if _paused_between(pauses, subscription_path, LEASE_PATH, start, time):
-                    paused += 1
-                    continue
-                if late.held(consumer, time, _extends(data.consumer_id, data.tag, time)):
-                    delayed += 1
+                excuse = walk.excuse(subscription_path, EXTENSION_ROUTE, start, time,
+                                     _extends(data.consumer_id, data.tag, time))
+                if excuse is not None:
+                    excused[excuse] += 1
                     continue
                 violations.append(
                     f"t={time:g}: the lease of {ack_id} lapsed while its callback ran (since t={started:g}; "
@@ -436,11 +481,6 @@ def lease_validity(
                     f"set at t={start:g}, and no extension "
                     f"of it held up on the way)"
                 )
-            continue
-        late.observe(event)
-        pause = _pause_of(event)
-        if pause is not None:
-            pauses.append((event.time, pause))
             continue
         failure = _failures_of(event, leaser)
         if failure is not None:
@@ -478,8 +518,8 @@ def lease_validity(
                 if reason != "shutdown":
                     violations.append(f"t={event.time:g}: {leaser} stopped ({reason}) while {subscription_path} ran")
     return CheckResult.of(
-        "lease_validity", violations, lapses=lapses, during_callbacks=during, exempt=exempt, paused=paused,
-        delayed=delayed,
+        "lease_validity", violations, lapses=lapses, during_callbacks=during, exempt=exempt,
+        paused=excused["paused"], delayed=excused["delayed"],
     )
 
 
@@ -513,7 +553,7 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
       the callback raised): no nack can give back what the queue has already, and the message
       is safe in it; the raise is not followed;
     * the lease lapsed after the raise, and a pause froze the subscription's manager,
-      dispatcher or consumer (``SETTLE_PATH``, which carry the nack) at some time between the
+      dispatcher or consumer (``SETTLEMENT_ROUTE``, which carry the nack) at some time between the
       raise and the lapse: the nack was frozen in the paused process, and the lapse gave the
       message back instead.
 
@@ -530,13 +570,13 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
     held: set[str] = set()  # ack ids the queue has delivered and not taken back
     raised: dict[str, tuple[float, str, int]] = {}  # ack id -> (when its callback raised, its subscription, attempt)
     attempts: dict[tuple[str, str], int] = {}  # (worker pool, ack id) -> attempt of its latest callback started
-    pauses: list[tuple[float, Pause]] = []
-    late = _LateSends(queue_path)
     violations = list(base.violations)
-    failures = stale = paused = retried = delayed = 0
-    for event in _interleaved(events, queue_path):
-        if isinstance(event, tuple):
-            kind, time, data = event
+    failures = stale = retried = 0
+    excused: Counter[Excuse] = Counter()
+    walk = _LapseWalk(events, queue_path)
+    for event in walk:
+        if isinstance(event, Observation):
+            kind, time, data = event.kind, event.time, event.data
             if kind == "subscribed":
                 info: ConsumerInfo = data[0]
                 consumers[info.path] = info.consumer_id
@@ -556,27 +596,21 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
                         f"(on delivery attempt {attempt}, and it was not run again)"
                     )
                 elif isinstance(data, EntryReturned) and data.reason == LEASE_LAPSED:
-                    if _paused_between(pauses, subscription, SETTLE_PATH, when, time):
-                        paused += 1
-                        continue
-                    if late.held(_part(subscription, "consumer"), time, _nacks(data.consumer_id, data.tag, when)):
-                        delayed += 1
+                    excuse = walk.excuse(subscription, SETTLEMENT_ROUTE, when, time,
+                                         _nacks(data.consumer_id, data.tag, when))
+                    if excuse is not None:
+                        excused[excuse] += 1
                         continue
                     violations.append(
                         f"t={time:g}: {ack_id} was never nacked after its callback raised at t={when:g} "
                         f"(its lease lapsed: {outcome}, and no nack of it held up on the way)"
                     )
             continue
-        late.observe(event)
-        pause = _pause_of(event)
-        if pause is not None:
-            pauses.append((event.time, pause))
-            continue
         message = event.message
         if event.kind is EventKind.NOTE and type(message) is CallbackStarted and event.sender is not None:
             attempts[event.sender, message.ack_id] = message.attempt
             record = raised.get(message.ack_id)
-            if record is not None and event.sender == _part(record[1], "workers") and message.attempt > record[2]:
+            if record is not None and event.sender == _part(record[1], Part.WORKERS) and message.attempt > record[2]:
                 del raised[message.ack_id]  # run again on a later delivery: the failure was not swallowed
                 retried += 1
             continue
@@ -584,7 +618,7 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
             if ended.error is None:
                 continue
             subscription = event.receiver or ""
-            consumer_id = consumers.get(f"{subscription}/consumer")
+            consumer_id = consumers.get(_part(subscription, Part.CONSUMER))
             if consumer_id is not None and ended.ack_id.partition(":")[0] == str(consumer_id):
                 failures += 1
                 if ended.ack_id in held:
@@ -599,8 +633,8 @@ def no_loss(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
         raised=failures,
         raised_when_lapsed=stale,
         raised_then_run_again=retried,
-        nack_paused=paused,
-        nack_delayed=delayed,
+        nack_paused=excused["paused"],
+        nack_delayed=excused["delayed"],
         enqueued=metrics["enqueued"],
         lost=metrics["lost"],
         duplicated=metrics["duplicated"],

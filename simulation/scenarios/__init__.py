@@ -1,4 +1,7 @@
-"""Scenarios: declarative workloads that run the same on the simulator, trio and threads."""
+"""Scenarios: declarative workloads that run the same on the simulator, trio and threads.
+
+Also the shrinker, which replays a failing scenario run as smaller workloads and schedules.
+"""
 
 from ._broker import BrokerScenario as BrokerScenario
 from ._broker import ClientPolicy as ClientPolicy
@@ -33,6 +36,8 @@ from ._registry import replay_command as replay_command
 from ._registry import run_scenario as run_scenario
 from ._registry import scenario_names as scenario_names
 from ._registry import simulate_workload as simulate_workload
+from ._shrink import ShrinkResult as ShrinkResult
+from ._shrink import shrink as shrink
 from ._subscriber import BurstPublisher as BurstPublisher
 from ._subscriber import CallbackDurations as CallbackDurations
 from ._subscriber import CallbackFailure as CallbackFailure
@@ -49,6 +54,7 @@ __all__ = [
     "RunReport",
     "ScenarioRun",
     "ScenarioSpec",
+    "ShrinkResult",
     "Variant",
     "check_fault_plan",
     "draw_faults",
@@ -57,6 +63,7 @@ __all__ = [
     "replay_command",
     "run_scenario",
     "scenario_names",
+    "shrink",
     "simulate_workload",
     "BrokerScenario",
     "BurstPublisher",

@@ -29,9 +29,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, TraceEvent
 from conveyor.runtime._immutability import register_immutable_type
-from conveyor.simulation._faults import Fault
-from conveyor.simulation._simulation import RunResult, Simulation
-from conveyor.simulation._strategies import Strategy
+from conveyor.simulation import Fault, RunResult, Simulation, Strategy
 from conveyor.simulation.checkers import (
     CheckResult,
     SharedTrace,

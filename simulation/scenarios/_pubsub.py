@@ -38,9 +38,7 @@ from conveyor.actors.pubsub import (
     parse_filter,
 )
 from conveyor.runtime import ActorRef, ConveyorError, EventKind, TraceEvent
-from conveyor.simulation._faults import Fault
-from conveyor.simulation._simulation import RunResult, Simulation
-from conveyor.simulation._strategies import Strategy
+from conveyor.simulation import Fault, RunResult, Simulation, Strategy
 from conveyor.simulation.checkers import (
     CheckResult,
     PublishDone,

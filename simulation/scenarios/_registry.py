@@ -26,10 +26,25 @@ from conveyor.actors.broker import (
     QueueActor,
 )
 from conveyor.actors.pubsub import SubscriptionFactory, TopicFactory
+from conveyor.actors.subscriber import Part
 from conveyor.runtime import EventKind, TraceEvent
-from conveyor.simulation._faults import Crash, CrashAmong, Delay, Drop, FailJob, FailWrite, Fault, Pause, never_acks
-from conveyor.simulation._simulation import RunResult, Simulation
-from conveyor.simulation._strategies import STRATEGY_NAMES, Replay, Strategy, strategy_from_name
+from conveyor.simulation import (
+    STRATEGY_NAMES,
+    Crash,
+    CrashAmong,
+    Delay,
+    Drop,
+    FailJob,
+    FailWrite,
+    Fault,
+    Pause,
+    Replay,
+    RunResult,
+    Simulation,
+    Strategy,
+    never_acks,
+    strategy_from_name,
+)
 from conveyor.simulation.checkers import CheckResult, fairness, jain_index, liveness, queue_paths
 
 from ._broker import (
@@ -401,7 +416,10 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
         elif name == "pause":
             faults.append(Pause(rng.choice(clients), at_time=rng.uniform(0.0, 1.5), duration_s=rng.uniform(0.5, 5.0)))
         elif name == "delay":
-            sender = f"{rng.choice(clients)}/consumer" if isinstance(workload, BrokerScenario) else "/sub/consumer"
+            if isinstance(workload, BrokerScenario):
+                sender = f"{rng.choice(clients)}/consumer"
+            else:
+                sender = f"/sub/{Part.CONSUMER}"
             faults.append(Delay(sender, QUEUE, at_step=rng.randint(1, 300), duration_s=rng.uniform(0.1, 3.0)))
         elif name == "never-ack":
             if isinstance(workload, BrokerScenario) and len(clients) > 1:

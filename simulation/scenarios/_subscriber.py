@@ -29,9 +29,7 @@ from conveyor.actors.subscriber import (
     subscribe,
 )
 from conveyor.runtime import Actor, ActorRef, EventKind, TraceEvent
-from conveyor.simulation._faults import Fault, Pause
-from conveyor.simulation._simulation import RunResult, Simulation
-from conveyor.simulation._strategies import Strategy
+from conveyor.simulation import Fault, Pause, RunResult, Simulation, Strategy
 from conveyor.simulation.checkers import (
     CheckResult,
     all_settled,

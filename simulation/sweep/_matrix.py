@@ -16,7 +16,7 @@ from typing import final
 
 import attrs
 
-from conveyor.simulation._strategies import STRATEGY_NAMES
+from conveyor.simulation import STRATEGY_NAMES
 from conveyor.simulation.scenarios import FAULT_PLANS, check_fault_plan, get_scenario, scenario_names
 
 DEFAULT_PLAN = "default"

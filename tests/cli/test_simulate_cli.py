@@ -15,7 +15,7 @@ from conveyor.simulation import scenarios
 from conveyor.simulation.scenarios import BrokerScenario, ClientPolicy, Variant, run_scenario, scenario_names
 from tests.simulation.test_broker_scenarios import Forgetful, _queue_with
 
-simulation = importlib.import_module("conveyor.simulation")  # the package whose ``shrink`` a test swaps
+simulation = importlib.import_module("conveyor.simulation.scenarios")  # the package whose ``shrink`` a test swaps
 runner = CliRunner()
 
 

@@ -21,7 +21,8 @@ from collections.abc import Iterator
 import pytest
 
 from conveyor.actors.subscriber import StreamingPullManager
-from conveyor.actors.subscriber._protocol import Settle, SettleKind
+from conveyor.actors.subscriber._protocol import Settlement as Settle
+from conveyor.actors.subscriber._protocol import SettlementKind as SettleKind
 from conveyor.simulation.scenarios import ScenarioRun, Variant, run_scenario
 
 FOUND = (

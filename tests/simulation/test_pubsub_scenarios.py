@@ -15,8 +15,8 @@ import pytest
 
 from conveyor.actors.broker import QueueRecovered
 from conveyor.runtime import EventKind, TraceEvent
-from conveyor.simulation import CrashAmong, Delay, Drop, FailWrite, FaultApplied, Pause, story_lines
-from conveyor.simulation.checkers import BatchReceived, PublishDone, SettleDone, StreamBound
+from conveyor.simulation import CrashAmong, Delay, Drop, FailWrite, FaultApplied, Pause
+from conveyor.simulation.checkers import BatchReceived, PublishDone, SettleDone, StreamBound, story_lines
 from conveyor.simulation.scenarios import (
     FAULT_PLANS,
     ClientPlan,

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conveyor.runtime import TraceEvent
-from conveyor.simulation import HypothesisStrategy, Replay, delivery_steps, explore, shrink, story_lines
-from conveyor.simulation.checkers import consumer_priority
+from conveyor.simulation import HypothesisStrategy, Replay, explore
+from conveyor.simulation.checkers import consumer_priority, delivery_steps, story_lines
 from conveyor.simulation.scenarios import (
     BrokerScenario,
     ClientPolicy,
@@ -20,6 +20,7 @@ from conveyor.simulation.scenarios import (
     Variant,
     run_broker_simulation,
     run_scenario,
+    shrink,
 )
 from tests.simulation.test_broker_scenarios import (
     DoubleDealer,
@@ -228,8 +229,8 @@ def test_the_story_tells_a_queue_crash_and_what_the_queue_recovered() -> None:
 
 
 def test_a_front_workload_shrinks_only_to_workloads_it_can_run() -> None:
-    from conveyor.simulation._shrink import _pubsub_candidates
     from conveyor.simulation.scenarios import ClientPlan, PublisherPlan, PubSubScenario, SubscriptionPlan
+    from conveyor.simulation.scenarios._shrink import _pubsub_candidates
 
     work = PubSubScenario(
         subscriptions=(SubscriptionPlan(exactly_once=True), SubscriptionPlan(ordering=True), SubscriptionPlan()),

@@ -32,10 +32,14 @@ from conveyor.actors.subscriber._protocol import (
     ReceivedBatch,
     Redelivered,
     Scheduled,
-    Settle,
-    SettleKind,
     Tick,
     ack_id_of,
+)
+from conveyor.actors.subscriber._protocol import (
+    Settlement as Settle,
+)
+from conveyor.actors.subscriber._protocol import (
+    SettlementKind as SettleKind,
 )
 from conveyor.runtime import Actor, ActorRef, EventKind, TraceEvent
 from conveyor.simulation import FaultApplied, Pause

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from conveyor.actors.broker._entries import EntryList, EntryState, Returned, priority_level
-from conveyor.actors.broker._model import Message
 from conveyor.actors.broker._selectors import HeaderEquals, MatchAll
+from conveyor.actors.broker._values import Message
 
 ALL = MatchAll()
 FAR = 1e9

@@ -25,7 +25,7 @@ from conveyor.actors.broker import (
     QueueStats,
 )
 from conveyor.actors.broker._entries import EntryList
-from conveyor.actors.broker._model import WorkAvailable
+from conveyor.actors.broker._manager_protocol import WorkAvailable
 from conveyor.runtime import ActorRef, EventKind, TraceEvent
 from conveyor.runtime._immutability import ensure_immutable
 from tests.actors.broker.clients import Action, consume, received, seen

@@ -15,18 +15,22 @@ from typing import Any
 import pytest
 
 from conveyor.actors.broker import Delivery, Message
-from conveyor.actors.broker._model import DEFAULT_PRIORITY
+from conveyor.actors.broker._values import DEFAULT_PRIORITY
 from conveyor.actors.subscriber import SubscriberMessage, WorkerPool, subscribe
 from conveyor.actors.subscriber._components import SETTLES_PER_HAND_OVER
 from conveyor.actors.subscriber._protocol import (
     CallbackEnded,
     RunBatch,
     RunsEnded,
-    Settle,
-    SettleKind,
     Settles,
 )
 from conveyor.actors.subscriber._protocol import Run as RunOne
+from conveyor.actors.subscriber._protocol import (
+    Settlement as Settle,
+)
+from conveyor.actors.subscriber._protocol import (
+    SettlementKind as SettleKind,
+)
 from conveyor.runtime import Actor, ThreadSystem
 from conveyor.simulation import FailJob, Simulation, uniform_job_duration
 

@@ -21,9 +21,13 @@ from conveyor.actors.subscriber._protocol import (
     Run,
     RunBatch,
     Scheduled,
-    Settle,
-    SettleKind,
     Skipped,
+)
+from conveyor.actors.subscriber._protocol import (
+    Settlement as Settle,
+)
+from conveyor.actors.subscriber._protocol import (
+    SettlementKind as SettleKind,
 )
 from conveyor.runtime import Actor, ActorRef
 from conveyor.simulation import Simulation, uniform_job_duration

@@ -29,9 +29,13 @@ from conveyor.actors.subscriber._protocol import (
     RunBatch,
     RunsEnded,
     Scheduled,
-    Settle,
-    SettleKind,
     Settles,
+)
+from conveyor.actors.subscriber._protocol import (
+    Settlement as Settle,
+)
+from conveyor.actors.subscriber._protocol import (
+    SettlementKind as SettleKind,
 )
 from conveyor.actors.subscriber._pull import SettlePulled
 from conveyor.runtime import Actor, ActorRef

@@ -15,8 +15,7 @@ import argparse
 import logging
 import time
 
-from conveyor.simulation import shrink
-from conveyor.simulation.scenarios import run_scenario
+from conveyor.simulation.scenarios import run_scenario, shrink
 
 from .catalog import PLANTED, PlantedBug, checkers_of
 

@@ -13,7 +13,9 @@ from typing import Any
 from conveyor.actors.broker import Delivery
 from conveyor.actors.subscriber import FlowNote, Leaser, LoadController, StreamingPullManager
 from conveyor.actors.subscriber._leases import _lead
-from conveyor.actors.subscriber._protocol import CallbackEnded, Done, Received, Settle, SettleKind, ack_id_of
+from conveyor.actors.subscriber._protocol import CallbackEnded, Done, Received, ack_id_of
+from conveyor.actors.subscriber._protocol import Settlement as Settle
+from conveyor.actors.subscriber._protocol import SettlementKind as SettleKind
 from conveyor.runtime import Actor, ActorRef
 
 ManagerFactory = Callable[..., StreamingPullManager]

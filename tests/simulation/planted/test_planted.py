@@ -9,8 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from conveyor.simulation import shrink
-from conveyor.simulation.scenarios import ScenarioRun, run_scenario
+from conveyor.simulation.scenarios import ScenarioRun, run_scenario, shrink
 
 from .catalog import PLANTED, PlantedBug, checkers_of
 

@@ -21,9 +21,9 @@ from conveyor.actors.broker import (
 )
 from conveyor.actors.pubsub import PubMessage, SettleKind
 from conveyor.runtime import EventKind, Terminated, TraceEvent
+from conveyor.simulation import Crash, CrashAmong, Delay, Drop, FailJob, FailWrite, FaultApplied, Pause
 
-from ._faults import Crash, CrashAmong, Delay, Drop, FailJob, FailWrite, FaultApplied, Pause
-from .checkers import BatchReceived, PublishDone, SettleDone, SettleSent
+from ._pubsub import BatchReceived, PublishDone, SettleDone, SettleSent
 
 _ROUTINE_DEPTH = 3
 """Routine stops (reason ``stopped``) this deep are left out of a story: a Pub/Sub front ends a binding and

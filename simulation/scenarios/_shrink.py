@@ -33,16 +33,15 @@ from typing import Any, final
 
 import attrs
 
-from ._story import delivery_steps, story_lines
-from ._strategies import Replay
-from .scenarios import (
-    BrokerScenario,
-    ClientPlan,
-    ClientPolicy,
-    PubSubScenario,
+from conveyor.simulation import Replay
+from conveyor.simulation.checkers import delivery_steps, story_lines
+
+from ._broker import BrokerScenario, ClientPolicy
+from ._pubsub import PubSubScenario
+from ._pubsub_clients import ClientPlan
+from ._registry import (
     RunReport,
     ScenarioRun,
-    SubscriberScenario,
     Variant,
     check_fault_plan,
     draw_faults,
@@ -50,6 +49,7 @@ from .scenarios import (
     run_scenario,
     simulate_workload,
 )
+from ._subscriber import SubscriberScenario
 
 Workload = BrokerScenario | SubscriberScenario | PubSubScenario
 
