@@ -41,10 +41,14 @@ _NOT_PLAIN: frozenset[type] = SYSTEM_MESSAGE_TYPES | {Terminated}
 
 
 class CellBase:
-    """What every message target has: identity, a path, liveness, backend slots."""
+    """What every message target has: its system, identity, a path, liveness.
+
+    A backend that keeps state per cell (a mailbox, a thread) does so in its own subclass
+    (``ActorSystemBase.cell_type``) or its own objects, never in slots here.
+    """
 
     is_promise = False
-    __slots__ = ("alive", "backend_state", "mailbox", "name", "path", "ref", "scheduled", "system", "uid")
+    __slots__ = ("alive", "name", "path", "ref", "system", "uid")
 
     def __init__(self, system: ActorSystemBase, uid: int, name: str, path: str) -> None:
         self.system = system
@@ -53,11 +57,6 @@ class CellBase:
         self.path = path
         self.alive = True
         self.ref = ActorRef(self)
-        # Slots that backends fill as they need: a mailbox deque and a ready flag
-        # (trio), a pykka shell (threads).
-        self.mailbox: Any = None
-        self.scheduled = False
-        self.backend_state: Any = None
 
     def process(self, sender: CellBase | None, message: object) -> None:
         """Handle one message on this target's own thread or task."""

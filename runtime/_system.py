@@ -13,7 +13,7 @@ import logging
 import random
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ._actor import Actor
 from ._cell import ActorCell, CellBase, PromiseCell, fail_promise_if_asked
@@ -34,6 +34,9 @@ _NAME = re.compile(r"^[A-Za-z0-9_.:\-]+$")
 
 class ActorSystemBase(abc.ABC):
     """Spawning, sending, dead letters and tracing, shared by every backend."""
+
+    cell_type: ClassVar[type[ActorCell]] = ActorCell
+    """The cell class this backend runs: a backend with per-actor state subclasses ``ActorCell``."""
 
     def __init__(
         self,
@@ -167,7 +170,7 @@ class ActorSystemBase(abc.ABC):
             msg = f"an actor named {name!r} already runs under {where}; pick another name or stop it first"
             raise ActorNameTaken(msg)
         strategy = self._strategy if parent is None else parent.actor.supervisor_strategy
-        cell = ActorCell(self, uid, name, parent, factory, strategy)
+        cell = self.cell_type(self, uid, name, parent, factory, strategy)
         siblings[name] = cell
         self._attach(cell)
         self._send(parent, cell, Start())

@@ -18,6 +18,7 @@ from typing import Any, final
 
 import pykka
 
+from ._actor import Actor
 from ._cell import ActorCell, CellBase, PromiseCell
 from ._errors import ConveyorError
 from ._messages import JobDone, JobFailed, Stop, TimerFired, TimerHandle
@@ -40,16 +41,37 @@ class _ThreadPromise(PromiseCell):
         self.event.set()
 
 
+@final
 class _Slot:
-    """Per-actor thread-backend state: the lock that makes "inbox open? put" atomic, counters."""
+    """Per-actor thread-backend state: its pykka shell, the lock that makes "inbox open? put" atomic, counters."""
 
-    __slots__ = ("done", "halt", "lock", "sent")
+    __slots__ = ("done", "halt", "lock", "sent", "shell")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.shell: pykka.ActorRef[_Shell] | None = None  # set by ``_attach``, cleared under ``lock`` by ``_detach``
         self.sent = 0  # written under ``lock`` by senders
         self.done = 0  # written only by the actor's own thread
         self.halt = False
+
+
+@final
+class _ThreadCell(ActorCell):
+    """An actor on threads: its ``_Slot``."""
+
+    __slots__ = ("slot",)
+
+    def __init__(
+        self,
+        system: ActorSystemBase,
+        uid: int,
+        name: str,
+        parent: ActorCell | None,
+        factory: Callable[[], Actor],
+        supervisor: SupervisorStrategy,
+    ) -> None:
+        self.slot = _Slot()
+        super().__init__(system, uid, name, parent, factory, supervisor)
 
 
 class _Shell(pykka.ThreadingActor):
@@ -57,16 +79,15 @@ class _Shell(pykka.ThreadingActor):
 
     use_daemon_thread = True
 
-    def __init__(self, system: ThreadSystem, cell: ActorCell, slot: _Slot) -> None:
+    def __init__(self, system: ThreadSystem, cell: _ThreadCell) -> None:
         super().__init__()
         self._system = system
         self._cell = cell
-        self._slot = slot
 
     def on_receive(self, message: Any) -> None:
         sender, payload = message
         cell = self._cell
-        slot = self._slot
+        slot = cell.slot
         local = self._system._local  # noqa: SLF001
         local.cell = cell
         try:
@@ -93,6 +114,8 @@ class ThreadSystem(ActorSystemBase):
         seed: seed of ``ctx.random``.
     """
 
+    cell_type = _ThreadCell
+
     def __init__(
         self,
         *,
@@ -107,7 +130,7 @@ class ThreadSystem(ActorSystemBase):
         self._quiet_waiters = 0
         self._jobs = 0
         self._closed = False
-        self._cells: dict[int, ActorCell] = {}
+        self._cells: dict[int, _ThreadCell] = {}
         self._start_time = time.monotonic()
         self._timers = TimerQueue()  # guarded by _timer_cond
         self._timer_cond = threading.Condition()
@@ -137,34 +160,35 @@ class ThreadSystem(ActorSystemBase):
         return cell
 
     def _attach(self, cell: CellBase) -> None:
-        if isinstance(cell, ActorCell):
+        if isinstance(cell, _ThreadCell):
             with self._lock:
                 if self._closed:
                     msg = f"cannot spawn {cell.path}: the ThreadSystem is shut down"
                     raise ConveyorError(msg)
                 self._cells[cell.uid] = cell
-            slot = _Slot()
-            cell.backend_state = slot
-            cell.mailbox = _Shell.start(self, cell, slot)
+            cell.slot.shell = _Shell.start(self, cell)
 
     def _detach(self, cell: ActorCell) -> None:
-        slot: _Slot = cell.backend_state
+        if not isinstance(cell, _ThreadCell):
+            return
+        slot = cell.slot
         with slot.lock:
-            shell = cell.mailbox
-            cell.mailbox = None
+            shell = slot.shell
+            slot.shell = None
         # Behind every message already queued; the shell drains them as dead letters.
-        shell.stop(block=False)
+        if shell is not None:
+            shell.stop(block=False)
         with self._lock:
             self._cells.pop(cell.uid, None)
             self._lock.notify_all()
 
     def _enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
-        if target.is_promise:
+        if type(target) is not _ThreadCell:  # an answer settles its asker at once
             target.process(sender, message)
             return
-        slot: _Slot = target.backend_state
+        slot = target.slot
         with slot.lock:
-            shell = target.mailbox
+            shell = slot.shell
             if shell is not None:
                 slot.sent += 1
                 shell.tell((sender, message))
@@ -179,7 +203,7 @@ class ThreadSystem(ActorSystemBase):
         if self._jobs:
             return False
         for cell in list(self._cells.values()):
-            slot: _Slot = cell.backend_state
+            slot = cell.slot
             if slot.sent != slot.done:
                 return False
         return True
@@ -301,9 +325,9 @@ class ThreadSystem(ActorSystemBase):
                 return
             self._closed = True
             cells = list(self._cells.values())
-            shells = [cell.mailbox for cell in cells if cell.mailbox is not None]
+            shells = [cell.slot.shell for cell in cells if cell.slot.shell is not None]
         for cell in cells:
-            cell.backend_state.halt = True
+            cell.slot.halt = True
             self._enqueue(cell, None, Stop("shutdown"))
         deadline = time.monotonic() + timeout
         with self._lock:

@@ -22,6 +22,7 @@ from typing import Any, final
 
 import trio
 
+from ._actor import Actor
 from ._cell import ActorCell, CellBase, PromiseCell
 from ._errors import ActorDeadError, ConveyorError
 from ._immutability import ensure_immutable
@@ -31,6 +32,26 @@ from ._supervision import SupervisorStrategy
 from ._system import ActorSystemBase
 from ._timers import TimerQueue
 from ._trace import EventKind, Tracer
+
+
+@final
+class _TrioCell(ActorCell):
+    """An actor on trio: its mailbox, and whether it waits in the dispatcher's ready queue."""
+
+    __slots__ = ("mailbox", "scheduled")
+
+    def __init__(
+        self,
+        system: ActorSystemBase,
+        uid: int,
+        name: str,
+        parent: ActorCell | None,
+        factory: Callable[[], Actor],
+        supervisor: SupervisorStrategy,
+    ) -> None:
+        self.mailbox: deque[tuple[CellBase | None, object]] = deque()
+        self.scheduled = False
+        super().__init__(system, uid, name, parent, factory, supervisor)
 
 
 class _TrioPromise(PromiseCell):
@@ -77,6 +98,8 @@ class TrioSystem(ActorSystemBase):
         seed: seed of ``ctx.random``.
     """
 
+    cell_type = _TrioCell
+
     def __init__(
         self,
         *,
@@ -92,9 +115,9 @@ class TrioSystem(ActorSystemBase):
             raise ValueError(msg)
         self._batch = batch
         self._yield_every = yield_every
-        self._ready: deque[CellBase] = deque()
+        self._ready: deque[_TrioCell] = deque()
         self._parked: trio.lowlevel.Task | None = None
-        self._current: ActorCell | None = None
+        self._current: _TrioCell | None = None
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
         self._start_time = 0.0
@@ -203,17 +226,13 @@ class TrioSystem(ActorSystemBase):
     def _current_cell(self) -> ActorCell | None:
         return self._current
 
-    def _attach(self, cell: CellBase) -> None:
-        if not cell.is_promise:
-            cell.mailbox = deque()
-
     def _tell(self, target: CellBase, message: object) -> None:
         # The hot path of ActorRef.tell, inlined: same checks as the base class.
         sender = self._current
         if sender is None and not target.alive:
             msg = f"{target.path} has stopped; tell() cannot deliver {type(message).__qualname__}"
             raise ActorDeadError(msg)
-        if target.is_promise:
+        if type(target) is not _TrioCell:
             self._send(sender, target, message)  # an answer told to an asker's ref
             return
         tracer = self.tracer
@@ -229,7 +248,7 @@ class TrioSystem(ActorSystemBase):
                 trio.lowlevel.reschedule(parked)
 
     def _enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
-        if target.is_promise:
+        if type(target) is not _TrioCell:  # an answer settles its asker at once
             target.process(sender, message)
             return
         target.mailbox.append((sender, message))
@@ -280,7 +299,7 @@ class TrioSystem(ActorSystemBase):
                 cell = ready.popleft()
                 mailbox = cell.mailbox
                 count = min(len(mailbox), batch)
-                self._current = cell  # type: ignore[assignment]  # only actor cells are ever ready
+                self._current = cell
                 try:
                     for _ in range(count):
                         sender, message = mailbox.popleft()

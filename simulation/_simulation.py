@@ -18,6 +18,7 @@ from typing import Any, final
 import attrs
 
 from conveyor.runtime import (
+    Actor,
     ActorRef,
     ConveyorError,
     Journal,
@@ -135,6 +136,40 @@ _SENT = EventKind.SENT
 
 
 @final
+class _SimCell(ActorCell):
+    """An actor in the simulator: its outgoing channels by receiving cell.
+
+    A send finds its channel through the sending cell, not by a (sender, receiver) key: it
+    then builds and hashes no tuple.
+    """
+
+    __slots__ = ("outgoing",)
+
+    def __init__(
+        self,
+        system: ActorSystemBase,
+        uid: int,
+        name: str,
+        parent: ActorCell | None,
+        factory: Callable[[], Actor],
+        supervisor: SupervisorStrategy,
+    ) -> None:
+        self.outgoing: dict[CellBase, Channel] = {}
+        super().__init__(system, uid, name, parent, factory, supervisor)
+
+
+@final
+class _SimPromise(PromiseCell):
+    """An ask's asker in the simulator: the channel of its question, as an actor's."""
+
+    __slots__ = ("outgoing",)
+
+    def __init__(self, system: ActorSystemBase, uid: int) -> None:
+        self.outgoing: dict[CellBase, Channel] = {}
+        super().__init__(system, uid)
+
+
+@final
 class Simulation(ActorSystemBase):
     """A deterministic actor system on a virtual clock.
 
@@ -151,6 +186,8 @@ class Simulation(ActorSystemBase):
         TypeError: an argument of the wrong kind, at the call, naming it and what it may be
             (a strategy given by name, say, or ``trace=None``), rather than an AttributeError later.
     """
+
+    cell_type = _SimCell
 
     def __init__(
         self,
@@ -218,10 +255,15 @@ class Simulation(ActorSystemBase):
     def _push(self, sender_id: int, sender: CellBase | None, target: CellBase, message: object) -> None:
         if self._drops and self._dropped(sender, target, message):
             return
-        outgoing = self._outgoing[sender_id] if sender is None else sender.backend_state
-        channel = outgoing.get(target) if outgoing is not None else None
+        if type(sender) is _SimCell:
+            outgoing = sender.outgoing
+        elif sender is None:
+            outgoing = self._outgoing[sender_id]
+        else:
+            outgoing = self._outgoing_of_asker(sender)
+        channel = outgoing.get(target)
         if channel is None:
-            channel = self._open_channel(sender_id, sender, target)
+            channel = outgoing[target] = Channel((sender_id, target.uid), sender, target)
         channel.queue.append(message)
         if channel.index == -1:
             if self._holds and self._is_held(channel):
@@ -231,20 +273,13 @@ class Simulation(ActorSystemBase):
                 channel.index = len(self._ready)
                 self._ready.append(channel)
 
-    def _open_channel(self, sender_id: int, sender: CellBase | None, target: CellBase) -> Channel:
-        """The channel from ``sender`` to ``target``, made on first use and kept for the run.
-
-        Found again through the sending cell's ``backend_state`` (a dict by receiving cell), not
-        by a (sender, receiver) key: a send then builds and hashes no tuple.
-        """
-        channel = Channel((sender_id, target.uid), sender, target)
-        if sender is None:
-            self._outgoing.setdefault(sender_id, {})[target] = channel
-        else:
-            if sender.backend_state is None:
-                sender.backend_state = {}
-            sender.backend_state[target] = channel
-        return channel
+    @staticmethod
+    def _outgoing_of_asker(sender: CellBase) -> dict[CellBase, Channel]:
+        """The channels of a sender that is not an actor: an ask's asker, sending its question."""
+        if not isinstance(sender, _SimPromise):
+            msg = f"{sender.path} is not a cell of this Simulation; it cannot send here"
+            raise ConveyorError(msg)
+        return sender.outgoing
 
     def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
         return self._timers.arm(self._now + delay_s, cell, message)
@@ -344,7 +379,7 @@ class Simulation(ActorSystemBase):
             receiver = channel.receiver
             self.steps += 1
             made += 1
-            if isinstance(receiver, ActorCell):
+            if type(receiver) is _SimCell:
                 self._current = receiver
                 try:
                     receiver.process(channel.sender, message)
@@ -376,7 +411,7 @@ class Simulation(ActorSystemBase):
             AskTimeout: ``timeout`` virtual seconds passed, or the system went quiet, without a reply.
             Exception: whatever the actor raised while handling the question.
         """
-        promise = self._send_question(ref, message, PromiseCell)
+        promise = self._send_question(ref, message, _SimPromise)
         deadline = self._now + timeout
         steps = 0
         while not promise.settled and steps < max_steps and self.step(deadline):
