@@ -20,18 +20,21 @@ import attrs
 from conveyor.runtime import (
     Actor,
     ActorRef,
+    ActorSystemBase,
     ConveyorError,
-    Journal,
+    EventKind,
+    JobDone,
+    JobFailed,
     SupervisorStrategy,
     TimerHandle,
     is_finite_number,
     quote,
+    trace_hash,
 )
+from conveyor.runtime._backend import Backend, StoreHook
 from conveyor.runtime._cell import ActorCell, CellBase, PromiseCell
-from conveyor.runtime._messages import JobDone, JobFailed, TimerFired
-from conveyor.runtime._system import ActorSystemBase
+from conveyor.runtime._messages import TimerFired
 from conveyor.runtime._timers import TimerQueue
-from conveyor.runtime._trace import EventKind, trace_hash
 
 from ._channel import JOBS, OUTSIDE, TIMERS, Channel
 from ._faults import (
@@ -147,7 +150,7 @@ class _SimCell(ActorCell):
 
     def __init__(
         self,
-        system: ActorSystemBase,
+        system: Backend,
         uid: int,
         name: str,
         parent: ActorCell | None,
@@ -164,7 +167,7 @@ class _SimPromise(PromiseCell):
 
     __slots__ = ("outgoing",)
 
-    def __init__(self, system: ActorSystemBase, uid: int) -> None:
+    def __init__(self, system: Backend, uid: int) -> None:
         self.outgoing: dict[CellBase, Channel] = {}
         super().__init__(system, uid)
 
@@ -237,15 +240,18 @@ class Simulation(ActorSystemBase):
         """The virtual clock, in seconds."""
         return self._now
 
-    def _current_cell(self) -> ActorCell | None:
+    def current_cell(self) -> ActorCell | None:
+        """The actor whose handler the simulation is running, if any."""
         return self._current
 
-    def _enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
+    def enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
+        """Append to the channel from ``sender`` to ``target``; the strategy picks when it delivers."""
         self._push(OUTSIDE if sender is None else sender.uid, sender, target, message)
 
-    def _send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+    def send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+        """The base class's send, with the trace record and the push inlined (the simulator's hot path)."""
         if target.is_promise:
-            super()._send(sender, target, message)  # answers an ask (and records the send)
+            super().send(sender, target, message)  # answers an ask (and records the send)
             return
         tracer = self.tracer
         if tracer is not None:  # as the base class records a send, without its two further calls
@@ -281,13 +287,16 @@ class Simulation(ActorSystemBase):
             raise ConveyorError(msg)
         return sender.outgoing
 
-    def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
+    def schedule_timer(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
+        """Arm a timer at a virtual time."""
         return self._timers.arm(self._now + delay_s, cell, message)
 
-    def _cancel(self, handle: TimerHandle) -> bool:
+    def cancel_timer(self, handle: TimerHandle) -> bool:
+        """Disarm a timer; True if it had not fired."""
         return self._timers.cancel(handle)
 
-    def _start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    def start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """Complete the job at a drawn virtual time (or fail it, as a ``FailJob`` fault says)."""
         duration = self._job_duration(self._job_rng)
         if not duration >= 0:
             msg = f"job_duration returned {duration!r}; it must be a number >= 0"
@@ -499,7 +508,7 @@ class Simulation(ActorSystemBase):
         self._current = cell
         try:
             if restart:
-                cell._restart(error)  # noqa: SLF001 - the simulator plays the supervisor here
+                cell.restart(error)  # the simulator plays the supervisor here
             else:
                 cell.terminate("crashed", error)
         finally:
@@ -558,10 +567,11 @@ class Simulation(ActorSystemBase):
                 return True
         return False
 
-    def _new_journal(self, path: str) -> Journal:
+    def store_hook(self, path: str) -> StoreHook | None:
+        """The ``FailWrite`` faults that cover ``path``, as the hook its journal calls before each write."""
         faults = [fault for fault in self._failing_writes if covers(fault.prefix, path)]
         if not faults:
-            return Journal(path)
+            return None
 
         def before_write() -> None:
             for fault in faults:
@@ -570,7 +580,7 @@ class Simulation(ActorSystemBase):
                     self._record_fault(fault, f"write {fault.nth} to the journal of {path} fails", self._current)
                     raise InjectedFault(f"injected disk error: write {fault.nth} to the journal of {path}")
 
-        return Journal(path, before_write)
+        return before_write
 
     def _maybe_failing_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any]) -> Callable[..., Any]:
         for fault in self._failing_jobs:
