@@ -31,10 +31,7 @@ from conveyor.runtime import (
     quote,
     trace_hash,
 )
-from conveyor.runtime._backend import Backend, StoreHook
-from conveyor.runtime._cell import ActorCell, CellBase, PromiseCell
-from conveyor.runtime._messages import TimerFired
-from conveyor.runtime._timers import TimerQueue
+from conveyor.runtime.lowlevel import ActorCell, Backend, CellBase, PromiseCell, StoreHook, TimerFired, TimerQueue
 
 from ._channel import JOBS, OUTSIDE, TIMERS, Channel
 from ._faults import (

@@ -16,7 +16,7 @@ from typing import Any, NoReturn, final
 import attrs
 
 from conveyor.runtime import ActorRef, is_finite_number, quote
-from conveyor.runtime._immutability import register_immutable_type
+from conveyor.runtime.lowlevel import register_immutable_type
 
 from ._consumer_lists import DEFAULT_HAND_OVER_TIMEOUT_S, check_hand_over_timeout
 from ._selectors import MatchAll, Selector, parse_selector

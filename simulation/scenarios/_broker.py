@@ -28,7 +28,7 @@ from conveyor.actors.broker import (
     RetryPolicy,
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, TraceEvent
-from conveyor.runtime._immutability import register_immutable_type
+from conveyor.runtime.lowlevel import register_immutable_type
 from conveyor.simulation._faults import Fault
 from conveyor.simulation._simulation import RunResult, Simulation
 from conveyor.simulation._strategies import Strategy
