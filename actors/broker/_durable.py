@@ -213,7 +213,7 @@ def needs_compaction(journal: Journal, core: EntryList, held_bytes: int = 0) -> 
     """
     events = len(journal)
     if events >= COMPACT_AFTER_EVENTS:
-        size = core.available + core.acquired + len(core._cursors)  # noqa: SLF001
+        size = core.available + core.acquired + core.consumer_count
         if events > COMPACT_FACTOR * size:
             return True
     return held_bytes >= COMPACT_AFTER_BYTES and held_bytes > COMPACT_FACTOR * core.live_bytes

@@ -536,6 +536,11 @@ class EntryList:
         return tuple(acked), tuple(invalid)
 
     @property
+    def consumer_count(self) -> int:
+        """How many consumers are registered (each has a cursor)."""
+        return len(self._cursors)
+
+    @property
     def groups_held(self) -> bool:
         """Whether any consumer holds an entry of a message group (so a settlement may free one)."""
         return bool(self._groups)
