@@ -206,6 +206,9 @@ class ThreadSystem(ActorSystemBase):
     def enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
         """Put into the actor's pykka inbox if it is still open, else a dead letter; an answer settles at once."""
         if type(target) is not _ThreadCell:
+            if not target.is_promise:
+                msg = f"{target.path} is not an actor of a ThreadSystem; a ref cannot carry messages across systems"
+                raise ConveyorError(msg)
             target.process(sender, message)
             return
         slot = target.slot

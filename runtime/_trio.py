@@ -252,6 +252,9 @@ class TrioSystem(ActorSystemBase):
     def enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
         """Append to the actor's mailbox and wake the dispatcher; an answer settles its asker at once."""
         if type(target) is not _TrioCell:
+            if not target.is_promise:
+                msg = f"{target.path} is not an actor of a TrioSystem; a ref cannot carry messages across systems"
+                raise ConveyorError(msg)
             target.process(sender, message)
             return
         target.mailbox.append((sender, message))

@@ -385,7 +385,7 @@ class Simulation(ActorSystemBase):
             receiver = channel.receiver
             self.steps += 1
             made += 1
-            if type(receiver) is _SimCell:
+            if isinstance(receiver, ActorCell):
                 self._current = receiver
                 try:
                     receiver.process(channel.sender, message)
