@@ -1,5 +1,9 @@
-"""conveyor's actor kernel: one actor API on trio, on threads and in the simulator."""
+"""conveyor's actor kernel: one actor API on trio, on threads and in the simulator.
 
+Backends and libraries of message types find the kernel's parts in ``conveyor.runtime.lowlevel``.
+"""
+
+from . import lowlevel as lowlevel
 from ._actor import Actor as Actor
 from ._actor import Context as Context
 from ._errors import ActorDeadError as ActorDeadError

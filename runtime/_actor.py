@@ -17,7 +17,7 @@ from ._supervision import SupervisorStrategy
 from ._trace import EventKind
 
 if TYPE_CHECKING:
-    from ._cell import ActorCell, CellBase
+    from ._cell import ActorCell
 
 
 class Actor:
@@ -65,11 +65,10 @@ class Actor:
 class Context:
     """The actor's only door to the world: messaging, time, randomness, children, jobs."""
 
-    __slots__ = ("_cell", "_sender")
+    __slots__ = ("_cell",)
 
     def __init__(self, cell: ActorCell) -> None:
         self._cell = cell
-        self._sender: CellBase | None = None
 
     @property
     def self_ref(self) -> ActorRef:
@@ -79,7 +78,7 @@ class Context:
     @property
     def sender(self) -> ActorRef | None:
         """Who sent the message being handled; None for timers, jobs and outside code."""
-        sender = self._sender
+        sender = self._cell.current_sender
         return None if sender is None else sender.ref
 
     def send(self, target: ActorRef, message: object) -> None:
@@ -90,21 +89,21 @@ class Context:
             msg = f"send() target must be an ActorRef, got {type(target).__qualname__}"
             raise TypeError(msg)
         cell = self._cell
-        cell.system._send(cell, target._cell, message)  # noqa: SLF001
+        cell.system.send(cell, target.cell, message)
 
     def reply(self, message: object) -> None:
         """Send ``message`` to the sender of the message being handled."""
-        sender = self._sender
+        cell = self._cell
+        sender = cell.current_sender
         if sender is None:
             msg = (
-                f"{self._cell.path} called reply() but the current message has no sender "
+                f"{cell.path} called reply() but the current message has no sender "
                 "(it came from a timer, a job or code outside any actor); use send() with an explicit ref"
             )
             raise ConveyorError(msg)
         if type(message) not in SCALAR_TYPES and not is_immutable(message):
             ensure_immutable(message)  # raises, naming where the mutable part sits
-        cell = self._cell
-        cell.system._send(cell, sender, message)  # noqa: SLF001
+        cell.system.send(cell, sender, message)
 
     def schedule(self, delay_s: float, message: object) -> TimerHandle:
         """Deliver ``message`` to this actor after ``delay_s`` seconds of the system's clock."""
@@ -160,19 +159,19 @@ class Context:
     def spawn(self, factory: Callable[[], Actor], *, name: str | None = None) -> ActorRef:
         """Start a child built by ``factory``; this actor supervises it."""
         cell = self._cell
-        return cell.system._spawn(cell, factory, name)  # noqa: SLF001
+        return cell.system.spawn_child(cell, factory, name)
 
     def watch(self, target: ActorRef) -> None:
         """Receive ``Terminated(target, ...)`` when ``target`` stops (at once if it already has)."""
         cell = self._cell
-        cell.watching[target._cell.uid] = None  # noqa: SLF001
-        cell.system._send(cell, target._cell, Watch(cell.ref))  # noqa: SLF001
+        cell.watching[target.cell.uid] = None
+        cell.system.send(cell, target.cell, Watch(cell.ref))
 
     def unwatch(self, target: ActorRef) -> None:
         """Stop watching ``target``; a ``Terminated`` already on its way is dropped."""
         cell = self._cell
-        cell.watching.pop(target._cell.uid, None)  # noqa: SLF001
-        cell.system._send(cell, target._cell, Unwatch(cell.ref))  # noqa: SLF001
+        cell.watching.pop(target.cell.uid, None)
+        cell.system.send(cell, target.cell, Unwatch(cell.ref))
 
     def stop(self, child: ActorRef | None = None) -> None:
         """Stop this actor once the current handler returns, or stop one of its children.
@@ -184,11 +183,11 @@ class Context:
         if child is None:
             cell.stop_requested = True
             return
-        target = child._cell  # noqa: SLF001
+        target = child.cell
         if cell.children.get(target.name) is not target:
             msg = f"{cell.path} can stop itself or its children, not {child.path}"
             raise ConveyorError(msg)
-        cell.system._send(cell, target, Stop())  # noqa: SLF001
+        cell.system.send(cell, target, Stop())
 
     def give_up(self, error: Exception) -> None:
         """Stop this actor for good once the current handler returns, as failed with ``error``.

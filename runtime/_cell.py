@@ -3,8 +3,9 @@
 This module is the one home of lifecycle and supervision: starting, handling a
 message, failing, restarting, stopping, watching. Backends only move messages
 into ``ActorCell.process`` (on the actor's own thread or task) and carry out the
-few primitives of ``ActorSystemBase``. Because every backend runs the same cell,
-an actor behaves the same on trio, on threads and in the simulator.
+few primitives of the ``Backend`` protocol, a cell's only door to its system.
+Because every backend runs the same cell, an actor behaves the same on trio, on
+threads and in the simulator.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ._supervision import Directive, RestartBudget, SupervisorStrategy
 from ._trace import EventKind
 
 if TYPE_CHECKING:
-    from ._system import ActorSystemBase
+    from ._backend import Backend
 
 log = logging.getLogger("conveyor.runtime")
 
@@ -41,23 +42,22 @@ _NOT_PLAIN: frozenset[type] = SYSTEM_MESSAGE_TYPES | {Terminated}
 
 
 class CellBase:
-    """What every message target has: identity, a path, liveness, backend slots."""
+    """What every message target has: its system, identity, a path, liveness.
+
+    A backend that keeps state per cell (a mailbox, a thread) does so in its own subclass
+    (``ActorSystemBase.cell_type``) or its own objects, never in slots here.
+    """
 
     is_promise = False
-    __slots__ = ("alive", "backend_state", "mailbox", "name", "path", "ref", "scheduled", "system", "uid")
+    __slots__ = ("alive", "name", "path", "ref", "system", "uid")
 
-    def __init__(self, system: ActorSystemBase, uid: int, name: str, path: str) -> None:
+    def __init__(self, system: Backend, uid: int, name: str, path: str) -> None:
         self.system = system
         self.uid = uid
         self.name = name
         self.path = path
         self.alive = True
         self.ref = ActorRef(self)
-        # Slots that backends fill as they need: a mailbox deque and a ready flag
-        # (trio), a pykka shell (threads).
-        self.mailbox: Any = None
-        self.scheduled = False
-        self.backend_state: Any = None
 
     def process(self, sender: CellBase | None, message: object) -> None:
         """Handle one message on this target's own thread or task."""
@@ -70,7 +70,7 @@ class PromiseCell(CellBase):
     is_promise = True
     __slots__ = ("answered", "error", "result", "settled")
 
-    def __init__(self, system: ActorSystemBase, uid: int) -> None:
+    def __init__(self, system: Backend, uid: int) -> None:
         super().__init__(system, uid, f"ask-{uid}", f"/ask-{uid}")
         self.answered = False  # a reply is on its way (it may not have arrived yet)
         self.settled = False
@@ -80,7 +80,7 @@ class PromiseCell(CellBase):
     def process(self, sender: CellBase | None, message: object) -> None:
         """Take the first reply; later ones are dead letters."""
         if self.settled:
-            self.system._dead_letter(sender, self, message)  # noqa: SLF001
+            self.system.dead_letter(sender, self, message)
             return
         self.result = message
         self.settle()
@@ -105,6 +105,7 @@ class ActorCell(CellBase):
         "budget",
         "children",
         "ctx",
+        "current_sender",
         "early",
         "factory",
         "next_job_id",
@@ -122,7 +123,7 @@ class ActorCell(CellBase):
 
     def __init__(
         self,
-        system: ActorSystemBase,
+        system: Backend,
         uid: int,
         name: str,
         parent: ActorCell | None,
@@ -148,6 +149,7 @@ class ActorCell(CellBase):
         self.termination: Terminated | None = None
         self.next_job_id = 0
         self.retrying = False  # handling a failed message again (Actor.retry_failed)
+        self.current_sender: CellBase | None = None  # of the message being handled (``ctx.sender``)
         self.ctx = Context(self)
         self.actor = self._instantiate()
 
@@ -172,8 +174,7 @@ class ActorCell(CellBase):
                 return
             if type(message) is TimerFired:
                 sender, message = None, message.message
-        ctx = self.ctx
-        ctx._sender = sender  # noqa: SLF001
+        self.current_sender = sender
         tracer = self.system.tracer
         if tracer is not None:
             tracer.record(EventKind.DELIVERED, self.system.now(), sender, self, message)
@@ -181,16 +182,16 @@ class ActorCell(CellBase):
             self.actor.receive(message)
         except Exception as error:  # noqa: BLE001 - every failure goes to supervision, logged
             self._failed(error, sender, message)
-        ctx._sender = None  # noqa: SLF001
-        if sender is not None and sender.is_promise and not sender.answered:  # type: ignore[attr-defined]
-            self._remember_unanswered(sender)  # type: ignore[arg-type]
+        self.current_sender = None
+        if sender is not None and sender.is_promise and isinstance(sender, PromiseCell) and not sender.answered:
+            self._remember_unanswered(sender)
         if self.stop_requested and self.alive:
             self._stop_as_requested()
 
     def _unusual(self, sender: CellBase | None, message: object) -> bool:
         """Dead letters, early arrivals, system messages and stale notices; True when ``receive`` gets it."""
         if not self.alive:
-            self.system._dead_letter(sender, self, message)  # noqa: SLF001
+            self.system.dead_letter(sender, self, message)
             return False
         if self.early is not None and type(message) is not Start:
             self.early.append((sender, message))
@@ -198,7 +199,7 @@ class ActorCell(CellBase):
         if type(message) is TimerFired:
             return self.timer_fired(message.timer_id)
         if type(message) is Terminated:
-            return message.ref._cell.uid in self.watching  # noqa: SLF001 - else unwatched meanwhile
+            return message.ref.cell.uid in self.watching  # else unwatched meanwhile
         if type(message) in SYSTEM_MESSAGE_TYPES:
             tracer = self.system.tracer
             if tracer is not None:
@@ -232,11 +233,11 @@ class ActorCell(CellBase):
             case Stop(reason=reason):
                 self.terminate(reason, None)
             case Watch(watcher=watcher):
-                self.watchers[watcher._cell.uid] = watcher._cell  # noqa: SLF001
+                self.watchers[watcher.cell.uid] = watcher.cell
             case Unwatch(watcher=watcher):
-                self.watchers.pop(watcher._cell.uid, None)  # noqa: SLF001
+                self.watchers.pop(watcher.cell.uid, None)
             case ChildTerminated(child=child):
-                cell = child._cell  # noqa: SLF001
+                cell = child.cell
                 if self.children.get(cell.name) is cell:
                     del self.children[cell.name]
             case Escalate(child=child, error=error):
@@ -269,7 +270,7 @@ class ActorCell(CellBase):
                     not self.retrying and type(message) not in SYSTEM_MESSAGE_TYPES
                     and not isinstance(sender, PromiseCell) and self._wants_retry(message)
                 )
-                self._restart(error)
+                self.restart(error)
                 if retry and self.alive:
                     self.retrying = True
                     try:
@@ -289,9 +290,9 @@ class ActorCell(CellBase):
         else:
             parent = self.parent
             if parent is None:
-                system._root_failure(self, error)  # noqa: SLF001
+                system.root_failure(self, error)
             else:
-                system._send(self, parent, Escalate(self.ref, error))  # noqa: SLF001
+                system.send(self, parent, Escalate(self.ref, error))
             self.terminate("failed", error)
 
     def _wants_retry(self, message: object) -> bool:
@@ -301,7 +302,8 @@ class ActorCell(CellBase):
             log.error("actor %s raised in retry_failed: %r", self.path, error, exc_info=error)
             return False
 
-    def _restart(self, error: Exception) -> None:
+    def restart(self, error: Exception) -> None:
+        """Replace the actor by a fresh instance (its supervisor said restart; or the simulator's crash)."""
         system = self.system
         tracer = system.tracer
         if tracer is not None:
@@ -330,7 +332,7 @@ class ActorCell(CellBase):
         self.alive = False
         early, self.early = self.early, None
         for early_sender, early_message in early or ():
-            system._dead_letter(early_sender, self, early_message)  # noqa: SLF001
+            system.dead_letter(early_sender, self, early_message)
         self.termination = Terminated(self.ref, reason, None if error is None else repr(error))
         self._cancel_all_timers()
         self._stop_children(reason if reason == "shutdown" else "stopped")
@@ -342,26 +344,26 @@ class ActorCell(CellBase):
         if tracer is not None:
             tracer.record(EventKind.STOPPED, system.now(), None, self, self.termination)
         for watcher in self.watchers.values():
-            system._send(self, watcher, self.termination)  # noqa: SLF001
+            system.send(self, watcher, self.termination)
         self.watchers.clear()
         for promise in self.unanswered.values():
             if not promise.answered:
                 promise.fail(ActorDeadError(f"{self.path} stopped ({reason}) without answering"))
         self.unanswered.clear()
         if self.parent is not None:
-            system._send(self, self.parent, ChildTerminated(self.ref))  # noqa: SLF001
-        system._detach(self)  # noqa: SLF001
+            system.send(self, self.parent, ChildTerminated(self.ref))
+        system.detach(self)
 
     def _stop_children(self, reason: str) -> None:
         for child in list(self.children.values()):
-            self.system._send(self, child, Stop(reason))  # noqa: SLF001
+            self.system.send(self, child, Stop(reason))
         self.children.clear()
 
     # --- timers and jobs ------------------------------------------------------------------
 
     def schedule(self, delay_s: float, message: object) -> TimerHandle:
         """Arm a timer owned by this cell (cancelled on restart and stop)."""
-        handle = self.system._schedule(self, delay_s, message)  # noqa: SLF001
+        handle = self.system.schedule_timer(self, delay_s, message)
         self.timers[handle.timer_id] = None
         return handle
 
@@ -370,7 +372,7 @@ class ActorCell(CellBase):
         if handle.timer_id not in self.timers:
             return False
         del self.timers[handle.timer_id]
-        self.system._cancel(handle)  # noqa: SLF001 - best effort: a queued TimerFired is dropped anyway
+        self.system.cancel_timer(handle)  # best effort: a queued TimerFired is dropped anyway
         return True
 
     def timer_fired(self, timer_id: int) -> bool:
@@ -382,13 +384,13 @@ class ActorCell(CellBase):
 
     def _cancel_all_timers(self) -> None:
         for timer_id in self.timers:
-            self.system._cancel(TimerHandle(timer_id))  # noqa: SLF001
+            self.system.cancel_timer(TimerHandle(timer_id))
         self.timers.clear()
 
     def start_job(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> int:
         """Hand ``fn(*args)`` to the backend's job runner; return its id."""
         self.next_job_id += 1
-        self.system._start_job(self, self.next_job_id, fn, args)  # noqa: SLF001
+        self.system.start_job(self, self.next_job_id, fn, args)
         return self.next_job_id
 
 

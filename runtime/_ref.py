@@ -15,30 +15,31 @@ if TYPE_CHECKING:
 class ActorRef:
     """A handle to one actor; equal only to itself, safe to put inside messages."""
 
-    __slots__ = ("_cell",)
+    __slots__ = ("cell",)
 
     def __init__(self, cell: CellBase) -> None:
-        self._cell = cell
+        self.cell = cell
+        """The kernel's side of the handle (``conveyor.runtime.lowlevel``); actor code never needs it."""
 
     @property
     def path(self) -> str:
         """Where the actor sits in its system's tree, e.g. ``/broker/queue-1``."""
-        return self._cell.path
+        return self.cell.path
 
     @property
     def name(self) -> str:
         """The last component of ``path``."""
-        return self._cell.name
+        return self.cell.name
 
     @property
     def is_alive(self) -> bool:
         """False once the actor has stopped (a snapshot: it may stop right after)."""
-        return self._cell.alive
+        return self.cell.alive
 
     @property
     def termination(self) -> Terminated | None:
         """How the actor stopped (``reason`` and ``error``), or None while it runs."""
-        return getattr(self._cell, "termination", None)
+        return getattr(self.cell, "termination", None)
 
     def tell(self, message: object) -> None:
         """Send ``message`` without waiting.
@@ -54,11 +55,11 @@ class ActorRef:
         """
         if type(message) not in SCALAR_TYPES:
             ensure_immutable(message)
-        cell = self._cell
-        cell.system._tell(cell, message)  # noqa: SLF001
+        cell = self.cell
+        cell.system.tell(cell, message)
 
     def __repr__(self) -> str:
-        return f"<ActorRef {self._cell.path}>"
+        return f"<ActorRef {self.cell.path}>"
 
 
 register_immutable_type(ActorRef)

@@ -1,26 +1,27 @@
-"""ActorSystemBase: what all three backends share, and the few hooks each must fill.
+"""ActorSystemBase: what all three backends share, written once over the ``Backend`` protocol.
 
-The hooks (``_enqueue``, ``_schedule``, ``_cancel``, ``_start_job``, ``_attach``,
-``_detach``, ``_current_cell``, ``now``) are the whole backend protocol. Spawning,
-dead letters, tracing and root supervision are written once here.
+The hooks each backend fills (``now``, ``current_cell``, ``enqueue``, ``schedule_timer``,
+``cancel_timer``, ``start_job``, and optionally ``attach``, ``detach``, ``store_hook``) are
+declared in ``_backend.py``. Spawning, dead letters, tracing, journals and root supervision
+are written once here.
 """
 
 from __future__ import annotations
 
-import abc
 import itertools
 import logging
 import random
 import re
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ._actor import Actor
+from ._backend import Backend, StoreHook
 from ._cell import ActorCell, CellBase, PromiseCell, fail_promise_if_asked
 from ._errors import ActorDeadError, ActorNameTaken, AskTimeout, ConveyorError
 from ._immutability import ensure_immutable
 from ._journal import Journal
-from ._messages import SYSTEM_MESSAGE_TYPES, Start, Stop, Terminated, TimerHandle, Watch
+from ._messages import SYSTEM_MESSAGE_TYPES, Start, Stop, Terminated, Watch
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
 from ._trace import EventKind, TraceEvent, Tracer
@@ -32,8 +33,11 @@ P = TypeVar("P", bound=PromiseCell)
 _NAME = re.compile(r"^[A-Za-z0-9_.:\-]+$")
 
 
-class ActorSystemBase(abc.ABC):
-    """Spawning, sending, dead letters and tracing, shared by every backend."""
+class ActorSystemBase(Backend):
+    """Spawning, sending, dead letters and tracing, shared by every backend (an abstract class)."""
+
+    cell_type: ClassVar[type[ActorCell]] = ActorCell
+    """The cell class this backend runs: a backend with per-actor state subclasses ``ActorCell``."""
 
     def __init__(
         self,
@@ -73,12 +77,16 @@ class ActorSystemBase(abc.ABC):
         """The durable journal of the actor at ``path``, created empty on first use."""
         journal = self.journals.get(path)
         if journal is None:
-            journal = self.journals.setdefault(path, self._new_journal(path))
+            journal = self.journals.setdefault(path, self.open_journal(path))
         return journal
 
-    def _new_journal(self, path: str) -> Journal:
-        """A new, empty journal for ``path``; the simulator's gives it a fault hook."""
-        return Journal(path)
+    def open_journal(self, path: str) -> Journal:
+        """A new, empty journal for ``path``, its writes guarded by ``store_hook(path)``."""
+        return Journal(path, self.store_hook(path))
+
+    def store_hook(self, path: str) -> StoreHook | None:
+        """No hook: writes to a store never fail (the simulator's ``FailWrite`` overrides this)."""
+        return None
 
     def spawn(self, factory: Callable[[], Actor], *, name: str | None = None) -> ActorRef:
         """Start a top-level actor built by ``factory`` and supervised by the system."""
@@ -89,7 +97,7 @@ class ActorSystemBase(abc.ABC):
         if type(ref) is not ActorRef:
             msg = f"stop() expects an ActorRef, got {type(ref).__qualname__}"
             raise TypeError(msg)
-        self._send(self._current_cell(), ref._cell, Stop())  # noqa: SLF001
+        self.send(self.current_cell(), ref.cell, Stop())
 
     def tell_from_thread(self, ref: ActorRef, message: object) -> None:
         """Send ``message`` from code that may run on another thread (a job, user code).
@@ -99,11 +107,11 @@ class ActorSystemBase(abc.ABC):
         whose ``tell`` is already thread-safe or single-threaded.
         """
         ensure_immutable(message)
-        target = ref._cell  # noqa: SLF001
+        target = ref.cell
         if target.alive:
-            self._send(None, target, message)
+            self.send(None, target, message)
         else:
-            self._dead_letter(None, target, message)
+            self.dead_letter(None, target, message)
 
     def ask_from_thread(self, ref: ActorRef, message: object, timeout: float = 5.0) -> Any:
         """Ask from a thread that is not the system's own (a job's worker thread), blocking it.
@@ -115,39 +123,17 @@ class ActorSystemBase(abc.ABC):
         msg = f"{type(self).__name__} cannot answer ask_from_thread(); use messages instead"
         raise ConveyorError(msg)
 
-    @abc.abstractmethod
-    def now(self) -> float:
-        """Seconds on this system's clock."""
-
-    # --- hooks each backend fills -------------------------------------------------------
-
-    @abc.abstractmethod
-    def _enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
-        """Queue ``message`` for ``target`` so that it reaches ``target.process`` later."""
-
-    @abc.abstractmethod
-    def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
-        """Arm a timer that queues ``message`` to ``cell`` after ``delay_s``."""
-
-    @abc.abstractmethod
-    def _cancel(self, handle: TimerHandle) -> bool:
-        """Disarm a timer; True if it had not fired."""
-
-    @abc.abstractmethod
-    def _start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        """Run ``fn(*args)`` off the actor and queue ``JobDone`` / ``JobFailed`` to ``cell``."""
-
-    @abc.abstractmethod
-    def _current_cell(self) -> ActorCell | None:
-        """The actor whose handler is running on this thread or task, if any."""
-
-    def _attach(self, cell: CellBase) -> None:  # noqa: B027 - optional hook
-        """Give a new cell what the backend needs (mailbox, thread)."""
-
-    def _detach(self, cell: ActorCell) -> None:  # noqa: B027 - optional hook
-        """A cell has terminated: release what ``_attach`` gave it."""
-
     # --- shared machinery -------------------------------------------------------------
+
+    def attach(self, cell: CellBase) -> None:
+        """Nothing to give: a backend that keeps per-cell state elsewhere overrides this."""
+
+    def detach(self, cell: ActorCell) -> None:
+        """Nothing to release."""
+
+    def spawn_child(self, parent: ActorCell, factory: Callable[[], Actor], name: str | None) -> ActorRef:
+        """Start a child of ``parent`` built by ``factory`` (``ctx.spawn``)."""
+        return self._spawn(parent, factory, name)
 
     def _spawn(self, parent: ActorCell | None, factory: Callable[[], Actor], name: str | None) -> ActorRef:
         if not callable(factory):
@@ -167,10 +153,10 @@ class ActorSystemBase(abc.ABC):
             msg = f"an actor named {name!r} already runs under {where}; pick another name or stop it first"
             raise ActorNameTaken(msg)
         strategy = self._strategy if parent is None else parent.actor.supervisor_strategy
-        cell = ActorCell(self, uid, name, parent, factory, strategy)
+        cell = self.cell_type(self, uid, name, parent, factory, strategy)
         siblings[name] = cell
-        self._attach(cell)
-        self._send(parent, cell, Start())
+        self.attach(cell)
+        self.send(parent, cell, Start())
         return cell.ref
 
     def _send_question(self, ref: ActorRef, message: object, promise_type: type[P]) -> P:
@@ -179,13 +165,13 @@ class ActorSystemBase(abc.ABC):
             msg = f"ask() target must be an ActorRef, got {type(ref).__qualname__}"
             raise TypeError(msg)
         ensure_immutable(message)
-        target = ref._cell  # noqa: SLF001
+        target = ref.cell
         if not target.alive:
             msg = f"{target.path} has stopped; cannot ask it {type(message).__qualname__}"
             raise ActorDeadError(msg)
         promise = promise_type(self, next(self._uids))
-        self._attach(promise)
-        self._send(promise, target, message)
+        self.attach(promise)
+        self.send(promise, target, message)
         return promise
 
     @staticmethod
@@ -202,22 +188,24 @@ class ActorSystemBase(abc.ABC):
         result, promise.result = promise.result, None
         return result
 
-    def _send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
-        if target.is_promise:
-            target.answered = True  # type: ignore[attr-defined]
+    def send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+        """Trace and queue an already checked message; a reply to an asker marks it answered."""
+        if target.is_promise and isinstance(target, PromiseCell):
+            target.answered = True
         tracer = self.tracer
         if tracer is not None:
             tracer.record(EventKind.SENT, self.now(), sender, target, message)
-        self._enqueue(target, sender, message)
+        self.enqueue(target, sender, message)
 
-    def _tell(self, target: CellBase, message: object) -> None:
-        sender = self._current_cell()
+    def tell(self, target: CellBase, message: object) -> None:
+        """``ActorRef.tell``: from the running actor if any; from outside, a stopped target raises."""
+        sender = self.current_cell()
         if sender is None and not target.alive:
             msg = f"{target.path} has stopped; tell() cannot deliver {type(message).__qualname__}"
             raise ActorDeadError(msg)
-        self._send(sender, target, message)
+        self.send(sender, target, message)
 
-    def _dead_letter(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+    def dead_letter(self, sender: CellBase | None, target: CellBase, message: object) -> None:
         """A message reached a stopped target: count it, trace it, answer what must be answered.
 
         ``dead_letters`` counts user messages only; the runtime's own lifecycle
@@ -229,12 +217,13 @@ class ActorSystemBase(abc.ABC):
         if tracer is not None:
             tracer.record(EventKind.DEAD_LETTER, self.now(), sender, target, message)
         if type(message) is Watch and isinstance(target, ActorCell) and target.termination is not None:
-            self._send(target, message.watcher._cell, target.termination)  # noqa: SLF001
+            self.send(target, message.watcher.cell, target.termination)
             return
         fail_promise_if_asked(sender, target, message)
         log.debug("dead letter: %s -> %s: %s", getattr(sender, "path", None), target.path, type(message).__qualname__)
 
-    def _root_failure(self, cell: ActorCell, error: BaseException) -> None:
+    def root_failure(self, cell: ActorCell, error: BaseException) -> None:
+        """A top-level actor escalated ``error``: kept in ``failures`` and logged."""
         self.failures.append((cell.path, error))
         log.critical("actor %s escalated %r to the system; it is stopped", cell.path, error)
 

@@ -18,6 +18,8 @@ from typing import Any, final
 
 import pykka
 
+from ._actor import Actor
+from ._backend import Backend
 from ._cell import ActorCell, CellBase, PromiseCell
 from ._errors import ConveyorError
 from ._messages import JobDone, JobFailed, Stop, TimerFired, TimerHandle
@@ -31,7 +33,7 @@ from ._trace import EventKind, Tracer
 class _ThreadPromise(PromiseCell):
     __slots__ = ("event",)
 
-    def __init__(self, system: ActorSystemBase, uid: int) -> None:
+    def __init__(self, system: Backend, uid: int) -> None:
         super().__init__(system, uid)
         self.event = threading.Event()
 
@@ -40,16 +42,53 @@ class _ThreadPromise(PromiseCell):
         self.event.set()
 
 
+@final
 class _Slot:
-    """Per-actor thread-backend state: the lock that makes "inbox open? put" atomic, counters."""
+    """Per-actor thread-backend state: its pykka shell, the lock that makes "inbox open? put" atomic, counters."""
 
-    __slots__ = ("done", "halt", "lock", "sent")
+    __slots__ = ("done", "halt", "lock", "sent", "shell")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.shell: pykka.ActorRef[_Shell] | None = None  # set by ``attach``, cleared under ``lock`` by ``detach``
         self.sent = 0  # written under ``lock`` by senders
         self.done = 0  # written only by the actor's own thread
         self.halt = False
+
+
+@final
+class _ThreadCell(ActorCell):
+    """An actor on threads: its ``_Slot``."""
+
+    __slots__ = ("slot",)
+
+    def __init__(
+        self,
+        system: Backend,
+        uid: int,
+        name: str,
+        parent: ActorCell | None,
+        factory: Callable[[], Actor],
+        supervisor: SupervisorStrategy,
+    ) -> None:
+        self.slot = _Slot()
+        super().__init__(system, uid, name, parent, factory, supervisor)
+
+
+@final
+class _Quiet:
+    """Callers of ``wait_quiet`` and how to wake them; shared by the system and its shells."""
+
+    __slots__ = ("condition", "waiters")
+
+    def __init__(self, condition: threading.Condition) -> None:
+        self.condition = condition
+        self.waiters = 0  # changed under ``condition``; read without it by shells (a hint)
+
+    def wake(self) -> None:
+        """Wake every waiter to look again."""
+        with self.condition:
+            self.condition.notify_all()
 
 
 class _Shell(pykka.ThreadingActor):
@@ -57,17 +96,17 @@ class _Shell(pykka.ThreadingActor):
 
     use_daemon_thread = True
 
-    def __init__(self, system: ThreadSystem, cell: ActorCell, slot: _Slot) -> None:
+    def __init__(self, local: threading.local, quiet: _Quiet, cell: _ThreadCell) -> None:
         super().__init__()
-        self._system = system
+        self._local = local
+        self._quiet = quiet
         self._cell = cell
-        self._slot = slot
 
     def on_receive(self, message: Any) -> None:
         sender, payload = message
         cell = self._cell
-        slot = self._slot
-        local = self._system._local  # noqa: SLF001
+        slot = cell.slot
+        local = self._local
         local.cell = cell
         try:
             if slot.halt and cell.alive:
@@ -76,8 +115,8 @@ class _Shell(pykka.ThreadingActor):
         finally:
             local.cell = None
             slot.done += 1
-            if self._system._quiet_waiters and slot.done == slot.sent:  # noqa: SLF001
-                self._system._wake_quiet_waiters()  # noqa: SLF001
+            if self._quiet.waiters and slot.done == slot.sent:
+                self._quiet.wake()
 
 
 @final
@@ -93,6 +132,8 @@ class ThreadSystem(ActorSystemBase):
         seed: seed of ``ctx.random``.
     """
 
+    cell_type = _ThreadCell
+
     def __init__(
         self,
         *,
@@ -104,10 +145,10 @@ class ThreadSystem(ActorSystemBase):
         super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=seed)
         self._lock = threading.Condition()  # guards the registry, job count and quiet waiters
         self._local = threading.local()
-        self._quiet_waiters = 0
+        self._quiet = _Quiet(self._lock)
         self._jobs = 0
         self._closed = False
-        self._cells: dict[int, ActorCell] = {}
+        self._cells: dict[int, _ThreadCell] = {}
         self._start_time = time.monotonic()
         self._timers = TimerQueue()  # guarded by _timer_cond
         self._timer_cond = threading.Condition()
@@ -132,69 +173,76 @@ class ThreadSystem(ActorSystemBase):
         """Seconds since the system was created (monotonic)."""
         return time.monotonic() - self._start_time
 
-    def _current_cell(self) -> ActorCell | None:
+    def current_cell(self) -> ActorCell | None:
+        """The actor whose handler runs on the calling thread, if any."""
         cell: ActorCell | None = getattr(self._local, "cell", None)
         return cell
 
-    def _attach(self, cell: CellBase) -> None:
-        if isinstance(cell, ActorCell):
+    def attach(self, cell: CellBase) -> None:
+        """Register a new actor and start its shell's thread (an asker needs nothing)."""
+        if isinstance(cell, _ThreadCell):
             with self._lock:
                 if self._closed:
                     msg = f"cannot spawn {cell.path}: the ThreadSystem is shut down"
                     raise ConveyorError(msg)
                 self._cells[cell.uid] = cell
-            slot = _Slot()
-            cell.backend_state = slot
-            cell.mailbox = _Shell.start(self, cell, slot)
+            cell.slot.shell = _Shell.start(self._local, self._quiet, cell)
 
-    def _detach(self, cell: ActorCell) -> None:
-        slot: _Slot = cell.backend_state
+    def detach(self, cell: ActorCell) -> None:
+        """Close the actor's inbox to senders and stop its shell behind what is already queued."""
+        if not isinstance(cell, _ThreadCell):
+            return
+        slot = cell.slot
         with slot.lock:
-            shell = cell.mailbox
-            cell.mailbox = None
+            shell = slot.shell
+            slot.shell = None
         # Behind every message already queued; the shell drains them as dead letters.
-        shell.stop(block=False)
+        if shell is not None:
+            shell.stop(block=False)
         with self._lock:
             self._cells.pop(cell.uid, None)
             self._lock.notify_all()
 
-    def _enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
-        if target.is_promise:
+    def enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
+        """Put into the actor's pykka inbox if it is still open, else a dead letter; an answer settles at once."""
+        if type(target) is not _ThreadCell:
+            if not target.is_promise:
+                msg = f"{target.path} is not an actor of a ThreadSystem; a ref cannot carry messages across systems"
+                raise ConveyorError(msg)
             target.process(sender, message)
             return
-        slot: _Slot = target.backend_state
+        slot = target.slot
         with slot.lock:
-            shell = target.mailbox
+            shell = slot.shell
             if shell is not None:
                 slot.sent += 1
                 shell.tell((sender, message))
                 return
-        self._dead_letter(sender, target, message)
+        self.dead_letter(sender, target, message)
 
-    def _dead_letter(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+    def dead_letter(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+        """As every backend does, under the system's lock: senders on many threads count and trace."""
         with self._lock:
-            super()._dead_letter(sender, target, message)
+            super().dead_letter(sender, target, message)
 
     def _is_quiet(self) -> bool:
         if self._jobs:
             return False
         for cell in list(self._cells.values()):
-            slot: _Slot = cell.backend_state
+            slot = cell.slot
             if slot.sent != slot.done:
                 return False
         return True
 
-    def _wake_quiet_waiters(self) -> None:
-        with self._lock:
-            self._lock.notify_all()
-
-    def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
+    def schedule_timer(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
+        """Arm a timer on the monotonic clock and wake the timer thread."""
         with self._timer_cond:
             handle = self._timers.arm(time.monotonic() + delay_s, cell, message)
             self._timer_cond.notify()
         return handle
 
-    def _cancel(self, handle: TimerHandle) -> bool:
+    def cancel_timer(self, handle: TimerHandle) -> bool:
+        """Disarm a timer; True if it had not fired."""
         with self._timer_cond:
             return self._timers.cancel(handle)
 
@@ -213,9 +261,10 @@ class ThreadSystem(ActorSystemBase):
                 tracer = self.tracer
                 if tracer is not None:
                     tracer.record(EventKind.TIMER_FIRED, self.now(), None, cell, message)
-                self._enqueue(cell, None, TimerFired(timer_id, message))
+                self.enqueue(cell, None, TimerFired(timer_id, message))
 
-    def _start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    def start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """Run ``fn`` on the job pool; its outcome comes back as a message."""
         with self._lock:
             if self._closed:
                 msg = f"{cell.path} started a job after the ThreadSystem shut down"
@@ -235,7 +284,7 @@ class ThreadSystem(ActorSystemBase):
         tracer = self.tracer
         if tracer is not None:
             tracer.record(EventKind.JOB_DONE, self.now(), None, cell, outcome)
-        self._enqueue(cell, None, outcome)
+        self.enqueue(cell, None, outcome)
         with self._lock:
             self._jobs -= 1
             self._lock.notify_all()
@@ -252,7 +301,7 @@ class ThreadSystem(ActorSystemBase):
             AskTimeout: no reply within ``timeout`` seconds.
             Exception: whatever the actor raised while handling the question.
         """
-        if self._current_cell() is not None:
+        if self.current_cell() is not None:
             msg = "ask() blocks its caller; inside an actor use ctx.send() and handle the reply message"
             raise ConveyorError(msg)
         promise = self._send_question(ref, message, _ThreadPromise)
@@ -280,7 +329,7 @@ class ThreadSystem(ActorSystemBase):
         """Block until no message is queued or handled and no job runs; False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            self._quiet_waiters += 1
+            self._quiet.waiters += 1
             try:
                 while not self._is_quiet():
                     remaining = None if deadline is None else deadline - time.monotonic()
@@ -291,7 +340,7 @@ class ThreadSystem(ActorSystemBase):
                     self._lock.wait(0.01 if remaining is None else min(remaining, 0.01))
                 return True
             finally:
-                self._quiet_waiters -= 1
+                self._quiet.waiters -= 1
 
     def shutdown(self, timeout: float = 10.0) -> None:
         """Stop every actor promptly: each finishes its current message, runs ``on_stop``,
@@ -301,10 +350,10 @@ class ThreadSystem(ActorSystemBase):
                 return
             self._closed = True
             cells = list(self._cells.values())
-            shells = [cell.mailbox for cell in cells if cell.mailbox is not None]
+            shells = [cell.slot.shell for cell in cells if cell.slot.shell is not None]
         for cell in cells:
-            cell.backend_state.halt = True
-            self._enqueue(cell, None, Stop("shutdown"))
+            cell.slot.halt = True
+            self.enqueue(cell, None, Stop("shutdown"))
         deadline = time.monotonic() + timeout
         with self._lock:
             self._lock.wait_for(lambda: not self._cells, max(0.0, deadline - time.monotonic()))

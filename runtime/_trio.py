@@ -22,6 +22,8 @@ from typing import Any, final
 
 import trio
 
+from ._actor import Actor
+from ._backend import Backend
 from ._cell import ActorCell, CellBase, PromiseCell
 from ._errors import ActorDeadError, ConveyorError
 from ._immutability import ensure_immutable
@@ -33,12 +35,32 @@ from ._timers import TimerQueue
 from ._trace import EventKind, Tracer
 
 
+@final
+class _TrioCell(ActorCell):
+    """An actor on trio: its mailbox, and whether it waits in the dispatcher's ready queue."""
+
+    __slots__ = ("mailbox", "scheduled")
+
+    def __init__(
+        self,
+        system: Backend,
+        uid: int,
+        name: str,
+        parent: ActorCell | None,
+        factory: Callable[[], Actor],
+        supervisor: SupervisorStrategy,
+    ) -> None:
+        self.mailbox: deque[tuple[CellBase | None, object]] = deque()
+        self.scheduled = False
+        super().__init__(system, uid, name, parent, factory, supervisor)
+
+
 class _TrioPromise(PromiseCell):
     """Wakes the asking task with ``reschedule``: cheaper than a ``trio.Event``."""
 
     __slots__ = ("waiter",)
 
-    def __init__(self, system: ActorSystemBase, uid: int) -> None:
+    def __init__(self, system: Backend, uid: int) -> None:
         super().__init__(system, uid)
         self.waiter: trio.lowlevel.Task | None = None
 
@@ -77,6 +99,8 @@ class TrioSystem(ActorSystemBase):
         seed: seed of ``ctx.random``.
     """
 
+    cell_type = _TrioCell
+
     def __init__(
         self,
         *,
@@ -92,9 +116,9 @@ class TrioSystem(ActorSystemBase):
             raise ValueError(msg)
         self._batch = batch
         self._yield_every = yield_every
-        self._ready: deque[CellBase] = deque()
+        self._ready: deque[_TrioCell] = deque()
         self._parked: trio.lowlevel.Task | None = None
-        self._current: ActorCell | None = None
+        self._current: _TrioCell | None = None
         self._nursery: trio.Nursery | None = None
         self._nursery_cm: Any = None
         self._start_time = 0.0
@@ -145,7 +169,7 @@ class TrioSystem(ActorSystemBase):
         try:
             self._token.run_sync_soon(super().tell_from_thread, ref, message)
         except trio.RunFinishedError:
-            self._dead_letter(None, ref._cell, message)  # noqa: SLF001
+            self.dead_letter(None, ref.cell, message)
 
     def ask_from_thread(self, ref: ActorRef, message: object, timeout: float = 5.0) -> Any:
         """``ask`` from a worker thread (e.g. inside ``run_job``), blocking that thread."""
@@ -200,21 +224,18 @@ class TrioSystem(ActorSystemBase):
         """Seconds since the system started, on trio's clock (so MockClock works)."""
         return trio.current_time() - self._start_time
 
-    def _current_cell(self) -> ActorCell | None:
+    def current_cell(self) -> ActorCell | None:
+        """The actor whose handler the dispatcher is running, if any."""
         return self._current
 
-    def _attach(self, cell: CellBase) -> None:
-        if not cell.is_promise:
-            cell.mailbox = deque()
-
-    def _tell(self, target: CellBase, message: object) -> None:
-        # The hot path of ActorRef.tell, inlined: same checks as the base class.
+    def tell(self, target: CellBase, message: object) -> None:
+        """The hot path of ``ActorRef.tell``, inlined: the base class's checks, then the mailbox."""
         sender = self._current
         if sender is None and not target.alive:
             msg = f"{target.path} has stopped; tell() cannot deliver {type(message).__qualname__}"
             raise ActorDeadError(msg)
-        if target.is_promise:
-            self._send(sender, target, message)  # an answer told to an asker's ref
+        if type(target) is not _TrioCell:
+            self.send(sender, target, message)  # an answer told to an asker's ref
             return
         tracer = self.tracer
         if tracer is not None:
@@ -228,8 +249,12 @@ class TrioSystem(ActorSystemBase):
                 self._parked = None
                 trio.lowlevel.reschedule(parked)
 
-    def _enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
-        if target.is_promise:
+    def enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
+        """Append to the actor's mailbox and wake the dispatcher; an answer settles its asker at once."""
+        if type(target) is not _TrioCell:
+            if not target.is_promise:
+                msg = f"{target.path} is not an actor of a TrioSystem; a ref cannot carry messages across systems"
+                raise ConveyorError(msg)
             target.process(sender, message)
             return
         target.mailbox.append((sender, message))
@@ -241,7 +266,8 @@ class TrioSystem(ActorSystemBase):
                 self._parked = None
                 trio.lowlevel.reschedule(parked)
 
-    def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
+    def schedule_timer(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
+        """Arm a timer on trio's clock; wake the timer task if it is now the earliest."""
         earliest = self._timers.next_deadline()
         deadline = trio.current_time() + delay_s
         handle = self._timers.arm(deadline, cell, message)
@@ -249,10 +275,12 @@ class TrioSystem(ActorSystemBase):
             self._timer_wakeup.set()
         return handle
 
-    def _cancel(self, handle: TimerHandle) -> bool:
+    def cancel_timer(self, handle: TimerHandle) -> bool:
+        """Disarm a timer; True if it had not fired."""
         return self._timers.cancel(handle)
 
-    def _start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    def start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """Run ``fn`` in a trio worker thread; its outcome comes back as a message."""
         if self._nursery is None or self._closed:
             msg = f"{cell.path} started a job while the TrioSystem is not running"
             raise ConveyorError(msg)
@@ -280,7 +308,7 @@ class TrioSystem(ActorSystemBase):
                 cell = ready.popleft()
                 mailbox = cell.mailbox
                 count = min(len(mailbox), batch)
-                self._current = cell  # type: ignore[assignment]  # only actor cells are ever ready
+                self._current = cell
                 try:
                     for _ in range(count):
                         sender, message = mailbox.popleft()
@@ -305,7 +333,7 @@ class TrioSystem(ActorSystemBase):
                 tracer = self.tracer
                 if tracer is not None:
                     tracer.record(EventKind.TIMER_FIRED, self.now(), None, cell, message)
-                self._enqueue(cell, None, TimerFired(timer_id, message))
+                self.enqueue(cell, None, TimerFired(timer_id, message))
 
     async def _run_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         outcome: object
@@ -321,7 +349,7 @@ class TrioSystem(ActorSystemBase):
         tracer = self.tracer
         if tracer is not None:
             tracer.record(EventKind.JOB_DONE, self.now(), None, cell, outcome)
-        self._enqueue(cell, None, outcome)
+        self.enqueue(cell, None, outcome)
         self._notify_quiet()
 
     # --- asking -----------------------------------------------------------------------

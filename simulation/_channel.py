@@ -6,7 +6,7 @@ from collections import deque
 from typing import TYPE_CHECKING, final
 
 if TYPE_CHECKING:
-    from conveyor.runtime._cell import CellBase
+    from conveyor.runtime.lowlevel import CellBase
 
 OUTSIDE = 0
 """Sender id of code outside any actor (tests, the simulation's driver)."""

@@ -18,19 +18,20 @@ from typing import Any, final
 import attrs
 
 from conveyor.runtime import (
+    Actor,
     ActorRef,
+    ActorSystemBase,
     ConveyorError,
-    Journal,
+    EventKind,
+    JobDone,
+    JobFailed,
     SupervisorStrategy,
     TimerHandle,
     is_finite_number,
     quote,
+    trace_hash,
 )
-from conveyor.runtime._cell import ActorCell, CellBase, PromiseCell
-from conveyor.runtime._messages import JobDone, JobFailed, TimerFired
-from conveyor.runtime._system import ActorSystemBase
-from conveyor.runtime._timers import TimerQueue
-from conveyor.runtime._trace import EventKind, trace_hash
+from conveyor.runtime.lowlevel import ActorCell, Backend, CellBase, PromiseCell, StoreHook, TimerFired, TimerQueue
 
 from ._channel import JOBS, OUTSIDE, TIMERS, Channel
 from ._faults import (
@@ -135,6 +136,40 @@ _SENT = EventKind.SENT
 
 
 @final
+class _SimCell(ActorCell):
+    """An actor in the simulator: its outgoing channels by receiving cell.
+
+    A send finds its channel through the sending cell, not by a (sender, receiver) key: it
+    then builds and hashes no tuple.
+    """
+
+    __slots__ = ("outgoing",)
+
+    def __init__(
+        self,
+        system: Backend,
+        uid: int,
+        name: str,
+        parent: ActorCell | None,
+        factory: Callable[[], Actor],
+        supervisor: SupervisorStrategy,
+    ) -> None:
+        self.outgoing: dict[CellBase, Channel] = {}
+        super().__init__(system, uid, name, parent, factory, supervisor)
+
+
+@final
+class _SimPromise(PromiseCell):
+    """An ask's asker in the simulator: the channel of its question, as an actor's."""
+
+    __slots__ = ("outgoing",)
+
+    def __init__(self, system: Backend, uid: int) -> None:
+        self.outgoing: dict[CellBase, Channel] = {}
+        super().__init__(system, uid)
+
+
+@final
 class Simulation(ActorSystemBase):
     """A deterministic actor system on a virtual clock.
 
@@ -151,6 +186,8 @@ class Simulation(ActorSystemBase):
         TypeError: an argument of the wrong kind, at the call, naming it and what it may be
             (a strategy given by name, say, or ``trace=None``), rather than an AttributeError later.
     """
+
+    cell_type = _SimCell
 
     def __init__(
         self,
@@ -200,15 +237,18 @@ class Simulation(ActorSystemBase):
         """The virtual clock, in seconds."""
         return self._now
 
-    def _current_cell(self) -> ActorCell | None:
+    def current_cell(self) -> ActorCell | None:
+        """The actor whose handler the simulation is running, if any."""
         return self._current
 
-    def _enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
+    def enqueue(self, target: CellBase, sender: CellBase | None, message: object) -> None:
+        """Append to the channel from ``sender`` to ``target``; the strategy picks when it delivers."""
         self._push(OUTSIDE if sender is None else sender.uid, sender, target, message)
 
-    def _send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+    def send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+        """The base class's send, with the trace record and the push inlined (the simulator's hot path)."""
         if target.is_promise:
-            super()._send(sender, target, message)  # answers an ask (and records the send)
+            super().send(sender, target, message)  # answers an ask (and records the send)
             return
         tracer = self.tracer
         if tracer is not None:  # as the base class records a send, without its two further calls
@@ -218,10 +258,15 @@ class Simulation(ActorSystemBase):
     def _push(self, sender_id: int, sender: CellBase | None, target: CellBase, message: object) -> None:
         if self._drops and self._dropped(sender, target, message):
             return
-        outgoing = self._outgoing[sender_id] if sender is None else sender.backend_state
-        channel = outgoing.get(target) if outgoing is not None else None
+        if type(sender) is _SimCell:
+            outgoing = sender.outgoing
+        elif sender is None:
+            outgoing = self._outgoing[sender_id]
+        else:
+            outgoing = self._outgoing_of_asker(sender)
+        channel = outgoing.get(target)
         if channel is None:
-            channel = self._open_channel(sender_id, sender, target)
+            channel = outgoing[target] = Channel((sender_id, target.uid), sender, target)
         channel.queue.append(message)
         if channel.index == -1:
             if self._holds and self._is_held(channel):
@@ -231,28 +276,24 @@ class Simulation(ActorSystemBase):
                 channel.index = len(self._ready)
                 self._ready.append(channel)
 
-    def _open_channel(self, sender_id: int, sender: CellBase | None, target: CellBase) -> Channel:
-        """The channel from ``sender`` to ``target``, made on first use and kept for the run.
+    @staticmethod
+    def _outgoing_of_asker(sender: CellBase) -> dict[CellBase, Channel]:
+        """The channels of a sender that is not an actor: an ask's asker, sending its question."""
+        if not isinstance(sender, _SimPromise):
+            msg = f"{sender.path} is not a cell of this Simulation; it cannot send here"
+            raise ConveyorError(msg)
+        return sender.outgoing
 
-        Found again through the sending cell's ``backend_state`` (a dict by receiving cell), not
-        by a (sender, receiver) key: a send then builds and hashes no tuple.
-        """
-        channel = Channel((sender_id, target.uid), sender, target)
-        if sender is None:
-            self._outgoing.setdefault(sender_id, {})[target] = channel
-        else:
-            if sender.backend_state is None:
-                sender.backend_state = {}
-            sender.backend_state[target] = channel
-        return channel
-
-    def _schedule(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
+    def schedule_timer(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
+        """Arm a timer at a virtual time."""
         return self._timers.arm(self._now + delay_s, cell, message)
 
-    def _cancel(self, handle: TimerHandle) -> bool:
+    def cancel_timer(self, handle: TimerHandle) -> bool:
+        """Disarm a timer; True if it had not fired."""
         return self._timers.cancel(handle)
 
-    def _start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    def start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """Complete the job at a drawn virtual time (or fail it, as a ``FailJob`` fault says)."""
         duration = self._job_duration(self._job_rng)
         if not duration >= 0:
             msg = f"job_duration returned {duration!r}; it must be a number >= 0"
@@ -376,7 +417,7 @@ class Simulation(ActorSystemBase):
             AskTimeout: ``timeout`` virtual seconds passed, or the system went quiet, without a reply.
             Exception: whatever the actor raised while handling the question.
         """
-        promise = self._send_question(ref, message, PromiseCell)
+        promise = self._send_question(ref, message, _SimPromise)
         deadline = self._now + timeout
         steps = 0
         while not promise.settled and steps < max_steps and self.step(deadline):
@@ -464,7 +505,7 @@ class Simulation(ActorSystemBase):
         self._current = cell
         try:
             if restart:
-                cell._restart(error)  # noqa: SLF001 - the simulator plays the supervisor here
+                cell.restart(error)  # the simulator plays the supervisor here
             else:
                 cell.terminate("crashed", error)
         finally:
@@ -523,10 +564,11 @@ class Simulation(ActorSystemBase):
                 return True
         return False
 
-    def _new_journal(self, path: str) -> Journal:
+    def store_hook(self, path: str) -> StoreHook | None:
+        """The ``FailWrite`` faults that cover ``path``, as the hook its journal calls before each write."""
         faults = [fault for fault in self._failing_writes if covers(fault.prefix, path)]
         if not faults:
-            return Journal(path)
+            return None
 
         def before_write() -> None:
             for fault in faults:
@@ -535,7 +577,7 @@ class Simulation(ActorSystemBase):
                     self._record_fault(fault, f"write {fault.nth} to the journal of {path} fails", self._current)
                     raise InjectedFault(f"injected disk error: write {fault.nth} to the journal of {path}")
 
-        return Journal(path, before_write)
+        return before_write
 
     def _maybe_failing_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any]) -> Callable[..., Any]:
         for fault in self._failing_jobs:

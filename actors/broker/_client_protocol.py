@@ -13,7 +13,7 @@ from typing import Any, final
 import attrs
 
 from conveyor.runtime import ActorRef
-from conveyor.runtime._immutability import register_immutable_type
+from conveyor.runtime.lowlevel import register_immutable_type
 from conveyor.runtime.validators import fail, optional_non_negative_seconds
 
 from ._selectors import MatchAll, Selector, parse_selector

@@ -24,7 +24,7 @@ from typing import Any, final
 import attrs
 
 from conveyor.runtime import Actor, ActorRef
-from conveyor.runtime._immutability import register_immutable_type
+from conveyor.runtime.lowlevel import register_immutable_type
 
 from ._client_protocol import GetStats
 from ._consumer_lists import DEFAULT_HAND_OVER_TIMEOUT_S, ConsumerLists, check_hand_over_timeout

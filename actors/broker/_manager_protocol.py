@@ -12,7 +12,7 @@ from typing import final
 import attrs
 
 from conveyor.runtime import ActorRef
-from conveyor.runtime._immutability import register_immutable_type
+from conveyor.runtime.lowlevel import register_immutable_type
 from conveyor.runtime.validators import fail
 
 from ._values import check_id_and_flag, recorded_in_model

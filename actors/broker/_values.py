@@ -18,7 +18,7 @@ from typing import Final, final
 import attrs
 
 from conveyor.runtime import ActorRef
-from conveyor.runtime._immutability import register_immutable_type
+from conveyor.runtime.lowlevel import register_immutable_type
 from conveyor.runtime.validators import (
     fail,
     non_empty_str,

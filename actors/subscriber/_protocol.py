@@ -9,7 +9,7 @@ import attrs
 
 from conveyor.actors.broker import Delivery, DeliveryError
 from conveyor.runtime import quote
-from conveyor.runtime._immutability import checked_when_built
+from conveyor.runtime.lowlevel import checked_when_built
 
 ACK_IDS = "ack ids (str)"
 

@@ -28,7 +28,7 @@ from conveyor.actors.broker import (
     RetryPolicy,
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, TraceEvent
-from conveyor.runtime._immutability import register_immutable_type
+from conveyor.runtime.lowlevel import register_immutable_type
 from conveyor.simulation import Fault, RunResult, Simulation, Strategy
 from conveyor.simulation.checkers import (
     CheckResult,

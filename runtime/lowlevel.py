@@ -1,0 +1,28 @@
+"""The runtime's second public face, as ``trio.lowlevel`` is trio's: for backends and actor libraries.
+
+Actor code needs only ``conveyor.runtime``. A backend (the simulator, a disk or ZooKeeper
+store to come) or a library of message types imports from here: the ``Backend`` protocol it
+implements, the cells it moves messages into, the timer queue and the ``TimerFired`` it
+delivers, the store hook, and the immutability declarations for message classes. Each name
+is exported once: the journal, jobs' messages and the trace types live in ``conveyor.runtime``.
+(A module, not a package, so its re-exports are named by ``__all__`` alone.)
+"""
+
+from ._backend import Backend, StoreHook
+from ._cell import ActorCell, CellBase, PromiseCell, fail_promise_if_asked
+from ._immutability import checked_when_built, register_immutable_type
+from ._messages import TimerFired
+from ._timers import TimerQueue
+
+__all__ = [
+    "ActorCell",
+    "Backend",
+    "CellBase",
+    "PromiseCell",
+    "StoreHook",
+    "TimerFired",
+    "TimerQueue",
+    "checked_when_built",
+    "fail_promise_if_asked",
+    "register_immutable_type",
+]
