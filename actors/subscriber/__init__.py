@@ -15,7 +15,9 @@ from ._manager import SubscriptionFailed as SubscriptionFailed
 from ._message import SubscriberMessage as SubscriberMessage
 from ._protocol import Cancel as Cancel
 from ._protocol import Deliveries as Deliveries
+from ._protocol import GetSubscriptionStats as GetSubscriptionStats
 from ._protocol import SourceGone as SourceGone
+from ._protocol import SubscriptionStats as SubscriptionStats
 from ._pull import PulledBatch as PulledBatch
 from ._pull import PullRequest as PullRequest
 from ._pull import PullSession as PullSession
@@ -32,6 +34,7 @@ __all__ = [
     "Dispatcher",
     "FlowControl",
     "FlowNote",
+    "GetSubscriptionStats",
     "Heartbeater",
     "Leaser",
     "LoadController",
@@ -44,6 +47,7 @@ __all__ = [
     "SourceGone",
     "Subscription",
     "SubscriptionFailed",
+    "SubscriptionStats",
     "WorkerPool",
     "acknowledge",
     "nack_pulled",

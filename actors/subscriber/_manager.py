@@ -48,6 +48,7 @@ from ._protocol import (
     Drain,
     Drained,
     Extend,
+    GetSubscriptionStats,
     Heartbeat,
     Idle,
     Lapsed,
@@ -62,6 +63,7 @@ from ._protocol import (
     Skipped,
     SourceGone,
     StopRunning,
+    SubscriptionStats,
     ack_id_of,
     split_ack_id,
 )
@@ -81,7 +83,8 @@ class StreamingPullManager(Actor):
     """One subscription: a consumer of ``queue`` whose messages run ``callback`` on workers.
 
     The shell of an ``AckLedger``: it translates deliveries, settlements and the queue's answers
-    into calls on the ledger, and the ledger's answers into messages to its parts.
+    into calls on the ledger, and the ledger's answers into messages to its parts. Messages are
+    dispatched by their type through a table of bound methods (one dict lookup, however many kinds).
 
     Not final: ``make_part`` is an extension point (for planted bugs in simulations).
     """
@@ -115,6 +118,28 @@ class StreamingPullManager(Actor):
         self.taken: list[Received] | None = None  # while a Deliveries batch is taken in: its new Received
         self.gathered: tuple[list[Done], list[Settle]] | None = None  # while a RunsEnded is applied
         self.gone: str | None = None  # why the source cannot be consumed any more (SourceGone)
+        # Bound here, so that a subclass's override of a handler (``_deliver``, say) is the one called.
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Delivery: self._deliver,
+            Settle: self._settle,
+            Deliveries: self._on_deliveries,
+            Extend: self._on_extend,
+            Flush: self._send_batch,
+            AckResult: self._answered,
+            Scheduled: self._on_scheduled,
+            Lapsed: self._on_lapsed,
+            Skipped: self._on_skipped,
+            Drained: self._on_drained,
+            Idle: self._on_idle,
+            CallbackEnded: self._on_callback_ended,
+            RunsEnded: self._on_runs_ended,
+            Settles: self._on_settles,
+            Heartbeat: self._on_heartbeat,
+            Cancel: self._on_cancel,
+            SourceGone: self._on_source_gone,
+            AckWithResponse: self._on_ack_with_response,
+            GetSubscriptionStats: self._on_get_stats,
+        }
 
     @property
     def pending(self) -> Mapping[str, int]:
@@ -159,66 +184,77 @@ class StreamingPullManager(Actor):
         return self.ctx.spawn(lambda: factory(*args), name=name)
 
     def receive(self, message: Any) -> None:
-        """Route one event."""
-        parts = self.parts
-        if type(message) is Delivery:
-            self._deliver(message)
-        elif type(message) is Settle:
-            self._settle(message)
-        elif type(message) is Deliveries:
-            self._deliver_batch(message.deliveries)
-        elif type(message) is Extend:
-            # The leaser's first extensions of a batch: on to the dispatcher for those still held here.
-            ids = self.ledger.pending_of(message.ack_ids)
-            if ids:
-                self.ctx.send(parts["dispatcher"], Extend(ids, message.seconds) if len(ids) > 1 else
-                              Settle(SettleKind.MODACK, ids[0], message.seconds))
-        elif type(message) is Flush:
-            self._send_batch(message)
-        elif type(message) is AckResult:
-            self._answered(message)
-        elif type(message) is Scheduled:
-            # The key handler handed these keyed messages to the pool: their max-lease clocks start.
-            ids = self.ledger.pending_of(message.ack_ids)
-            if ids:
-                self.ctx.send(parts["leaser"], Scheduled(ids) if len(ids) < len(message.ack_ids) else message)
-        elif type(message) is Lapsed:
-            # Only what is still held here and still leased (a lease given up at the maximum is not).
-            lapsed = self.ledger.leased_of(message.ack_ids)
-            if lapsed:
-                self.ctx.send(parts["keys"], Lapsed(lapsed))
-        elif type(message) is Skipped:
-            # A lapsed message the pool dropped unstarted: the key handler fences its key, and the nack
-            # gives the broker consumer its credit back (the queue has the message already).
-            self.ctx.send(parts["keys"], message)
-            self._settle(Settle(SettleKind.NACK, message.ack_id))
-        elif type(message) is Drained:
-            if self.closing and self.gone is not None:
-                self.ctx.give_up(SubscriptionFailed(self.gone))
-            elif self.closing:
-                self.ctx.stop()
-        elif type(message) is Idle:
-            if self.closing:
-                self.ctx.send(self.parts["dispatcher"], Drain())  # every running callback has settled
-        elif type(message) is CallbackEnded:
-            self.ctx.send(parts["keys"], message)
-        elif type(message) is RunsEnded:
-            self._settle_all(message.settled)
-            self.ctx.send(self.parts["keys"], CallbacksEnded(message.ended))
-        elif type(message) is Settles:
-            self._settle_all(message.items)
-        elif type(message) is Heartbeat:
-            self.heartbeats += 1
-        elif type(message) is Cancel:
-            self._cancel()
-        elif type(message) is SourceGone:
-            log.error("%s: %s; the subscription stops", self.ctx.self_ref.path, message.reason)
-            self.gone = message.reason
-            self._cancel()
-        elif type(message) is AckWithResponse:
-            self._ack_with_response(message.ack_id)
-        elif message == "stats":
-            self.ctx.reply((len(self.ledger), self.heartbeats))
+        """Route one event to its handler (anything else is ignored)."""
+        handler = self._handlers.get(type(message))
+        if handler is not None:
+            handler(message)
+
+    # ------------------------------------------------------------------ handlers, one per message type
+
+    def _on_deliveries(self, message: Deliveries) -> None:
+        self._deliver_batch(message.deliveries)
+
+    def _on_extend(self, message: Extend) -> None:
+        # The leaser's first extensions of a batch: on to the dispatcher for those still held here.
+        ids = self.ledger.pending_of(message.ack_ids)
+        if ids:
+            self.ctx.send(self.parts["dispatcher"], Extend(ids, message.seconds) if len(ids) > 1 else
+                          Settle(SettleKind.MODACK, ids[0], message.seconds))
+
+    def _on_scheduled(self, message: Scheduled) -> None:
+        # The key handler handed these keyed messages to the pool: their max-lease clocks start.
+        ids = self.ledger.pending_of(message.ack_ids)
+        if ids:
+            self.ctx.send(self.parts["leaser"], Scheduled(ids) if len(ids) < len(message.ack_ids) else message)
+
+    def _on_lapsed(self, message: Lapsed) -> None:
+        # Only what is still held here and still leased (a lease given up at the maximum is not).
+        lapsed = self.ledger.leased_of(message.ack_ids)
+        if lapsed:
+            self.ctx.send(self.parts["keys"], Lapsed(lapsed))
+
+    def _on_skipped(self, message: Skipped) -> None:
+        # A lapsed message the pool dropped unstarted: the key handler fences its key, and the nack
+        # gives the broker consumer its credit back (the queue has the message already).
+        self.ctx.send(self.parts["keys"], message)
+        self._settle(Settle(SettleKind.NACK, message.ack_id))
+
+    def _on_drained(self, message: Drained) -> None:
+        if self.closing and self.gone is not None:
+            self.ctx.give_up(SubscriptionFailed(self.gone))
+        elif self.closing:
+            self.ctx.stop()
+
+    def _on_idle(self, message: Idle) -> None:
+        if self.closing:
+            self.ctx.send(self.parts["dispatcher"], Drain())  # every running callback has settled
+
+    def _on_callback_ended(self, message: CallbackEnded) -> None:
+        self.ctx.send(self.parts["keys"], message)
+
+    def _on_runs_ended(self, message: RunsEnded) -> None:
+        self._settle_all(message.settled)
+        self.ctx.send(self.parts["keys"], CallbacksEnded(message.ended))
+
+    def _on_settles(self, message: Settles) -> None:
+        self._settle_all(message.items)
+
+    def _on_heartbeat(self, message: Heartbeat) -> None:
+        self.heartbeats += 1
+
+    def _on_cancel(self, message: Cancel) -> None:
+        self._cancel()
+
+    def _on_source_gone(self, message: SourceGone) -> None:
+        log.error("%s: %s; the subscription stops", self.ctx.self_ref.path, message.reason)
+        self.gone = message.reason
+        self._cancel()
+
+    def _on_ack_with_response(self, message: AckWithResponse) -> None:
+        self._ack_with_response(message.ack_id)
+
+    def _on_get_stats(self, message: GetSubscriptionStats) -> None:
+        self.ctx.reply(SubscriptionStats(len(self.ledger), self.heartbeats))
 
     # ------------------------------------------------------------------ deliveries
 
