@@ -96,14 +96,21 @@ class Settlement:
     Attributes:
         release: the load controller and the leaser still count it: tell them it is done. False if
             they forgot it when the leaser gave its lease up (``expire``).
-        attempt: the ``delivery_count`` of the newest delivery held here: the one a nack is for.
+        attempt: for a nack, the ``delivery_count`` of the newest delivery held here: the one the
+            nack is for. 0 for an ack or a drop (an ack is never stale: it settles whatever delivery
+            of the tag is current, the newest included).
         redelivery: for a drop only, the newer delivery the queue made while the copy here was held
             (its lease lapsed): that delivery is live, to be taken in as new (``delivered``).
     """
 
     release: bool
-    attempt: int
+    attempt: int = 0
     redelivery: Delivery | None = None
+
+
+_RELEASE = Settlement(release=True)
+_RELEASED = Settlement(release=False)
+"""The settlements of acks and plain drops, shared: an ack is made for every message."""
 
 
 @final
@@ -202,17 +209,32 @@ class AckLedger:
     def ack(self, ack_id: str) -> Settlement | None:
         """Settle a pending message by an ack, which is then on its way (``answered`` ends that).
 
+        The ack settles a newer delivery of the message too (the same tag), if the queue made one.
+
         Returns:
             What is left to do, or None if it is not pending (settled before: the first decision stands).
         """
-        settlement = self._settle(ack_id, keep_redelivery=False)
-        if settlement is not None:
-            self._acking[ack_id] = False
-        return settlement
+        if self._pending.pop(ack_id, None) is None:
+            return None
+        self._acking[ack_id] = False
+        if self._redelivered:
+            self._redelivered.pop(ack_id, None)
+        if ack_id in self._expired:
+            self._expired.discard(ack_id)
+            return _RELEASED
+        return _RELEASE
 
     def nack(self, ack_id: str) -> Settlement | None:
-        """Settle a pending message by a nack (for ``Settlement.attempt``); None if it is not pending."""
-        return self._settle(ack_id, keep_redelivery=False)
+        """Settle a pending message by a nack, for its newest delivery (``Settlement.attempt``).
+
+        Returns:
+            What is left to do, or None if it is not pending.
+        """
+        attempt = self._pending.pop(ack_id, None)
+        if attempt is None:
+            return None
+        newer = self._redelivered.pop(ack_id, None)  # the nack settles it too (the same tag)
+        return Settlement(self._unexpire(ack_id), attempt if newer is None else newer.delivery_count)
 
     def drop(self, ack_id: str) -> Settlement | None:
         """Settle a pending message by a drop (nothing goes to the queue); None if it is not pending.
@@ -220,20 +242,20 @@ class AckLedger:
         If the queue delivered it again while it was held here, that delivery is live: it comes back
         as ``Settlement.redelivery``.
         """
-        return self._settle(ack_id, keep_redelivery=True)
-
-    def _settle(self, ack_id: str, keep_redelivery: bool) -> Settlement | None:
-        attempt = self._pending.pop(ack_id, None)
-        if attempt is None:
+        if self._pending.pop(ack_id, None) is None:
             return None
-        expired = self._expired
-        release = ack_id not in expired
-        if not release:
-            expired.discard(ack_id)
-        newer = self._redelivered.pop(ack_id, None)  # an ack or nack settles it too (same tag)
-        if newer is not None:
-            attempt = newer.delivery_count
-        return Settlement(release, attempt, newer if keep_redelivery else None)
+        release = self._unexpire(ack_id)
+        newer = self._redelivered.pop(ack_id, None)
+        if newer is None:
+            return _RELEASE if release else _RELEASED
+        return Settlement(release, redelivery=newer)
+
+    def _unexpire(self, ack_id: str) -> bool:
+        """Forget that a settled message was expired; True if it was not (load and leaser still count it)."""
+        if ack_id in self._expired:
+            self._expired.discard(ack_id)
+            return False
+        return True
 
     # ------------------------------------------------------------------ the queue's answers
 

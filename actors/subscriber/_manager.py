@@ -337,16 +337,6 @@ class StreamingPullManager(Actor):
         else:
             self.ctx.send(self.parts["dispatcher"], settle)
 
-    def _release(self, ack_id: str, acked: bool) -> None:
-        """Tell the load controller and the leaser that a message is done (gathered while a job's are applied)."""
-        done = Done(ack_id, acked=acked)
-        if self.gathered is not None:
-            self.gathered[0].append(done)
-        else:
-            parts = self.parts
-            self.ctx.send(parts["load"], done)
-            self.ctx.send(parts["leaser"], done)
-
     def _settle(self, message: Settle) -> None:
         """Apply the first settlement of a pending message (later ones do nothing)."""
         ack_id = message.ack_id
@@ -372,7 +362,13 @@ class StreamingPullManager(Actor):
         if settlement is None:
             return  # settled before, or dropped: the first decision stands
         if settlement.release:
-            self._release(ack_id, kind is SettleKind.ACK)
+            done = Done(ack_id, acked=kind is SettleKind.ACK)
+            if self.gathered is not None:
+                self.gathered[0].append(done)
+            else:
+                parts = self.parts
+                self.ctx.send(parts["load"], done)
+                self.ctx.send(parts["leaser"], done)
         if kind is SettleKind.NACK:
             # The nack is for the newest delivery held here: one made after it (the lease lapses
             # again before the nack arrives) is not this nack's to return, and is taken in as new.

@@ -52,7 +52,7 @@ def test_a_delivery_of_a_pending_message_renews_its_lease_and_a_nack_names_the_n
 def test_a_second_settlement_does_nothing() -> None:
     ledger = AckLedger()
     _deliver(ledger, 1)
-    assert ledger.ack("1:1") == Settlement(release=True, attempt=1)
+    assert ledger.ack("1:1") == Settlement(release=True), "an ack names no delivery: it settles the current one"
     assert ledger.ack("1:1") is None
     assert ledger.nack("1:1") is None
     assert ledger.drop("1:1") is None
@@ -64,7 +64,7 @@ def test_a_dropped_message_delivered_again_meanwhile_hands_back_that_delivery() 
     _deliver(ledger, 1)
     again = _delivery(1, count=2)
     assert ledger.delivered("1:1", again) is Arrival.RENEW
-    assert ledger.drop("1:1") == Settlement(release=True, attempt=2, redelivery=again)
+    assert ledger.drop("1:1") == Settlement(release=True, redelivery=again)
     assert ledger.delivered("1:1", again) is Arrival.NEW, "the live delivery is taken in as new"
 
 
@@ -73,7 +73,7 @@ def test_an_ack_or_nack_settles_a_redelivery_too_and_hands_nothing_back() -> Non
     for tag in (1, 2):
         _deliver(ledger, tag)
         _deliver(ledger, tag, count=2)
-    assert ledger.ack("1:1") == Settlement(release=True, attempt=2)
+    assert ledger.ack("1:1") == Settlement(release=True)
     assert ledger.nack("1:2") == Settlement(release=True, attempt=2)
     assert ledger.snapshot().redelivered == 0
 
@@ -88,7 +88,7 @@ def test_an_expired_lease_is_released_once_stays_pending_and_is_not_renewed() ->
     assert ledger.leased_of(("1:1",)) == ()
     assert ledger.pending_of(("1:1", "1:2")) == ("1:1",)
     assert _deliver(ledger, 1, count=2) is Arrival.COVERED, "its lease is not renewed"
-    assert ledger.ack("1:1") == Settlement(release=False, attempt=2), "load and leaser forgot it already"
+    assert ledger.ack("1:1") == Settlement(release=False), "load and leaser forgot it already"
     assert ledger.snapshot() == LedgerSnapshot(pending=0, expired=0, redelivered=0, acking=1, refused=0)
 
 
@@ -218,18 +218,19 @@ class AckLedgerMachine(RuleBasedStateMachine):
         assert self.ledger.delivered(ack_id, delivery) is expected
         event(f"delivered: {expected.value}")
 
-    def _settled(self, ack_id: str, keep_redelivery: bool) -> Settlement | None:
+    def _settled(self, ack_id: str, how: str) -> Settlement | None:
         state = self.model.get(ack_id)
         if not isinstance(state, _Pending):
             return None
         del self.model[ack_id]
-        attempt = state.attempt if state.newer is None else state.newer.delivery_count
-        return Settlement(not state.expired, attempt, state.newer if keep_redelivery else None)
+        if how == "nack":
+            return Settlement(not state.expired, state.attempt if state.newer is None else state.newer.delivery_count)
+        return Settlement(not state.expired, redelivery=state.newer if how == "drop" else None)
 
     @rule(tag=TAGS)
     def ack(self, tag: int) -> None:
         ack_id = f"1:{tag}"
-        expected = self._settled(ack_id, keep_redelivery=False)
+        expected = self._settled(ack_id, "ack")
         if expected is not None:
             self.model[ack_id] = _Acking()
         assert self.ledger.ack(ack_id) == expected
@@ -237,12 +238,12 @@ class AckLedgerMachine(RuleBasedStateMachine):
     @rule(tag=TAGS)
     def nack(self, tag: int) -> None:
         ack_id = f"1:{tag}"
-        assert self.ledger.nack(ack_id) == self._settled(ack_id, keep_redelivery=False)
+        assert self.ledger.nack(ack_id) == self._settled(ack_id, "nack")
 
     @rule(tag=TAGS)
     def drop(self, tag: int) -> None:
         ack_id = f"1:{tag}"
-        expected = self._settled(ack_id, keep_redelivery=True)
+        expected = self._settled(ack_id, "drop")
         got = self.ledger.drop(ack_id)
         assert got == expected
         if got is not None and got.redelivery is not None:
