@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import event, settings
 from hypothesis import strategies as st
@@ -84,12 +86,12 @@ def test_sending_back_needs_the_tags_of_the_held_items() -> None:
 
 
 @pytest.mark.parametrize("bad", [1.0, "1", None, True])
-def test_a_tag_must_be_an_int(bad: object) -> None:
+def test_a_tag_must_be_an_int(bad: Any) -> None:
     holds = OrderingKeyHolds()
     with pytest.raises(TypeError, match="tag must be an int"):
-        holds.admit("1:1", "k", bad, None, NOW)  # type: ignore[arg-type]
+        holds.admit("1:1", "k", bad, None, NOW)
     with pytest.raises(TypeError, match="tag must be an int"):
-        holds.send_back("k", bad)  # type: ignore[arg-type]
+        holds.send_back("k", bad)
 
 
 # ---------------------------------------------------------------------- against a reference model

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import attrs
 import pytest
@@ -136,15 +137,15 @@ def test_refusals_are_forgotten_oldest_first_after_the_memory() -> None:
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, math.inf, math.nan, True, "10"])
-def test_the_memory_must_be_finite_positive_seconds(bad: object) -> None:
+def test_the_memory_must_be_finite_positive_seconds(bad: Any) -> None:
     with pytest.raises(LedgerError, match="memory_s must be a finite number of seconds > 0"):
-        AckLedger(memory_s=bad)  # type: ignore[arg-type]
+        AckLedger(memory_s=bad)
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, None])
-def test_the_time_of_a_refusal_must_be_finite(bad: object) -> None:
+def test_the_time_of_a_refusal_must_be_finite(bad: Any) -> None:
     with pytest.raises(ValueError, match="now must be a finite number of seconds"):
-        AckLedger().refuse("1:1", now=bad)  # type: ignore[arg-type]
+        AckLedger().refuse("1:1", now=bad)
 
 
 def test_repr_shows_the_counts() -> None:
