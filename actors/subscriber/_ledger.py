@@ -21,7 +21,7 @@ acked is never run twice by it:
   again instead of run again. Remembered for ``memory_s``, oldest first;
 * anything else is a new delivery: a nacked or dropped message coming back, or one delivered again
   while its nack is on its way (the lease lapsed before the nack arrived). Each nack names the
-  delivery it is for (``Settlement.attempt``, the newest one held here), so the queue ignores a nack
+  delivery it is for (``Settled.attempt``, the newest one held here), so the queue ignores a nack
   for an older one and the new delivery stays leased to this subscription.
 
 Every operation is O(1) except ``pending_of`` and ``leased_of`` (O(ids asked about)) and ``refuse``
@@ -47,7 +47,7 @@ __all__ = [
     "Arrival",
     "LedgerError",
     "LedgerSnapshot",
-    "Settlement",
+    "Settled",
 ]
 
 REFUSED_MEMORY_S = 3600.0
@@ -90,7 +90,7 @@ class LedgerError(ConveyorError, ValueError):
 
 @final
 @attrs.frozen
-class Settlement:
+class Settled:
     """A pending message settled (acked, nacked or dropped): what the subscription still has to do.
 
     Attributes:
@@ -108,8 +108,8 @@ class Settlement:
     redelivery: Delivery | None = None
 
 
-_RELEASE = Settlement(release=True)
-_RELEASED = Settlement(release=False)
+_RELEASE = Settled(release=True)
+_RELEASED = Settled(release=False)
 """The settlements of acks and plain drops, shared: an ack is made for every message."""
 
 
@@ -206,7 +206,7 @@ class AckLedger:
         self._expired.add(ack_id)
         return True
 
-    def ack(self, ack_id: str) -> Settlement | None:
+    def ack(self, ack_id: str) -> Settled | None:
         """Settle a pending message by an ack, which is then on its way (``answered`` ends that).
 
         The ack settles a newer delivery of the message too (the same tag), if the queue made one.
@@ -224,8 +224,8 @@ class AckLedger:
             return _RELEASED
         return _RELEASE
 
-    def nack(self, ack_id: str) -> Settlement | None:
-        """Settle a pending message by a nack, for its newest delivery (``Settlement.attempt``).
+    def nack(self, ack_id: str) -> Settled | None:
+        """Settle a pending message by a nack, for its newest delivery (``Settled.attempt``).
 
         Returns:
             What is left to do, or None if it is not pending.
@@ -234,13 +234,13 @@ class AckLedger:
         if attempt is None:
             return None
         newer = self._redelivered.pop(ack_id, None)  # the nack settles it too (the same tag)
-        return Settlement(self._unexpire(ack_id), attempt if newer is None else newer.delivery_count)
+        return Settled(self._unexpire(ack_id), attempt if newer is None else newer.delivery_count)
 
-    def drop(self, ack_id: str) -> Settlement | None:
+    def drop(self, ack_id: str) -> Settled | None:
         """Settle a pending message by a drop (nothing goes to the queue); None if it is not pending.
 
         If the queue delivered it again while it was held here, that delivery is live: it comes back
-        as ``Settlement.redelivery``.
+        as ``Settled.redelivery``.
         """
         if self._pending.pop(ack_id, None) is None:
             return None
@@ -248,7 +248,7 @@ class AckLedger:
         newer = self._redelivered.pop(ack_id, None)
         if newer is None:
             return _RELEASE if release else _RELEASED
-        return Settlement(release, redelivery=newer)
+        return Settled(release, redelivery=newer)
 
     def _unexpire(self, ack_id: str) -> bool:
         """Forget that a settled message was expired; True if it was not (load and leaser still count it)."""

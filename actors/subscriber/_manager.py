@@ -354,14 +354,14 @@ class StreamingPullManager(Actor):
             self._expire(ack_id)
             return
         if kind is SettleKind.ACK:
-            settlement = ledger.ack(ack_id)
+            settled = ledger.ack(ack_id)
         elif kind is SettleKind.NACK:
-            settlement = ledger.nack(ack_id)
+            settled = ledger.nack(ack_id)
         else:
-            settlement = ledger.drop(ack_id)
-        if settlement is None:
+            settled = ledger.drop(ack_id)
+        if settled is None:
             return  # settled before, or dropped: the first decision stands
-        if settlement.release:
+        if settled.release:
             done = Done(ack_id, acked=kind is SettleKind.ACK)
             if self.gathered is not None:
                 self.gathered[0].append(done)
@@ -372,14 +372,14 @@ class StreamingPullManager(Actor):
         if kind is SettleKind.NACK:
             # The nack is for the newest delivery held here: one made after it (the lease lapses
             # again before the nack arrives) is not this nack's to return, and is taken in as new.
-            message = Settle(SettleKind.NACK, ack_id, attempt=settlement.attempt, error=message.error)
+            message = Settle(SettleKind.NACK, ack_id, attempt=settled.attempt, error=message.error)
         self._to_dispatcher(message)
-        if settlement.redelivery is not None:
+        if settled.redelivery is not None:
             # Dropped by the user, but the queue had already given the message back to us (its lease
             # lapsed): that delivery is the live one now. What was gathered goes first: the load
             # controller and leaser must forget the old copy before they hear of the new one.
             self._send_gathered()
-            self._deliver(settlement.redelivery)
+            self._deliver(settled.redelivery)
 
     def _expire(self, ack_id: str) -> None:
         """The leaser gave up on a lease held ``max_lease_duration_s``: stop counting it, not settling it.
@@ -442,9 +442,9 @@ class StreamingPullManager(Actor):
             if asker is not None:
                 self.ctx.reply(AckResponse(ack_id, False))  # settled or dropped before
             return
-        settlement = self.ledger.ack(ack_id)
-        assert settlement is not None  # pending, checked above
-        if settlement.release:
+        settled = self.ledger.ack(ack_id)
+        assert settled is not None  # pending, checked above
+        if settled.release:
             done = Done(ack_id)
             self.ctx.send(self.parts["load"], done)
             self.ctx.send(self.parts["leaser"], done)

@@ -19,7 +19,7 @@ from conveyor.actors.subscriber._ledger import (
     Arrival,
     LedgerError,
     LedgerSnapshot,
-    Settlement,
+    Settled,
 )
 
 
@@ -45,7 +45,7 @@ def test_a_delivery_of_a_pending_message_renews_its_lease_and_a_nack_names_the_n
     _deliver(ledger, 1)
     assert _deliver(ledger, 1, count=2) is Arrival.RENEW, "the copy here runs; the new lease is extended"
     assert _deliver(ledger, 1, count=3) is Arrival.RENEW
-    assert ledger.nack("1:1") == Settlement(release=True, attempt=3)
+    assert ledger.nack("1:1") == Settled(release=True, attempt=3)
     assert not ledger.is_pending("1:1")
     assert _deliver(ledger, 1, count=4) is Arrival.NEW, "a nacked message coming back is new"
 
@@ -53,7 +53,7 @@ def test_a_delivery_of_a_pending_message_renews_its_lease_and_a_nack_names_the_n
 def test_a_second_settlement_does_nothing() -> None:
     ledger = AckLedger()
     _deliver(ledger, 1)
-    assert ledger.ack("1:1") == Settlement(release=True), "an ack names no delivery: it settles the current one"
+    assert ledger.ack("1:1") == Settled(release=True), "an ack names no delivery: it settles the current one"
     assert ledger.ack("1:1") is None
     assert ledger.nack("1:1") is None
     assert ledger.drop("1:1") is None
@@ -65,7 +65,7 @@ def test_a_dropped_message_delivered_again_meanwhile_hands_back_that_delivery() 
     _deliver(ledger, 1)
     again = _delivery(1, count=2)
     assert ledger.delivered("1:1", again) is Arrival.RENEW
-    assert ledger.drop("1:1") == Settlement(release=True, redelivery=again)
+    assert ledger.drop("1:1") == Settled(release=True, redelivery=again)
     assert ledger.delivered("1:1", again) is Arrival.NEW, "the live delivery is taken in as new"
 
 
@@ -74,8 +74,8 @@ def test_an_ack_or_nack_settles_a_redelivery_too_and_hands_nothing_back() -> Non
     for tag in (1, 2):
         _deliver(ledger, tag)
         _deliver(ledger, tag, count=2)
-    assert ledger.ack("1:1") == Settlement(release=True)
-    assert ledger.nack("1:2") == Settlement(release=True, attempt=2)
+    assert ledger.ack("1:1") == Settled(release=True)
+    assert ledger.nack("1:2") == Settled(release=True, attempt=2)
     assert ledger.snapshot().redelivered == 0
 
 
@@ -89,7 +89,7 @@ def test_an_expired_lease_is_released_once_stays_pending_and_is_not_renewed() ->
     assert ledger.leased_of(("1:1",)) == ()
     assert ledger.pending_of(("1:1", "1:2")) == ("1:1",)
     assert _deliver(ledger, 1, count=2) is Arrival.COVERED, "its lease is not renewed"
-    assert ledger.ack("1:1") == Settlement(release=False), "load and leaser forgot it already"
+    assert ledger.ack("1:1") == Settled(release=False), "load and leaser forgot it already"
     assert ledger.snapshot() == LedgerSnapshot(pending=0, expired=0, redelivered=0, acking=1, refused=0)
 
 
@@ -219,14 +219,14 @@ class AckLedgerMachine(RuleBasedStateMachine):
         assert self.ledger.delivered(ack_id, delivery) is expected
         event(f"delivered: {expected.value}")
 
-    def _settled(self, ack_id: str, how: str) -> Settlement | None:
+    def _settled(self, ack_id: str, how: str) -> Settled | None:
         state = self.model.get(ack_id)
         if not isinstance(state, _Pending):
             return None
         del self.model[ack_id]
         if how == "nack":
-            return Settlement(not state.expired, state.attempt if state.newer is None else state.newer.delivery_count)
-        return Settlement(not state.expired, redelivery=state.newer if how == "drop" else None)
+            return Settled(not state.expired, state.attempt if state.newer is None else state.newer.delivery_count)
+        return Settled(not state.expired, redelivery=state.newer if how == "drop" else None)
 
     @rule(tag=TAGS)
     def ack(self, tag: int) -> None:
