@@ -22,12 +22,14 @@ from ._protocol import Cancel as Cancel
 from ._protocol import Deliveries as Deliveries
 from ._protocol import Done as Done
 from ._protocol import Dones as Dones
+from ._protocol import GetSubscriptionStats as GetSubscriptionStats
 from ._protocol import Received as Received
 from ._protocol import ReceivedBatch as ReceivedBatch
 from ._protocol import Run as Run
 from ._protocol import RunBatch as RunBatch
 from ._protocol import RunsEnded as RunsEnded
 from ._protocol import SourceGone as SourceGone
+from ._protocol import SubscriptionStats as SubscriptionStats
 from ._pull import PulledBatch as PulledBatch
 from ._pull import PullRequest as PullRequest
 from ._pull import PullSession as PullSession
@@ -51,6 +53,7 @@ __all__ = [
     "Dones",
     "FlowControl",
     "FlowNote",
+    "GetSubscriptionStats",
     "Heartbeater",
     "Leaser",
     "LoadController",
@@ -69,6 +72,7 @@ __all__ = [
     "SourceGone",
     "Subscription",
     "SubscriptionFailed",
+    "SubscriptionStats",
     "WorkerPool",
     "acknowledge",
     "nack_pulled",

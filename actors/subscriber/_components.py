@@ -24,7 +24,7 @@ from ._flow import FlowDecision, LoadTracker
 from ._histogram import Histogram
 from ._leases import LeaseTable
 from ._message import SubscriberMessage
-from ._ordering import OrderingKeyHolds
+from ._ordering import Admission, OrderingKeyHolds
 from ._protocol import (
     CallbackEnded,
     CallbacksEnded,
@@ -196,17 +196,19 @@ class Leaser(Actor):
 class OrderedKeyHandler(Actor):
     """One message per ordering key at a time, in order; unordered ones go straight to the workers.
 
+    The shell of an ``OrderingKeyHolds``, which owns the holds and the fences and decides: this actor
+    translates ``Received``, ``CallbackEnded``, ``Lapsed`` and ``Skipped`` into calls on it, keeps
+    each waiting message until the core releases it, and turns the core's answers into ``Run``,
+    nacks (``Settlement(NACK)`` to the manager) and fence timers.
+
     When a keyed message goes back to the queue before its key's later messages ran, they must
     not overtake it. That happens when its callback nacks (or raises), and when its lease lapsed
     before it started (``Lapsed`` from the leaser, ``Skipped`` from the pool, or a delivery that
-    reached the handler with its lease already run out): the handler then *sends back* (nacks)
-    every held message of the key from its tag on, and *fences* the key on their tags: a message
-    of that key may run only if no earlier one of its key is still out being redelivered; later
-    ones that arrive meanwhile are sent back as well, so the key's messages run again in publish
-    order (the queue keeps positions). A copy whose lease lapsed is nacked too: the nack gives
-    the broker consumer its credit back (the queue ignores it if it holds the message already).
-    The fence lifts by itself after ``fence_s``, in case a message never returns (dead-lettered,
-    expired).
+    reached the handler with its lease already run out): the key is then *sent back* from its tag
+    (``_send_back``, the one place that does it), and fenced until those messages return
+    (``OrderingKeyHolds.send_back``). A copy whose lease lapsed is nacked too: the nack gives the
+    broker consumer its credit back (the queue ignores it if it holds the message already). The
+    fence lifts by itself after ``fence_s``, in case a message never returns (dead-lettered, expired).
 
     Each keyed message it hands to the pool is reported to the manager (``Scheduled``, one per batch),
     which tells the leaser: the message's max-lease clock starts then, not while it was on hold.
@@ -217,10 +219,7 @@ class OrderedKeyHandler(Actor):
         self.workers = workers
         self.fence_s = fence_s
         self.holds = OrderingKeyHolds()
-        self.waiting: dict[str, Received] = {}
-        self.out: dict[str, set[int]] = {}  # key -> tags sent back and not yet returned
-        self.fence_of: dict[str, int] = {}  # key -> id of the fence now up (so an old timer lifts nothing)
-        self.fences = 0
+        self.waiting: dict[str, Received] = {}  # held by the core: the message to run when released
         self.early: dict[str, Received] = {}  # a new delivery of a message whose previous run has not ended here
         self.batch: list[Run] | None = None  # while a ReceivedBatch is handled: its runs, sent together
 
@@ -240,9 +239,8 @@ class OrderedKeyHandler(Actor):
             if message.key:
                 self._send_back(message.key, split_ack_id(message.ack_id)[1])
             self._finished(message.ack_id)
-        elif type(message) is FenceLifted and self.fence_of.get(message.key) == message.fence:
-            del self.fence_of[message.key]
-            self.out.pop(message.key, None)
+        elif type(message) is FenceLifted:
+            self.holds.lift(message.key, message.fence)
 
     def _batched(self, handle: Callable[[Any], None], items: tuple[Any, ...]) -> None:
         """Handle several items; the runs they release go to the pool as one ``RunBatch``."""
@@ -268,35 +266,23 @@ class OrderedKeyHandler(Actor):
 
     def _arrive(self, message: Received) -> None:
         ack_id = message.ack_id
-        if self.holds.state_of(ack_id) is not None:
+        key = message.key or None
+        delivery = message.delivery
+        admission = self.holds.admit(ack_id, key, delivery.tag, delivery.deadline, self.ctx.now())
+        if admission is Admission.RUN:
+            self._run(message)
+        elif admission is Admission.HELD:
+            self.waiting[ack_id] = message
+        elif admission is Admission.EARLY:
             # The manager accepted a new delivery (its previous copy was settled) before that copy's
             # CallbackEnded reached us: it arrives once that copy has finished.
             self.early[ack_id] = message
-            return
-        key = message.key or None
-        delivery = message.delivery
-        tag = delivery.tag
-        if delivery.deadline is not None and delivery.deadline <= self.ctx.now():
-            # Its lease ran out before it reached us (the process was paused): the queue has it back
-            # and will deliver it again. Forget this copy; nothing of its key may overtake it.
-            if key is not None:
-                self._send_back(key, tag)
+        else:
+            if admission is Admission.LAPSED and key is not None:
+                # Its lease ran out before it reached us (the process was paused): the queue has it back
+                # and will deliver it again. Forget this copy; nothing of its key may overtake it.
+                self._send_back(key, delivery.tag)
             self.ctx.send(self.manager, Settlement(SettlementKind.NACK, ack_id))
-            return
-        out = None if key is None else self.out.get(key)
-        if out:
-            if tag > min(out):
-                out.add(tag)  # an earlier message of its key is still coming back
-                self.ctx.send(self.manager, Settlement(SettlementKind.NACK, ack_id))
-                return
-            out.discard(tag)
-            if not out:
-                self.fence_of.pop(key, None)  # type: ignore[arg-type]  # everything came back
-        released = self.holds.arrive(ack_id, key)
-        if ack_id not in released:
-            self.waiting[ack_id] = message
-        for item in released:
-            self._run(message if item == ack_id else self.waiting.pop(item))
 
     def _finished(self, ack_id: str) -> None:
         for item in self.holds.finished(ack_id):
@@ -307,32 +293,19 @@ class OrderedKeyHandler(Actor):
 
     def _lapsed(self, ack_ids: tuple[str, ...]) -> None:
         """Send back the held copies whose lease lapsed, fencing their keys; the pool checks the others."""
-        first: dict[str, int] = {}  # key -> lowest tag of a held, lapsed message
-        to_pool: list[str] = []
-        for ack_id in ack_ids:
-            held = self.waiting.get(ack_id)
-            if held is not None and held.key:  # only keyed messages are ever held
-                tag = held.delivery.tag
-                first[held.key] = min(first.get(held.key, tag), tag)
-            elif self.holds.state_of(ack_id) is not None:
-                to_pool.append(ack_id)  # handed to the pool: waiting for a worker, or running
-        for key, tag in first.items():
+        lapse = self.holds.lapse(ack_ids)
+        for key, tag in lapse.send_back:
             self._send_back(key, tag)
-        if to_pool:
-            self.ctx.send(self.workers, Lapsed(tuple(to_pool)))
+        if lapse.to_pool:
+            self.ctx.send(self.workers, Lapsed(lapse.to_pool))
 
     def _send_back(self, key: str, tag: int) -> None:
         """Fence ``key`` on ``tag`` and send back (nack) its held messages from ``tag`` on."""
-        out = self.out.get(key)
-        if not out:
-            out = self.out[key] = set()
-            self.fences += 1
-            self.fence_of[key] = self.fences
-            self.ctx.schedule(self.fence_s, FenceLifted(key, self.fences))
-        out.add(tag)
-        later = tuple(item for item in self.holds.held_of(key) if self.waiting[item].delivery.tag >= tag)
-        for ack_id in self.holds.drop_held(key, later):
-            out.add(self.waiting.pop(ack_id).delivery.tag)
+        back = self.holds.send_back(key, tag)
+        if back.fence is not None:
+            self.ctx.schedule(self.fence_s, FenceLifted(key, back.fence))
+        for ack_id in back.ids:
+            del self.waiting[ack_id]
             self.ctx.send(self.manager, Settlement(SettlementKind.NACK, ack_id))
 
     def _run(self, received: Received) -> None:

@@ -7,19 +7,8 @@ user code come back here, go to the dispatcher, and release load and lease.
 
 The queue names a delivery by its tag, and gives a message back to the same consumer under the
 same tag when its lease lapses, so one ack id (``consumer_id:tag``) may be delivered here more
-than once. The manager tells the cases apart, so that a message this subscription holds or has
-settled is never run twice by it:
-
-* delivered again while still held here (its lease lapsed, say during a pause): the copy here
-  stays the one that runs; the leaser extends the new lease at once (``Redelivered``);
-* delivered again while its ack is on the way: the queue delivered it before it took the ack,
-  which therefore covers it (the queue answers a confirmed ack after everything it sent before);
-* delivered again after the queue refused its ack (the lease had lapsed first): it was handled
-  here, so it is acked again instead of run again. Without this, a keyed message whose ack came
-  too late would run again after its key's later messages;
-* delivered again while its nack is on the way (its lease lapsed before the nack arrived): a new
-  delivery. Each nack names the delivery it is for (``Nack.attempts``, the newest one held here),
-  so the queue ignores a nack for an older one and this delivery stays leased to us.
+than once. Which copy runs, which is covered by an ack on its way and which is acked again is the
+``AckLedger``'s to decide (``_ledger.py``, where the cases are listed); the manager carries it out.
 
 To know which acks took, acks go out as ``Ack(confirm=True)`` (``broker_requests``): the queue
 answers each with an ``AckResult`` naming the tags it acked and those it no longer held.
@@ -28,7 +17,7 @@ answers each with an ``AckResult`` naming the tags it acked and those it no long
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from conveyor.actors.broker import (
@@ -45,6 +34,7 @@ from conveyor.runtime import Actor, ActorRef, ConveyorError
 
 from ._batching import Flush
 from ._components import Dispatcher, Heartbeater, Leaser, LoadController, OrderedKeyHandler, WorkerPool, broker_requests
+from ._ledger import AckLedger, Answer, Arrival
 from ._message import SubscriberMessage
 from ._parts import Part
 from ._protocol import (
@@ -59,6 +49,7 @@ from ._protocol import (
     Drain,
     Drained,
     Extend,
+    GetSubscriptionStats,
     Heartbeat,
     Idle,
     Lapsed,
@@ -73,6 +64,7 @@ from ._protocol import (
     Skipped,
     SourceGone,
     StopRunning,
+    SubscriptionStats,
     ack_id_of,
     split_ack_id,
 )
@@ -80,12 +72,6 @@ from ._settings import FlowControl, check_subscriber_settings
 
 log = logging.getLogger("conveyor.subscriber")
 
-REFUSED_MEMORY_S = 3600.0
-"""How long an ack the queue refused is remembered, waiting for the message to be delivered here again.
-
-Long enough for any redelivery to this subscription; the bound only keeps the memory of messages
-that went elsewhere (dead-lettered, or delivered to another subscriber) from growing for ever.
-"""
 CALLBACKS_PER_JOB = 32
 """Most callbacks one worker job runs in turn when many unordered messages wait (``WorkerPool``)."""
 
@@ -96,6 +82,10 @@ class SubscriptionFailed(ConveyorError):
 
 class StreamingPullManager(Actor):
     """One subscription: a consumer of ``queue`` whose messages run ``callback`` on workers.
+
+    The shell of an ``AckLedger``: it translates deliveries, settlements and the queue's answers
+    into calls on the ledger, and the ledger's answers into messages to its parts. Messages are
+    dispatched by their type through a table of bound methods (one dict lookup, however many kinds).
 
     Not final: ``make_part`` is an extension point (for planted bugs in simulations).
     """
@@ -119,13 +109,8 @@ class StreamingPullManager(Actor):
         self.workers = workers
         self.selector = selector
         self.heartbeat_s = heartbeat_s
-        self.pending: dict[str, int] = {}  # received, not yet settled or dropped -> its delivery_count then
-        self.expired: set[str] = set()  # pending, but leased max_lease_duration_s: released, not extended
-        self.redelivered: dict[str, Delivery] = {}  # pending ack id -> its newest delivery (the lease lapsed)
-        self.acking: dict[str, bool] = {}  # acked, AckResult not back yet -> delivered again meanwhile?
+        self.ledger = AckLedger()
         self.askers: dict[str, ActorRef] = {}  # ack_with_response: ack id -> who waits for the answer
-        self.refused: dict[str, float] = {}  # acked here, ack refused by the queue -> when (oldest first)
-        self.consumer_id: int | None = None  # the broker consumer's id, from the first delivery
         self.heartbeats = 0
         self.consumer: ActorRef | None = None
         self.parts: dict[str, ActorRef] = {}
@@ -134,6 +119,38 @@ class StreamingPullManager(Actor):
         self.taken: list[Received] | None = None  # while a Deliveries batch is taken in: its new Received
         self.gathered: tuple[list[Done], list[Settlement]] | None = None  # while a RunsEnded is applied
         self.gone: str | None = None  # why the source cannot be consumed any more (SourceGone)
+        # Bound here, so that a subclass's override of a handler (``_deliver``, say) is the one called.
+        self._handlers: dict[type, Callable[[Any], None]] = {
+            Delivery: self._deliver,
+            Settlement: self._settle,
+            Deliveries: self._on_deliveries,
+            Extend: self._on_extend,
+            Flush: self._send_batch,
+            AckResult: self._answered,
+            Scheduled: self._on_scheduled,
+            Lapsed: self._on_lapsed,
+            Skipped: self._on_skipped,
+            Drained: self._on_drained,
+            Idle: self._on_idle,
+            CallbackEnded: self._on_callback_ended,
+            RunsEnded: self._on_runs_ended,
+            Settles: self._on_settles,
+            Heartbeat: self._on_heartbeat,
+            Cancel: self._on_cancel,
+            SourceGone: self._on_source_gone,
+            AckWithResponse: self._on_ack_with_response,
+            GetSubscriptionStats: self._on_get_stats,
+        }
+
+    @property
+    def pending(self) -> Mapping[str, int]:
+        """Received, not yet settled or dropped -> its delivery_count then (the ledger's live view)."""
+        return self.ledger.pending
+
+    @property
+    def acking(self) -> dict[str, bool]:
+        """Acked, the queue's answer not back yet -> delivered again meanwhile? (the ledger's live table)."""
+        return self.ledger.acking
 
     def on_start(self) -> None:
         """Spawn the broker consumer and the components."""
@@ -168,68 +185,79 @@ class StreamingPullManager(Actor):
         return self.ctx.spawn(lambda: factory(*args), name=name)
 
     def receive(self, message: Any) -> None:
-        """Route one event."""
-        parts = self.parts
-        if type(message) is Delivery:
-            self._deliver(message)
-        elif type(message) is Settlement:
-            self._settle(message)
-        elif type(message) is Deliveries:
-            self._deliver_batch(message.deliveries)
-        elif type(message) is Extend:
-            # The leaser's first extensions of a batch: on to the dispatcher for those still held here.
-            pending = self.pending
-            ids = tuple(a for a in message.ack_ids if a in pending)
-            if ids:
-                self.ctx.send(parts[Part.DISPATCHER], Extend(ids, message.seconds) if len(ids) > 1 else
-                              Settlement(SettlementKind.MODACK, ids[0], message.seconds))
-        elif type(message) is Flush:
-            self._send_batch(message)
-        elif type(message) is AckResult:
-            self._answered(message)
-        elif type(message) is Scheduled:
-            # The key handler handed these keyed messages to the pool: their max-lease clocks start.
-            pending = self.pending
-            ids = tuple(a for a in message.ack_ids if a in pending)
-            if ids:
-                self.ctx.send(parts[Part.LEASER], Scheduled(ids) if len(ids) < len(message.ack_ids) else message)
-        elif type(message) is Lapsed:
-            # Only what is still held here and still leased (a lease given up at the maximum is not).
-            lapsed = tuple(a for a in message.ack_ids if a in self.pending and a not in self.expired)
-            if lapsed:
-                self.ctx.send(parts[Part.KEYS], Lapsed(lapsed))
-        elif type(message) is Skipped:
-            # A lapsed message the pool dropped unstarted: the key handler fences its key, and the nack
-            # gives the broker consumer its credit back (the queue has the message already).
-            self.ctx.send(parts[Part.KEYS], message)
-            self._settle(Settlement(SettlementKind.NACK, message.ack_id))
-        elif type(message) is Drained:
-            if self.closing and self.gone is not None:
-                self.ctx.give_up(SubscriptionFailed(self.gone))
-            elif self.closing:
-                self.ctx.stop()
-        elif type(message) is Idle:
-            if self.closing:
-                self.ctx.send(self.parts[Part.DISPATCHER], Drain())  # every running callback has settled
-        elif type(message) is CallbackEnded:
-            self.ctx.send(parts[Part.KEYS], message)
-        elif type(message) is RunsEnded:
-            self._settle_all(message.settled)
-            self.ctx.send(self.parts[Part.KEYS], CallbacksEnded(message.ended))
-        elif type(message) is Settles:
-            self._settle_all(message.items)
-        elif type(message) is Heartbeat:
-            self.heartbeats += 1
-        elif type(message) is Cancel:
-            self._cancel()
-        elif type(message) is SourceGone:
-            log.error("%s: %s; the subscription stops", self.ctx.self_ref.path, message.reason)
-            self.gone = message.reason
-            self._cancel()
-        elif type(message) is AckWithResponse:
-            self._ack_with_response(message.ack_id)
-        elif message == "stats":
-            self.ctx.reply((len(self.pending), self.heartbeats))
+        """Route one event to its handler (anything else is ignored)."""
+        handler = self._handlers.get(type(message))
+        if handler is not None:
+            handler(message)
+
+    # ------------------------------------------------------------------ handlers, one per message type
+
+    def _on_deliveries(self, message: Deliveries) -> None:
+        self._deliver_batch(message.deliveries)
+
+    def _on_extend(self, message: Extend) -> None:
+        # The leaser's first extensions of a batch: on to the dispatcher for those still held here.
+        ids = self.ledger.pending_of(message.ack_ids)
+        if ids:
+            self.ctx.send(self.parts[Part.DISPATCHER], Extend(ids, message.seconds) if len(ids) > 1 else
+                          Settlement(SettlementKind.MODACK, ids[0], message.seconds))
+
+    def _on_scheduled(self, message: Scheduled) -> None:
+        # The key handler handed these keyed messages to the pool: their max-lease clocks start.
+        ids = self.ledger.pending_of(message.ack_ids)
+        if ids:
+            self.ctx.send(self.parts[Part.LEASER], Scheduled(ids) if len(ids) < len(message.ack_ids) else message)
+
+    def _on_lapsed(self, message: Lapsed) -> None:
+        # Only what is still held here and still leased (a lease given up at the maximum is not).
+        lapsed = self.ledger.leased_of(message.ack_ids)
+        if lapsed:
+            self.ctx.send(self.parts[Part.KEYS], Lapsed(lapsed))
+
+    def _on_skipped(self, message: Skipped) -> None:
+        # A lapsed message the pool dropped unstarted: the key handler fences its key, and the nack
+        # gives the broker consumer its credit back (the queue has the message already).
+        self.ctx.send(self.parts[Part.KEYS], message)
+        self._settle(Settlement(SettlementKind.NACK, message.ack_id))
+
+    def _on_drained(self, message: Drained) -> None:
+        if self.closing and self.gone is not None:
+            self.ctx.give_up(SubscriptionFailed(self.gone))
+        elif self.closing:
+            self.ctx.stop()
+
+    def _on_idle(self, message: Idle) -> None:
+        if self.closing:
+            self.ctx.send(self.parts[Part.DISPATCHER], Drain())  # every running callback has settled
+
+    def _on_callback_ended(self, message: CallbackEnded) -> None:
+        self.ctx.send(self.parts[Part.KEYS], message)
+
+    def _on_runs_ended(self, message: RunsEnded) -> None:
+        self._settle_all(message.settled)
+        self.ctx.send(self.parts[Part.KEYS], CallbacksEnded(message.ended))
+
+    def _on_settles(self, message: Settles) -> None:
+        self._settle_all(message.items)
+
+    def _on_heartbeat(self, message: Heartbeat) -> None:
+        self.heartbeats += 1
+
+    def _on_cancel(self, message: Cancel) -> None:
+        self._cancel()
+
+    def _on_source_gone(self, message: SourceGone) -> None:
+        log.error("%s: %s; the subscription stops", self.ctx.self_ref.path, message.reason)
+        self.gone = message.reason
+        self._cancel()
+
+    def _on_ack_with_response(self, message: AckWithResponse) -> None:
+        self._ack_with_response(message.ack_id)
+
+    def _on_get_stats(self, message: GetSubscriptionStats) -> None:
+        self.ctx.reply(SubscriptionStats(len(self.ledger), self.heartbeats))
+
+    # ------------------------------------------------------------------ deliveries
 
     def _deliver_batch(self, deliveries: tuple[Delivery, ...]) -> None:
         """Take several deliveries in, in order: one ``ReceivedBatch`` per component for those taken."""
@@ -257,25 +285,17 @@ class StreamingPullManager(Actor):
         Within a batch (``taken`` is a list), a new delivery's ``Received`` is added to it, not sent.
         """
         ack_id = ack_id_of(delivery)
-        if self.consumer_id is None:
-            self.consumer_id = delivery.consumer_id
-        if ack_id in self.pending:
-            # Its lease lapsed and the queue gave it back to us while the copy here waits or runs:
-            # that copy still runs (its settlement settles this delivery); the new lease is extended.
-            self.redelivered[ack_id] = delivery
-            if ack_id not in self.expired:
+        arrival = self.ledger.delivered(ack_id, delivery)
+        if arrival is not Arrival.NEW:
+            if arrival is Arrival.RENEW:
+                # Its lease lapsed and the queue gave it back to us while the copy here waits or runs:
+                # that copy still runs (its settlement settles this delivery); the new lease is extended.
                 self.ctx.send(self.parts[Part.LEASER], Redelivered(ack_id))
+            elif arrival is Arrival.ACK_AGAIN:
+                # Handled and acked here, but the ack reached the queue after the lease lapsed: ack it
+                # again rather than run it again (after later messages of its key, perhaps).
+                self._send_confirmed_ack(ack_id)
             return
-        if ack_id in self.acking:
-            self.acking[ack_id] = True  # the queue delivered it before it took our ack, which covers it
-            return
-        if ack_id in self.refused:
-            # Handled and acked here, but the ack reached the queue after the lease lapsed: ack it again
-            # rather than run it again (after later messages of its key, perhaps).
-            del self.refused[ack_id]
-            self._confirm_ack(ack_id)
-            return
-        self.pending[ack_id] = delivery.delivery_count
         received = Received(ack_id, delivery.message.size, delivery.message.group, delivery)
         taken = self.taken
         if taken is not None:
@@ -285,6 +305,8 @@ class StreamingPullManager(Actor):
         self.ctx.send(parts[Part.LOAD], received)
         self.ctx.send(parts[Part.LEASER], received)
         self.ctx.send(parts[Part.KEYS], received)
+
+    # ------------------------------------------------------------------ settlements
 
     def _settle_all(self, settles: tuple[Settlement, ...]) -> None:
         """Settlements made in one worker job, in order: each part is told once for them all."""
@@ -319,42 +341,59 @@ class StreamingPullManager(Actor):
     def _settle(self, message: Settlement) -> None:
         """Apply the first settlement of a pending message (later ones do nothing)."""
         ack_id = message.ack_id
-        if ack_id not in self.pending:
-            return  # settled before, or dropped: the first decision stands
-        parts = self.parts
-        if message.kind is SettlementKind.MODACK and message.seconds == 0:
+        ledger = self.ledger
+        kind = message.kind
+        if kind is SettlementKind.MODACK:
+            if not ledger.is_pending(ack_id):
+                return  # settled before, or dropped: the first decision stands
+            if message.seconds != 0:
+                self._to_dispatcher(message)
+                return
             message = Settlement(SettlementKind.NACK, ack_id)  # Pub/Sub's nack: a zero deadline
-        if message.kind is SettlementKind.DROP and self.ctx.sender == parts[Part.LEASER]:
+            kind = SettlementKind.NACK
+        elif kind is SettlementKind.DROP and self.ctx.sender == self.parts[Part.LEASER]:
             self._expire(ack_id)
             return
-        if message.kind is SettlementKind.MODACK:
-            self._to_dispatcher(message)
-            return
-        attempt = self.pending.pop(ack_id)
-        if ack_id in self.expired:
-            self.expired.discard(ack_id)  # load and leaser forgot it already
+        if kind is SettlementKind.ACK:
+            settled = ledger.ack(ack_id)
+        elif kind is SettlementKind.NACK:
+            settled = ledger.nack(ack_id)
         else:
-            done = Done(ack_id, acked=message.kind is SettlementKind.ACK)
+            settled = ledger.drop(ack_id)
+        if settled is None:
+            return  # settled before, or dropped: the first decision stands
+        if settled.release:
+            done = Done(ack_id, acked=kind is SettlementKind.ACK)
             if self.gathered is not None:
                 self.gathered[0].append(done)
             else:
+                parts = self.parts
                 self.ctx.send(parts[Part.LOAD], done)
                 self.ctx.send(parts[Part.LEASER], done)
-        newer = self.redelivered.pop(ack_id, None)  # an ack or nack settles it too (same tag)
-        if message.kind is SettlementKind.ACK:
-            self.acking[ack_id] = False
-        elif message.kind is SettlementKind.NACK:
+        if kind is SettlementKind.NACK:
             # The nack is for the newest delivery held here: one made after it (the lease lapses
             # again before the nack arrives) is not this nack's to return, and is taken in as new.
-            message = Settlement(SettlementKind.NACK, ack_id,
-                                 attempt=newer.delivery_count if newer is not None else attempt, error=message.error)
+            message = Settlement(SettlementKind.NACK, ack_id, attempt=settled.attempt, error=message.error)
         self._to_dispatcher(message)
-        if newer is not None and message.kind is SettlementKind.DROP:
+        if settled.redelivery is not None:
             # Dropped by the user, but the queue had already given the message back to us (its lease
             # lapsed): that delivery is the live one now. What was gathered goes first: the load
             # controller and leaser must forget the old copy before they hear of the new one.
             self._send_gathered()
-            self._deliver(newer)
+            self._deliver(settled.redelivery)
+
+    def _expire(self, ack_id: str) -> None:
+        """The leaser gave up on a lease held ``max_lease_duration_s``: stop counting it, not settling it.
+
+        Flow control and the leaser forget it (the queue will let the lease lapse and redeliver),
+        but it stays pending: its callback's own ack or nack still goes to the queue, which takes
+        it if the lease still holds, and either way the broker consumer's credit comes back.
+        A redelivery meanwhile is ignored, as for any pending message, and its lease is not renewed.
+        """
+        if self.ledger.expire(ack_id):
+            done = Done(ack_id)
+            self.ctx.send(self.parts[Part.LOAD], done)
+            self.ctx.send(self.parts[Part.LEASER], done)
 
     def _send_batch(self, flush: Flush) -> None:
         """Send one batch of the dispatcher's to the broker consumer.
@@ -365,16 +404,17 @@ class StreamingPullManager(Actor):
             for request in broker_requests(flush):
                 self.ctx.send(self.consumer, request)
 
-    def _confirm_ack(self, ack_id: str) -> None:
+    # ------------------------------------------------------------------ confirmed acks
+
+    def _send_confirmed_ack(self, ack_id: str) -> None:
         """Ack one message now, outside a batch, and have the queue say whether it took."""
-        consumer_id, tag = split_ack_id(ack_id)
-        self.acking[ack_id] = False
         if self.consumer is not None:
+            consumer_id, tag = split_ack_id(ack_id)
             self.ctx.send(self.consumer, Ack(consumer_id, (tag,), confirm=True))
 
     def _answered(self, result: AckResult) -> None:
         """The queue's answer to a confirmed Ack: which acks took, and which came after their lease lapsed."""
-        consumer_id = self.consumer_id
+        consumer_id = self.ledger.consumer_id
         for tag in result.acked:
             self._ack_answered(f"{consumer_id}:{tag}", took=True)
         for tag in result.invalid:
@@ -384,12 +424,10 @@ class StreamingPullManager(Actor):
         asker = self.askers.pop(ack_id, None)
         if asker is not None:
             self.ctx.send(asker, AckResponse(ack_id, took))
-        delivered_again = self.acking.pop(ack_id, None)
-        if delivered_again is None:
-            return
-        if not took:
+        answer = self.ledger.answered(ack_id, took)
+        if answer is Answer.REFUSED:
             self._refuse(ack_id)
-        elif delivered_again and self.consumer is not None:
+        elif answer is Answer.CREDIT and self.consumer is not None:
             # The broker consumer counted that second delivery after it had forwarded our ack: give
             # its credit back. The entry is gone from the queue, so this ack can hit nothing else.
             consumer_id, tag = split_ack_id(ack_id)
@@ -397,48 +435,25 @@ class StreamingPullManager(Actor):
 
     def _refuse(self, ack_id: str) -> None:
         """Remember an ack the queue refused, until the message is delivered here again (or for a long while)."""
-        now = self.ctx.now()
-        refused = self.refused
-        refused.pop(ack_id, None)
-        refused[ack_id] = now
-        while refused:
-            oldest = next(iter(refused))
-            if now - refused[oldest] < REFUSED_MEMORY_S:
-                break
-            del refused[oldest]
-
-    def _expire(self, ack_id: str) -> None:
-        """The leaser gave up on a lease held ``max_lease_duration_s``: stop counting it, not settling it.
-
-        Flow control and the leaser forget it (the queue will let the lease lapse and redeliver),
-        but it stays pending: its callback's own ack or nack still goes to the queue, which takes
-        it if the lease still holds, and either way the broker consumer's credit comes back.
-        A redelivery meanwhile is ignored, as for any pending message, and its lease is not renewed.
-        """
-        if ack_id in self.expired:
-            return
-        self.expired.add(ack_id)
-        done = Done(ack_id)
-        self.ctx.send(self.parts[Part.LOAD], done)
-        self.ctx.send(self.parts[Part.LEASER], done)
+        self.ledger.refuse(ack_id, self.ctx.now())
 
     def _ack_with_response(self, ack_id: str) -> None:
         asker = self.ctx.sender
-        if ack_id not in self.pending or self.consumer is None:
+        if self.consumer is None or not self.ledger.is_pending(ack_id):
             if asker is not None:
                 self.ctx.reply(AckResponse(ack_id, False))  # settled or dropped before
             return
-        del self.pending[ack_id]
-        if ack_id in self.expired:
-            self.expired.discard(ack_id)
-        else:
+        settled = self.ledger.ack(ack_id)
+        assert settled is not None  # pending, checked above
+        if settled.release:
             done = Done(ack_id)
             self.ctx.send(self.parts[Part.LOAD], done)
             self.ctx.send(self.parts[Part.LEASER], done)
-        self.redelivered.pop(ack_id, None)
         if asker is not None:
             self.askers[ack_id] = asker
-        self._confirm_ack(ack_id)
+        self._send_confirmed_ack(ack_id)
+
+    # ------------------------------------------------------------------ shutting down
 
     def _cancel(self) -> None:
         """Stop: the queue takes back whatever is not acked.

@@ -13,12 +13,23 @@ client's ``MessagesOnHold``. Its rules:
   at once regardless of load, so flow control (which counts every unfinished message) is the
   only thing that ever makes them wait, and it does that before they arrive here.
 
+* When a keyed message goes back to the queue before its key's later messages ran (its callback
+  nacked or raised, or its lease lapsed before it started), none of them may overtake it: the key
+  is *fenced* on its tag (``send_back``). The held messages of the key from that tag on go back too,
+  and the fence remembers every tag on its way back; a message of the key that arrives while an
+  earlier tag is still out goes back as well (``admit`` says ``FENCED``), so the key's messages run
+  again in publish order (the queue keeps positions). Each returning tag clears its place; the
+  fence falls when all have come back, or when the caller lifts it (``lift``: a message that never
+  returns, dead-lettered or expired, must not fence its key for ever).
+
 Unordered messages are still tracked while they run, so that every message that was handed to
 a worker is finished exactly once and a double ``finished`` is caught as the bug it is.
 
-Items are identified by their ack id (a ``str``). The class knows nothing of time, threads or
-I/O: callers feed it events and hand the ids it returns to workers. Every event is O(1) except
-``drop_key`` and ``drop_held``, which are O(items held behind the key). State lives in
+Items are identified by their ack id (a ``str``), and placed by their delivery's tag (an ``int``,
+the queue's order) when fences need it. The class knows nothing of time, threads or I/O: callers
+feed it events (and the time, for a delivery's deadline) and carry out what it returns. Every
+event is O(1) except ``drop_key``, ``drop_held`` and ``send_back`` (O(items held behind the key)),
+``lapse`` (O(ids given)) and a fenced ``admit`` (O(tags out for the key)). State lives in
 insertion-ordered dicts and deques, so every answer is deterministic.
 """
 
@@ -33,10 +44,13 @@ import attrs
 from conveyor.runtime import ConveyorError, quote
 
 __all__ = [
+    "Admission",
     "HoldError",
     "HoldState",
+    "Lapse",
     "OrderingKeyHolds",
     "OrderingSnapshot",
+    "SentBack",
 ]
 
 
@@ -47,6 +61,23 @@ class HoldState(enum.Enum):
     """Waiting for the running item of its ordering key to finish."""
     RUNNING = "running"
     """Handed to a worker; its callback has not finished yet."""
+
+
+class Admission(enum.Enum):
+    """What to do with a received message, by the holds' and the fences' rules (``OrderingKeyHolds.admit``)."""
+
+    RUN = "run"
+    """Hand it to a worker now: it is running."""
+    HELD = "held"
+    """Keep it: it waits behind its key's running item, and a later ``finished`` releases it."""
+    EARLY = "early"
+    """Keep it aside: an earlier copy of it has not finished; offer it again once that one has."""
+    LAPSED = "lapsed"
+    """Its lease ran out on its way here, so the queue has it back: send it back (nack), and send its
+    key back from its tag (``send_back``) so nothing of the key overtakes it."""
+    FENCED = "fenced"
+    """An earlier message of its key is on its way back: send this one back too (the fence now waits
+    for its tag as well)."""
 
 
 class HoldError(ConveyorError, ValueError):
@@ -70,12 +101,44 @@ class OrderingSnapshot:
 
 
 @final
+@attrs.frozen
+class SentBack:
+    """What ``OrderingKeyHolds.send_back`` took off a key's line.
+
+    Attributes:
+        fence: the number of the fence just raised on the key, or None if it was fenced already; the
+            caller lifts it with ``lift(key, fence)`` after a while, in case a message never returns.
+        ids: the held items taken off, in arrival order: send each back (nack) to the queue.
+    """
+
+    fence: int | None
+    ids: tuple[str, ...]
+
+
+@final
+@attrs.frozen
+class Lapse:
+    """Where the items whose lease lapsed are (``OrderingKeyHolds.lapse``).
+
+    Attributes:
+        send_back: per key with held items among them, the earliest of their tags, in the order the
+            keys came: send the key back from there (``send_back``); earlier held items stay.
+        to_pool: the lapsed items handed to workers already (running, or waiting for a worker): the
+            worker pool drops those that have not started.
+    """
+
+    send_back: tuple[tuple[str, int], ...]
+    to_pool: tuple[str, ...]
+
+
+@final
 @attrs.define(eq=False)
 class _Item:
-    """One item that arrived and has not finished: its key (``None`` if unordered) and state."""
+    """One item that arrived and has not finished: its key (``None`` if unordered), state and tag (if known)."""
 
     key: str | None
     state: HoldState
+    tag: int | None = None
 
 
 @final
@@ -93,6 +156,12 @@ def _check_str(name: str, value: object) -> None:
         raise TypeError(msg)
 
 
+def _check_tag(value: object) -> None:
+    if type(value) is not int:
+        msg = f"OrderingKeyHolds: tag must be an int, got {quote(value)}"
+        raise TypeError(msg)
+
+
 @final
 class OrderingKeyHolds:
     """Holds back messages whose ordering key is busy and releases them one at a time, in order.
@@ -100,7 +169,7 @@ class OrderingKeyHolds:
     Owned by one actor (the subscriber's ordering actor), so it is unsynchronised.
     """
 
-    __slots__ = ("_held", "_items", "_lines", "_max_held")
+    __slots__ = ("_fence_of", "_fences", "_held", "_items", "_lines", "_max_held", "_out")
 
     def __init__(self) -> None:
         self._items: dict[str, _Item] = {}
@@ -109,6 +178,12 @@ class OrderingKeyHolds:
         """Active ordering keys, in the order they became active."""
         self._held = 0
         self._max_held = 0
+        self._out: dict[str, set[int]] = {}
+        """Fenced keys -> the tags sent back and not yet returned (never empty)."""
+        self._fence_of: dict[str, int] = {}
+        """Fenced keys -> the number of the fence up now, so that lifting an old fence lifts nothing."""
+        self._fences = 0
+        """Fences raised so far: the last one's number."""
 
     # ------------------------------------------------------------------ events in
 
@@ -127,6 +202,9 @@ class OrderingKeyHolds:
             HoldError: ``item_id`` is already held or running (a ``ValueError``).
             TypeError: ``item_id`` is not a str, or ``key`` is neither a str nor None.
         """
+        return self._arrive(item_id, key, None)
+
+    def _arrive(self, item_id: str, key: str | None, tag: int | None) -> tuple[str, ...]:
         _check_str("item_id", item_id)
         if key is not None:
             _check_str("key", key)
@@ -138,15 +216,15 @@ class OrderingKeyHolds:
             )
             raise HoldError(msg)
         if not key:
-            self._items[item_id] = _Item(None, HoldState.RUNNING)
+            self._items[item_id] = _Item(None, HoldState.RUNNING, tag)
             return (item_id,)
         line = self._lines.get(key)
         if line is None:
             self._lines[key] = _KeyLine(item_id)
-            self._items[item_id] = _Item(key, HoldState.RUNNING)
+            self._items[item_id] = _Item(key, HoldState.RUNNING, tag)
             return (item_id,)
         line.held.append(item_id)
-        self._items[item_id] = _Item(key, HoldState.HELD)
+        self._items[item_id] = _Item(key, HoldState.HELD, tag)
         self._held += 1
         self._max_held = max(self._max_held, self._held)
         return ()
@@ -244,7 +322,129 @@ class OrderingKeyHolds:
         self._held -= len(dropped)
         return dropped
 
+    # ------------------------------------------------------------------ fences
+
+    def admit(self, item_id: str, key: str | None, tag: int, deadline: float | None, now: float) -> Admission:
+        """Offer a received message, by the fences' rules and then ``arrive``'s, and say what to do with it.
+
+        Args:
+            item_id: the message's ack id.
+            key: its ordering key; ``None`` or ``""`` means unordered (never fenced).
+            tag: its delivery's tag, its place in the queue: fences compare tags.
+            deadline: when the queue's lease on this delivery runs out, or None.
+            now: the time, on the clock of ``deadline``.
+
+        Returns:
+            ``RUN`` or ``HELD`` (it arrived, as ``arrive`` says), ``EARLY``, ``LAPSED`` or ``FENCED``
+            (it did not arrive): see ``Admission``.
+
+        Raises:
+            TypeError: ``item_id`` is not a str, ``key`` neither a str nor None, ``tag`` not an int.
+        """
+        if item_id in self._items:
+            return Admission.EARLY
+        if deadline is not None and deadline <= now:
+            return Admission.LAPSED
+        if type(tag) is not int:  # tested here first: every message comes this way
+            _check_tag(tag)
+        if key:
+            out = self._out.get(key)
+            if out:
+                if tag > min(out):
+                    out.add(tag)  # an earlier message of its key is still coming back
+                    return Admission.FENCED
+                out.discard(tag)
+                if not out:  # everything came back
+                    del self._out[key]
+                    del self._fence_of[key]
+        return Admission.RUN if self._arrive(item_id, key, tag) else Admission.HELD
+
+    def send_back(self, key: str, tag: int) -> SentBack:
+        """Fence ``key`` on ``tag`` and take its held items from ``tag`` on off its line, to go back to the queue.
+
+        For a message of the key that went back (a nack, a lapse, a message the pool skipped): the
+        queue delivers the key's messages again from there, in order, so none may run before it.
+        The fence waits for ``tag`` and the tags taken off; the items held before ``tag`` stay.
+
+        Returns:
+            The new fence's number (None if the key was fenced already) and the ids taken off.
+
+        Raises:
+            HoldError: a held item of ``key`` arrived without a tag (through ``arrive``, not ``admit``).
+            TypeError: ``key`` is not a str or ``tag`` not an int.
+        """
+        _check_str("key", key)
+        _check_tag(tag)
+        line = self._lines.get(key)
+        tags: dict[str, int] = {}  # the key's held items, in arrival order -> their tags
+        for item_id in () if line is None else line.held:
+            item_tag = self._items[item_id].tag
+            if item_tag is None:
+                msg = (
+                    f"cannot send key {quote(key)} back from tag {tag}: its held item {quote(item_id)} arrived "
+                    "without a tag (admit items to fence their keys, not arrive)"
+                )
+                raise HoldError(msg)
+            tags[item_id] = item_tag
+        out = self._out.get(key)
+        fence = None
+        if out is None:
+            out = self._out[key] = set()
+            self._fences += 1
+            fence = self._fence_of[key] = self._fences
+        out.add(tag)
+        dropped = self.drop_held(key, tuple(item_id for item_id, item_tag in tags.items() if item_tag >= tag))
+        for item_id in dropped:
+            out.add(tags[item_id])
+        return SentBack(fence, dropped)
+
+    def lapse(self, item_ids: tuple[str, ...]) -> Lapse:
+        """Say where the items whose lease lapsed are: held (their keys go back) or with the workers.
+
+        Unknown ids (finished, or never arrived) are left out. Nothing changes: the caller sends the
+        keys back (``send_back``) and tells the workers.
+
+        Raises:
+            HoldError: a held item among them arrived without a tag.
+        """
+        first: dict[str, int] = {}
+        to_pool: list[str] = []
+        items = self._items
+        for item_id in item_ids:
+            item = items.get(item_id)
+            if item is None:
+                continue
+            if item.state is HoldState.RUNNING:
+                to_pool.append(item_id)
+                continue
+            key, tag = item.key, item.tag
+            if key is None or tag is None:  # only keyed items are ever held
+                msg = f"cannot place lapsed item {quote(item_id)}: it is held without a tag (key={quote(key)})"
+                raise HoldError(msg)
+            first[key] = min(first.get(key, tag), tag)
+        return Lapse(tuple(first.items()), tuple(to_pool))
+
+    def lift(self, key: str, fence: int) -> bool:
+        """Lift fence number ``fence`` from ``key`` if it is still up: stop waiting for its tags.
+
+        Returns:
+            False if that fence fell already (everything came back) or a newer one is up.
+        """
+        if self._fence_of.get(key) != fence:
+            return False
+        del self._fence_of[key]
+        del self._out[key]
+        return True
+
     # ------------------------------------------------------------------ queries
+
+    def fenced(self, key: str) -> frozenset[int]:
+        """Return the tags of ``key`` on their way back (empty if the key is not fenced)."""
+        return frozenset(self._out.get(key, ()))
+
+    def fence_of(self, key: str) -> int | None:
+        """Return the number of the fence up on ``key``, or None."""
+        return self._fence_of.get(key)
 
     def held_of(self, key: str) -> tuple[str, ...]:
         """Return the items held behind ``key``'s running item, in arrival order (O(those items))."""

@@ -373,3 +373,18 @@ class SourceGone:
     """
 
     reason: str
+
+
+@final
+@attrs.frozen
+class GetSubscriptionStats:
+    """Ask the manager for its counts; it answers ``SubscriptionStats``."""
+
+
+@final
+@attrs.frozen
+class SubscriptionStats:
+    """The manager's counts: messages received and not settled yet, and heartbeats counted."""
+
+    pending: int
+    heartbeats: int
