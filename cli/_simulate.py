@@ -2,8 +2,9 @@
 
 ``simulate`` runs a registry scenario (or all of them) over a range of seeds under one
 strategy and fault plan, with a progress bar, then prints a summary table. A failing run
-is printed with its seed, its checkers' first messages and the one command that replays
-it; with ``--shrink`` the first failure is reduced to a short run told step by step.
+is printed as soon as it ends, with its seed, its checkers' first messages and the one
+command that replays it (a checker that raised is such a failure); with ``--shrink`` the
+first failure is reduced to a short run told step by step.
 ``replay`` reruns one (scenario, seed, strategy, depth, faults) and prints its trace hash
 and every checker's verdict, so two machines can compare a run by its hash.
 
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
     from conveyor.simulation.scenarios import RunReport
 
 ALL = "all"
-SHOWN_FAILURES = 5
-"""Failing runs printed in full after the table (the table counts them all)."""
 SHOWN_VIOLATIONS = 3
 """Checker messages printed per failing run."""
 
@@ -225,13 +224,11 @@ def run_simulate(
                 for seed in range(first_seed, first_seed + seeds):
                     run = run_scenario(name, seed, strategy=strategy, depth=depth, faults=faults, max_steps=max_steps)
                     reports.append(run.report)
+                    if not run.report.ok:  # at once, above the bar: a sweep stopped early keeps what it found
+                        _print_failure(progress.console, run.report)
                     progress.advance(task)
         console.print(_summary(reports, names, strategy))
         failed = [report for report in reports if not report.ok]
-        for report in failed[:SHOWN_FAILURES]:
-            _print_failure(console, report)
-        if len(failed) > SHOWN_FAILURES:
-            _line(console, f"... and {len(failed) - SHOWN_FAILURES} more failing runs")
         if failed and shrink:
             _print_shrunk(console, failed[0], depth, max_steps)
     if failed:
