@@ -21,6 +21,11 @@ from ._pubsub_clients import FrontPublisher as FrontPublisher
 from ._pubsub_clients import FrontSubscriber as FrontSubscriber
 from ._pubsub_clients import PublisherPlan as PublisherPlan
 from ._pubsub_clients import StopClient as StopClient
+from ._portfolio import FAULTS_OF as FAULTS_OF
+from ._portfolio import PORTFOLIO_STRATEGIES as PORTFOLIO_STRATEGIES
+from ._portfolio import PortfolioChoice as PortfolioChoice
+from ._portfolio import portfolio_choice as portfolio_choice
+from ._portfolio import run_portfolio as run_portfolio
 from ._registry import FAULT_PLANS as FAULT_PLANS
 from ._registry import SCENARIOS as SCENARIOS
 from ._registry import QueueFigures as QueueFigures
@@ -48,7 +53,12 @@ from ._subscriber import run_subscriber_simulation as run_subscriber_simulation
 from ._subscriber import scenario_callback as scenario_callback
 
 __all__ = [
+    "FAULTS_OF",
     "FAULT_PLANS",
+    "PORTFOLIO_STRATEGIES",
+    "PortfolioChoice",
+    "portfolio_choice",
+    "run_portfolio",
     "SCENARIOS",
     "QueueFigures",
     "RunReport",

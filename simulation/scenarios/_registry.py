@@ -598,6 +598,7 @@ def run_scenario(
     variant: Variant | None = None,
     workload: Workload | None = None,
     max_steps: int = 500_000,
+    hash_trace: bool = True,
 ) -> ScenarioRun:
     """Run scenario ``name`` with ``seed`` under a strategy and a fault plan; check it; report.
 
@@ -611,6 +612,9 @@ def run_scenario(
         variant: swap in planted-bug actors.
         workload: run this workload instead of the one the seed draws (shrinking uses it).
         max_steps: give up after this many deliveries.
+        hash_trace: compute the report's ``trace_hash`` (a fifth of a run's cost); ``False`` leaves it
+            ``""``, for callers that never show it (``conveyor simulate``: its failures print the
+            replay command, and ``conveyor replay`` prints the hash).
 
     Raises:
         ValueError: an unknown scenario, strategy or fault plan, or a bad depth.
@@ -636,7 +640,7 @@ def run_scenario(
         redelivered=figures.redelivered, dead_lettered=figures.dead_lettered,
         max_outstanding=figures.max_outstanding, consumers=figures.consumers, fairness=figures.fairness,
         latency_p50_ms=_percentile(figures.latencies_ms, 0.5), latency_p99_ms=_percentile(figures.latencies_ms, 0.99),
-        violations=violations, trace_hash=sim.trace_hash(),
+        violations=violations, trace_hash=sim.trace_hash() if hash_trace else "",
         replay_command=replay_command(name, seed, strategy, depth, plan),
     )
     return ScenarioRun(report, sim, work, tuple(results))
