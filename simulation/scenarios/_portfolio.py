@@ -59,7 +59,7 @@ def portfolio_choice(name: str, seed: int) -> PortfolioChoice:
 def run_portfolio(
     name: str, seed: int, *, variant: Variant | None = None, max_steps: int = 500_000, hash_trace: bool = True
 ) -> ScenarioRun:
-    """``run_scenario`` under the portfolio's choice for (``name``, ``seed``): what ``conveyor simulate`` runs by default."""
+    """``run_scenario`` under the portfolio's choice for (``name``, ``seed``): what ``conveyor simulate`` runs."""
     choice = portfolio_choice(name, seed)
     return run_scenario(
         name, seed, strategy=choice.strategy, depth=choice.depth, faults=choice.faults, variant=variant,
