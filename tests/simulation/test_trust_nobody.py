@@ -21,10 +21,13 @@ from conveyor.simulation.checkers import (
     EnqueueSent,
     FinalBrowseStarted,
     FoundAtEnd,
+    before_final_browse,
+    delivery_steps,
     guarded,
+    story_lines,
     total_queue,
 )
-from conveyor.simulation.scenarios import Variant, run_scenario
+from conveyor.simulation.scenarios import BrokerScenario, ClientPolicy, Variant, run_broker_simulation, run_scenario
 from conveyor.simulation.scenarios import _registry as registry
 from tests.simulation.planted import broker
 
@@ -155,3 +158,27 @@ def test_simulate_all_prints_each_failure_as_it_happens_and_keeps_going(monkeypa
     assert output.index("FAILED ") < table  # printed as it happened, not after the summary
     assert output.count("the checker raised KeyError") >= len(failures)
     assert output.count("  replay: conveyor replay ") == len(failures)
+
+
+def test_the_final_browse_finds_a_dead_letter_without_counting_as_the_runs_traffic() -> None:
+    """A run left open is browsed at the end: a dead-lettered message is found, not lost; the run's story and
+    delivery steps stop where the browse begins."""
+    scenario = BrokerScenario(
+        messages=1, consumers=(ClientPolicy(nack=1.0),), max_deliveries=2, publish_span_s=0.0, retry=None
+    )
+    sim, _ = run_broker_simulation(scenario, 3)
+    trace = sim.trace
+    found = [event.message for event in trace if isinstance(event.message, FoundAtEnd)]
+    assert [(note.queue, note.message_id) for note in found] == [("/dead-letters", "m0")]
+    verdict = total_queue(trace)
+    assert verdict.ok, verdict
+    assert (verdict.metric("dead_lettered"), verdict.metric("lost")) == (1, 0)
+    assert len(before_final_browse(trace)) < len(trace)
+    assert story_lines(trace) == story_lines(before_final_browse(trace))
+    assert not any("final-browse" in line for line in story_lines(trace))
+    assert delivery_steps(trace) == 2  # the two attempts, not the browse's delivery
+
+
+def test_a_run_its_clients_settled_is_not_browsed() -> None:
+    run = run_scenario("fairness", 1)
+    assert not any(isinstance(event.message, FinalBrowseStarted) for event in run.sim.trace)
