@@ -25,11 +25,21 @@ actor (``Simulation.steps``). A *schedule* is one seed run to quiet. Measured, o
 5. the same as (3) with ``trace=True``: every send, delivery and note recorded.
 6. ``run_scenario("fairness", seed)``: what a test or a sweep pays per seed: the workload
    drawn, the traced run, every checker (the liveness monitors included) and the trace hash.
+7. the same with ``hash_trace=False``: every checker on, no hash (what ``conveyor simulate``
+   pays per seed).
+
+Then **schedules per hour** with every checker on (issue 17, item 7; goal: 1,000,000 an hour for
+the fairness scenario on this machine's two cores): (7) on one core, and the Spark sweep on
+every core (``local[*]``: ``runs_frame`` over ``spark_seeds`` fairness cells, random walk, no
+faults, rows collected; each run also computes its trace hash, which the sweep stores), each
+beside the bare loop's rate (1) turned into schedules per hour at this run's deliveries per
+schedule, and the ratio. The Spark session's start-up is outside the clock (a two-run warm-up job
+first); ``--spark-seeds 0`` leaves Spark out.
 
 ``--profile`` adds a ``cProfile`` of (3): own time by layer (simulator, runtime, broker actors,
 scenario clients) and the top functions.
 
-Run: ``python benchmarks/simulation.py [--seeds N] [--repeat R] [--profile]``
+Run: ``python benchmarks/simulation.py [--seeds N] [--repeat R] [--spark-seeds N] [--profile]``
 (or ``conveyor bench simulation``).
 """
 
@@ -55,6 +65,10 @@ from conveyor.simulation.scenarios import BrokerScenario, get_scenario, run_scen
 
 SCENARIO = "fairness"
 TARGET_DELIVERIES_PER_S = 300_000
+TARGET_SCHEDULES_PER_HOUR = 1_000_000
+"""Issue 17's goal for the fairness scenario with every checker on, on this machine's two cores."""
+SPARK_MASTER = "local[*]"
+SPARK_PARTITIONS_PER_CORE = 4
 PROFILE_LINES = 15
 SINKS = 4
 """Actors of the kernel-only run (2)."""
@@ -114,20 +128,56 @@ def bench_sim(seeds: int, trace: bool, strategy: Callable[[int], Strategy] | Non
     return _Measured(deliveries, run_s, total_s, seeds)
 
 
-def bench_scenario(seeds: int) -> _Measured:
-    """Deliveries/s and schedules/min of ``run_scenario`` (traced run, every checker, trace hash)."""
+def bench_scenario(seeds: int, hash_trace: bool = True) -> _Measured:
+    """Deliveries/s and schedules/min of ``run_scenario`` (traced run, every checker, the trace hash if asked)."""
     deliveries = 0
     total_s = 0.0
     for seed in range(seeds):
         gc.collect()
         start = time.perf_counter()
-        run = run_scenario(SCENARIO, seed)
+        run = run_scenario(SCENARIO, seed, hash_trace=hash_trace)
         total_s += time.perf_counter() - start
         if not run.report.ok:
             msg = f"fairness seed {seed} failed its checks: {run.report.violations[:3]}"
             raise RuntimeError(msg)
         deliveries += run.report.steps
     return _Measured(deliveries, total_s, total_s, seeds)
+
+
+def bench_spark(seeds: int, repeat: int) -> tuple[float, int, float]:
+    """The Spark sweep of ``seeds`` fairness runs on every local core, best of ``repeat``: (runs/s, cores, start-up s).
+
+    Joins a running session if there is one (the test suite's), else starts ``local[*]`` and
+    stops it after.
+    """
+    from pyspark.sql import SparkSession
+
+    from conveyor.simulation.sweep import SweepCell, matrix_frame, partition_count, runs_frame, spark_session
+
+    started = time.perf_counter()
+    running = SparkSession.getActiveSession()
+    spark = running or spark_session(SPARK_MASTER, app_name="conveyor-bench-simulation")
+    startup = time.perf_counter() - started
+    try:
+        cores = spark.sparkContext.defaultParallelism
+        cells = [SweepCell(SCENARIO, seed, "random", 3, "none") for seed in range(seeds)]
+        runs_frame(spark, matrix_frame(spark, cells[:2], 2)).collect()  # workers up, conveyor imported
+        partitions = partition_count(seeds, cores, SPARK_PARTITIONS_PER_CORE)
+        best = 0.0
+        for _ in range(repeat):
+            start = time.perf_counter()
+            rows = runs_frame(spark, matrix_frame(spark, cells, partitions)).collect()
+            elapsed = time.perf_counter() - start
+            check_equal("Spark sweep", "rows", seeds, len(rows))
+            failed = [row for row in rows if row["violations"]]
+            if failed:
+                msg = f"Spark sweep: fairness seed {failed[0]['seed']} failed: {failed[0]['violations'][:3]}"
+                raise RuntimeError(msg)
+            best = max(best, seeds / elapsed)
+    finally:
+        if running is None:
+            spark.stop()
+    return best, cores, startup
 
 
 @attrs.frozen
@@ -234,6 +284,7 @@ ROWS = (
     _Row("sim_pct", "Simulation(trace=False), PCT depth 3"),
     _Row("sim_traced", "Simulation(trace=True), random walk"),
     _Row("scenario", "run_scenario: traced run + every checker + trace hash"),
+    _Row("checked", "run_scenario(hash_trace=False): traced run + every checker"),
 )
 
 
@@ -266,21 +317,48 @@ def _print_report(console: Console, best: dict[str, _Measured], seeds: int, repe
     )
 
 
-def main(seeds: int = 20, repeat: int = 3, profile: bool = False) -> dict[str, float]:
+def _print_per_hour(console: Console, figures: dict[str, float], spark_cores: int) -> None:
+    """Schedules per hour with every checker on, one core and the Spark sweep, beside the bare loop's."""
+    table = Table(
+        title=f"schedules per hour, '{SCENARIO}' with every checker on (goal {TARGET_SCHEDULES_PER_HOUR:,} on 2 cores)",
+        title_justify="left",
+        caption="bare loop: its deliveries/s over this run's deliveries per schedule (no actor, no checker); "
+        "x bare: this rate / the bare loop's on as many cores.",
+        caption_justify="left",
+    )
+    for column in ("way", "cores", "schedules/hour", "x bare loop", "of the goal"):
+        table.add_column(column, justify="left" if column == "way" else "right")
+    bare = figures["bare_schedules_per_hour"]
+    rows = [("bare loop (deque -> handler)", 1, bare),
+            ("run_scenario, every checker, no hash: one core", 1, figures["checked_schedules_per_hour"])]
+    if "spark_schedules_per_hour" in figures:
+        rows.append((f"Spark sweep {SPARK_MASTER} (every checker + trace hash)", spark_cores,
+                     figures["spark_schedules_per_hour"]))
+    for label, cores, rate in rows:
+        table.add_row(label, str(cores), f"{rate:,.0f}", f"{rate / (bare * cores):.4f}",
+                      f"{rate / TARGET_SCHEDULES_PER_HOUR:.1%}")
+    console.print(table)
+
+
+def main(seeds: int = 20, repeat: int = 3, profile: bool = False, spark_seeds: int = 200) -> dict[str, float]:
     """Run every measurement, print the table and the target line, return the figures by stable name.
 
     Args:
         seeds: fairness seeds per round (each about 1,400 deliveries).
         repeat: rounds of every measurement; each figure keeps its fastest round.
         profile: also print the top functions of a ``cProfile`` of the raw simulation.
+        spark_seeds: fairness runs in the Spark sweep's measurement (0: no Spark).
 
     Returns:
         ``*_deliveries_per_s`` (``bare_calls_per_s`` for the floor), ``*_schedules_per_min``,
         ``ratio_*``: each rate over the raw simulation's, and the raw simulation's over the floor
-        and over the kernel alone; ``deliveries_per_schedule``.
+        and over the kernel alone; ``deliveries_per_schedule``; ``*_schedules_per_hour`` for the
+        bare loop, the checked run on one core and (with ``spark_seeds``) the Spark sweep, with
+        ``ratio_checked_vs_bare_per_hour`` and ``ratio_spark_vs_bare_per_hour`` (per core).
     """
-    if seeds < 1 or repeat < 1:
-        msg = f"seeds and repeat must be >= 1, got seeds={seeds}, repeat={repeat}"
+    if seeds < 1 or repeat < 1 or spark_seeds < 0:
+        msg = f"seeds and repeat must be >= 1 and spark_seeds >= 0, got seeds={seeds}, repeat={repeat}, " \
+              f"spark_seeds={spark_seeds}"
         raise ValueError(msg)
     samples: dict[str, list[_Measured]] = {}
     for _ in range(repeat):
@@ -291,25 +369,41 @@ def main(seeds: int = 20, repeat: int = 3, profile: bool = False) -> dict[str, f
         samples.setdefault("sim_pct", []).append(bench_sim(seeds, trace=False, strategy=PCT))
         samples.setdefault("sim_traced", []).append(bench_sim(seeds, trace=True))
         samples.setdefault("scenario", []).append(bench_scenario(seeds))
+        samples.setdefault("checked", []).append(bench_scenario(seeds, hash_trace=False))
     best = {key: max(runs, key=lambda run: run.per_s) for key, runs in samples.items()}
     check_equal("traced run", "deliveries", best["sim_raw"].deliveries, best["sim_traced"].deliveries)
-    check_equal("run_scenario", "deliveries", best["sim_raw"].deliveries, best["scenario"].deliveries)
+    check_equal("run_scenario", "deliveries", best["scenario"].deliveries, best["checked"].deliveries)
 
     raw_rate = best["sim_raw"].per_s
     figures = {"bare_calls_per_s": best["bare"].per_s, "kernel_deliveries_per_s": best["kernel"].per_s}
-    for key in ("sim_raw", "sim_pct", "sim_traced", "scenario"):
+    for key in ("sim_raw", "sim_pct", "sim_traced", "scenario", "checked"):
         figures[f"{key}_deliveries_per_s"] = best[key].per_s
         figures[f"{key}_schedules_per_min"] = best[key].schedules_per_min
-    for key in ("sim_pct", "sim_traced", "scenario"):
+    for key in ("sim_pct", "sim_traced", "scenario", "checked"):
         figures[f"ratio_{key}_vs_raw"] = best[key].per_s / raw_rate
     figures["ratio_sim_raw_vs_bare"] = raw_rate / best["bare"].per_s
     figures["ratio_sim_raw_vs_kernel"] = raw_rate / best["kernel"].per_s
     figures["deliveries_per_schedule"] = best["sim_raw"].deliveries / seeds
+    figures["bare_schedules_per_hour"] = 3600.0 * best["bare"].per_s / figures["deliveries_per_schedule"]
+    figures["checked_schedules_per_hour"] = 60.0 * best["checked"].schedules_per_min
+    figures["ratio_checked_vs_bare_per_hour"] = (
+        figures["checked_schedules_per_hour"] / figures["bare_schedules_per_hour"]
+    )
+    spark_cores = 0
+    if spark_seeds:
+        spark_rate, spark_cores, startup = bench_spark(spark_seeds, repeat)
+        figures["spark_schedules_per_hour"] = 3600.0 * spark_rate
+        figures["spark_cores"] = float(spark_cores)
+        figures["spark_startup_s"] = startup
+        figures["ratio_spark_vs_bare_per_hour"] = (
+            figures["spark_schedules_per_hour"] / (figures["bare_schedules_per_hour"] * spark_cores)
+        )
 
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 120)
     _print_report(console, best, seeds, repeat)
+    _print_per_hour(console, figures, spark_cores)
     if profile:
         console.print(f"cProfile of the raw simulation (random walk, trace off), {seeds} seeds, by own time:")
         console.print(profile_raw(seeds), markup=False, highlight=False)
@@ -321,8 +415,9 @@ def _cli() -> None:
     parser.add_argument("--seeds", type=int, default=20, help="fairness seeds per round (about 1,400 deliveries each)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; each figure keeps its fastest")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the raw simulation")
+    parser.add_argument("--spark-seeds", type=int, default=200, help="fairness runs in the Spark sweep (0: none)")
     args = parser.parse_args()
-    main(seeds=args.seeds, repeat=args.repeat, profile=args.profile)
+    main(seeds=args.seeds, repeat=args.repeat, profile=args.profile, spark_seeds=args.spark_seeds)
 
 
 if __name__ == "__main__":

@@ -191,11 +191,15 @@ def bench_simulation(
     seeds: int = typer.Option(20, min=1, help="Fairness seeds per round (about 1,400 deliveries each)."),
     repeat: int = typer.Option(3, min=1, help="Rounds per measurement; the best is reported."),
     profile: bool = typer.Option(False, help="Also print a cProfile of the raw simulation."),
+    spark_seeds: int = typer.Option(
+        200, "--spark-seeds", min=0, help="Fairness runs in the Spark sweep's schedules/hour (0: no Spark)."
+    ),
 ) -> None:
-    """Simulator deliveries/s and schedules/min on the broker fairness scenario, beside a bare loop."""
+    """Simulator deliveries/s and schedules/min on the broker fairness scenario, beside a bare loop; schedules/hour
+    with every checker on, one core and the Spark sweep."""
     from conveyor.benchmarks.simulation import main as run
 
-    run(seeds=seeds, repeat=repeat, profile=profile)
+    run(seeds=seeds, repeat=repeat, profile=profile, spark_seeds=spark_seeds)
 
 
 def main() -> None:

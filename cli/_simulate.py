@@ -2,8 +2,9 @@
 
 ``simulate`` runs a registry scenario (or all of them) over a range of seeds under one
 strategy and fault plan, with a progress bar, then prints a summary table. A failing run
-is printed with its seed, its checkers' first messages and the one command that replays
-it; with ``--shrink`` the first failure is reduced to a short run told step by step.
+is printed as soon as it ends, with its seed, its checkers' first messages and the one
+command that replays it (a checker that raised is such a failure); with ``--shrink`` the
+first failure is reduced to a short run told step by step.
 ``replay`` reruns one (scenario, seed, strategy, depth, faults) and prints its trace hash
 and every checker's verdict, so two machines can compare a run by its hash.
 
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
     from conveyor.simulation.scenarios import RunReport
 
 ALL = "all"
-SHOWN_FAILURES = 5
-"""Failing runs printed in full after the table (the table counts them all)."""
+PORTFOLIO = "portfolio"
+ROTATED = "rotated"
+"""What the summary shows for the strategy and faults of a portfolio sweep (each failure names its own)."""
 SHOWN_VIOLATIONS = 3
 """Checker messages printed per failing run."""
 
@@ -72,6 +74,11 @@ def check_strategy(value: str) -> str:
         msg = f"unknown strategy {value!r}; choose one of: {', '.join(STRATEGY_NAMES)}"
         raise typer.BadParameter(msg)
     return value
+
+
+def check_optional_strategy(value: str | None) -> str | None:
+    """None (the default portfolio), or one of the strategies a seed alone builds."""
+    return None if value is None else check_strategy(value)
 
 
 def check_faults(value: str | None) -> str | None:
@@ -146,7 +153,7 @@ def _mean(values: Sequence[float]) -> str:
     return f"{statistics.fmean(values):.3f}" if values else "-"
 
 
-def _summary(reports: Sequence[RunReport], scenarios: Sequence[str], strategy: str) -> Table:
+def _summary(reports: Sequence[RunReport], scenarios: Sequence[str], strategy: str | None) -> Table:
     table = Table(
         title=f"conveyor simulate: {len(reports)} runs",
         caption="fairness: mean Jain's index over runs; p99: worst run's publish-to-delivery p99 (virtual ms)",
@@ -161,7 +168,7 @@ def _summary(reports: Sequence[RunReport], scenarios: Sequence[str], strategy: s
         fairness = [report.fairness for report in rows if report.fairness is not None]
         p99 = [report.latency_p99_ms for report in rows if report.latency_p99_ms is not None]
         table.add_row(
-            name, strategy, rows[0].faults, str(len(rows)),
+            name, strategy or PORTFOLIO, rows[0].faults if strategy else ROTATED, str(len(rows)),
             f"[red]{failures}[/red]" if failures else "0",
             f"{statistics.fmean(report.steps for report in rows):.0f}", _mean(fairness),
             f"{max(p99):.1f}" if p99 else "-",
@@ -170,9 +177,10 @@ def _summary(reports: Sequence[RunReport], scenarios: Sequence[str], strategy: s
 
 
 def _print_failure(console: Console, report: RunReport) -> None:
+    depth = f" depth {report.depth}" if report.strategy == "pct" else ""
     _line(
         console,
-        f"FAILED {report.scenario} seed {report.seed} ({report.strategy}, faults {report.faults}): "
+        f"FAILED {report.scenario} seed {report.seed} ({report.strategy}{depth}, faults {report.faults}): "
         f"{len(report.violations)} violation(s)",
         "bold red",
     )
@@ -183,12 +191,12 @@ def _print_failure(console: Console, report: RunReport) -> None:
     _line(console, f"  replay: {full_replay_command(report)}")
 
 
-def _print_shrunk(console: Console, report: RunReport, depth: int, max_steps: int) -> None:
+def _print_shrunk(console: Console, report: RunReport, max_steps: int) -> None:
     from conveyor.simulation.scenarios import shrink
 
     _line(console, f"Shrinking {report.scenario} seed {report.seed} ...")
     result = shrink(
-        report.scenario, report.seed, strategy=report.strategy, depth=depth, faults=report.faults,
+        report.scenario, report.seed, strategy=report.strategy, depth=report.depth, faults=report.faults,
         max_steps=max_steps,
     )
     _line(
@@ -207,13 +215,19 @@ def _print_shrunk(console: Console, report: RunReport, depth: int, max_steps: in
 
 
 def run_simulate(
-    scenario: str, *, seeds: int, first_seed: int, strategy: str, depth: int, faults: str | None,
+    scenario: str, *, seeds: int, first_seed: int, strategy: str | None, depth: int | None, faults: str | None,
     shrink: bool, max_steps: int, console: Console,
 ) -> int:
-    """Run the seeds, print the progress, the table, the failures (and a shrunk one); return the exit code."""
-    from conveyor.simulation.scenarios import run_scenario, scenario_names
+    """Run the seeds, print the progress, the failures as they come, the table (and a shrunk one); return the exit code.
+
+    With neither ``strategy`` nor ``faults`` each seed runs under the default portfolio's choice
+    (``portfolio_choice``); otherwise under ``strategy`` (random walk if None), ``depth`` (3 if None)
+    and ``faults`` (each scenario's own if None).
+    """
+    from conveyor.simulation.scenarios import portfolio_choice, run_scenario, scenario_names
 
     names = scenario_names() if scenario == ALL else (scenario,)
+    portfolio = strategy is None and faults is None
     reports: list[RunReport] = []
     with _quiet_actor_logs():
         with Progress(
@@ -221,19 +235,24 @@ def run_simulate(
             console=console,
         ) as progress:
             for name in names:
-                task = progress.add_task(f"{name} ({strategy})", total=seeds)
+                task = progress.add_task(f"{name} ({strategy or PORTFOLIO})", total=seeds)
                 for seed in range(first_seed, first_seed + seeds):
-                    run = run_scenario(name, seed, strategy=strategy, depth=depth, faults=faults, max_steps=max_steps)
+                    plan: str | None
+                    if portfolio:
+                        choice = portfolio_choice(name, seed)
+                        chosen, chosen_depth, plan = choice.strategy, choice.depth, choice.faults
+                    else:
+                        chosen, chosen_depth, plan = strategy or "random", depth or 3, faults
+                    run = run_scenario(name, seed, strategy=chosen, depth=chosen_depth, faults=plan,
+                                       max_steps=max_steps, hash_trace=False)
                     reports.append(run.report)
+                    if not run.report.ok:  # at once, above the bar: a sweep stopped early keeps what it found
+                        _print_failure(progress.console, run.report)
                     progress.advance(task)
         console.print(_summary(reports, names, strategy))
         failed = [report for report in reports if not report.ok]
-        for report in failed[:SHOWN_FAILURES]:
-            _print_failure(console, report)
-        if len(failed) > SHOWN_FAILURES:
-            _line(console, f"... and {len(failed) - SHOWN_FAILURES} more failing runs")
         if failed and shrink:
-            _print_shrunk(console, failed[0], depth, max_steps)
+            _print_shrunk(console, failed[0], max_steps)
     if failed:
         _line(console, f"{len(failed)} of {len(reports)} runs failed.", "bold red")
         return 1
@@ -247,18 +266,25 @@ def simulate_command(
     ),
     seeds: int = typer.Option(20, "--seeds", min=1, help="How many seeds to run."),
     first_seed: int = typer.Option(0, "--first-seed", min=0, help="The first seed."),
-    strategy: str = typer.Option(
-        "random", "--strategy", callback=check_strategy, help="Scheduling strategy: random, pct or round-robin."
+    strategy: str | None = typer.Option(
+        None, "--strategy", callback=check_optional_strategy,
+        help="Scheduling strategy: random, pct or round-robin (default: the portfolio's; random with --faults).",
     ),
-    depth: int = typer.Option(3, "--depth", min=1, help="PCT's bug depth."),
+    depth: int | None = typer.Option(None, "--depth", min=1, help="PCT's bug depth (default 3)."),
     faults: str | None = typer.Option(
         None, "--faults", callback=check_faults,
-        help=f"Fault plans, comma separated: {', '.join(FAULT_PLANS)} (default: each scenario's own).",
+        help=f"Fault plans, comma separated: {', '.join(FAULT_PLANS)} (default: the portfolio's rotation, "
+        "or each scenario's own when --strategy is given).",
     ),
     shrink: bool = typer.Option(False, "--shrink", help="Shrink the first failing run and print its story."),
     max_steps: int = typer.Option(500_000, "--max-steps", min=1, help="Give up a run after this many deliveries."),
 ) -> None:
-    """Run a scenario over many seeds; print a summary, and for each failure the command that replays it."""
+    """Run a scenario over many seeds; print each failure with the command that replays it, then a summary.
+
+    With no --strategy and no --faults, seeds rotate through the default portfolio: the random walk
+    and PCT at depths 2 and 5, under each scenario's own faults plus crash, delay, queue crash, pause,
+    never-ack or failing job, and disk error, by seed (docs/simulation.md).
+    """
     code = run_simulate(
         scenario, seeds=seeds, first_seed=first_seed, strategy=strategy, depth=depth, faults=faults,
         shrink=shrink, max_steps=max_steps, console=_console(),

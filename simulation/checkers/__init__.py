@@ -1,5 +1,7 @@
 """Checkers: pure functions over traces, shared by tests, the simulator and the Spark sweep.
 
+The broker and subscriber clients write their history as notes (``EnqueueSent``, ``DeliveryReceived``,
+...), which ``total_queue`` judges without asking the queue, as the Pub/Sub clients' notes are judged.
 Also the readers a checker's verdict is told with: a queue's story (``queue_story``) and the
 story of a whole run (``story_lines``).
 """
@@ -13,6 +15,16 @@ from ._broker import group_exclusivity as group_exclusivity
 from ._broker import jain_index as jain_index
 from ._broker import priority_order as priority_order
 from ._broker import strict_order as strict_order
+from ._history import ClientAnswer as ClientAnswer
+from ._history import DeliveryReceived as DeliveryReceived
+from ._history import DeliverySettled as DeliverySettled
+from ._history import EnqueueAnswered as EnqueueAnswered
+from ._history import EnqueueSent as EnqueueSent
+from ._history import FinalBrowseStarted as FinalBrowseStarted
+from ._history import FoundAtEnd as FoundAtEnd
+from ._history import before_final_browse as before_final_browse
+from ._history import total_queue as total_queue
+from ._history import unsettled_by_clients as unsettled_by_clients
 from ._liveness import liveness as liveness
 from ._liveness import prompt_delivery as prompt_delivery
 from ._liveness import queue_order as queue_order
@@ -33,6 +45,8 @@ from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
 from ._result import CheckResult as CheckResult
+from ._result import guarded as guarded
+from ._result import raised as raised
 from ._story import delivery_steps as delivery_steps
 from ._story import story_lines as story_lines
 from ._subscriber import all_settled as all_settled
@@ -44,6 +58,13 @@ from ._subscriber import ordering_keys as ordering_keys
 __all__ = [
     "BatchReceived",
     "CheckResult",
+    "ClientAnswer",
+    "DeliveryReceived",
+    "DeliverySettled",
+    "EnqueueAnswered",
+    "EnqueueSent",
+    "FinalBrowseStarted",
+    "FoundAtEnd",
     "PublishDone",
     "PublishSent",
     "SettleDone",
@@ -56,6 +77,7 @@ __all__ = [
     "no_confirmed_loss",
     "accounting",
     "all_settled",
+    "before_final_browse",
     "browser_completeness",
     "consumer_priority",
     "delivery_steps",
@@ -63,6 +85,7 @@ __all__ = [
     "fairness",
     "flow_bound",
     "group_exclusivity",
+    "guarded",
     "jain_index",
     "lease_validity",
     "liveness",
@@ -73,9 +96,12 @@ __all__ = [
     "queue_paths",
     "queue_order",
     "queue_story",
+    "raised",
     "single_wakeup",
     "stall",
     "starvation",
     "story_lines",
     "strict_order",
+    "total_queue",
+    "unsettled_by_clients",
 ]

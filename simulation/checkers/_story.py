@@ -23,6 +23,7 @@ from conveyor.actors.pubsub import PubMessage, SettleKind
 from conveyor.runtime import EventKind, Terminated, TraceEvent
 from conveyor.simulation import Crash, CrashAmong, Delay, Drop, FailJob, FailWrite, FaultApplied, Pause
 
+from ._history import before_final_browse
 from ._pubsub import BatchReceived, PublishDone, SettleDone, SettleSent
 
 _ROUTINE_DEPTH = 3
@@ -68,7 +69,7 @@ def story_lines(trace: Iterable[TraceEvent]) -> list[str]:
     messages by their data (``p0.1.2``: publisher 0, publish 1, message 2) rather than the
     topic's numbers; the routine end of its bindings is left out.
     """
-    events = trace if isinstance(trace, list) else list(trace)
+    events = before_final_browse(trace)
     clients = _ClientStory(events)
     names: dict[tuple[str, int], str] = {}  # (queue path, tag) -> message name
     holders: dict[tuple[str, int], str] = {}  # (queue path, consumer id) -> consumer path
@@ -224,10 +225,10 @@ class _ClientStory:
 
 
 def delivery_steps(trace: Iterable[TraceEvent]) -> int:
-    """Deliveries of messages to consumers: the Delivery items of every queue's Delivered events."""
+    """Deliveries of messages to consumers: the Delivery items of each queue's Delivered events, before the browse."""
     return sum(
         len(event.message.deliveries)
-        for event in trace
+        for event in before_final_browse(trace)
         if event.kind is EventKind.SENT and type(event.message) is Delivered
     )
 

@@ -11,6 +11,11 @@ from ._broker import check_broker_run as check_broker_run
 from ._broker import random_broker_scenario as random_broker_scenario
 from ._broker import run_broker_simulation as run_broker_simulation
 from ._broker import spawn_broker_scenario as spawn_broker_scenario
+from ._portfolio import FAULTS_OF as FAULTS_OF
+from ._portfolio import PORTFOLIO_STRATEGIES as PORTFOLIO_STRATEGIES
+from ._portfolio import PortfolioChoice as PortfolioChoice
+from ._portfolio import portfolio_choice as portfolio_choice
+from ._portfolio import run_portfolio as run_portfolio
 from ._pubsub import PubSubScenario as PubSubScenario
 from ._pubsub import SubscriptionPlan as SubscriptionPlan
 from ._pubsub import check_pubsub_run as check_pubsub_run
@@ -48,7 +53,12 @@ from ._subscriber import run_subscriber_simulation as run_subscriber_simulation
 from ._subscriber import scenario_callback as scenario_callback
 
 __all__ = [
+    "FAULTS_OF",
     "FAULT_PLANS",
+    "PORTFOLIO_STRATEGIES",
+    "PortfolioChoice",
+    "portfolio_choice",
+    "run_portfolio",
     "SCENARIOS",
     "QueueFigures",
     "RunReport",

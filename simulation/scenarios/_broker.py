@@ -9,7 +9,7 @@ so a simulated run is fixed by its seed.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, final
 
 import attrs
@@ -22,6 +22,8 @@ from conveyor.actors.broker import (
     Message,
     Nack,
     Publish,
+    Published,
+    PublishRejected,
     QueueActor,
     QueueConfig,
     Release,
@@ -32,17 +34,28 @@ from conveyor.runtime.lowlevel import register_immutable_type
 from conveyor.simulation import Fault, RunResult, Simulation, Strategy
 from conveyor.simulation.checkers import (
     CheckResult,
+    ClientAnswer,
+    DeliveryReceived,
+    DeliverySettled,
+    EnqueueAnswered,
+    EnqueueSent,
     SharedTrace,
     accounting,
     browser_completeness,
     consumer_priority,
     drained,
     group_exclusivity,
+    guarded,
     priority_order,
     strict_order,
+    total_queue,
+    unsettled_by_clients,
 )
 
+from ._final_browse import browse_what_is_left
+
 QUEUE = "/queue"
+DEAD_LETTERS = "/dead-letters"
 
 
 @final
@@ -108,6 +121,7 @@ class BrokerScenario:
             names.append("group_exclusivity")
         if self.browsers:
             names.append("browser_completeness")
+        names.append("total_queue")  # last: a checker that names a cause is the one a shrink keeps failing
         return tuple(names)
 
 
@@ -128,15 +142,22 @@ register_immutable_type(_PublishNext)
 
 @final
 class ScenarioPublisher(Actor):
-    """Publishes the scenario's messages at random instants, with confirms."""
+    """Publishes the scenario's messages at random instants, with confirms.
+
+    When the system traces, it writes its history (``EnqueueSent``, ``EnqueueAnswered``) for
+    ``total_queue``, which judges the queue by its clients' word alone.
+    """
 
     def __init__(self, queue: ActorRef, scenario: BrokerScenario) -> None:
         self.queue = queue
         self.scenario = scenario
         self.confirmed = 0
+        self.queue_path = str(queue.path)
+        self.noting = False
 
     def on_start(self) -> None:
         """Plan every publish as a timer, from ``ctx.random``."""
+        self.noting = self.ctx.tracing
         scenario = self.scenario
         for index in range(scenario.messages):
             self.ctx.schedule(self.ctx.random.uniform(0, scenario.publish_span_s), _PublishNext(index))
@@ -149,6 +170,8 @@ class ScenarioPublisher(Actor):
             group = f"g{rng.randrange(scenario.groups)}" if scenario.groups else None
             index = message.index
             name = f"m{index}"
+            if self.noting:
+                self.ctx.note(EnqueueSent(self.queue_path, (name,)))
             self.ctx.send(
                 self.queue,
                 Publish(
@@ -161,8 +184,12 @@ class ScenarioPublisher(Actor):
                     )
                 ),
             )
-        else:
+        elif type(message) is Published:
             self.confirmed += 1
+            if self.noting:
+                self.ctx.note(EnqueueAnswered(self.queue_path, (message.message_id,)))
+        elif type(message) is PublishRejected and self.noting:
+            self.ctx.note(EnqueueAnswered(self.queue_path, (), (message.message_id,)))
 
 
 @final
@@ -173,14 +200,25 @@ class _LateAck:
 
 @final
 class ScenarioClient(Actor):
-    """A client that owns its ConsumerActor (as a child) and answers deliveries by its policy."""
+    """A client that owns its ConsumerActor (as a child) and answers deliveries by its policy.
 
-    def __init__(self, queue: ActorRef, policy: ClientPolicy, settings: ConsumerSettings) -> None:
+    When the system traces, it writes its history: each delivery it is given
+    (``DeliveryReceived``, with its own intent to acquire or browse, not what its consumer
+    declared) and each answer it sends (``DeliverySettled``).
+    """
+
+    def __init__(
+        self, queue: ActorRef, policy: ClientPolicy, settings: ConsumerSettings,
+        consumer_factory: ConsumerFactory = ConsumerActor,
+    ) -> None:
         self.queue = queue
         self.policy = policy
         self.settings = settings
+        self.consumer_factory = consumer_factory
         self.deliveries = 0
         self.consumer: ActorRef | None = None
+        self.queue_path = str(queue.path)
+        self.noting = False
         # The policy's cumulative thresholds, summed once in the order ``receive`` compares them.
         self.below_nack = policy.nack
         self.below_release = policy.nack + policy.release
@@ -189,8 +227,9 @@ class ScenarioClient(Actor):
 
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
+        self.noting = self.ctx.tracing
         self.consumer = self.ctx.spawn(
-            lambda: ConsumerActor(self.queue, self.ctx.self_ref, self.settings), name="consumer"
+            lambda: self.consumer_factory(self.queue, self.ctx.self_ref, self.settings), name="consumer"
         )
 
     def receive(self, message: Any) -> None:
@@ -199,39 +238,68 @@ class ScenarioClient(Actor):
         if cls is _LateAck:
             delivery = message.delivery
             assert self.consumer is not None
+            if self.noting:
+                self._note_answer(delivery, "ack")
             self.ctx.send(self.consumer, Ack(delivery.consumer_id, (delivery.tag,)))
             return
         if cls is not Delivery:
             return
         self.deliveries += 1
         policy = self.policy
-        if not self.settings.acquiring:
+        acquiring = self.settings.acquiring
+        noting = self.noting
+        if noting:
+            self.ctx.note(DeliveryReceived(self.queue_path, message.consumer_id, message.tag,
+                                           message.message.message_id, message.delivery_count, acquiring))
+        if not acquiring:
             return
         draw = self.ctx.random.random()
         if draw < self.below_nack:
+            if noting:
+                self._note_answer(message, "nack")
             self.ctx.reply(Nack(message.consumer_id, (message.tag,)))
         elif draw < self.below_release:
+            if noting:
+                self._note_answer(message, "release")
             self.ctx.reply(Release(message.consumer_id, (message.tag,)))
         elif draw < self.below_ignore:
             pass
         elif draw < self.below_late_ack:
             self.ctx.schedule(self.ctx.random.uniform(0, policy.late_ack_s), _LateAck(message))
         else:
+            if noting:
+                self._note_answer(message, "ack")
             self.ctx.reply(Ack(message.consumer_id, (message.tag,)))
         if policy.crash_after and self.deliveries >= policy.crash_after:
             self.ctx.stop()  # the consumer child stops with us; the queue takes everything back
 
+    def _note_answer(self, delivery: Delivery, outcome: ClientAnswer) -> None:
+        self.ctx.note(DeliverySettled(self.queue_path, delivery.consumer_id, delivery.tag,
+                                      delivery.message.message_id, delivery.delivery_count, outcome))
+
 
 QueueFactory = Callable[[QueueConfig], QueueActor]
+ConsumerFactory = Callable[[ActorRef, ActorRef, ConsumerSettings], ConsumerActor]
+"""Builds a scenario client's consumer from (queue, client, settings): ``ConsumerActor``, or a planted variant."""
 
 
 def spawn_broker_scenario(
-    system: ActorSystemBase, scenario: BrokerScenario, queue_factory: QueueFactory = QueueActor
+    system: ActorSystemBase, scenario: BrokerScenario, queue_factory: QueueFactory = QueueActor,
+    consumer_factory: ConsumerFactory = ConsumerActor,
 ) -> ActorRef:
     """Spawn the scenario's actors on ``system``; return the queue's ref (path ``/queue``).
 
-    ``queue_factory`` lets a test run a variant of the queue (a planted bug) in the same workload.
+    ``queue_factory`` and ``consumer_factory`` let a test run a variant of the queue or of the
+    clients' consumers (a planted bug) in the same workload.
     """
+    return _spawn_broker_actors(system, scenario, queue_factory, consumer_factory)[0]
+
+
+def _spawn_broker_actors(
+    system: ActorSystemBase, scenario: BrokerScenario, queue_factory: QueueFactory,
+    consumer_factory: ConsumerFactory = ConsumerActor,
+) -> tuple[ActorRef, ActorRef]:
+    """Spawn the scenario's actors; return the queue's and the dead-letter queue's refs."""
     dead_letters = system.spawn(
         lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable)), name="dead-letters"
     )
@@ -248,7 +316,7 @@ def spawn_broker_scenario(
     selectors = scenario.selectors or (None,) * len(scenario.consumers)
 
     def client(policy: ClientPolicy, settings: ConsumerSettings) -> Callable[[], ScenarioClient]:
-        return lambda: ScenarioClient(queue, policy, settings)
+        return lambda: ScenarioClient(queue, policy, settings, consumer_factory)
 
     for index, policy in enumerate(scenario.consumers):
         settings = ConsumerSettings(
@@ -259,7 +327,7 @@ def spawn_broker_scenario(
         settings = ConsumerSettings(prefetch_messages=scenario.prefetch, acquiring=False)
         system.spawn(client(ClientPolicy(), settings), name=f"browser-{index}")
     system.spawn(lambda: ScenarioPublisher(queue, scenario), name="publisher")
-    return queue
+    return queue, dead_letters
 
 
 def random_broker_scenario(seed: int, kind: str = "mixed") -> BrokerScenario:
@@ -299,16 +367,32 @@ def run_broker_simulation(
     max_steps: int = 500_000,
     queue_factory: QueueFactory = QueueActor,
     faults: Sequence[Fault] = (),
+    consumer_factory: ConsumerFactory = ConsumerActor,
 ) -> tuple[Simulation, RunResult]:
-    """Run ``scenario`` to quiet in a Simulation (with ``faults``), then shut it down (so queues record their end)."""
+    """Run ``scenario`` to quiet in a Simulation (with ``faults``), then shut it down (so queues record their end).
+
+    If the run went quiet with a sent message that the clients' history does not show confirmed
+    and acked, browsers then read what is left in the queue and its dead-letter queue and note it
+    (``browse_what_is_left``), so ``total_queue`` can tell a message still queued from a lost one
+    without asking the queue. A run its clients settled needs no browse and is unchanged by it.
+    """
     sim = Simulation(seed=seed, strategy=strategy, faults=faults)
-    spawn_broker_scenario(sim, scenario, queue_factory)
+    queue, dead_letters = _spawn_broker_actors(sim, scenario, queue_factory, consumer_factory)
     result = sim.run(max_steps=max_steps)
+    if result.quiet and sim.tracer is not None and unsettled_by_clients(sim.trace):
+        browse_what_is_left(sim, ((queue, False), (dead_letters, True)))
+        more = sim.run(max_steps=max_steps - result.steps)
+        result = RunResult(steps=result.steps + more.steps, time=more.time, quiet=more.quiet)
     sim.shutdown()
     return sim, result
 
 
-_CHECKERS = {
+def _total_queue(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
+    return total_queue(trace)
+
+
+_CHECKERS: dict[str, Callable[[SharedTrace, str], CheckResult]] = {
+    "total_queue": _total_queue,
     "accounting": accounting,
     "drained": drained,
     "strict_order": strict_order,
@@ -320,6 +404,12 @@ _CHECKERS = {
 
 
 def check_broker_run(trace: list[TraceEvent], scenario: BrokerScenario) -> list[CheckResult]:
-    """Run every checker that applies to ``scenario`` over the main queue's story."""
+    """Run every checker that applies to ``scenario`` over the main queue's story.
+
+    A checker that raises fails the run with what it raised (``guarded``); the others still judge it.
+    """
     shared = SharedTrace(trace)  # the queue's story is read once for all of them
-    return [_CHECKERS[name](shared, QUEUE) for name in scenario.checkers_that_apply()]
+    results: list[CheckResult] = []
+    for name in scenario.checkers_that_apply():
+        results += guarded(name, _CHECKERS[name], shared, QUEUE)
+    return results

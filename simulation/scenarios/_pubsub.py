@@ -49,6 +49,7 @@ from conveyor.simulation.checkers import (
     drained,
     exactly_once,
     group_exclusivity,
+    guarded,
     no_confirmed_loss,
     queue_paths,
     strict_order,
@@ -360,20 +361,27 @@ def _publisher(
 def check_pubsub_run(trace: list[TraceEvent], scenario: PubSubScenario) -> list[CheckResult]:
     """The clients' promises (acks from receivers, exactly-once, no confirmed loss), then the broker's per queue.
 
+    A checker that raises fails the run with what it raised (``guarded``); the others still judge it.
+
     Every queue under the registry gets ``accounting``, ``drained`` and ``strict_order``, and
     ``group_exclusivity`` where some subscription orders; a queue's violations name its path.
     """
     terms = scenario.terms()
     # A wrong settlement is often what loses a message: the checkers naming a cause come first, and
     # the first that fails is the one a shrink keeps failing.
-    results = [acks_from_receivers(trace), exactly_once(trace, terms), no_confirmed_loss(trace, terms)]
+    results = guarded("acks_from_receivers", acks_from_receivers, trace)
+    results += guarded("exactly_once", exactly_once, trace, terms)
+    results += guarded("no_confirmed_loss", no_confirmed_loss, trace, terms)
     shared = SharedTrace(trace)
     ordered = any(plan.ordering for plan in scenario.subscriptions)
+    checkers: list[tuple[str, Callable[[SharedTrace, str], CheckResult]]] = [
+        ("accounting", accounting), ("drained", drained), ("strict_order", strict_order)]
+    if ordered:
+        checkers.append(("group_exclusivity", group_exclusivity))
     for path in queue_paths(shared):
-        checks = [accounting(shared, path), drained(shared, path), strict_order(shared, path)]
-        if ordered:
-            checks.append(group_exclusivity(shared, path))
-        results.extend(_at(path, result) for result in checks)
+        for name, check in checkers:
+            found = guarded(name, check, shared, path)
+            results.extend(_at(path, result) for result in found)
     return results
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal, final
 import attrs
 
 from conveyor.actors.broker import (
+    ConsumerActor,
     Delivered,
     EntryEnqueued,
     EntryReturned,
@@ -45,12 +46,21 @@ from conveyor.simulation import (
     never_acks,
     strategy_from_name,
 )
-from conveyor.simulation.checkers import CheckResult, fairness, jain_index, liveness, queue_paths
+from conveyor.simulation.checkers import (
+    CheckResult,
+    before_final_browse,
+    fairness,
+    guarded,
+    jain_index,
+    liveness,
+    queue_paths,
+)
 
 from ._broker import (
     QUEUE,
     BrokerScenario,
     ClientPolicy,
+    ConsumerFactory,
     QueueFactory,
     check_broker_run,
     random_broker_scenario,
@@ -77,11 +87,13 @@ Workload = BrokerScenario | SubscriberScenario | PubSubScenario
 class Variant:
     """A planted-bug or test variant of a scenario's actors (``None``: the real ones).
 
-    ``queue`` swaps a broker scenario's queue, ``manager`` a subscriber scenario's manager,
-    ``topic`` and ``subscription`` the Pub/Sub front's topic and subscription actors.
+    ``queue`` swaps a broker scenario's queue, ``consumer`` its clients' consumers, ``manager`` a
+    subscriber scenario's manager, ``topic`` and ``subscription`` the Pub/Sub front's topic and
+    subscription actors.
     """
 
     queue: QueueFactory | None = None
+    consumer: ConsumerFactory | None = None
     manager: ManagerFactory | None = None
     topic: TopicFactory | None = None
     subscription: SubscriptionFactory | None = None
@@ -190,12 +202,16 @@ def _liveness_checks(trace: list[TraceEvent], workload: Workload) -> list[CheckR
     results: list[CheckResult] = []
     paths = _queues(trace, workload)
     for path in paths:
-        found = liveness(trace, path, within, prefetch=prefetch)
+        found = guarded("liveness", _liveness_of, trace, path, within, prefetch)
         if len(paths) > 1:  # name the queue in each violation
             found = [r if r.ok else attrs.evolve(r, violations=tuple(f"{path}: {v}" for v in r.violations))
                      for r in found]
         results.extend(found)
     return results
+
+
+def _liveness_of(trace: list[TraceEvent], path: str, within: float, prefetch: int | None) -> list[CheckResult]:
+    return liveness(trace, path, within, prefetch=prefetch)
 
 
 def _fairness_check(trace: list[TraceEvent], workload: Workload) -> list[CheckResult]:
@@ -488,7 +504,7 @@ def queue_figures(trace: Iterable[TraceEvent], queue_path: str | tuple[str, ...]
     enqueued_at: dict[tuple[str, int], float] = {}
     latencies: list[float] = []
     per_consumer: Counter[tuple[str, int]] = Counter()
-    for event in trace:
+    for event in before_final_browse(trace):  # the run's traffic, not the clients' closing read
         message = event.message
         sender = event.sender
         if sender is None or (sender != single if single is not None else sender not in paths):
@@ -537,7 +553,8 @@ def simulate_workload(
     variant = variant or Variant()
     if isinstance(workload, BrokerScenario):
         return run_broker_simulation(
-            workload, seed, strategy, max_steps=max_steps, queue_factory=variant.queue or QueueActor, faults=faults
+            workload, seed, strategy, max_steps=max_steps, queue_factory=variant.queue or QueueActor, faults=faults,
+            consumer_factory=variant.consumer or ConsumerActor,
         )
     if isinstance(workload, PubSubScenario):
         return run_pubsub_simulation(
@@ -547,6 +564,27 @@ def simulate_workload(
     return run_subscriber_simulation(
         workload, seed, strategy, max_steps=max_steps, manager=variant.manager, faults=faults
     )
+
+
+def _judge(spec: ScenarioSpec, trace: list[TraceEvent], work: Workload, plan: str) -> list[CheckResult]:
+    """Every verdict on a run: its family's checkers, the liveness monitors, the spec's extra checks.
+
+    Each checker is ``guarded``: one that raises on this trace becomes a failing verdict naming it
+    and its exception, and the run's other verdicts stand (a ``KeyError`` in one monitor once
+    stopped a whole sweep, hiding every finding of every other run).
+    """
+    family: Callable[..., list[CheckResult]]
+    if isinstance(work, BrokerScenario):
+        family = check_broker_run
+    elif isinstance(work, PubSubScenario):
+        family = check_pubsub_run
+    else:
+        family = check_subscriber_run
+    results = guarded(f"{spec.family} checkers", family, trace, work)
+    results += guarded("liveness", _liveness_checks, trace, work)
+    if spec.extra_checks is not None and plan == "none":
+        results += guarded(f"{spec.name} checks", spec.extra_checks, trace, work)
+    return results
 
 
 def run_scenario(
@@ -560,6 +598,7 @@ def run_scenario(
     variant: Variant | None = None,
     workload: Workload | None = None,
     max_steps: int = 500_000,
+    hash_trace: bool = True,
 ) -> ScenarioRun:
     """Run scenario ``name`` with ``seed`` under a strategy and a fault plan; check it; report.
 
@@ -573,6 +612,9 @@ def run_scenario(
         variant: swap in planted-bug actors.
         workload: run this workload instead of the one the seed draws (shrinking uses it).
         max_steps: give up after this many deliveries.
+        hash_trace: compute the report's ``trace_hash`` (a fifth of a run's cost); ``False`` leaves it
+            ``""``, for callers that never show it (``conveyor simulate``: its failures print the
+            replay command, and ``conveyor replay`` prints the hash).
 
     Raises:
         ValueError: an unknown scenario, strategy or fault plan, or a bad depth.
@@ -587,15 +629,7 @@ def run_scenario(
     work, fault_plan = draw_faults(spec, work, seed, plan)
     sim, result = simulate_workload(work, seed, chosen, fault_plan, variant, max_steps)
     trace = sim.trace
-    if isinstance(work, BrokerScenario):
-        results = check_broker_run(trace, work)
-    elif isinstance(work, PubSubScenario):
-        results = check_pubsub_run(trace, work)
-    else:
-        results = check_subscriber_run(trace, work)
-    results += _liveness_checks(trace, work)
-    if spec.extra_checks is not None and plan == "none":
-        results += spec.extra_checks(trace, work)
+    results = _judge(spec, trace, work, plan)
     violations = tuple(f"{r.checker}: {line}" for r in results if not r.ok for line in r.violations)
     if not result.quiet:
         violations += (f"run: stopped after {result.steps} steps at t={result.time:g} without going quiet",)
@@ -606,7 +640,7 @@ def run_scenario(
         redelivered=figures.redelivered, dead_lettered=figures.dead_lettered,
         max_outstanding=figures.max_outstanding, consumers=figures.consumers, fairness=figures.fairness,
         latency_p50_ms=_percentile(figures.latencies_ms, 0.5), latency_p99_ms=_percentile(figures.latencies_ms, 0.99),
-        violations=violations, trace_hash=sim.trace_hash(),
+        violations=violations, trace_hash=sim.trace_hash() if hash_trace else "",
         replay_command=replay_command(name, seed, strategy, depth, plan),
     )
     return ScenarioRun(report, sim, work, tuple(results))

@@ -19,7 +19,16 @@ from typing import Any, final
 
 import attrs
 
-from conveyor.actors.broker import EntrySettled, Message, PublishBatch, QueueActor, QueueConfig, RetryPolicy
+from conveyor.actors.broker import (
+    BatchPublished,
+    EntrySettled,
+    Message,
+    PublishBatch,
+    Published,
+    QueueActor,
+    QueueConfig,
+    RetryPolicy,
+)
 from conveyor.actors.subscriber import (
     CALLBACKS_PER_JOB,
     Cancel,
@@ -28,16 +37,26 @@ from conveyor.actors.subscriber import (
     SubscriberMessage,
     subscribe,
 )
-from conveyor.runtime import Actor, ActorRef, EventKind, TraceEvent
+from conveyor.runtime import Actor, ActorRef, ActorSystemBase, EventKind, TraceEvent
 from conveyor.simulation import Fault, Pause, RunResult, Simulation, Strategy
 from conveyor.simulation.checkers import (
     CheckResult,
+    ClientAnswer,
+    DeliveryReceived,
+    DeliverySettled,
+    EnqueueAnswered,
+    EnqueueSent,
     all_settled,
     flow_bound,
+    guarded,
     lease_validity,
     no_loss,
     ordering_keys,
+    total_queue,
+    unsettled_by_clients,
 )
+
+from ._final_browse import browse_what_is_left
 
 QUEUE = "/queue"
 SUBSCRIPTION = "sub"
@@ -112,23 +131,61 @@ class SubscriberScenario:
         return f"/{SUBSCRIPTION}", f"/{RESTARTED}"
 
 
-def scenario_callback(seed: int, scenario: SubscriberScenario) -> Callable[[SubscriberMessage], None]:
+def scenario_callback(
+    seed: int, scenario: SubscriberScenario, history: Callable[[object], None] | None = None
+) -> Callable[[SubscriberMessage], None]:
     """The user callback of a run: raise, nack or ack, as drawn from ``(seed, ack id, attempt)``.
 
     The draw uses its own ``random.Random``, so it depends on neither the schedule nor the
-    worker thread, and a message's fate on one attempt is the same on every backend.
+    worker thread, and a message's fate on one attempt is the same on every backend. With
+    ``history`` (``CallbackHistory.record``) the callback writes what it was given and what it
+    answered (``DeliveryReceived``, ``DeliverySettled``), the user's side of the run that
+    ``total_queue`` judges; it knows its message by the data, which begins with the message id.
     """
 
     def callback(message: SubscriberMessage) -> None:
         draw = random.Random(f"{seed}:{message.ack_id}:{message.delivery_attempt}").random()
-        if draw < scenario.fail:
+        answer: ClientAnswer = "raised" if draw < scenario.fail else "nack" if draw < scenario.fail + scenario.nack \
+            else "ack"
+        if history is not None:
+            consumer_id = int(message.ack_id.partition(":")[0])
+            message_id = message.data.partition(b".")[0].decode()
+            attempt = message.delivery_attempt
+            history(DeliveryReceived(QUEUE, consumer_id, message.tag, message_id, attempt))
+            history(DeliverySettled(QUEUE, consumer_id, message.tag, message_id, attempt, answer))
+        if answer == "raised":
             raise CallbackFailure(f"scenario callback fails on {message.ack_id} attempt {message.delivery_attempt}")
-        if draw < scenario.fail + scenario.nack:
+        if answer == "nack":
             message.nack()
         else:
             message.ack()
 
     return callback
+
+
+HISTORY = "/callbacks"
+"""The path a run's user callbacks write their history under (no actor lives there)."""
+
+
+@final
+class CallbackHistory:
+    """Where a run's user callbacks write their history: notes in the system's trace, under ``HISTORY``.
+
+    A callback runs on a worker, outside every actor, and it is a client like any publisher or
+    consumer client: what it was given and what it answered belong in the clients' history. It
+    cannot use a context, so ``record`` appends the note to the trace itself (a list append, which
+    a real system's worker threads may share), stamped with the system's clock. No actor is
+    spawned for it, so a run's deliveries and schedule are those it had without the history.
+    """
+
+    def __init__(self, system: ActorSystemBase) -> None:
+        self.system = system
+
+    def record(self, note: object) -> None:
+        """Add ``note`` to the trace, as a note of ``HISTORY``, if the system traces."""
+        system = self.system
+        if system.tracer is not None:
+            system.trace.append(TraceEvent(EventKind.NOTE, system.now(), HISTORY, None, note))
 
 
 @final
@@ -170,11 +227,15 @@ class _Burst:
 
 @final
 class BurstPublisher(Actor):
-    """Publishes the scenario's messages in bursts (one ``PublishBatch`` each), keys and sizes from ``ctx.random``."""
+    """Publishes the scenario's messages in bursts (one ``PublishBatch`` each), keys and sizes from ``ctx.random``.
+
+    When the system traces, it writes its history (``EnqueueSent``, ``EnqueueAnswered``).
+    """
 
     def __init__(self, queue: ActorRef, scenario: SubscriberScenario) -> None:
         self.queue = queue
         self.scenario = scenario
+        self.queue_path = str(queue.path)
 
     def on_start(self) -> None:
         """Plan every burst as a timer."""
@@ -184,7 +245,13 @@ class BurstPublisher(Actor):
             self.ctx.schedule(index * scenario.burst_gap_s, _Burst(first, count))
 
     def receive(self, message: Any) -> None:
-        """Publish one burst (the queue's confirm is ignored)."""
+        """Publish one burst, or note the queue's answer to one."""
+        if type(message) is BatchPublished:
+            if self.ctx.tracing:
+                confirmed = tuple(o.message_id for o in message.outcomes if type(o) is Published)
+                refused = tuple(o.message_id for o in message.outcomes if type(o) is not Published)
+                self.ctx.note(EnqueueAnswered(self.queue_path, confirmed, refused))
+            return
         if not isinstance(message, _Burst):
             return
         scenario = self.scenario
@@ -196,6 +263,8 @@ class BurstPublisher(Actor):
             key = rng.randrange(scenario.keys + 1)  # ``keys`` ordering keys, or none
             group = f"k{key}" if key < scenario.keys else None
             batch.append(Message(name.ljust(size, b"."), group=group, message_id=f"m{index}"))
+        if self.ctx.tracing:
+            self.ctx.note(EnqueueSent(self.queue_path, tuple(m.message_id for m in batch)))
         self.ctx.send(self.queue, PublishBatch(tuple(batch)))
 
 
@@ -205,10 +274,10 @@ ManagerFactory = Callable[..., StreamingPullManager]
 
 def _subscribe(
     sim: Simulation, queue: ActorRef, scenario: SubscriberScenario, seed: int, name: str,
-    manager: ManagerFactory | None,
+    manager: ManagerFactory | None, history: CallbackHistory,
 ) -> ActorRef:
     """Start the scenario's subscription as ``/name`` (through ``subscribe``, or a variant manager); its manager."""
-    callback = scenario_callback(seed, scenario)
+    callback = scenario_callback(seed, scenario, history.record)
     if manager is None:
         return subscribe(sim, queue, callback, flow_control=scenario.flow, workers=scenario.workers, name=name).manager
     return sim.spawn(
@@ -264,7 +333,8 @@ def run_subscriber_simulation(
         durable=scenario.durable,
     )
     queue = sim.spawn(lambda: QueueActor(config), name="queue")
-    managers = [_subscribe(sim, queue, scenario, seed, SUBSCRIPTION, manager)]
+    history = CallbackHistory(sim)
+    managers = [_subscribe(sim, queue, scenario, seed, SUBSCRIPTION, manager, history)]
     sim.spawn(lambda: BurstPublisher(queue, scenario), name="publisher")
     crash_at = scenario.crash_at
     restart_at = None if crash_at is None else crash_at + scenario.restart_after_s
@@ -282,7 +352,7 @@ def run_subscriber_simulation(
             sim.stop(managers[0])  # the process dies: its children with it, callbacks unfinished
         if crash_at is None and restart_at is not None and sim.now() >= restart_at:
             restart_at = None
-            managers.append(_subscribe(sim, queue, scenario, seed, RESTARTED, manager))
+            managers.append(_subscribe(sim, queue, scenario, seed, RESTARTED, manager, history))
         seen = _collect_settled(sim.trace, seen, settled)
         if len(settled) >= scenario.messages and crash_at is None and restart_at is None:
             break
@@ -290,19 +360,28 @@ def run_subscriber_simulation(
         if ref.is_alive:
             ref.tell(Cancel())
     final = sim.run(max_steps=max(0, max_steps - steps))
+    steps += final.steps
+    if final.quiet and unsettled_by_clients(sim.trace):  # the clients left something open: read what is left
+        browse_what_is_left(sim, ((queue, False), (dead_letters, True)))
+        final = sim.run(max_steps=max(0, max_steps - steps))
+        steps += final.steps
     sim.shutdown()
-    return sim, RunResult(steps=steps + final.steps, time=sim.now(), quiet=final.quiet)
+    return sim, RunResult(steps=steps, time=sim.now(), quiet=final.quiet)
 
 
 def check_subscriber_run(trace: list[TraceEvent], scenario: SubscriberScenario) -> list[CheckResult]:
-    """Every subscriber checker over the run: per subscription, then for the queue as a whole."""
+    """Every subscriber checker over the run: the clients' total queue, per subscription, then the queue as a whole.
+
+    A checker that raises fails the run with what it raised (``guarded``); the others still judge it.
+    """
     results: list[CheckResult] = []
     for path in scenario.subscription_paths():
-        results.append(flow_bound(trace, path, scenario.flow))
-        results.append(ordering_keys(trace, path))
-        results.append(lease_validity(trace, QUEUE, path, scenario.flow))
-    results.append(no_loss(trace, QUEUE))
-    results.append(all_settled(trace, QUEUE))
+        results += guarded("flow_bound", flow_bound, trace, path, scenario.flow)
+        results += guarded("ordering_keys", ordering_keys, trace, path)
+        results += guarded("lease_validity", lease_validity, trace, QUEUE, path, scenario.flow)
+    results += guarded("no_loss", no_loss, trace, QUEUE)
+    results += guarded("all_settled", all_settled, trace, QUEUE)
+    results += guarded("total_queue", total_queue, trace)  # last: the others name a cause
     return results
 
 

@@ -22,9 +22,19 @@ EXPECTED_KEYS = (
     "ratio_sim_raw_vs_kernel",
     "kernel_deliveries_per_s",
     "deliveries_per_schedule",
+    "checked_deliveries_per_s",
+    "checked_schedules_per_min",
+    "ratio_checked_vs_raw",
+    "bare_schedules_per_hour",
+    "checked_schedules_per_hour",
+    "ratio_checked_vs_bare_per_hour",
+    "spark_schedules_per_hour",
+    "spark_cores",
+    "spark_startup_s",
+    "ratio_spark_vs_bare_per_hour",
 )
 
 
 def test_main_reports_every_figure() -> None:
-    figures = main(seeds=2, repeat=1)
+    figures = main(seeds=2, repeat=1, spark_seeds=4)
     assert_figures(figures, EXPECTED_KEYS, every_figure=True)

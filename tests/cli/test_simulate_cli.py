@@ -25,7 +25,7 @@ def _flat(text: str) -> str:
 
 
 def test_simulate_runs_the_seeds_and_prints_a_summary_table() -> None:
-    result = runner.invoke(app, ["simulate", "fairness", "--seeds", "3", "--first-seed", "4"])
+    result = runner.invoke(app, ["simulate", "fairness", "--seeds", "3", "--first-seed", "4", "--strategy", "random"])
     assert result.exit_code == 0, result.output
     row = next(line for line in result.output.splitlines() if line.startswith("│ fairness"))
     cells = [cell.strip() for cell in row.strip("│").split("│")]

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+import attrs
 
 from conveyor.actors.broker import (
+    ConsumerActor,
     ConsumerLists,
     ConsumerManagerActor,
     DeliveryError,
     EntryList,
     Message,
+    PublishRejected,
     QueueActor,
     QueueConfig,
 )
@@ -189,3 +194,50 @@ class UnjournaledAcks(QueueActor):
         super().on_start()
         if "ack" in vars(self.entries):
             del self.entries.ack  # back to the class's method: acks reach the core, not the journal
+
+
+class _Vanished(NamedTuple):
+    """What ``SilentDrop`` confirms instead of an entry: only the tag an entry would have had."""
+
+    seq: int
+
+
+class SilentDrop(QueueActor):
+    """Broken: the queue confirms its fourth publish without enqueuing it, so it notes nothing of it either.
+
+    The publisher is told its message is in the queue; no consumer is ever given it, and the
+    queue's own notes (``EntryEnqueued``, ``QueueClosed``) never mention it, so ``accounting``,
+    which balances those notes, finds nothing wrong. Only the clients' history shows the loss.
+    """
+
+    DROPPED = 4
+
+    def __init__(self, config: QueueConfig) -> None:
+        super().__init__(config)
+        self.publishes = 0
+
+    def _enqueue(self, payload: Message, immediate: bool) -> Entry | PublishRejected:
+        self.publishes += 1
+        if self.publishes == self.DROPPED:
+            return _Vanished(1_000_000 + self.publishes)  # type: ignore[return-value]
+        return super()._enqueue(payload, immediate)
+
+
+class MisdeclaredConsumer(ConsumerActor):  # type: ignore[misc]  # a planted bug may break a final class
+    """Broken: an acquiring client's consumer declares itself a browser when it subscribes.
+
+    It behaves as an acquiring consumer towards its client (credit, acks), but the queue serves
+    it as the declaration says: browse deliveries, which take nothing, so another consumer is
+    given the same messages at the same time and both clients process them. Every checker that
+    reads the queue's roster believes the declaration and skips the liar's deliveries
+    (``accounting``'s one-holder rule is for acquiring consumers only); the clients' history,
+    where each client says what it meant to do, shows one delivery taken twice.
+    """
+
+    def _subscribe(self, attempt: int) -> None:
+        meant = self.settings
+        self.settings = attrs.evolve(meant, acquiring=False)  # what it tells the queue ...
+        try:
+            super()._subscribe(attempt)
+        finally:
+            self.settings = meant  # ... and what it does

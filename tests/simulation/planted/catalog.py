@@ -1,4 +1,4 @@
-"""The planted bugs of issues 5 and 15, each with the registry scenario that exposes it and a seed budget.
+"""The planted bugs of issues 5, 15 and 17, each with the registry scenario that exposes it and a seed budget.
 
 One table shared by the tests (``test_planted.py``) and the measurement of seeds-to-find
 (``seeds_to_find.py``), so both judge the same variants on the same scenarios.
@@ -67,6 +67,14 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "unjournaled-acks", "a durable queue does not journal acks: after a crash acked messages return",
         "queue-crash", Variant(queue=broker.UnjournaledAcks), budget=5, checkers=frozenset({"accounting"}),
+    ),
+    PlantedBug(
+        "silent-drop", "the queue confirms a publish it never enqueued, and leaves no note of it (issue 17, item 3)",
+        "fairness", Variant(queue=broker.SilentDrop), budget=5, checkers=frozenset({"total_queue"}),
+    ),
+    PlantedBug(
+        "misdeclared-consumer", "an acquiring client's consumer subscribes as a browser (issue 17, item 3)",
+        "fairness", Variant(consumer=broker.MisdeclaredConsumer), budget=5, checkers=frozenset({"total_queue"}),
     ),
     PlantedBug(
         "key-released-on-ack", "an ordering key's next message is released on ack, not on callback end",

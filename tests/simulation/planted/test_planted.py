@@ -1,4 +1,4 @@
-"""Proof of power (issue 5): each planted bug is found by the default strategy within its seed budget
+"""Proof of power (issues 5 and 17): each planted bug is found by the default portfolio within its seed budget
 and shrinks to a story of at most 15 deliveries; the real actors pass the same runs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from conveyor.simulation.scenarios import ScenarioRun, run_scenario, shrink
+from conveyor.simulation.scenarios import ScenarioRun, portfolio_choice, run_portfolio, run_scenario, shrink
 
 from .catalog import PLANTED, PlantedBug, checkers_of
 
@@ -25,23 +25,24 @@ def _quiet_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
 
 @functools.cache
 def _first_failure(bug: PlantedBug) -> ScenarioRun | None:
-    """The first failing run of the bug's scenario with its variant, under the default strategy (random walk)."""
+    """The first failing run of the bug's scenario with its variant, under the default portfolio."""
     for seed in range(bug.budget):
-        run = run_scenario(bug.scenario, seed, variant=bug.variant)
+        run = run_portfolio(bug.scenario, seed, variant=bug.variant)
         if not run.report.ok:
             return run
     return None
 
 
 @pytest.mark.parametrize("bug", PLANTED, ids=lambda bug: bug.name)
-def test_the_default_strategy_finds_it_within_its_budget(bug: PlantedBug) -> None:
+def test_the_default_portfolio_finds_it_within_its_budget(bug: PlantedBug) -> None:
     run = _first_failure(bug)
     assert run is not None, f"{bug.name}: not found in {bug.budget} seeds of {bug.scenario!r}"
     report = run.report
-    assert report.strategy == "random"
+    choice = portfolio_choice(bug.scenario, report.seed)
+    assert (report.strategy, report.faults) == (choice.strategy, choice.faults)
     found = checkers_of(report.violations)
     assert found & bug.checkers, f"{bug.name}: found by {sorted(found)}, expected one of {sorted(bug.checkers)}"
-    healthy = run_scenario(bug.scenario, report.seed)
+    healthy = run_portfolio(bug.scenario, report.seed)
     assert healthy.report.ok, healthy.report.violations  # the bug is the variant's, not the scenario's
 
 
@@ -49,13 +50,15 @@ def test_the_default_strategy_finds_it_within_its_budget(bug: PlantedBug) -> Non
 def test_it_shrinks_to_at_most_15_delivery_steps(bug: PlantedBug) -> None:
     run = _first_failure(bug)
     assert run is not None
-    result = shrink(bug.scenario, run.report.seed, variant=bug.variant, max_runs=bug.shrink_runs)
+    report = run.report
+    result = shrink(bug.scenario, report.seed, strategy=report.strategy, depth=report.depth, faults=report.faults,
+                    variant=bug.variant, max_runs=bug.shrink_runs)
     assert result.checker in bug.checkers
     assert result.deliveries <= MAX_SHRUNK_DELIVERIES, "\n".join(result.story)
     assert result.deliveries <= result.original_deliveries
     assert any(line.startswith(f"{result.checker}:") for line in result.report.violations)
     again = run_scenario(
-        bug.scenario, run.report.seed, variant=bug.variant, workload=result.workload, schedule=result.schedule,
+        bug.scenario, report.seed, variant=bug.variant, workload=result.workload, schedule=result.schedule,
         faults=result.report.faults,
     )
     assert result.checker in checkers_of(again.report.violations)  # the short story replays
