@@ -298,8 +298,9 @@ class SegmentLog:
     # -- garbage collection ---------------------------------------------------------------------
 
     def collect_garbage(self, threshold: float = 0.5) -> Collected:
-        """Compact every closed segment whose live bytes are under ``threshold`` of its size.
+        """Compact every segment whose live bytes are under ``threshold`` of its size.
 
+        A sparse active segment is sealed first (appends go on in a new one).
         Each batch of sparse segments is copied (live records only) into a new segment, which is
         made durable under its final name before the sources are deleted. Repeats until no segment
         qualifies (deleting a segment can kill the tombstones that cancelled puts in it).
@@ -312,7 +313,11 @@ class SegmentLog:
         removed: list[int] = []
         written: list[int] = []
         copied = 0
-        while batch := self._table.next_compaction(threshold, {self._active} | self._damaged, self._segment_size):
+        if self._active_end and self._table.live_fraction(self._active) < threshold:
+            self._rotate()  # seal a sparse active segment so that it can be compacted too
+        while batch := self._table.next_compaction(
+            threshold, {self._active, *self._damaged, *written}, self._segment_size,  # outputs wait: this ends
+        ):
             output, count = self._compact(batch)
             removed.extend(batch)
             written.extend([output] if output is not None else [])
