@@ -300,7 +300,8 @@ class SegmentLog:
     def collect_garbage(self, threshold: float = 0.5) -> Collected:
         """Compact every segment whose live bytes are under ``threshold`` of its size.
 
-        A sparse active segment is sealed first (appends go on in a new one).
+        It syncs first (so what survives a crash is always every write up to some point), and seals
+        a sparse active segment (appends go on in a new one).
         Each batch of sparse segments is copied (live records only) into a new segment, which is
         made durable under its final name before the sources are deleted. Repeats until no segment
         qualifies (deleting a segment can kill the tombstones that cancelled puts in it).
@@ -309,6 +310,7 @@ class SegmentLog:
         return self._guarded(self._collect, threshold)
 
     def _collect(self, threshold: float) -> Collected:
+        self._sync()  # a copy must never make a delete durable before the writes that preceded it
         before = self._table.stats().total_bytes
         removed: list[int] = []
         written: list[int] = []
