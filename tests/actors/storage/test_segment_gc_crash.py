@@ -9,17 +9,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conveyor.actors.storage import SegmentLog
+from conveyor.actors.storage import FileSystem, SegmentLog
 
 from .helpers import InjectedCrash, RecordingFileSystem, crash, key
 
-OPTIONS = {"segment_size": 600, "flush_bytes": 256}
+
+def open_log(directory: Path, fs: FileSystem | None = None) -> SegmentLog:
+    """The log under test: small segments and a small buffer, so a GC has many steps."""
+    return SegmentLog(directory, segment_size=600, flush_bytes=256, fs=fs)
 
 
 def prepare(directory: Path, count: int, deleted: set[int]) -> dict[bytes, bytes]:
     """A synced log with ``count`` puts, the ``deleted`` ones deleted; returns the live set."""
     live = {}
-    with SegmentLog(directory, **OPTIONS) as log:
+    with open_log(directory) as log:
         for i in range(count):
             log.put(key(i), b"value-%d-" % i * (1 + i % 5))
             live[key(i)] = b"value-%d-" % i * (1 + i % 5)
@@ -34,7 +37,7 @@ def operations_of_gc(directory: Path, threshold: float) -> list[str]:
     trial = directory.with_name(directory.name + "-trial")
     shutil.copytree(directory, trial)
     fs = RecordingFileSystem()
-    with SegmentLog(trial, fs=fs, **OPTIONS) as log:
+    with open_log(trial, fs) as log:
         fs.operations.clear()
         log.collect_garbage(threshold)
         return list(fs.operations)
@@ -44,7 +47,7 @@ def crash_gc_at(source: Path, target: Path, threshold: float, step: int) -> None
     """Copy ``source`` to ``target`` and run a GC there that dies before its ``step``-th disk operation."""
     shutil.copytree(source, target)
     fs = RecordingFileSystem()
-    log = SegmentLog(target, fs=fs, **OPTIONS)
+    log = open_log(target, fs)
     fs.operations.clear()
     fs.fail_at = step
     with pytest.raises(InjectedCrash):
@@ -60,11 +63,11 @@ def test_a_crash_before_any_operation_of_gc_loses_no_live_record(tmp_path: Path)
     for step in range(len(operations)):
         target = tmp_path / f"crash-{step}"
         crash_gc_at(source, target, 0.6, step)
-        with SegmentLog(target, **OPTIONS) as log:
+        with open_log(target) as log:
             assert dict(log.items()) == live, f"crash before operation {step} ({operations[step]})"
             assert log.recovery.damaged == ()
             log.collect_garbage(0.6)
-        with SegmentLog(target, **OPTIONS) as log:
+        with open_log(target) as log:
             assert dict(log.items()) == live, f"crash before operation {step}, then a full GC"
 
 
@@ -79,7 +82,7 @@ def test_a_crash_during_the_recovery_that_finishes_a_gc_loses_nothing_either(tmp
         crash_gc_at(source, interrupted, 0.6, step)
         probe = RecordingFileSystem()
         shutil.copytree(interrupted, tmp_path / f"gc-{step}-probe")
-        probe_log = SegmentLog(tmp_path / f"gc-{step}-probe", fs=probe, **OPTIONS)
+        probe_log = open_log(tmp_path / f"gc-{step}-probe", probe)
         recovery_operations = len(probe.operations)
         assert probe_log.recovery.finished_compactions, "the crash left sources behind"
         probe_log.close()
@@ -87,8 +90,8 @@ def test_a_crash_during_the_recovery_that_finishes_a_gc_loses_nothing_either(tmp
             target = tmp_path / f"gc-{step}-recovery-{recovery_step}"
             shutil.copytree(interrupted, target)
             with pytest.raises(InjectedCrash):
-                SegmentLog(target, fs=RecordingFileSystem(fail_at=recovery_step), **OPTIONS)
-            with SegmentLog(target, **OPTIONS) as log:
+                open_log(target, RecordingFileSystem(fail_at=recovery_step))
+            with open_log(target) as log:
                 assert dict(log.items()) == live, (step, recovery_step)
             checked += 1
     assert checked > 0
@@ -112,5 +115,5 @@ def test_random_workloads_survive_a_crash_at_a_random_point_of_gc(
         return
     step = data.draw(st.integers(min_value=0, max_value=len(operations) - 1), label="step")
     crash_gc_at(source, base / "crashed", threshold, step)
-    with SegmentLog(base / "crashed", **OPTIONS) as log:
+    with open_log(base / "crashed") as log:
         assert dict(log.items()) == live

@@ -16,10 +16,10 @@ def segment_files(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.seg"))
 
 
-def fill(directory: Path, count: int, **options: int) -> dict[bytes, bytes]:
+def fill(directory: Path, count: int, segment_size: int = 1 << 20) -> dict[bytes, bytes]:
     """A synced and closed log of ``count`` records; returns what it holds."""
     stored = {key(i): b"body-%d-" % i * 7 for i in range(count)}
-    with SegmentLog(directory, **options) as log:
+    with SegmentLog(directory, segment_size=segment_size) as log:
         for name, value in stored.items():
             log.put(name, value)
     return stored

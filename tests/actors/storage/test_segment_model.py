@@ -26,11 +26,13 @@ class LogAgainstDict(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.directory = self.base / f"run-{next(self.runs)}"
-        self.options = {"segment_size": 160, "flush_bytes": 100}
-        self.log = SegmentLog(self.directory, **self.options)
+        self.log = self.open()
         self.model: dict[bytes, bytes] = {}
         self.durable: dict[bytes, bytes] = {}
         self.pending: list[tuple[bytes, bytes | None]] = []
+
+    def open(self) -> SegmentLog:
+        return SegmentLog(self.directory, segment_size=160, flush_bytes=100)
 
     @rule(name=st.sampled_from(KEYS), value=st.binary(max_size=60))
     def put(self, name: bytes, value: bytes) -> None:
@@ -69,7 +71,7 @@ class LogAgainstDict(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.log.close()
-        self.log = SegmentLog(self.directory, **self.options)
+        self.log = self.open()
         assert self.log.recovery.truncated == () and self.log.recovery.damaged == ()
         self.durable = dict(self.model)
         self.pending.clear()
@@ -77,7 +79,7 @@ class LogAgainstDict(RuleBasedStateMachine):
     @rule()
     def crash_and_recover(self) -> None:
         crash(self.log)
-        self.log = SegmentLog(self.directory, **self.options)
+        self.log = self.open()
         recovered = dict(self.log.items())
         candidates = [dict(self.durable)]
         for name, value in self.pending:
