@@ -10,12 +10,14 @@ from ._segment_codec import Compacted as Compacted
 from ._segment_codec import CorruptRecord as CorruptRecord
 from ._segment_codec import Damage as Damage
 from ._segment_codec import Delete as Delete
+from ._segment_codec import Heads as Heads
 from ._segment_codec import Put as Put
 from ._segment_codec import Scan as Scan
 from ._segment_codec import decode_entry as decode_entry
 from ._segment_codec import encode_entry as encode_entry
 from ._segment_codec import encode_records as encode_records
 from ._segment_codec import frame as frame
+from ._segment_codec import read_heads as read_heads
 from ._segment_codec import scan as scan
 from ._segment_codec import unframe as unframe
 from ._segment_files import FileSystem as FileSystem
@@ -37,6 +39,7 @@ __all__ = [
     "Damage",
     "Delete",
     "FileSystem",
+    "Heads",
     "OsFileSystem",
     "Put",
     "QueueIndex",
@@ -53,6 +56,7 @@ __all__ = [
     "encode_entry",
     "encode_records",
     "frame",
+    "read_heads",
     "scan",
     "unframe",
 ]

@@ -1,8 +1,9 @@
 """The segment record codec, with no I/O: frame, unframe and scan a byte buffer, find where it stops being valid.
 
-A segment file is a run of records, each ``length (u32 LE) | crc32 (u32 LE) | payload``. The CRC
-covers the length field and the payload, so a zero-filled tail (a file the kernel extended but never
-wrote) fails the check instead of reading as an empty record. The payload is one ``Entry``: a
+A segment file is a run of records, each ``crc32 (u32 LE) | length (u32 LE) | payload``. The CRC
+covers the length field and the payload (contiguous, so one ``crc32`` call checks a record), so a
+zero-filled tail (a file the kernel extended but never wrote) fails the check instead of reading as
+an empty record. The payload is one ``Entry``: a
 ``Put`` (key, value), a ``Delete`` (a tombstone naming the segment that held the put it cancels) or a
 ``Compacted`` (the first record of a segment written by garbage collection, naming its sources).
 Every put and delete carries a sequence number: recovery resolves a key by the highest one on disk,
@@ -21,7 +22,7 @@ import attrs
 from conveyor.runtime import ConveyorError
 
 HEADER: Final = struct.Struct("<II")
-"""A record's header: the payload's length, then the CRC32 of the length field and the payload."""
+"""A record's header: the CRC32 of the length field and the payload, then the payload's length."""
 _LENGTH: Final = struct.Struct("<I")
 MAX_PAYLOAD: Final = 1 << 30
 """The largest payload a record may hold (1 GiB): a longer length field is corruption, not data."""
@@ -113,7 +114,7 @@ def frame(payload: bytes) -> bytes:
         msg = f"payload length {len(payload)} is outside 1..{MAX_PAYLOAD}"
         raise ValueError(msg)
     length = _LENGTH.pack(len(payload))
-    return HEADER.pack(len(payload), zlib.crc32(payload, zlib.crc32(length))) + payload
+    return _LENGTH.pack(zlib.crc32(payload, zlib.crc32(length))) + length + payload
 
 
 def unframe(buffer: bytes | memoryview, offset: int = 0) -> memoryview:
@@ -127,7 +128,7 @@ def unframe(buffer: bytes | memoryview, offset: int = 0) -> memoryview:
     if problem is not None:
         msg = f"record at offset {offset}: {problem[1]}"
         raise CorruptRecord(msg)
-    length = _LENGTH.unpack_from(view, offset)[0]
+    length = _LENGTH.unpack_from(view, offset + 4)[0]
     return view[offset + HEADER.size : offset + HEADER.size + length]
 
 
@@ -136,13 +137,12 @@ def _check(view: memoryview, offset: int) -> tuple[bool, str] | None:
     available = len(view) - offset
     if available < HEADER.size:
         return True, f"header cut short: {available} of {HEADER.size} bytes"
-    length, crc = HEADER.unpack_from(view, offset)
+    crc, length = HEADER.unpack_from(view, offset)
     if length == 0 or length > MAX_PAYLOAD:
         return False, f"length field {length} is outside 1..{MAX_PAYLOAD}"
     if available - HEADER.size < length:
         return True, f"payload cut short: {available - HEADER.size} of {length} bytes"
-    body = view[offset + HEADER.size : offset + HEADER.size + length]
-    if zlib.crc32(body, zlib.crc32(view[offset : offset + 4])) != crc:
+    if zlib.crc32(view[offset + 4 : offset + HEADER.size + length]) != crc:
         return False, f"CRC mismatch over {length} payload bytes"
     return None
 
@@ -159,19 +159,71 @@ def scan(buffer: bytes | memoryview) -> Scan:
     spans: list[tuple[int, int]] = []
     offset = 0
     size = len(view)
+    unpack, crc32, header = HEADER.unpack_from, zlib.crc32, HEADER.size
     while offset < size:
-        problem = _check(view, offset)
-        if problem is not None:
-            runs_past_end, reason = problem
-            record_end = offset + HEADER.size + HEADER.unpack_from(view, offset)[0] if not runs_past_end else size
-            zero_tail = not bytes(view[offset:]).rstrip(b"\0")  # a file the kernel extended but never wrote
-            torn = runs_past_end or record_end >= size or zero_tail
-            kind: Literal["torn", "corrupt"] = "torn" if torn else "corrupt"
-            return Scan(tuple(spans), offset, Damage(offset, kind, reason, size - offset))
-        record = HEADER.size + _LENGTH.unpack_from(view, offset)[0]
-        spans.append((offset, record))
-        offset += record
+        if size - offset >= header:  # the common case inline: recovery scans every record
+            crc, length = unpack(view, offset)
+            end = offset + header + length
+            if 0 < length <= MAX_PAYLOAD and end <= size and crc32(view[offset + 4 : end]) == crc:
+                spans.append((offset, end - offset))
+                offset = end
+                continue
+        runs_past_end, reason = _check(view, offset) or (False, "unreachable")
+        record_end = size if runs_past_end else offset + header + _LENGTH.unpack_from(view, offset + 4)[0]
+        zero_tail = not bytes(view[offset:]).rstrip(b"\0")  # a file the kernel extended but never wrote
+        torn = runs_past_end or record_end >= size or zero_tail
+        kind: Literal["torn", "corrupt"] = "torn" if torn else "corrupt"
+        return Scan(tuple(spans), offset, Damage(offset, kind, reason, size - offset))
     return Scan(tuple(spans), offset, None)
+
+
+Head = tuple[int, int, int, bytes, int]
+"""A put or delete as recovery needs it: (offset, size, seq, key, target segment or -1 for a put)."""
+
+
+@final
+@attrs.frozen
+class Heads:
+    """What recovery reads from a segment's records: the compaction record it starts with, if any, and
+    every put's and delete's head; ``bad_offset`` and ``reason`` when a record passed its CRC but
+    is no entry (the segment is then treated as corrupt from there)."""
+
+    compacted: Compacted | None
+    heads: list[Head]
+    bad_offset: int | None
+    reason: str
+
+
+def read_heads(buffer: bytes | memoryview, spans: Iterable[tuple[int, int]]) -> Heads:
+    """The heads of the entries at ``spans`` (already checked by ``scan``), without copying values."""
+    view = memoryview(buffer)
+    heads: list[Head] = []
+    compacted = None
+    put_head, delete_head = _PUT_HEAD.unpack_from, _DELETE_HEAD.unpack_from
+    header = HEADER.size
+    for offset, size in spans:
+        start = offset + header
+        kind = view[start]
+        if kind == _PUT and size >= header + _PUT_HEAD.size:
+            _, seq, key_length = put_head(view, start)
+            key_start = start + _PUT_HEAD.size
+            if key_start + key_length <= offset + size:
+                heads.append((offset, size, seq, bytes(view[key_start : key_start + key_length]), -1))
+                continue
+        elif kind == _DELETE and size >= header + _DELETE_HEAD.size:
+            _, seq, target, key_length = delete_head(view, start)
+            key_start = start + _DELETE_HEAD.size
+            if key_start + key_length == offset + size:
+                heads.append((offset, size, seq, bytes(view[key_start : key_start + key_length]), target))
+                continue
+        try:
+            entry = decode_entry(view[start : offset + size])
+        except CorruptRecord as error:
+            return Heads(compacted, heads, offset, str(error))
+        if not isinstance(entry, Compacted) or heads or compacted is not None:
+            return Heads(compacted, heads, offset, f"unexpected {type(entry).__name__} entry inside a segment")
+        compacted = entry
+    return Heads(compacted, heads, None, "")
 
 
 def encode_entry(entry: Entry) -> bytes:

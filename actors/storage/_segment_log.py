@@ -25,7 +25,19 @@ import attrs
 
 from conveyor.runtime import ConveyorError
 
-from ._segment_codec import Compacted, CorruptRecord, Delete, Put, decode_entry, encode_entry, frame, scan, unframe
+from ._segment_codec import (
+    Compacted,
+    CorruptRecord,
+    Delete,
+    Heads,
+    Put,
+    decode_entry,
+    encode_entry,
+    frame,
+    read_heads,
+    scan,
+    unframe,
+)
 from ._segment_files import FileSystem, OsFileSystem
 from ._segment_table import Record, SegmentTable, TableStats
 
@@ -274,9 +286,21 @@ class SegmentLog:
         return sorted(self._table.keys(), key=self._table.location)
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every stored (key, value), in the order their records lie on disk (sequential reads)."""
-        for key in self.keys():
-            yield key, self.get(key)
+        """Every stored (key, value), a segment at a time: each file is read once, every record checked."""
+        self._check_open()
+        self._guarded(self._flush)
+        by_segment: dict[int, list[tuple[int, bytes]]] = {}
+        for key in list(self._table.keys()):
+            where = self._table.location(key)
+            by_segment.setdefault(where.segment, []).append((where.offset, key))
+        for segment in sorted(by_segment):
+            data = memoryview(self._guarded(self._fs.read, self._path(segment)))
+            for offset, key in sorted(by_segment[segment]):
+                entry = decode_entry(unframe(data, offset))
+                if not isinstance(entry, Put) or entry.key != key:
+                    msg = f"record for key {key!r} in segment {segment} at {offset} holds {entry!r}"
+                    raise CorruptRecord(msg)
+                yield key, entry.value
 
     def stats(self) -> TableStats:
         """Segments, live keys and tombstones, live and total bytes."""
@@ -383,7 +407,7 @@ class SegmentLog:
         present = sorted(int(name[: -len(SEGMENT_SUFFIX)]) for name in names
                          if name.endswith(SEGMENT_SUFFIX) and name[: -len(SEGMENT_SUFFIX)].isdigit())
         sizes: dict[int, int] = {}
-        found: dict[int, list[tuple[Record, Put | Delete | Compacted]]] = {}
+        found: dict[int, Heads] = {}
         truncated: list[Truncation] = []
         damaged: list[Truncation] = []
         for segment in present:
@@ -404,9 +428,7 @@ class SegmentLog:
         finished = self._finish_compactions(found, {t.segment for t in truncated} | self._damaged)
         for segment in finished:
             del sizes[segment], found[segment]
-        entries = [(record, entry) for records in found.values() for record, entry in records
-                   if not isinstance(entry, Compacted)]
-        table, top = SegmentTable.rebuild(sizes, entries)
+        table, top = SegmentTable.rebuild(sizes, {segment: heads.heads for segment, heads in found.items()})
         self._table = table
         last = present[-1] if present else 0
         next_segment = max(present, default=0) + 1
@@ -420,7 +442,7 @@ class SegmentLog:
             next_segment = self._next_segment
         recovery = Recovery(
             segments=len(table.segments()),
-            records=len(entries),
+            records=sum(len(heads.heads) for heads in found.values()),
             keys=len(table),
             truncated=tuple(truncated),
             damaged=tuple(damaged),
@@ -433,32 +455,28 @@ class SegmentLog:
 
     def _read_segment(
         self, segment: int,
-    ) -> tuple[int, list[tuple[Record, Put | Delete | Compacted]], tuple[str, Truncation] | None]:
-        """A segment's valid length, its entries, and the damage that ended it (torn or corrupt), if any."""
+    ) -> tuple[int, Heads, tuple[str, Truncation] | None]:
+        """A segment's valid length, its entries' heads, and the damage that ended it (torn or corrupt), if any."""
         data = self._fs.read(self._path(segment))
         scanned = scan(data)
-        entries: list[tuple[Record, Put | Delete | Compacted]] = []
-        for offset, size in scanned.spans:
-            try:
-                entries.append((Record(segment, offset, size), decode_entry(unframe(data, offset))))
-            except CorruptRecord as error:
-                reason = f"well-framed record is not an entry: {error}"
-                return offset, entries, ("corrupt", Truncation(segment, offset, len(data) - offset, reason))
+        heads = read_heads(data, scanned.spans)
+        if heads.bad_offset is not None:
+            reason = f"well-framed record is not an entry: {heads.reason}"
+            damage = Truncation(segment, heads.bad_offset, len(data) - heads.bad_offset, reason)
+            return heads.bad_offset, heads, ("corrupt", damage)
         if scanned.damage is None:
-            return scanned.end, entries, None
-        damage = scanned.damage
-        return scanned.end, entries, (damage.kind, Truncation(segment, damage.offset, damage.discarded, damage.reason))
+            return scanned.end, heads, None
+        torn = scanned.damage
+        return scanned.end, heads, (torn.kind, Truncation(segment, torn.offset, torn.discarded, torn.reason))
 
     def _finish_compactions(
-        self, found: dict[int, list[tuple[Record, Put | Delete | Compacted]]], unsound: set[int],
+        self, found: dict[int, Heads], unsound: set[int],
     ) -> list[int]:
         """Delete sources a complete compacted segment names but a crash left behind; returns them."""
         finished: list[int] = []
         for segment in sorted(found, reverse=True):
-            if segment in finished or segment in unsound or not found[segment]:
-                continue
-            first = found[segment][0][1]
-            if not isinstance(first, Compacted):
+            first = found[segment].compacted
+            if segment in finished or segment in unsound or first is None:
                 continue
             for source in first.sources:
                 if source in found and source != segment and source not in finished:

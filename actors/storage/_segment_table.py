@@ -13,7 +13,7 @@ from typing import final
 
 import attrs
 
-from ._segment_codec import Delete, Put
+from ._segment_codec import Head
 
 
 @final
@@ -233,14 +233,12 @@ class SegmentTable:
     # -- recovery -------------------------------------------------------------------------------
 
     @classmethod
-    def rebuild(
-        cls, sizes: Mapping[int, int], entries: Iterable[tuple[Record, Put | Delete]],
-    ) -> tuple[SegmentTable, int]:
+    def rebuild(cls, sizes: Mapping[int, int], heads: Mapping[int, Iterable[Head]]) -> tuple[SegmentTable, int]:
         """The table recovery finds: each key resolved by its highest sequence number on disk.
 
         Args:
             sizes: every segment present, and its valid length.
-            entries: every put and delete read from them, with where each is.
+            heads: every put and delete read from each segment (``read_heads``).
 
         Returns:
             The table and the highest sequence number seen (0 if none).
@@ -248,19 +246,20 @@ class SegmentTable:
         table = cls()
         for segment, size in sizes.items():
             table.add_segment(segment, size)
-        latest: dict[bytes, tuple[int, Record, bool]] = {}
+        latest: dict[bytes, tuple[int, int, int, int, int]] = {}
         tombstones: list[tuple[Record, int]] = []
         top = 0
-        for record, entry in entries:
-            top = max(top, entry.seq)
-            if isinstance(entry, Delete):
-                tombstones.append((record, entry.target))
-            best = latest.get(entry.key)
-            if best is None or entry.seq > best[0]:
-                latest[entry.key] = (entry.seq, record, isinstance(entry, Put))
-        for key, (_, record, is_put) in latest.items():
-            if is_put:
-                table.add_put(key, record)
+        for segment, found in heads.items():
+            for offset, size, seq, key, target in found:
+                top = max(top, seq)
+                if target >= 0:
+                    tombstones.append((Record(segment, offset, size), target))
+                best = latest.get(key)
+                if best is None or seq > best[0]:
+                    latest[key] = (seq, segment, offset, size, target)
+        for key, (_, segment, offset, size, target) in latest.items():
+            if target < 0:
+                table.add_put(key, Record(segment, offset, size))
         for record, target in tombstones:
             table.add_tombstone(record, target)
         return table, top

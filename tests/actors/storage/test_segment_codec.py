@@ -15,6 +15,7 @@ from conveyor.actors.storage import (
     encode_entry,
     encode_records,
     frame,
+    read_heads,
     scan,
     unframe,
 )
@@ -116,3 +117,25 @@ def test_an_empty_payload_and_an_oversized_key_are_refused() -> None:
         frame(b"")
     with pytest.raises(ValueError, match="key must be bytes of at most 65535"):
         encode_entry(Put(1, b"k" * 70_000, b""))
+
+
+@given(st.lists(st.one_of(st.builds(Put, seqs, keys, st.binary(max_size=50)), st.builds(Delete, seqs, keys, segments)),
+                max_size=15),
+       st.booleans())
+def test_heads_are_the_entries_without_their_values(found: list[Put | Delete], compacted: bool) -> None:
+    first: list[Put | Delete | Compacted] = [Compacted((3, 4))] if compacted else []
+    buffer = encode_records([*first, *found])
+    heads = read_heads(buffer, scan(buffer).spans)
+    assert heads.bad_offset is None
+    assert heads.compacted == (Compacted((3, 4)) if compacted else None)
+    assert [(seq, key, target) for _, _, seq, key, target in heads.heads] == [
+        (e.seq, e.key, e.target if isinstance(e, Delete) else -1) for e in found
+    ]
+
+
+def test_heads_stop_at_a_record_that_is_no_entry() -> None:
+    buffer = encode_records([Put(1, b"a", b"x")]) + frame(b"\x09junk") + encode_records([Put(2, b"b", b"y")])
+    heads = read_heads(buffer, scan(buffer).spans)
+    assert heads.bad_offset == len(encode_records([Put(1, b"a", b"x")]))
+    assert "unknown entry kind 9" in heads.reason
+    assert len(heads.heads) == 1
