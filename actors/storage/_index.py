@@ -8,11 +8,9 @@ sequence order from any id, which is how the front of the on-disk part of a queu
 from __future__ import annotations
 
 import bisect
-import os
 from typing import Final, final
 
-from ._segment_files import FileSystem
-from ._segment_log import DEFAULT_FLUSH_BYTES, DEFAULT_SEGMENT_SIZE, Collected, Recovery, SegmentLog, Synced
+from ._segment_log import Collected, Recovery, SegmentLog, Synced
 
 _ID_BYTES: Final = 8
 
@@ -26,17 +24,10 @@ def _key(seq_id: int) -> bytes:
 
 @final
 class QueueIndex:
-    """A queue's entries by sequence id, durable in ``directory`` (see ``SegmentLog`` for the options)."""
+    """A queue's entries by sequence id, kept in ``log`` (a ``SegmentLog`` of its own: the index owns it)."""
 
-    def __init__(
-        self,
-        directory: str | os.PathLike[str],
-        *,
-        segment_size: int = DEFAULT_SEGMENT_SIZE,
-        flush_bytes: int = DEFAULT_FLUSH_BYTES,
-        fs: FileSystem | None = None,
-    ) -> None:
-        self._log = SegmentLog(directory, segment_size=segment_size, flush_bytes=flush_bytes, fs=fs)
+    def __init__(self, log: SegmentLog) -> None:
+        self._log = log
         self._ids = sorted(int.from_bytes(key, "big") for key in self._log)
         """Ascending ids, possibly with acked ones among them (skipped on read, dropped now and then)."""
 

@@ -253,7 +253,7 @@ def test_a_tombstone_outlives_gc_while_the_put_it_cancels_is_on_disk(tmp_path: P
 
 
 def test_the_queue_index_reads_in_sequence_order_across_reopen(tmp_path: Path) -> None:
-    index = QueueIndex(tmp_path, segment_size=1500)
+    index = QueueIndex(SegmentLog(tmp_path, segment_size=1500))
     for seq_id in (5, 1, 9, 3, 7, 11, 2):
         index.publish(seq_id, b"entry-%d" % seq_id)
     index.ack(3)
@@ -263,7 +263,7 @@ def test_the_queue_index_reads_in_sequence_order_across_reopen(tmp_path: Path) -
     index.sync()
     crash_index = index
     crash_index.close()
-    reopened = QueueIndex(tmp_path, segment_size=1500)
+    reopened = QueueIndex(SegmentLog(tmp_path, segment_size=1500))
     assert reopened.recovery.keys == 5
     assert reopened.seq_ids(start=2, limit=3) == [2, 5, 7]
     assert 3 not in reopened and 11 in reopened
