@@ -34,7 +34,7 @@ class LogAgainstDict(RuleBasedStateMachine):
     def open(self) -> SegmentLog:
         return SegmentLog(self.directory, segment_size=160, flush_bytes=100)
 
-    @rule(name=st.sampled_from(KEYS), value=st.binary(max_size=60))
+    @rule(name=st.sampled_from(KEYS), value=st.one_of(st.sampled_from([b"", b"w" * 60]), st.binary(max_size=60)))
     def put(self, name: bytes, value: bytes) -> None:
         if name in self.model:
             with pytest.raises(ValueError, match="already stored"):
