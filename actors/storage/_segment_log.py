@@ -290,8 +290,7 @@ class SegmentLog:
         self._check_open()
         self._guarded(self._flush)
         by_segment: dict[int, list[tuple[int, bytes]]] = {}
-        for key in list(self._table.keys()):
-            where = self._table.location(key)
+        for key, where in list(self._table.locations()):
             by_segment.setdefault(where.segment, []).append((where.offset, key))
         for segment in sorted(by_segment):
             data = memoryview(self._guarded(self._fs.read, self._path(segment)))
@@ -356,9 +355,11 @@ class SegmentLog:
         return collected
 
     def _compact(self, batch: tuple[int, ...]) -> tuple[int | None, int]:
-        records = self._table.records_to_copy(batch)
+        copies: list[tuple[Record, bytes | int, bytes]] = []  # where, key of a put or target of a tombstone, bytes
+        for segment in batch:
+            copies.extend(self._live_records(segment, batch))
         output = None
-        if records:
+        if copies:
             output = self._next_segment
             self._next_segment += 1
             temporary = self._path(output) + ".tmp"
@@ -367,10 +368,8 @@ class SegmentLog:
             fd = self._fs.open_append(temporary)
             chunk = bytearray(header)
             end = len(header)
-            for record in records:
-                data = self._read(record)
-                unframe(data)  # never carry a damaged record forward
-                moves.append((record, Record(output, end, record.size)))
+            for record, what, data in copies:
+                moves.append((record, what, Record(output, end, record.size)))
                 chunk += data
                 end += record.size
                 if len(chunk) >= self._flush_bytes:
@@ -382,8 +381,11 @@ class SegmentLog:
             self._fs.rename(temporary, self._path(output))
             self._fs.fsync_dir(self._directory)
             self._table.add_segment(output, len(header))
-            for old, new in moves:
-                self._table.move(old, new)
+            for old, what, new in moves:
+                if isinstance(what, bytes):
+                    self._table.move_put(what, new)
+                else:
+                    self._table.move_tombstone(old, what, new)
         for segment in batch:
             for handles in (self._readers, self._unsynced):
                 if segment in handles:
@@ -391,7 +393,29 @@ class SegmentLog:
             self._fs.unlink(self._path(segment))
         self._fs.fsync_dir(self._directory)
         self._table.remove_segments(batch)
-        return output, len(records)
+        return output, len(copies)
+
+    def _live_records(self, segment: int, batch: tuple[int, ...]) -> list[tuple[Record, bytes | int, bytes]]:
+        """The live records of ``segment`` that compacting ``batch`` must copy, read and checked.
+
+        Raises:
+            CorruptRecord: the file no longer holds what it held (nothing is copied or deleted then).
+        """
+        data = self._fs.read(self._path(segment))
+        scanned = scan(data)
+        heads = read_heads(data, scanned.spans)
+        if heads.bad_offset is not None or scanned.end < self._table.size(segment):
+            msg = (f"segment {segment} changed on disk: valid up to {scanned.end} of {self._table.size(segment)} "
+                   f"bytes ({heads.reason or (scanned.damage.reason if scanned.damage else 'shorter')})")
+            raise CorruptRecord(msg)
+        found: list[tuple[Record, bytes | int, bytes]] = []
+        for offset, size, _, key, target in heads.heads:
+            record = Record(segment, offset, size)
+            if target < 0 and self._table.is_live_put(key, record):
+                found.append((record, key, data[offset : offset + size]))
+            elif target >= 0 and self._table.tombstone_needed(target, batch):
+                found.append((record, target, data[offset : offset + size]))
+        return found
 
     # -- recovery -------------------------------------------------------------------------------
 

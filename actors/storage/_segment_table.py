@@ -26,14 +26,13 @@ class Record:
     size: int
 
 
-@final
-@attrs.define(eq=False)
-class _Segment:
-    size: int = 0
-    live_bytes: int = 0
-    live: dict[int, bytes | int] = attrs.Factory(dict)
-    """Live records by offset: the key of a put, or the target segment of a tombstone."""
-    sizes: dict[int, int] = attrs.Factory(dict)
+def _pack(record: Record) -> int:
+    """A location as one int (segment, offset, size): a live key costs one small int, not an object."""
+    return (record.segment << 64) | (record.offset << 32) | record.size
+
+
+def _unpack(location: int) -> Record:
+    return Record(location >> 64, (location >> 32) & 0xFFFFFFFF, location & 0xFFFFFFFF)
 
 
 @final
@@ -50,27 +49,38 @@ class TableStats:
 
 @final
 class SegmentTable:
-    """Live puts and tombstones per segment, and which segments to compact."""
+    """Live puts and tombstones per segment, and which segments to compact.
+
+    Held per live key: its packed location. Tombstones are held only as totals per (target segment,
+    segment holding them), which is all their liveness needs: they all die when the target goes.
+    Which records of a segment are live is answered record by record (``is_live_put``,
+    ``tombstone_needed``) while garbage collection reads the segment.
+    """
 
     def __init__(self) -> None:
-        self._keys: dict[bytes, Record] = {}
-        self._segments: dict[int, _Segment] = {}
-        self._tombstones_by_target: dict[int, set[Record]] = {}
-        self._tombstones = 0
+        self._keys: dict[bytes, int] = {}
+        self._sizes: dict[int, int] = {}
+        self._live: dict[int, int] = {}
+        self._tombstones: dict[int, dict[int, list[int]]] = {}
+        """target segment -> segment holding tombstones for it -> [count, bytes]."""
+        self._holding: dict[int, set[int]] = {}
+        """segment -> the targets of the tombstones it holds."""
+        self._tombstone_count = 0
 
     # -- building -------------------------------------------------------------------------------
 
     def add_segment(self, segment: int, size: int = 0) -> None:
         """A new (or recovered) segment of ``size`` bytes, none of them live yet."""
-        if segment in self._segments:
+        if segment in self._sizes:
             msg = f"segment {segment} is already in the table"
             raise ValueError(msg)
-        self._segments[segment] = _Segment(size=size)
+        self._sizes[segment] = size
+        self._live[segment] = 0
 
     def grow(self, segment: int, end: int) -> None:
         """Segment ``segment`` now holds ``end`` bytes (a record that is never live, such as a header)."""
-        state = self._segment(segment)
-        state.size = max(state.size, end)
+        self._check_present(segment)
+        self._sizes[segment] = max(self._sizes[segment], end)
 
     def add_put(self, key: bytes, record: Record) -> None:
         """``key``'s value is at ``record``.
@@ -80,10 +90,11 @@ class SegmentTable:
                 delete's tombstone does not cover).
         """
         if key in self._keys:
-            msg = f"key {key!r} is already stored at {self._keys[key]}; delete it before storing it again"
+            msg = f"key {key!r} is already stored at {_unpack(self._keys[key])}; delete it before storing it again"
             raise ValueError(msg)
-        self._keys[key] = record
-        self._add_live(record, key)
+        self.grow(record.segment, record.offset + record.size)
+        self._keys[key] = _pack(record)
+        self._live[record.segment] += record.size
 
     def delete(self, key: bytes) -> Record:
         """``key`` is deleted: its put stops being live. Returns where the put is (the tombstone's target).
@@ -91,30 +102,39 @@ class SegmentTable:
         Raises:
             KeyError: ``key`` is not live.
         """
-        record = self._keys.pop(key)
-        self._drop_live(record)
+        record = _unpack(self._keys.pop(key))
+        self._live[record.segment] -= record.size
         return record
 
     def add_tombstone(self, record: Record, target: int) -> bool:
         """A tombstone at ``record`` cancelling a put in segment ``target``; live only if ``target`` exists."""
-        if target not in self._segments:
-            self.grow(record.segment, record.offset + record.size)
+        self.grow(record.segment, record.offset + record.size)
+        if target not in self._sizes:
             return False
-        self._tombstones_by_target.setdefault(target, set()).add(record)
-        self._tombstones += 1
-        self._add_live(record, target)
+        self._count_tombstone(record.segment, target, record.size, 1)
         return True
 
-    def move(self, old: Record, new: Record) -> None:
-        """The live record at ``old`` was copied to ``new`` (by garbage collection)."""
-        what = self._segment(old.segment).live[old.offset]
-        self._drop_live(old)
-        if isinstance(what, bytes):
-            self._keys[what] = new
-        else:
-            self._tombstones_by_target[what].discard(old)
-            self._tombstones_by_target[what].add(new)
-        self._add_live(new, what)
+    def _count_tombstone(self, holder: int, target: int, size: int, count: int) -> None:
+        totals = self._tombstones.setdefault(target, {}).setdefault(holder, [0, 0])
+        totals[0] += count
+        totals[1] += size
+        self._holding.setdefault(holder, set()).add(target)
+        self._live[holder] += size
+        self._tombstone_count += count
+
+    def move_put(self, key: bytes, new: Record) -> None:
+        """``key``'s live put was copied to ``new`` (by garbage collection)."""
+        old = _unpack(self._keys[key])
+        self._live[old.segment] -= old.size
+        self.grow(new.segment, new.offset + new.size)
+        self._keys[key] = _pack(new)
+        self._live[new.segment] += new.size
+
+    def move_tombstone(self, old: Record, target: int, new: Record) -> None:
+        """A live tombstone for ``target`` was copied from ``old`` to ``new`` (by garbage collection)."""
+        self.grow(new.segment, new.offset + new.size)
+        self._count_tombstone(old.segment, target, -old.size, -1)
+        self._count_tombstone(new.segment, target, new.size, 1)
 
     def remove_segments(self, segments: Iterable[int]) -> None:
         """These segments are deleted: tombstones that cancel puts in them stop being live.
@@ -124,36 +144,24 @@ class SegmentTable:
         """
         gone = set(segments)
         for segment in gone:
-            self._segment(segment)
-            for tombstone in self._tombstones_by_target.pop(segment, set()):
-                self._drop_live(tombstone)
-                self._tombstones -= 1
+            self._check_present(segment)
+            for holder, (count, size) in self._tombstones.pop(segment, {}).items():
+                self._live[holder] -= size
+                self._tombstone_count -= count
+                self._holding[holder].discard(segment)
         for segment in sorted(gone):
-            live = self._segments[segment].live
-            if live:
-                msg = f"segment {segment} still holds {len(live)} live records at offsets {sorted(live)[:5]}"
+            if self._live[segment]:
+                msg = f"segment {segment} still holds {self._live[segment]} live bytes"
                 raise ValueError(msg)
         for segment in gone:
-            del self._segments[segment]
+            for target in self._holding.pop(segment, set()):
+                self._tombstones[target].pop(segment, None)
+            del self._sizes[segment], self._live[segment]
 
-    def _add_live(self, record: Record, what: bytes | int) -> None:
-        state = self._segment(record.segment)
-        state.live[record.offset] = what
-        state.sizes[record.offset] = record.size
-        state.live_bytes += record.size
-        state.size = max(state.size, record.offset + record.size)
-
-    def _drop_live(self, record: Record) -> None:
-        state = self._segments[record.segment]
-        del state.live[record.offset]
-        state.live_bytes -= state.sizes.pop(record.offset)
-
-    def _segment(self, segment: int) -> _Segment:
-        try:
-            return self._segments[segment]
-        except KeyError:
-            msg = f"segment {segment} is not in the table (present: {sorted(self._segments)[:10]})"
-            raise KeyError(msg) from None
+    def _check_present(self, segment: int) -> None:
+        if segment not in self._sizes:
+            msg = f"segment {segment} is not in the table (present: {sorted(self._sizes)[:10]})"
+            raise KeyError(msg)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -165,47 +173,48 @@ class SegmentTable:
 
     def location(self, key: bytes) -> Record:
         """Where ``key``'s value is. Raises KeyError if it is not live."""
-        return self._keys[key]
+        return _unpack(self._keys[key])
 
     def keys(self) -> Iterable[bytes]:
         """The live keys, in no particular order."""
         return self._keys.keys()
 
+    def locations(self) -> Iterable[tuple[bytes, Record]]:
+        """Every live key and where its value is."""
+        return ((key, _unpack(location)) for key, location in self._keys.items())
+
+    def is_live_put(self, key: bytes, record: Record) -> bool:
+        """Whether the put of ``key`` at ``record`` is the live one."""
+        return self._keys.get(key) == _pack(record)
+
+    def tombstone_needed(self, target: int, leaving: Iterable[int] = ()) -> bool:
+        """Whether a tombstone for ``target`` must be kept when the segments ``leaving`` go together."""
+        return target in self._sizes and target not in leaving
+
     def segments(self) -> list[int]:
         """The segments present, in ascending order."""
-        return sorted(self._segments)
+        return sorted(self._sizes)
 
     def stats(self) -> TableStats:
         """Counts and byte totals, for reports and benchmarks."""
         return TableStats(
-            segments=len(self._segments),
+            segments=len(self._sizes),
             keys=len(self._keys),
-            tombstones=self._tombstones,
-            live_bytes=sum(s.live_bytes for s in self._segments.values()),
-            total_bytes=sum(s.size for s in self._segments.values()),
+            tombstones=self._tombstone_count,
+            live_bytes=sum(self._live.values()),
+            total_bytes=sum(self._sizes.values()),
         )
+
+    def size(self, segment: int) -> int:
+        """The bytes ``segment`` holds."""
+        self._check_present(segment)
+        return self._sizes[segment]
 
     def live_fraction(self, segment: int) -> float:
         """Live bytes over all bytes of ``segment`` (1.0 for an empty one)."""
-        state = self._segment(segment)
-        return state.live_bytes / state.size if state.size else 1.0
-
-    def records_to_copy(self, batch: Iterable[int]) -> list[Record]:
-        """The live records of the segments in ``batch``, in order, that a compaction of them must copy.
-
-        A tombstone whose target is in the batch is left behind: the compacted segment names its
-        sources, and recovery deletes all of them together, so that put and its tombstone go at once.
-        """
-        sources = set(batch)
-        found = []
-        for segment in sorted(sources):
-            state = self._segment(segment)
-            for offset, what in state.live.items():
-                if isinstance(what, int) and what in sources:
-                    continue
-                found.append(Record(segment, offset, state.sizes[offset]))
-        found.sort()
-        return found
+        self._check_present(segment)
+        size = self._sizes[segment]
+        return self._live[segment] / size if size else 1.0
 
     def next_compaction(self, threshold: float, exclude: Iterable[int], max_bytes: int) -> tuple[int, ...]:
         """Segments to compact together now: those under ``threshold`` live, at most ``max_bytes`` live in all.
@@ -220,14 +229,14 @@ class SegmentTable:
         skip = set(exclude)
         batch: list[int] = []
         live = 0
-        for segment in sorted(self._segments):
-            state = self._segments[segment]
-            if segment in skip or state.size == 0 or state.live_bytes >= threshold * state.size:
+        for segment in sorted(self._sizes):
+            size, segment_live = self._sizes[segment], self._live[segment]
+            if segment in skip or size == 0 or segment_live >= threshold * size:
                 continue
-            if batch and live + state.live_bytes > max_bytes:
+            if batch and live + segment_live > max_bytes:
                 break
             batch.append(segment)
-            live += state.live_bytes
+            live += segment_live
         return tuple(batch)
 
     # -- recovery -------------------------------------------------------------------------------
@@ -246,20 +255,17 @@ class SegmentTable:
         table = cls()
         for segment, size in sizes.items():
             table.add_segment(segment, size)
-        latest: dict[bytes, tuple[int, int, int, int, int]] = {}
-        tombstones: list[tuple[Record, int]] = []
+        latest: dict[bytes, tuple[int, int, int]] = {}
         top = 0
         for segment, found in heads.items():
             for offset, size, seq, key, target in found:
                 top = max(top, seq)
                 if target >= 0:
-                    tombstones.append((Record(segment, offset, size), target))
+                    table.add_tombstone(Record(segment, offset, size), target)
                 best = latest.get(key)
                 if best is None or seq > best[0]:
-                    latest[key] = (seq, segment, offset, size, target)
-        for key, (_, segment, offset, size, target) in latest.items():
+                    latest[key] = (seq, _pack(Record(segment, offset, size)), target)
+        for key, (_, location, target) in latest.items():
             if target < 0:
-                table.add_put(key, Record(segment, offset, size))
-        for record, target in tombstones:
-            table.add_tombstone(record, target)
+                table.add_put(key, _unpack(location))
         return table, top
