@@ -39,7 +39,7 @@ from ._segment_codec import (
     unframe,
 )
 from ._segment_files import FileSystem, OsFileSystem
-from ._segment_table import Record, SegmentTable, TableStats
+from ._segment_table import Record, SegmentTable, TableBuilder, TableStats
 
 logger = logging.getLogger("conveyor.storage")
 
@@ -431,11 +431,17 @@ class SegmentLog:
         present = sorted(int(name[: -len(SEGMENT_SUFFIX)]) for name in names
                          if name.endswith(SEGMENT_SUFFIX) and name[: -len(SEGMENT_SUFFIX)].isdigit())
         sizes: dict[int, int] = {}
-        found: dict[int, Heads] = {}
+        compacted: dict[int, Compacted | None] = {}
+        builder = TableBuilder()
+        records = 0
         truncated: list[Truncation] = []
         damaged: list[Truncation] = []
         for segment in present:
-            sizes[segment], found[segment], problem = self._read_segment(segment)
+            sizes[segment], heads, problem = self._read_segment(segment)
+            builder.add(segment, heads.heads)
+            compacted[segment] = heads.compacted
+            records += len(heads.heads)
+            del heads
             if problem is None:
                 continue
             if problem[0] == "torn":
@@ -449,10 +455,10 @@ class SegmentLog:
                              self._directory, segment, problem[1].offset, problem[1].discarded, problem[1].reason)
                 damaged.append(problem[1])
                 self._damaged.add(segment)
-        finished = self._finish_compactions(found, {t.segment for t in truncated} | self._damaged)
+        finished = self._finish_compactions(compacted, {t.segment for t in truncated} | self._damaged)
         for segment in finished:
-            del sizes[segment], found[segment]
-        table, top = SegmentTable.rebuild(sizes, {segment: heads.heads for segment, heads in found.items()})
+            del sizes[segment]
+        table, top = builder.build(sizes), builder.top
         self._table = table
         last = present[-1] if present else 0
         next_segment = max(present, default=0) + 1
@@ -466,7 +472,7 @@ class SegmentLog:
             next_segment = self._next_segment
         recovery = Recovery(
             segments=len(table.segments()),
-            records=sum(len(heads.heads) for heads in found.values()),
+            records=records,
             keys=len(table),
             truncated=tuple(truncated),
             damaged=tuple(damaged),
@@ -494,16 +500,16 @@ class SegmentLog:
         return scanned.end, heads, (torn.kind, Truncation(segment, torn.offset, torn.discarded, torn.reason))
 
     def _finish_compactions(
-        self, found: dict[int, Heads], unsound: set[int],
+        self, compacted: dict[int, Compacted | None], unsound: set[int],
     ) -> list[int]:
         """Delete sources a complete compacted segment names but a crash left behind; returns them."""
         finished: list[int] = []
-        for segment in sorted(found, reverse=True):
-            first = found[segment].compacted
+        for segment in sorted(compacted, reverse=True):
+            first = compacted[segment]
             if segment in finished or segment in unsound or first is None:
                 continue
             for source in first.sources:
-                if source in found and source != segment and source not in finished:
+                if source in compacted and source != segment and source not in finished:
                     logger.warning("segment log %s: finishing a garbage collection: segment %d was copied "
                                    "into %d, deleting it", self._directory, source, segment)
                     self._fs.unlink(self._path(source))

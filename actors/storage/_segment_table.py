@@ -9,7 +9,7 @@ segment whose live bytes fall under a fraction of its size is worth compacting.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import final
+from typing import Final, final
 
 import attrs
 
@@ -241,31 +241,61 @@ class SegmentTable:
 
     # -- recovery -------------------------------------------------------------------------------
 
-    @classmethod
-    def rebuild(cls, sizes: Mapping[int, int], heads: Mapping[int, Iterable[Head]]) -> tuple[SegmentTable, int]:
-        """The table recovery finds: each key resolved by its highest sequence number on disk.
 
-        Args:
-            sizes: every segment present, and its valid length.
-            heads: every put and delete read from each segment (``read_heads``).
+_PUT_FLAG: Final = 1 << 96
+_LOCATION: Final = _PUT_FLAG - 1
 
-        Returns:
-            The table and the highest sequence number seen (0 if none).
-        """
-        table = cls()
+
+@final
+class TableBuilder:
+    """Recovery's table, one segment at a time: each key resolved by its highest sequence number on disk.
+
+    Per key it holds one int, ``seq | put? | location`` from the high bits down, so the largest is
+    the latest record, and between equal copies (a compaction's source and its output, both present
+    after a crash) the one in the higher segment. Tombstones are counted per (holder, target).
+    """
+
+    def __init__(self) -> None:
+        self._latest: dict[bytes, int] = {}
+        self._tombstones: dict[tuple[int, int], list[int]] = {}
+        self.top = 0
+        """The highest sequence number seen."""
+
+    def add(self, segment: int, heads: Iterable[Head]) -> None:
+        """The heads read from ``segment`` (segments may come in any order)."""
+        latest, top = self._latest, self.top
+        base = segment << 64
+        for offset, size, seq, key, target in heads:
+            top = max(top, seq)
+            location = base | (offset << 32) | size
+            if target >= 0:
+                totals = self._tombstones.setdefault((segment, target), [0, 0])
+                totals[0] += 1
+                totals[1] += size
+                value = (seq << 97) | location
+            else:
+                value = (seq << 97) | _PUT_FLAG | location
+            best = latest.get(key)
+            if best is None or value > best:
+                latest[key] = value
+        self.top = top
+
+    def build(self, sizes: Mapping[int, int]) -> SegmentTable:
+        """The table of the segments in ``sizes`` (those still present, with their valid lengths)."""
+        table = SegmentTable()
         for segment, size in sizes.items():
             table.add_segment(segment, size)
-        latest: dict[bytes, tuple[int, int, int]] = {}
-        top = 0
-        for segment, found in heads.items():
-            for offset, size, seq, key, target in found:
-                top = max(top, seq)
-                if target >= 0:
-                    table.add_tombstone(Record(segment, offset, size), target)
-                best = latest.get(key)
-                if best is None or seq > best[0]:
-                    latest[key] = (seq, _pack(Record(segment, offset, size)), target)
-        for key, (_, location, target) in latest.items():
-            if target < 0:
-                table.add_put(key, _unpack(location))
-        return table, top
+        latest, self._latest = self._latest, {}
+        keys, live = table._keys, table._live  # noqa: SLF001  (the table's own builder, in bulk)
+        for key, value in latest.items():
+            if value & _PUT_FLAG:
+                location = value & _LOCATION
+                segment = location >> 64
+                if segment in live:
+                    keys[key] = location
+                    live[segment] += location & 0xFFFFFFFF
+        del latest
+        for (holder, target), (count, size) in self._tombstones.items():
+            if holder in sizes and target in sizes:
+                table._count_tombstone(holder, target, size, count)  # noqa: SLF001
+        return table

@@ -70,8 +70,13 @@ class LogAgainstDict(RuleBasedStateMachine):
 
     @rule()
     def reopen(self) -> None:
+        before = self.log.stats()
         self.log.close()
         self.log = self.open()
+        after = self.log.stats()
+        assert (after.keys, after.tombstones, after.live_bytes, after.total_bytes) == (
+            before.keys, before.tombstones, before.live_bytes, before.total_bytes,
+        ), "recovery counts live bytes as the running log did"
         assert self.log.recovery.truncated == () and self.log.recovery.damaged == ()
         self.durable = dict(self.model)
         self.pending.clear()
