@@ -30,6 +30,7 @@ from ._segment_log import Synced as Synced
 from ._segment_log import Truncation as Truncation
 from ._segment_table import Record as Record
 from ._segment_table import SegmentTable as SegmentTable
+from ._segment_table import TableBuilder as TableBuilder
 from ._segment_table import TableStats as TableStats
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "Scan",
     "SegmentLog",
     "SegmentTable",
+    "TableBuilder",
     "StorageFailed",
     "Synced",
     "TableStats",
