@@ -28,7 +28,7 @@ from ._segment_log import SegmentLog as SegmentLog
 from ._segment_log import StorageFailed as StorageFailed
 from ._segment_log import Synced as Synced
 from ._segment_log import Truncation as Truncation
-from ._segment_table import Record as Record
+from ._segment_table import RecordLocation as RecordLocation
 from ._segment_table import SegmentTable as SegmentTable
 from ._segment_table import TableBuilder as TableBuilder
 from ._segment_table import TableStats as TableStats
@@ -44,7 +44,7 @@ __all__ = [
     "OsFileSystem",
     "Put",
     "QueueIndex",
-    "Record",
+    "RecordLocation",
     "Recovery",
     "Scan",
     "SegmentLog",

@@ -39,7 +39,7 @@ from ._segment_codec import (
     unframe,
 )
 from ._segment_files import FileSystem, OsFileSystem
-from ._segment_table import Record, SegmentTable, TableBuilder, TableStats
+from ._segment_table import RecordLocation, SegmentTable, TableBuilder, TableStats
 
 logger = logging.getLogger("conveyor.storage")
 
@@ -49,6 +49,7 @@ _T = TypeVar("_T")
 SEGMENT_SUFFIX: Final = ".seg"
 TEMPORARY_SUFFIX: Final = ".seg.tmp"
 DEFAULT_SEGMENT_SIZE: Final = 16 * 1024 * 1024
+MAX_SEGMENT_SIZE: Final = 2**32 - 1
 DEFAULT_FLUSH_BYTES: Final = 1024 * 1024
 """Buffered appends go to the kernel (without fsync) once this many bytes wait."""
 
@@ -136,8 +137,8 @@ class SegmentLog:
         flush_bytes: int = DEFAULT_FLUSH_BYTES,
         fs: FileSystem | None = None,
     ) -> None:
-        if segment_size < 1:
-            msg = f"segment_size must be at least 1 byte, got {segment_size}"
+        if not 1 <= segment_size <= MAX_SEGMENT_SIZE:
+            msg = f"segment_size must be 1 to {MAX_SEGMENT_SIZE} bytes (offsets are 32-bit), got {segment_size}"
             raise ValueError(msg)
         if flush_bytes < 1:
             msg = f"flush_bytes must be at least 1 byte, got {flush_bytes}"
@@ -225,10 +226,10 @@ class SegmentLog:
         """Writes not yet covered by a sync."""
         return self._writes - self._synced
 
-    def _append(self, record: bytes) -> Record:
+    def _append(self, record: bytes) -> RecordLocation:
         if self._active_end and self._active_end + len(record) > self._segment_size:
             self._rotate()
-        where = Record(self._active, self._active_end, len(record))
+        where = RecordLocation(self._active, self._active_end, len(record))
         self._buffer += record
         self._active_end += len(record)
         if len(self._buffer) >= self._flush_bytes:
@@ -305,7 +306,7 @@ class SegmentLog:
         """Segments, live keys and tombstones, live and total bytes."""
         return self._table.stats()
 
-    def _read(self, where: Record) -> bytes:
+    def _read(self, where: RecordLocation) -> bytes:
         if where.segment == self._active and where.offset >= self._buffer_start:
             start = where.offset - self._buffer_start
             return bytes(self._buffer[start : start + where.size])
@@ -355,7 +356,7 @@ class SegmentLog:
         return collected
 
     def _compact(self, batch: tuple[int, ...]) -> tuple[int | None, int]:
-        copies: list[tuple[Record, bytes | int, bytes]] = []  # where, key of a put or target of a tombstone, bytes
+        copies: list[tuple[RecordLocation, bytes | int, bytes]] = []  # where, put key or tombstone target, bytes
         for segment in batch:
             copies.extend(self._live_records(segment, batch))
         output = None
@@ -369,7 +370,7 @@ class SegmentLog:
             chunk = bytearray(header)
             end = len(header)
             for record, what, data in copies:
-                moves.append((record, what, Record(output, end, record.size)))
+                moves.append((record, what, RecordLocation(output, end, record.size)))
                 chunk += data
                 end += record.size
                 if len(chunk) >= self._flush_bytes:
@@ -395,7 +396,9 @@ class SegmentLog:
         self._table.remove_segments(batch)
         return output, len(copies)
 
-    def _live_records(self, segment: int, batch: tuple[int, ...]) -> list[tuple[Record, bytes | int, bytes]]:
+    def _live_records(
+        self, segment: int, batch: tuple[int, ...],
+    ) -> list[tuple[RecordLocation, bytes | int, bytes]]:
         """The live records of ``segment`` that compacting ``batch`` must copy, read and checked.
 
         Raises:
@@ -408,9 +411,9 @@ class SegmentLog:
             msg = (f"segment {segment} changed on disk: valid up to {scanned.end} of {self._table.size(segment)} "
                    f"bytes ({heads.reason or (scanned.damage.reason if scanned.damage else 'shorter')})")
             raise CorruptRecord(msg)
-        found: list[tuple[Record, bytes | int, bytes]] = []
+        found: list[tuple[RecordLocation, bytes | int, bytes]] = []
         for offset, size, _, key, target in heads.heads:
-            record = Record(segment, offset, size)
+            record = RecordLocation(segment, offset, size)
             if target < 0 and self._table.is_live_put(key, record):
                 found.append((record, key, data[offset : offset + size]))
             elif target >= 0 and self._table.tombstone_needed(target, batch):

@@ -18,7 +18,7 @@ from ._segment_codec import Head
 
 @final
 @attrs.frozen(order=True)
-class Record:
+class RecordLocation:
     """Where a record is: its segment, its offset there and its framed size."""
 
     segment: int
@@ -26,13 +26,13 @@ class Record:
     size: int
 
 
-def _pack(record: Record) -> int:
+def _pack(record: RecordLocation) -> int:
     """A location as one int (segment, offset, size): a live key costs one small int, not an object."""
     return (record.segment << 64) | (record.offset << 32) | record.size
 
 
-def _unpack(location: int) -> Record:
-    return Record(location >> 64, (location >> 32) & 0xFFFFFFFF, location & 0xFFFFFFFF)
+def _unpack(location: int) -> RecordLocation:
+    return RecordLocation(location >> 64, (location >> 32) & 0xFFFFFFFF, location & 0xFFFFFFFF)
 
 
 @final
@@ -82,7 +82,7 @@ class SegmentTable:
         self._check_present(segment)
         self._sizes[segment] = max(self._sizes[segment], end)
 
-    def add_put(self, key: bytes, record: Record) -> None:
+    def add_put(self, key: bytes, record: RecordLocation) -> None:
         """``key``'s value is at ``record``.
 
         Raises:
@@ -96,7 +96,7 @@ class SegmentTable:
         self._keys[key] = _pack(record)
         self._live[record.segment] += record.size
 
-    def delete(self, key: bytes) -> Record:
+    def delete(self, key: bytes) -> RecordLocation:
         """``key`` is deleted: its put stops being live. Returns where the put is (the tombstone's target).
 
         Raises:
@@ -106,7 +106,7 @@ class SegmentTable:
         self._live[record.segment] -= record.size
         return record
 
-    def add_tombstone(self, record: Record, target: int) -> bool:
+    def add_tombstone(self, record: RecordLocation, target: int) -> bool:
         """A tombstone at ``record`` cancelling a put in segment ``target``; live only if ``target`` exists."""
         self.grow(record.segment, record.offset + record.size)
         if target not in self._sizes:
@@ -122,7 +122,7 @@ class SegmentTable:
         self._live[holder] += size
         self._tombstone_count += count
 
-    def move_put(self, key: bytes, new: Record) -> None:
+    def move_put(self, key: bytes, new: RecordLocation) -> None:
         """``key``'s live put was copied to ``new`` (by garbage collection)."""
         old = _unpack(self._keys[key])
         self._live[old.segment] -= old.size
@@ -130,7 +130,7 @@ class SegmentTable:
         self._keys[key] = _pack(new)
         self._live[new.segment] += new.size
 
-    def move_tombstone(self, old: Record, target: int, new: Record) -> None:
+    def move_tombstone(self, old: RecordLocation, target: int, new: RecordLocation) -> None:
         """A live tombstone for ``target`` was copied from ``old`` to ``new`` (by garbage collection)."""
         self.grow(new.segment, new.offset + new.size)
         self._count_tombstone(old.segment, target, -old.size, -1)
@@ -171,7 +171,7 @@ class SegmentTable:
     def __len__(self) -> int:
         return len(self._keys)
 
-    def location(self, key: bytes) -> Record:
+    def location(self, key: bytes) -> RecordLocation:
         """Where ``key``'s value is. Raises KeyError if it is not live."""
         return _unpack(self._keys[key])
 
@@ -179,11 +179,11 @@ class SegmentTable:
         """The live keys, in no particular order."""
         return self._keys.keys()
 
-    def locations(self) -> Iterable[tuple[bytes, Record]]:
+    def locations(self) -> Iterable[tuple[bytes, RecordLocation]]:
         """Every live key and where its value is."""
         return ((key, _unpack(location)) for key, location in self._keys.items())
 
-    def is_live_put(self, key: bytes, record: Record) -> bool:
+    def is_live_put(self, key: bytes, record: RecordLocation) -> bool:
         """Whether the put of ``key`` at ``record`` is the live one."""
         return self._keys.get(key) == _pack(record)
 

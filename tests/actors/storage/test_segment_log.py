@@ -106,7 +106,7 @@ def test_storing_a_key_twice_or_deleting_a_missing_one_is_refused(tmp_path: Path
 
 
 def test_bad_options_name_the_field(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="segment_size must be at least 1"):
+    with pytest.raises(ValueError, match="segment_size must be 1 to 4294967295 bytes"):
         SegmentLog(tmp_path, segment_size=0)
     with pytest.raises(ValueError, match="threshold must be in"), SegmentLog(tmp_path) as log:
         log.collect_garbage(1.5)

@@ -7,7 +7,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from conveyor.actors.storage import Record, SegmentTable, TableBuilder
+from conveyor.actors.storage import RecordLocation, SegmentTable, TableBuilder
 
 KEYS = [b"a", b"b", b"c", b"d", b"e"]
 
@@ -16,7 +16,7 @@ KEYS = [b"a", b"b", b"c", b"d", b"e"]
 class Written:
     """A record as the model keeps it: where, what, and its sequence number."""
 
-    record: Record
+    record: RecordLocation
     seq: int
     key: bytes
     target: int  # -1 for a put
@@ -36,8 +36,8 @@ class TableAgainstRecords(RuleBasedStateMachine):
         self.seq = 0
         self.table.add_segment(1)
 
-    def _append(self, size: int) -> Record:
-        record = Record(self.active, self.end[self.active], size)
+    def _append(self, size: int) -> RecordLocation:
+        record = RecordLocation(self.active, self.end[self.active], size)
         self.end[self.active] += size
         self.seq += 1
         return record
@@ -103,7 +103,7 @@ class TableAgainstRecords(RuleBasedStateMachine):
         for written in sorted(self.records, key=lambda w: w.record):
             if written.record.segment not in batch:
                 continue
-            copy = Record(output, self.end[output], written.record.size)
+            copy = RecordLocation(output, self.end[output], written.record.size)
             if written.target < 0 and self.table.is_live_put(written.key, written.record):
                 self.table.move_put(written.key, copy)
             elif written.target >= 0 and self.table.tombstone_needed(written.target, batch):
