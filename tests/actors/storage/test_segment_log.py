@@ -276,3 +276,28 @@ def test_the_queue_index_reads_in_sequence_order_across_reopen(tmp_path: Path) -
     with pytest.raises(ValueError, match=r"seq_id must be an int in 0\.\.2"):
         reopened.publish(-1, b"x")
     reopened.close()
+
+
+def test_recovery_removes_an_unfinished_gc_output_and_says_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    stored = fill(tmp_path, 5)
+    (tmp_path / "0000000009.seg.tmp").write_bytes(b"half a copy")
+    with caplog.at_level(logging.WARNING, logger="conveyor.storage"), SegmentLog(tmp_path) as log:
+        assert log.recovery.removed_temporary == ("0000000009.seg.tmp",)
+        assert contents(log) == stored
+    assert not (tmp_path / "0000000009.seg.tmp").exists()
+    assert any("unfinished garbage collection" in r.getMessage() for r in caplog.records)
+
+
+def test_gc_refuses_to_copy_from_a_segment_that_changed_on_disk(tmp_path: Path) -> None:
+    fill(tmp_path, 40, segment_size=1000)
+    with SegmentLog(tmp_path, segment_size=1000) as log:
+        for i in range(40):
+            if i % 4:
+                log.delete(key(i))
+        first = segment_files(tmp_path)[0]
+        whole = bytearray(first.read_bytes())
+        whole[30] ^= 0xFF
+        first.write_bytes(bytes(whole))
+        with pytest.raises(CorruptRecord, match="segment 1 changed on disk"):
+            log.collect_garbage(0.9)
+        assert first.exists()
