@@ -22,6 +22,7 @@ from ._segment_codec import scan as scan
 from ._segment_codec import unframe as unframe
 from ._segment_files import FileSystem as FileSystem
 from ._segment_files import OsFileSystem as OsFileSystem
+from ._segment_log import SNAPSHOT_NAME as SNAPSHOT_NAME
 from ._segment_log import Collected as Collected
 from ._segment_log import Recovery as Recovery
 from ._segment_log import SegmentLog as SegmentLog
@@ -34,6 +35,7 @@ from ._segment_table import TableBuilder as TableBuilder
 from ._segment_table import TableStats as TableStats
 
 __all__ = [
+    "SNAPSHOT_NAME",
     "Collected",
     "Compacted",
     "CorruptRecord",

@@ -24,6 +24,9 @@ class FileSystem(Protocol):
     def read(self, path: str) -> bytes:
         """The whole content of ``path``."""
 
+    def size(self, path: str) -> int:
+        """The length of ``path`` in bytes."""
+
     def open_append(self, path: str) -> int:
         """Open ``path`` for appending, creating it if missing."""
 
@@ -71,6 +74,10 @@ class OsFileSystem:
         """The whole content of ``path``."""
         with open(path, "rb") as file:
             return file.read()
+
+    def size(self, path: str) -> int:
+        """The length of ``path`` in bytes."""
+        return os.stat(path).st_size
 
     def open_append(self, path: str) -> int:
         """Open ``path`` for appending, creating it if missing."""

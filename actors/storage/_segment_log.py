@@ -48,6 +48,8 @@ _T = TypeVar("_T")
 
 SEGMENT_SUFFIX: Final = ".seg"
 TEMPORARY_SUFFIX: Final = ".seg.tmp"
+SNAPSHOT_NAME: Final = "clean-shutdown.snapshot"
+"""The table as a clean close left it: the next open reads it instead of scanning, then deletes it."""
 DEFAULT_SEGMENT_SIZE: Final = 16 * 1024 * 1024
 MAX_SEGMENT_SIZE: Final = 2**32 - 1
 DEFAULT_FLUSH_BYTES: Final = 1024 * 1024
@@ -78,6 +80,8 @@ class Recovery:
     segments with a bad record followed by other bytes: reading stopped there, the file is left as
     it is for inspection and is never appended to or compacted. ``finished_compactions`` are source
     segments of a completed garbage collection that a crash left behind, now deleted.
+    ``from_snapshot`` says a clean close's snapshot was read instead of the segments (``records`` is
+    then 0)
     """
 
     segments: int
@@ -87,6 +91,7 @@ class Recovery:
     damaged: tuple[Truncation, ...]
     finished_compactions: tuple[int, ...]
     removed_temporary: tuple[str, ...]
+    from_snapshot: bool = False
 
 
 @final
@@ -426,13 +431,19 @@ class SegmentLog:
         fs = self._fs
         fs.makedirs(self._directory)
         names = sorted(fs.listdir(self._directory))
-        temporary = tuple(name for name in names if name.endswith(TEMPORARY_SUFFIX))
+        temporary = tuple(name for name in names if name.endswith((TEMPORARY_SUFFIX, SNAPSHOT_NAME + ".tmp")))
         for name in temporary:
-            logger.warning("segment log %s: removing %s, an unfinished garbage collection's output",
+            logger.warning("segment log %s: removing %s, left by a compaction or a close that did not finish",
                            self._directory, name)
             fs.unlink(os.path.join(self._directory, name))
         present = sorted(int(name[: -len(SEGMENT_SUFFIX)]) for name in names
                          if name.endswith(SEGMENT_SUFFIX) and name[: -len(SEGMENT_SUFFIX)].isdigit())
+        snapshot = self._load_snapshot(names, present)
+        if snapshot is not None:
+            return self._open_from(snapshot[0], snapshot[1], present, Recovery(
+                segments=len(present), records=0, keys=len(snapshot[0]), truncated=(), damaged=(),
+                finished_compactions=(), removed_temporary=temporary, from_snapshot=True,
+            ))
         sizes: dict[int, int] = {}
         compacted: dict[int, Compacted | None] = {}
         builder = TableBuilder()
@@ -461,19 +472,8 @@ class SegmentLog:
         finished = self._finish_compactions(compacted, {t.segment for t in truncated} | self._damaged)
         for segment in finished:
             del sizes[segment]
-        table, top = builder.build(sizes), builder.top
-        self._table = table
-        last = present[-1] if present else 0
-        next_segment = max(present, default=0) + 1
-        if sizes and last in sizes and last not in self._damaged and sizes[last] < self._segment_size:
-            self._active, self._active_end = last, sizes[last]
-            self._buffer_start = self._active_end
-            self._active_fd = fs.open_append(self._path(last))
-        else:
-            self._next_segment = next_segment
-            self._start_segment()
-            next_segment = self._next_segment
-        recovery = Recovery(
+        table = builder.build(sizes)
+        return self._open_from(table, builder.top + 1, present, Recovery(
             segments=len(table.segments()),
             records=records,
             keys=len(table),
@@ -481,10 +481,53 @@ class SegmentLog:
             damaged=tuple(damaged),
             finished_compactions=tuple(finished),
             removed_temporary=temporary,
-        )
-        logger.info("segment log %s: recovered %d keys from %d records in %d segments", self._directory,
-                    recovery.keys, recovery.records, recovery.segments)
-        return table, top + 1, next_segment, recovery
+        ))
+
+    def _open_from(
+        self, table: SegmentTable, next_seq: int, present: list[int], recovery: Recovery,
+    ) -> tuple[SegmentTable, int, int, Recovery]:
+        """Take ``table`` as recovered: pick the segment to append to (a new one if the last is full or damaged)."""
+        self._table = table
+        segments = table.segments()
+        last = segments[-1] if segments else 0
+        next_segment = max(present, default=0) + 1
+        if segments and last not in self._damaged and table.size(last) < self._segment_size:
+            self._active, self._active_end = last, table.size(last)
+            self._buffer_start = self._active_end
+            self._active_fd = self._fs.open_append(self._path(last))
+        else:
+            self._next_segment = next_segment
+            self._start_segment()
+            next_segment = self._next_segment
+        logger.info("segment log %s: recovered %d keys from %s in %d segments", self._directory, recovery.keys,
+                    "a clean shutdown's snapshot" if recovery.from_snapshot else f"{recovery.records} records",
+                    recovery.segments)
+        return table, next_seq, next_segment, recovery
+
+    def _load_snapshot(self, names: list[str], present: list[int]) -> tuple[SegmentTable, int] | None:
+        """The table a clean close saved, if there is one and the segments are still what it describes.
+
+        The snapshot is deleted (durably) before the log writes anything, so a crash after this open
+        can never bring back a stale one.
+        """
+        if SNAPSHOT_NAME not in names:
+            return None
+        path = os.path.join(self._directory, SNAPSHOT_NAME)
+        loaded: tuple[SegmentTable, int] | None = None
+        try:
+            loaded = SegmentTable.load(self._fs.read(path))
+            found = {segment: self._fs.size(self._path(segment)) for segment in present}
+            described = {segment: loaded[0].size(segment) for segment in loaded[0].segments()}
+            if found != described:
+                msg = f"the segments on disk ({len(found)}) differ from the {len(described)} it describes"
+                raise CorruptRecord(msg)
+        except CorruptRecord as error:
+            logger.warning("segment log %s: ignoring the clean-shutdown snapshot (%s): scanning the segments",
+                           self._directory, error)
+            loaded = None
+        self._fs.unlink(path)
+        self._fs.fsync_dir(self._directory)
+        return loaded
 
     def _read_segment(
         self, segment: int,
@@ -531,6 +574,8 @@ class SegmentLog:
         try:
             if self._failed is None:
                 self._guarded(self._sync)
+                if not self._damaged:
+                    self._guarded(self._save_snapshot)
         finally:
             self._closed = True
             fds = {*self._readers.values(), *self._unsynced.values(), self._active_fd}
@@ -542,6 +587,18 @@ class SegmentLog:
                         logger.exception("segment log %s: closing a file failed", self._directory)
             self._readers.clear()
             self._unsynced.clear()
+
+    def _save_snapshot(self) -> None:
+        """Write the table for the next open (under a temporary name, synced, then renamed into place)."""
+        path = os.path.join(self._directory, SNAPSHOT_NAME)
+        fd = self._fs.open_append(path + ".tmp")
+        try:
+            self._fs.write(fd, self._table.dump(self._next_seq))
+            self._fs.fsync(fd)
+        finally:
+            self._fs.close(fd)
+        self._fs.rename(path + ".tmp", path)
+        self._fs.fsync_dir(self._directory)
 
     def __enter__(self) -> SegmentLog:
         return self

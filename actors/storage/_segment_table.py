@@ -8,12 +8,14 @@ segment whose live bytes fall under a fraction of its size is worth compacting.
 
 from __future__ import annotations
 
+import struct
+import zlib
 from collections.abc import Iterable, Mapping
 from typing import Final, final
 
 import attrs
 
-from ._segment_codec import Head
+from ._segment_codec import CorruptRecord, Head
 
 
 @final
@@ -239,8 +241,74 @@ class SegmentTable:
             live += segment_live
         return tuple(batch)
 
+    # -- clean shutdown -------------------------------------------------------------------------
+
+    def dump(self, next_seq: int) -> bytes:
+        """The table (and the log's next sequence number) as bytes ending in a CRC, for a clean shutdown."""
+        holders = [(holder, target, count, size) for target, by_holder in self._tombstones.items()
+                   for holder, (count, size) in by_holder.items() if count]
+        parts = [_SNAPSHOT_HEAD.pack(_SNAPSHOT_MAGIC, next_seq, len(self._sizes), len(holders), len(self._keys))]
+        parts.extend(_SNAPSHOT_SEGMENT.pack(segment, self._sizes[segment]) for segment in sorted(self._sizes))
+        parts.extend(_SNAPSHOT_TOMBSTONES.pack(*totals) for totals in holders)
+        pack = _SNAPSHOT_KEY.pack
+        for key, location in self._keys.items():
+            parts.append(pack(len(key), location >> 64, (location >> 32) & 0xFFFFFFFF, location & 0xFFFFFFFF))
+            parts.append(key)
+        body = b"".join(parts)
+        return body + _SNAPSHOT_CRC.pack(zlib.crc32(body))
+
+    @classmethod
+    def load(cls, data: bytes) -> tuple[SegmentTable, int]:
+        """The table and next sequence number ``dump`` wrote.
+
+        Raises:
+            CorruptRecord: the bytes are not a whole snapshot (wrong CRC, magic or length).
+        """
+        view = memoryview(data)
+        if len(view) < _SNAPSHOT_HEAD.size + _SNAPSHOT_CRC.size or zlib.crc32(view[:-4]) != (
+                _SNAPSHOT_CRC.unpack_from(view, len(view) - 4)[0]):
+            msg = f"snapshot of {len(view)} bytes fails its CRC"
+            raise CorruptRecord(msg)
+        magic, next_seq, segments, holders, keys = _SNAPSHOT_HEAD.unpack_from(view)
+        if magic != _SNAPSHOT_MAGIC:
+            msg = f"snapshot starts with {magic!r}, expected {_SNAPSHOT_MAGIC!r}"
+            raise CorruptRecord(msg)
+        table = cls()
+        offset = _SNAPSHOT_HEAD.size
+        try:
+            listed = view[offset : offset + segments * _SNAPSHOT_SEGMENT.size]
+            for segment, size in _SNAPSHOT_SEGMENT.iter_unpack(listed):
+                table.add_segment(segment, size)
+            offset += segments * _SNAPSHOT_SEGMENT.size
+            tombstones = view[offset : offset + holders * _SNAPSHOT_TOMBSTONES.size]
+            for holder, target, count, size in _SNAPSHOT_TOMBSTONES.iter_unpack(tombstones):
+                table._count_tombstone(holder, target, size, count)
+            offset += holders * _SNAPSHOT_TOMBSTONES.size
+            unpack, head = _SNAPSHOT_KEY.unpack_from, _SNAPSHOT_KEY.size
+            live, locations = table._live, table._keys
+            for _ in range(keys):
+                length, segment, record_offset, size = unpack(view, offset)
+                offset += head
+                locations[bytes(view[offset : offset + length])] = (segment << 64) | (record_offset << 32) | size
+                live[segment] += size
+                offset += length
+        except (struct.error, KeyError, ValueError) as error:
+            msg = f"snapshot does not parse: {error}"
+            raise CorruptRecord(msg) from error
+        if offset != len(view) - _SNAPSHOT_CRC.size or len(locations) != keys:
+            msg = f"snapshot holds {len(view) - offset - _SNAPSHOT_CRC.size} bytes more or fewer than it says"
+            raise CorruptRecord(msg)
+        return table, next_seq
+
     # -- recovery -------------------------------------------------------------------------------
 
+
+_SNAPSHOT_MAGIC: Final = b"CVSNAP01"
+_SNAPSHOT_HEAD: Final = struct.Struct("<8sQIII")  # magic, next seq, segments, tombstone totals, keys
+_SNAPSHOT_SEGMENT: Final = struct.Struct("<IQ")  # segment, size
+_SNAPSHOT_TOMBSTONES: Final = struct.Struct("<IIQQ")  # holder, target, count, bytes
+_SNAPSHOT_KEY: Final = struct.Struct("<HIII")  # key length, segment, offset, size; then the key
+_SNAPSHOT_CRC: Final = struct.Struct("<I")
 
 _PUT_FLAG: Final = 1 << 96
 _LOCATION: Final = _PUT_FLAG - 1

@@ -37,6 +37,9 @@ class RecordingFileSystem:
     def read(self, path: str) -> bytes:
         return self._os.read(path)
 
+    def size(self, path: str) -> int:
+        return self._os.size(path)
+
     def open_append(self, path: str) -> int:
         self._do("open_append")
         return self._os.open_append(path)
