@@ -17,6 +17,7 @@ from ._segment_codec import decode_entry as decode_entry
 from ._segment_codec import encode_entry as encode_entry
 from ._segment_codec import encode_records as encode_records
 from ._segment_codec import frame as frame
+from ._segment_codec import put_record as put_record
 from ._segment_codec import read_heads as read_heads
 from ._segment_codec import scan as scan
 from ._segment_codec import unframe as unframe
@@ -60,6 +61,7 @@ __all__ = [
     "encode_entry",
     "encode_records",
     "frame",
+    "put_record",
     "read_heads",
     "scan",
     "unframe",

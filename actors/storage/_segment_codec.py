@@ -117,6 +117,20 @@ def frame(payload: bytes) -> bytes:
     return _LENGTH.pack(zlib.crc32(payload, zlib.crc32(length))) + length + payload
 
 
+_FRAMED_PUT_HEAD: Final = struct.Struct("<IBQH")  # the length field, then a put's head
+
+
+def put_record(seq: int, key: bytes, value: bytes) -> bytes:
+    """``frame(encode_entry(Put(seq, key, value)))`` without building the entry: the publish path."""
+    _check_key(key)
+    length = _PUT_HEAD.size + len(key) + len(value)
+    if length > MAX_PAYLOAD:
+        msg = f"payload length {length} is outside 1..{MAX_PAYLOAD}"
+        raise ValueError(msg)
+    head = _FRAMED_PUT_HEAD.pack(length, _PUT, seq, len(key))
+    return _LENGTH.pack(zlib.crc32(value, zlib.crc32(key, zlib.crc32(head)))) + head + key + value
+
+
 def unframe(buffer: bytes | memoryview, offset: int = 0) -> memoryview:
     """The payload of the record at ``offset``, checked against its CRC.
 

@@ -34,6 +34,7 @@ from ._segment_codec import (
     decode_entry,
     encode_entry,
     frame,
+    put_record,
     read_heads,
     scan,
     unframe,
@@ -179,7 +180,7 @@ class SegmentLog:
         if key in self._table:
             msg = f"key {key!r} is already stored; delete it before storing it again"
             raise ValueError(msg)
-        record = frame(encode_entry(Put(self._next_seq, key, bytes(value))))
+        record = put_record(self._next_seq, key, value if type(value) is bytes else bytes(value))
         where = self._guarded(self._append, record)
         self._table.add_put(key, where)
         return self._wrote()

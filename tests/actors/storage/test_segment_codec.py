@@ -15,6 +15,7 @@ from conveyor.actors.storage import (
     encode_entry,
     encode_records,
     frame,
+    put_record,
     read_heads,
     scan,
     unframe,
@@ -139,3 +140,8 @@ def test_heads_stop_at_a_record_that_is_no_entry() -> None:
     assert heads.bad_offset == len(encode_records([Put(1, b"a", b"x")]))
     assert "unknown entry kind 9" in heads.reason
     assert len(heads.heads) == 1
+
+
+@given(seqs, keys, st.binary(max_size=300))
+def test_the_publish_path_frames_a_put_as_the_codec_does(seq: int, key: bytes, value: bytes) -> None:
+    assert put_record(seq, key, value) == frame(encode_entry(Put(seq, key, value)))
