@@ -29,6 +29,15 @@ def _body(number: int, size: int) -> bytes:
     return number.to_bytes(8, "big") * (size // 8) + bytes(size % 8)
 
 
+def _reopen(directory: Path, expected: int, what: str) -> tuple[SegmentLog, float]:
+    """Open the log in ``directory``, check it holds ``expected`` records; returns it and the seconds it took."""
+    start = time.perf_counter()
+    log = SegmentLog(directory)
+    seconds = time.perf_counter() - start
+    check_equal("segment log", what, expected, len(log))
+    return log, seconds
+
+
 def _segment_log(directory: Path, records: int, size: int, batch: int) -> dict[str, float]:
     figures: dict[str, float] = {}
     keys = [number.to_bytes(8, "big") for number in range(records)]
@@ -45,16 +54,10 @@ def _segment_log(directory: Path, records: int, size: int, batch: int) -> dict[s
     figures["log_read_per_s"] = records / (time.perf_counter() - start)
     check_equal("segment log", "bytes read back", records * size, read)
     log.close()
-    start = time.perf_counter()
-    log = SegmentLog(directory)
-    figures["log_reopen_s"] = time.perf_counter() - start
-    check_equal("segment log", "records recovered", records, len(log))
+    log, figures["log_reopen_s"] = _reopen(directory, records, "records recovered")
     log.close()
     (directory / SNAPSHOT_NAME).unlink()  # as after a crash: no snapshot, so the next open scans
-    start = time.perf_counter()
-    log = SegmentLog(directory)
-    figures["log_reopen_after_crash_s"] = time.perf_counter() - start
-    check_equal("segment log", "records recovered after a crash", records, len(log))
+    log, figures["log_reopen_after_crash_s"] = _reopen(directory, records, "records recovered after a crash")
     figures["log_bytes_per_live_byte"] = _disk_bytes(directory) / (records * size)
     live = 0
     for number, key in enumerate(keys):
@@ -71,10 +74,7 @@ def _segment_log(directory: Path, records: int, size: int, batch: int) -> dict[s
     figures["log_gc_s"] = time.perf_counter() - start
     figures["log_gc_bytes_per_live_byte"] = _disk_bytes(directory) / (live * size)
     log.close()
-    start = time.perf_counter()
-    log = SegmentLog(directory)
-    figures["log_reopen_after_gc_s"] = time.perf_counter() - start
-    check_equal("segment log", "records after GC", live, len(log))
+    log, figures["log_reopen_after_gc_s"] = _reopen(directory, live, "records after GC")
     log.close()
     return figures
 
