@@ -364,7 +364,8 @@ class SegmentLog:
     def _compact(self, batch: tuple[int, ...]) -> tuple[int | None, int]:
         copies: list[tuple[RecordLocation, bytes | int, bytes]] = []  # where, put key or tombstone target, bytes
         for segment in batch:
-            copies.extend(self._live_records(segment, batch))
+            if self._table.live_fraction(segment) > 0:  # a wholly dead segment is deleted unread
+                copies.extend(self._live_records(segment, batch))
         output = None
         if copies:
             output = self._next_segment
