@@ -32,6 +32,7 @@ PUBLIC_MODULES = (
     "conveyor.actors.broker",
     "conveyor.actors.subscriber",
     "conveyor.actors.pubsub",
+    "conveyor.actors.storage",
     "conveyor.simulation",
     "conveyor.simulation.checkers",
     "conveyor.simulation.scenarios",

@@ -1,0 +1,68 @@
+"""Durable storage: append-only segment files with a CRC per record, group commit, GC and recovery.
+
+``SegmentLog`` is the message store (bodies keyed by message id) and the file layer under
+``QueueIndex`` (a queue's entries by sequence id). Both block on the disk: call them from a job or
+an I/O actor, never from a handler. The record codec (``frame``, ``unframe``, ``scan``) is pure.
+"""
+
+from ._index import QueueIndex as QueueIndex
+from ._segment_codec import Compacted as Compacted
+from ._segment_codec import CorruptRecord as CorruptRecord
+from ._segment_codec import Damage as Damage
+from ._segment_codec import Delete as Delete
+from ._segment_codec import Heads as Heads
+from ._segment_codec import Put as Put
+from ._segment_codec import Scan as Scan
+from ._segment_codec import decode_entry as decode_entry
+from ._segment_codec import encode_entry as encode_entry
+from ._segment_codec import encode_records as encode_records
+from ._segment_codec import frame as frame
+from ._segment_codec import put_record as put_record
+from ._segment_codec import read_heads as read_heads
+from ._segment_codec import scan as scan
+from ._segment_codec import unframe as unframe
+from ._segment_files import FileSystem as FileSystem
+from ._segment_files import OsFileSystem as OsFileSystem
+from ._segment_log import SNAPSHOT_NAME as SNAPSHOT_NAME
+from ._segment_log import Collected as Collected
+from ._segment_log import Recovery as Recovery
+from ._segment_log import SegmentLog as SegmentLog
+from ._segment_log import StorageFailed as StorageFailed
+from ._segment_log import Synced as Synced
+from ._segment_log import Truncation as Truncation
+from ._segment_table import RecordLocation as RecordLocation
+from ._segment_table import SegmentTable as SegmentTable
+from ._segment_table import TableBuilder as TableBuilder
+from ._segment_table import TableStats as TableStats
+
+__all__ = [
+    "SNAPSHOT_NAME",
+    "Collected",
+    "Compacted",
+    "CorruptRecord",
+    "Damage",
+    "Delete",
+    "FileSystem",
+    "Heads",
+    "OsFileSystem",
+    "Put",
+    "QueueIndex",
+    "RecordLocation",
+    "Recovery",
+    "Scan",
+    "SegmentLog",
+    "SegmentTable",
+    "TableBuilder",
+    "StorageFailed",
+    "Synced",
+    "TableStats",
+    "Truncation",
+    "decode_entry",
+    "encode_entry",
+    "encode_records",
+    "frame",
+    "put_record",
+    "read_heads",
+    "scan",
+    "unframe",
+]
