@@ -40,6 +40,11 @@ from ._subscriber import flow_bound as flow_bound
 from ._subscriber import lease_validity as lease_validity
 from ._subscriber import no_loss as no_loss
 from ._subscriber import ordering_keys as ordering_keys
+from ._timing import delivery_count as delivery_count
+from ._timing import delivery_limit as delivery_limit
+from ._timing import expiry as expiry
+from ._timing import length_limit as length_limit
+from ._timing import not_before as not_before
 
 __all__ = [
     "BatchReceived",
@@ -58,15 +63,20 @@ __all__ = [
     "all_settled",
     "browser_completeness",
     "consumer_priority",
+    "delivery_count",
+    "delivery_limit",
     "delivery_steps",
     "drained",
+    "expiry",
     "fairness",
     "flow_bound",
     "group_exclusivity",
     "jain_index",
     "lease_validity",
+    "length_limit",
     "liveness",
     "no_loss",
+    "not_before",
     "ordering_keys",
     "priority_order",
     "prompt_delivery",

@@ -21,6 +21,7 @@ from conveyor.actors.broker import (
     Delivery,
     Message,
     Nack,
+    Overflow,
     Publish,
     QueueActor,
     QueueConfig,
@@ -36,8 +37,13 @@ from conveyor.simulation.checkers import (
     accounting,
     browser_completeness,
     consumer_priority,
+    delivery_count,
+    delivery_limit,
     drained,
+    expiry,
     group_exclusivity,
+    length_limit,
+    not_before,
     priority_order,
     strict_order,
 )
@@ -82,6 +88,9 @@ class BrokerScenario:
         colours: header ``colour`` values drawn for each message (for selectors).
         ack_deadline_s, max_deliveries, prefetch: queue and consumer settings.
         durable: the queues keep their state in their journals, so a crashed queue recovers it.
+        ttls, delays: each message's ``ttl_s`` / ``delay_s`` is drawn from these (empty: none).
+        max_length, overflow: the queue's length limit and what it does past it.
+        draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
     """
 
     messages: int = 50
@@ -98,10 +107,23 @@ class BrokerScenario:
     prefetch: int = 5
     retry: RetryPolicy | None = attrs.field(factory=lambda: RetryPolicy(0.05, 0.4))
     durable: bool = False
+    ttls: tuple[float | None, ...] = ()
+    delays: tuple[float | None, ...] = ()
+    max_length: int | None = None
+    overflow: Overflow = Overflow.REJECT_PUBLISH
+    draws: str = ""
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
-        names = ["accounting", "drained", "priority_order", "consumer_priority"]
+        names = ["accounting", "drained", "delivery_count", "delivery_limit"]
+        # the per-message promises first: they fail at the first broken delivery, so a shrink keeps them
+        if any(self.ttls):
+            names.append("expiry")
+        if any(self.delays) or self.retry is not None:
+            names.append("not_before")
+        if self.max_length is not None:
+            names.append("length_limit")
+        names += ["priority_order", "consumer_priority"]
         if len(set(self.consumer_priorities or (0,))) == 1:
             names.append("strict_order")
         if self.groups:
@@ -134,10 +156,15 @@ class ScenarioPublisher(Actor):
         self.queue = queue
         self.scenario = scenario
         self.confirmed = 0
+        self.salt = 0
 
     def on_start(self) -> None:
-        """Plan every publish as a timer, from ``ctx.random``."""
+        """Plan every publish as a timer, from ``ctx.random``; note a swarm's draws first."""
         scenario = self.scenario
+        if scenario.draws:
+            self.ctx.note(scenario.draws)
+        if scenario.ttls or scenario.delays:
+            self.salt = self.ctx.random.getrandbits(64)
         for index in range(scenario.messages):
             self.ctx.schedule(self.ctx.random.uniform(0, scenario.publish_span_s), _PublishNext(index))
 
@@ -149,6 +176,13 @@ class ScenarioPublisher(Actor):
             group = f"g{rng.randrange(scenario.groups)}" if scenario.groups else None
             index = message.index
             name = f"m{index}"
+            ttl = delay = None
+            if scenario.ttls or scenario.delays:
+                # Drawn only when the scenario asks for them (older scenarios keep their schedules), and
+                # per message, so a message keeps its TTL and delay when a shrink drops others.
+                own = random.Random(f"{self.salt}:{index}")
+                ttl = own.choice(scenario.ttls) if scenario.ttls else None
+                delay = own.choice(scenario.delays) if scenario.delays else None
             self.ctx.send(
                 self.queue,
                 Publish(
@@ -158,6 +192,8 @@ class ScenarioPublisher(Actor):
                         priority=rng.choice(scenario.priorities),
                         group=group,
                         message_id=name,
+                        ttl_s=ttl,
+                        delay_s=delay,
                     )
                 ),
             )
@@ -242,6 +278,8 @@ def spawn_broker_scenario(
         retry=scenario.retry,
         dead_letter=dead_letters,
         durable=scenario.durable,
+        max_length=scenario.max_length,
+        overflow=scenario.overflow,
     )
     queue = system.spawn(lambda: queue_factory(config), name="queue")
     priorities = scenario.consumer_priorities or (0,) * len(scenario.consumers)
@@ -319,7 +357,27 @@ _CHECKERS = {
 }
 
 
+BROWSERS = ("/browser-",)
+"""Path prefixes of the scenario's browsers: the per-message checkers judge consumers by what the
+workload made them, not by what they declared."""
+
+
+def _scenario_checker(name: str, scenario: BrokerScenario) -> Callable[[SharedTrace, str], CheckResult]:
+    """The checker called ``name``, given what it needs of the scenario's settings."""
+    if name == "expiry":
+        return lambda trace, queue: expiry(trace, queue, BROWSERS)
+    if name == "not_before":
+        return lambda trace, queue: not_before(trace, queue, scenario.retry, BROWSERS)
+    if name == "delivery_count":
+        return lambda trace, queue: delivery_count(trace, queue, BROWSERS)
+    if name == "delivery_limit":
+        return lambda trace, queue: delivery_limit(trace, queue, scenario.max_deliveries, BROWSERS)
+    if name == "length_limit":
+        return lambda trace, queue: length_limit(trace, queue, scenario.max_length, scenario.overflow, BROWSERS)
+    return _CHECKERS[name]
+
+
 def check_broker_run(trace: list[TraceEvent], scenario: BrokerScenario) -> list[CheckResult]:
     """Run every checker that applies to ``scenario`` over the main queue's story."""
     shared = SharedTrace(trace)  # the queue's story is read once for all of them
-    return [_CHECKERS[name](shared, QUEUE) for name in scenario.checkers_that_apply()]
+    return [_scenario_checker(name, scenario)(shared, QUEUE) for name in scenario.checkers_that_apply()]

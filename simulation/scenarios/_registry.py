@@ -64,6 +64,7 @@ from ._subscriber import (
     random_subscriber_scenario,
     run_subscriber_simulation,
 )
+from ._swarm import broker_swarm
 
 FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash", "disk-error")
 """Fault plans a scenario can run under; each draws its concrete faults from the seed."""
@@ -259,6 +260,10 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             lambda seed: random_broker_scenario(seed, "mixed"), default_faults="queue-crash",
         ),
         ScenarioSpec(
+            "broker-swarm", "each seed draws its features (TTLs, delays, limits, priorities, groups, browsers, "
+            "selectors, retries) and their settings", "broker", broker_swarm,
+        ),
+        ScenarioSpec(
             "leases", "subscriber callbacks slower than the ack deadline: the leaser extends", "subscriber",
             lambda seed: random_subscriber_scenario(seed, "slow"),
         ),
@@ -297,6 +302,11 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
 def scenario_names() -> tuple[str, ...]:
     """The registry's scenario names, in listing order."""
     return tuple(SCENARIOS)
+
+
+def scenario_draws(name: str, seed: int) -> str:
+    """What a swarm scenario's seed drew (its features and settings), or "" for a scenario that draws none."""
+    return str(getattr(get_scenario(name).build(seed), "draws", ""))
 
 
 def get_scenario(name: str) -> ScenarioSpec:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 
+import attrs
+
 from conveyor.actors.broker import (
     ConsumerLists,
     ConsumerManagerActor,
@@ -189,3 +191,56 @@ class UnjournaledAcks(QueueActor):
         super().on_start()
         if "ack" in vars(self.entries):
             del self.entries.ack  # back to the class's method: acks reach the core, not the journal
+
+
+class FreshTtlOnReturn(EntryList):
+    """Broken: a message given back (nack, release, lapse) starts its TTL again, so it outlives its expiry."""
+
+    def _return(self, entries: list[Entry], now: float, delay_of: Callable[[Entry], float]) -> Returned:
+        for entry in entries:
+            ttl = entry.message.ttl_s
+            if ttl is not None:
+                entry.expires_at = now + ttl
+                heapq.heappush(self._ttls, (entry.expires_at, entry.seq))
+        return super()._return(entries, now, delay_of)
+
+
+class NoBackoff(EntryList):
+    """Broken: the retry policy's backoff is not applied: a nacked message is offered again at once."""
+
+    def give_back_with(
+        self,
+        consumer_id: int,
+        tags: Iterable[int],
+        now: float,
+        delays: dict[int, float],
+        attempts: tuple[int, ...] = (),
+        errors: tuple[DeliveryError | None, ...] = (),
+    ) -> Returned:
+        return super().give_back_with(consumer_id, tags, now, {}, attempts, errors)
+
+
+class BrowsingCounts(EntryList):
+    """Broken: a browser's look at an entry counts as a delivery (its ``delivery_count`` goes up)."""
+
+    def browse(self, consumer_id: int, max_messages: int, max_bytes: int) -> list[Entry]:
+        seen = super().browse(consumer_id, max_messages, max_bytes)
+        for entry in seen:
+            entry.delivery_count += 1
+        return seen
+
+
+class LateDeadLetter(EntryList):
+    """Broken: the delivery limit is checked one delivery late (``>`` where ``>=`` belongs)."""
+
+    def __init__(self, priorities: int = 10, max_deliveries: int | None = None) -> None:
+        super().__init__(priorities, None if max_deliveries is None else max_deliveries + 1)
+
+
+class OneTooLong(QueueActor):
+    """Broken: the length limit lets one more message in (``>`` where ``>=`` belongs)."""
+
+    def __init__(self, config: QueueConfig) -> None:
+        if config.max_length is not None:
+            config = attrs.evolve(config, max_length=config.max_length + 1)
+        super().__init__(config)

@@ -69,6 +69,30 @@ PLANTED: tuple[PlantedBug, ...] = (
         "queue-crash", Variant(queue=broker.UnjournaledAcks), budget=5, checkers=frozenset({"accounting"}),
     ),
     PlantedBug(
+        "fresh-ttl-on-return", "a message given back starts its TTL again", "broker-swarm",
+        Variant(queue=broker.queue_with_entries(broker.FreshTtlOnReturn)), budget=30,
+        checkers=frozenset({"expiry"}), shrink_runs=600,
+    ),
+    PlantedBug(
+        "no-backoff", "a nacked message is offered again at once, without the retry policy's backoff",
+        "broker-swarm", Variant(queue=broker.queue_with_entries(broker.NoBackoff)), budget=10,
+        checkers=frozenset({"not_before"}),
+    ),
+    PlantedBug(
+        "browsing-counts", "a browser's look at a message counts as a delivery", "broker-swarm",
+        Variant(queue=broker.queue_with_entries(broker.BrowsingCounts)), budget=10,
+        checkers=frozenset({"delivery_count", "delivery_limit", "priority_order", "queue_order"}), shrink_runs=600,
+    ),
+    PlantedBug(
+        "late-dead-letter", "the delivery limit is checked one delivery late", "broker-swarm",
+        Variant(queue=broker.queue_with_entries(broker.LateDeadLetter)), budget=10,
+        checkers=frozenset({"delivery_limit"}),
+    ),
+    PlantedBug(
+        "one-too-long", "the length limit lets one message more in", "broker-swarm",
+        Variant(queue=broker.OneTooLong), budget=20, checkers=frozenset({"length_limit"}),
+    ),
+    PlantedBug(
         "key-released-on-ack", "an ordering key's next message is released on ack, not on callback end",
         "ordering-keys", Variant(manager=subscriber.AckReleasesKey), budget=10,
         checkers=frozenset({"ordering_keys"}),
