@@ -13,6 +13,10 @@ from ._broker import group_exclusivity as group_exclusivity
 from ._broker import jain_index as jain_index
 from ._broker import priority_order as priority_order
 from ._broker import strict_order as strict_order
+from ._kernel import kernel_checks as kernel_checks
+from ._kernel import mailbox_fifo as mailbox_fifo
+from ._kernel import nothing_vanishes as nothing_vanishes
+from ._kernel import supervision as supervision
 from ._liveness import liveness as liveness
 from ._liveness import prompt_delivery as prompt_delivery
 from ._liveness import queue_order as queue_order
@@ -72,10 +76,13 @@ __all__ = [
     "flow_bound",
     "group_exclusivity",
     "jain_index",
+    "kernel_checks",
     "lease_validity",
+    "mailbox_fifo",
     "length_limit",
     "liveness",
     "no_loss",
+    "nothing_vanishes",
     "not_before",
     "ordering_keys",
     "priority_order",
@@ -88,4 +95,5 @@ __all__ = [
     "starvation",
     "story_lines",
     "strict_order",
+    "supervision",
 ]

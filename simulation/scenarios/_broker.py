@@ -337,9 +337,12 @@ def run_broker_simulation(
     max_steps: int = 500_000,
     queue_factory: QueueFactory = QueueActor,
     faults: Sequence[Fault] = (),
+    system: Callable[..., Simulation] = Simulation,
 ) -> tuple[Simulation, RunResult]:
-    """Run ``scenario`` to quiet in a Simulation (with ``faults``), then shut it down (so queues record their end)."""
-    sim = Simulation(seed=seed, strategy=strategy, faults=faults)
+    """Run ``scenario`` to quiet in a Simulation (with ``faults``), then shut it down (so queues record their end).
+
+    ``system`` builds the Simulation (a planted kernel bug swaps it)."""
+    sim = system(seed=seed, strategy=strategy, faults=faults)
     spawn_broker_scenario(sim, scenario, queue_factory)
     result = sim.run(max_steps=max_steps)
     sim.shutdown()

@@ -45,7 +45,7 @@ from conveyor.simulation import (
     never_acks,
     strategy_from_name,
 )
-from conveyor.simulation.checkers import CheckResult, fairness, jain_index, liveness, queue_paths
+from conveyor.simulation.checkers import CheckResult, fairness, jain_index, kernel_checks, liveness, queue_paths
 
 from ._broker import (
     QUEUE,
@@ -79,13 +79,15 @@ class Variant:
     """A planted-bug or test variant of a scenario's actors (``None``: the real ones).
 
     ``queue`` swaps a broker scenario's queue, ``manager`` a subscriber scenario's manager,
-    ``topic`` and ``subscription`` the Pub/Sub front's topic and subscription actors.
+    ``topic`` and ``subscription`` the Pub/Sub front's topic and subscription actors, and
+    ``simulation`` the kernel itself (what builds the ``Simulation``), in any family.
     """
 
     queue: QueueFactory | None = None
     manager: ManagerFactory | None = None
     topic: TopicFactory | None = None
     subscription: SubscriptionFactory | None = None
+    simulation: Callable[..., Simulation] | None = None
 
 
 @final
@@ -545,17 +547,19 @@ def simulate_workload(
     What ``run_scenario`` runs before it judges; the shrinker runs candidates through it too.
     """
     variant = variant or Variant()
+    system = variant.simulation or Simulation
     if isinstance(workload, BrokerScenario):
         return run_broker_simulation(
-            workload, seed, strategy, max_steps=max_steps, queue_factory=variant.queue or QueueActor, faults=faults
+            workload, seed, strategy, max_steps=max_steps, queue_factory=variant.queue or QueueActor, faults=faults,
+            system=system,
         )
     if isinstance(workload, PubSubScenario):
         return run_pubsub_simulation(
             workload, seed, strategy, max_steps=max_steps, topic_factory=variant.topic,
-            subscription_factory=variant.subscription, faults=faults,
+            subscription_factory=variant.subscription, faults=faults, system=system,
         )
     return run_subscriber_simulation(
-        workload, seed, strategy, max_steps=max_steps, manager=variant.manager, faults=faults
+        workload, seed, strategy, max_steps=max_steps, manager=variant.manager, faults=faults, system=system
     )
 
 
@@ -604,6 +608,7 @@ def run_scenario(
     else:
         results = check_subscriber_run(trace, work)
     results += _liveness_checks(trace, work)
+    results += kernel_checks(trace)
     if spec.extra_checks is not None and plan == "none":
         results += spec.extra_checks(trace, work)
     violations = tuple(f"{r.checker}: {line}" for r in results if not r.ok for line in r.violations)

@@ -233,6 +233,7 @@ def run_subscriber_simulation(
     manager: ManagerFactory | None = None,
     chunk_s: float = 1.0,
     faults: Sequence[Fault] = (),
+    system: Callable[..., Simulation] = Simulation,
 ) -> tuple[Simulation, RunResult]:
     """Run ``scenario`` until every message is settled (or the horizon or ``max_steps``), then stop cleanly.
 
@@ -250,7 +251,7 @@ def run_subscriber_simulation(
     durations = CallbackDurations(scenario)
     if scenario.pause_at is not None and scenario.pause_s > 0:
         faults = (*faults, Pause(f"/{SUBSCRIPTION}", scenario.pause_at, scenario.pause_s))
-    sim = Simulation(seed=seed, strategy=strategy, job_duration=durations, faults=faults)
+    sim = system(seed=seed, strategy=strategy, job_duration=durations, faults=faults)  # planted kernel bugs swap it
     durations.now = sim.now
     dead_letters = sim.spawn(
         lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable)), name="dead-letters"

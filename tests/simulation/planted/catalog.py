@@ -12,7 +12,7 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, pubsub, subscriber
+from . import broker, kernel, pubsub, subscriber
 
 
 @final
@@ -91,6 +91,18 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "one-too-long", "the length limit lets one message more in", "broker-swarm",
         Variant(queue=broker.OneTooLong), budget=20, checkers=frozenset({"length_limit"}),
+    ),
+    PlantedBug(
+        "overtaking-channel", "the kernel lets a message overtake an earlier one on its channel", "fairness",
+        Variant(simulation=kernel.Overtaking), budget=5, checkers=frozenset({"mailbox_fifo"}),
+    ),
+    PlantedBug(
+        "lossy-channel", "the kernel loses a message it recorded as sent", "fairness",
+        Variant(simulation=kernel.Lossy), budget=5, checkers=frozenset({"nothing_vanishes", "mailbox_fifo"}),
+    ),
+    PlantedBug(
+        "forgotten-watchers", "an actor that stops does not send its watchers Terminated", "crash-recovery",
+        Variant(simulation=kernel.ForgetsWatchers), budget=5, checkers=frozenset({"supervision"}),
     ),
     PlantedBug(
         "key-released-on-ack", "an ordering key's next message is released on ack, not on callback end",
