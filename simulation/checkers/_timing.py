@@ -14,7 +14,8 @@ queue's state (how many entries are AVAILABLE), which no message shows; it repla
   a browser never acquires and never counts as a delivery, and nothing is delivered twice as one.
 * ``delivery_limit``: a message is delivered at most ``max_deliveries`` times; one dead-lettered for
   its delivery limit had exactly that many deliveries, and says so (``x-delivery-count``).
-* ``length_limit``: at most ``max_length`` entries are AVAILABLE after each publish; only a
+* ``length_limit``: a publish leaves at most ``max_length`` entries AVAILABLE (or no more than
+  before it, when returns had filled the queue past its limit); only a
   ``reject-publish`` queue refuses a publish as full; a refused message is never delivered.
 """
 
@@ -280,12 +281,14 @@ def length_limit(
     trace: Iterable[TraceEvent], queue_path: str, max_length: int | None, overflow: Overflow,
     browsers: tuple[str, ...] = (),
 ) -> CheckResult:
-    """At most ``max_length`` AVAILABLE entries after each publish; refusals as full only by ``reject-publish``.
+    """A publish never leaves more than ``max_length`` AVAILABLE entries (or more than were there before it).
 
-    The AVAILABLE count (entries enqueued and not settled, less those held) is the queue's state,
-    so it is replayed from the queue's story; a publish's effect is judged once its eviction, if
-    any (``drop-head``), is done. Refused messages (the answers the publisher was sent) must never
-    be delivered.
+    AVAILABLE counts every entry enqueued and not settled, less those held, delayed ones included
+    (``QueueConfig.max_length``). Returns are never refused, so a release can leave the queue above
+    its limit; a publish then must not add to it (``drop-head`` evicts one, ``reject-publish``
+    refuses). The count is the queue's state, so it is replayed from the queue's story; a publish's
+    effect is judged once its eviction, if any, is done. Refusals come from what the publisher was
+    told: only a ``reject-publish`` queue refuses as full, and a refused message is never delivered.
     """
     if max_length is None:
         return CheckResult.of("length_limit", [], judged=0)
@@ -294,7 +297,7 @@ def length_limit(
     acquiring: dict[int, bool] = {}
     violations: list[str] = []
     peak = 0
-    pending: float | None = None  # the time of a publish not yet judged
+    pending: tuple[float, int] | None = None  # a publish not yet judged: its time, the count before it
 
     def judge() -> None:
         nonlocal pending, peak
@@ -302,9 +305,9 @@ def length_limit(
             return
         available = len(live) - len(held)
         peak = max(peak, available)
-        if available > max_length:
-            violations.append(f"t={pending:g}: {available} entries available after a publish; "
-                              f"max_length is {max_length} ({overflow.value})")
+        if available > max(max_length, pending[1]):
+            violations.append(f"t={pending[0]:g}: {available} entries available after a publish "
+                              f"({pending[1]} before it); max_length is {max_length} ({overflow.value})")
         pending = None
 
     for obs in queue_story(trace, queue_path):
@@ -318,8 +321,8 @@ def length_limit(
             info = obs.data[0]
             acquiring[info.consumer_id] = info.acquiring and not any(info.path.startswith(p) for p in browsers)
         elif kind == "enqueued":
+            pending = (obs.time, len(live) - len(held))
             live.add(obs.data.tag)
-            pending = obs.time
         elif kind == "delivered":
             for delivery in obs.data:
                 if acquiring.get(delivery.consumer_id, True):
@@ -330,7 +333,6 @@ def length_limit(
     # Refusals, from what the publisher was told: a full queue refuses only when full, and never delivers it.
     refused: set[str] = set()
     traffic = _QueueTraffic(queue_path, browsers)
-    live.clear()
     for event, message in traffic.walk(trace):
         if event.kind is _SENT and type(message) is PublishRejected and message.reason.startswith(_FULL):
             refused.add(message.message_id)

@@ -64,7 +64,7 @@ from ._subscriber import (
     random_subscriber_scenario,
     run_subscriber_simulation,
 )
-from ._swarm import broker_swarm
+from ._swarm import broker_swarm, subscriber_swarm
 
 FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash", "disk-error")
 """Fault plans a scenario can run under; each draws its concrete faults from the seed."""
@@ -284,6 +284,11 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
         ScenarioSpec(
             "paused-process", "the whole subscriber pauses past its leases: lapses noticed, nothing lost or reordered",
             "subscriber", lambda seed: random_subscriber_scenario(seed, "paused"),
+        ),
+        ScenarioSpec(
+            "subscriber-swarm", "each seed draws its features (ordering keys, flow control, slow, raising and "
+            "nacking callbacks, delivery limit, retry, pause, crash) and their settings", "subscriber",
+            subscriber_swarm,
         ),
         ScenarioSpec(
             "pubsub-front", "the Pub/Sub front's actors with misbehaving clients, poison publishes and a forger",

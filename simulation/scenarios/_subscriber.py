@@ -80,6 +80,7 @@ class SubscriberScenario:
             subscription starts ``restart_after_s`` later (None: no crash).
         horizon_s: virtual time after which the run stops waiting for everything to settle.
         durable: the queues keep their state in their journals, so a crashed queue recovers it.
+        draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
     """
 
     messages: int = 30
@@ -104,6 +105,7 @@ class SubscriberScenario:
     restart_after_s: float = 0.5
     horizon_s: float = 3600.0
     durable: bool = False
+    draws: str = ""
 
     def subscription_paths(self) -> tuple[str, ...]:
         """The managers' paths this scenario starts: ``/sub``, and ``/sub-2`` after a crash."""
@@ -177,8 +179,10 @@ class BurstPublisher(Actor):
         self.scenario = scenario
 
     def on_start(self) -> None:
-        """Plan every burst as a timer."""
+        """Plan every burst as a timer; note a swarm's draws first."""
         scenario = self.scenario
+        if scenario.draws:
+            self.ctx.note(scenario.draws)
         for index, first in enumerate(range(0, scenario.messages, scenario.burst)):
             count = min(scenario.burst, scenario.messages - first)
             self.ctx.schedule(index * scenario.burst_gap_s, _Burst(first, count))

@@ -23,7 +23,7 @@ from conveyor.actors.broker import (
     QueueConfig,
 )
 from conveyor.actors.broker._consumer_lists import ConsumerState
-from conveyor.actors.broker._entries import Entry, Returned, _Level
+from conveyor.actors.broker._entries import Entry, Returned, _Cursor, _Level
 
 QueueFactory = Callable[[QueueConfig], QueueActor]
 
@@ -244,3 +244,28 @@ class OneTooLong(QueueActor):
         if config.max_length is not None:
             config = attrs.evolve(config, max_length=config.max_length + 1)
         super().__init__(config)
+
+
+class BlindToConsumerPriority(EntryList):
+    """Broken: no entry is kept for a higher-priority consumer that wants work; whoever pulls first takes it."""
+
+    def _outranked(self, cursor: _Cursor) -> bool:
+        return False
+
+
+class SharedGroups(EntryList):
+    """Broken: a message group's owner is not enforced: any consumer may take any group's entries."""
+
+    def _group_allows(self, entry: Entry, consumer_id: int) -> bool:
+        return True
+
+
+class BackwardsBatch(EntryList):
+    """Broken: a pull's entries are handed out last first (the batch is reversed)."""
+
+    def take(
+        self, consumer_id: int, now: float, max_messages: int, max_bytes: int, deadline: float
+    ) -> tuple[list[Entry], list[Entry], bool]:
+        taken, expired, limited = super().take(consumer_id, now, max_messages, max_bytes, deadline)
+        taken.reverse()
+        return taken, expired, limited

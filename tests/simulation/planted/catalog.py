@@ -60,6 +60,21 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"drained", "stall", "priority_order", "queue_order", "prompt_delivery"}),
     ),
     PlantedBug(
+        "blind-to-consumer-priority", "nothing is kept for a higher-priority consumer: the first to pull takes it",
+        "consumer-priorities", Variant(queue=broker.queue_with_entries(broker.BlindToConsumerPriority)), budget=10,
+        checkers=frozenset({"consumer_priority"}),
+    ),
+    PlantedBug(
+        "shared-groups", "a message group's owner is not enforced", "groups",
+        Variant(queue=broker.queue_with_entries(broker.SharedGroups)), budget=10,
+        checkers=frozenset({"group_exclusivity"}),
+    ),
+    PlantedBug(
+        "backwards-batch", "a pull's entries are handed out last first", "broker-swarm",
+        Variant(queue=broker.queue_with_entries(broker.BackwardsBatch)), budget=15,
+        checkers=frozenset({"strict_order", "queue_order", "priority_order"}),
+    ),
+    PlantedBug(
         "amnesiac-queue", "a durable queue does not recover its journal after a crash", "queue-crash",
         Variant(queue=broker.AmnesiacQueue), budget=5,
         checkers=frozenset({"accounting", "drained", "stall"}),
