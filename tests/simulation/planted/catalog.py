@@ -135,6 +135,15 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"lease_validity"}),
     ),
     PlantedBug(
+        "swallowed-failure", "a callback that raised is acked instead of nacked", "subscriber-swarm",
+        Variant(manager=subscriber.SwallowsFailures), budget=10, checkers=frozenset({"no_loss"}),
+    ),
+    PlantedBug(
+        "never-resumes", "flow control pauses the stream and never resumes it", "flow-control",
+        Variant(manager=subscriber.manager_with(load=subscriber.NeverResumes)), budget=5,
+        checkers=frozenset({"all_settled", "stall", "prompt_delivery"}),
+    ),
+    PlantedBug(
         "poison-publish", "a topic confirms a publish the broker cannot store whole (issue 15, item 1)",
         "pubsub-front", Variant(topic=pubsub.ConfirmingTopic), budget=5, checkers=frozenset({"no_confirmed_loss"}),
     ),

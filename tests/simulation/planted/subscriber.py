@@ -11,7 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from conveyor.actors.broker import Delivery
-from conveyor.actors.subscriber import FlowNote, Leaser, LoadController, StreamingPullManager
+from conveyor.actors.subscriber import FlowControl, FlowNote, Leaser, LoadController, StreamingPullManager
+from conveyor.actors.subscriber._flow import FlowDecision, LoadTracker
 from conveyor.actors.subscriber._leases import _lead
 from conveyor.actors.subscriber._protocol import CallbackEnded, Done, Received, ack_id_of
 from conveyor.actors.subscriber._protocol import Settlement as Settle
@@ -92,3 +93,41 @@ class LateLeaser(Leaser):  # type: ignore[misc]  # Leaser is final: a planted bu
     def _arm(self, when: float) -> None:
         extension = self.table.deadline_for(self.histogram)
         super()._arm(when + (extension - _lead(extension)) + 0.5)
+
+
+class SwallowsFailures(StreamingPullManager):
+    """Broken: a callback that raised is acked instead of nacked (its failure is swallowed)."""
+
+    def _settle(self, message: Settle) -> None:
+        super()._settle(_acked_if_failed(message))
+
+    def _settle_all(self, settles: tuple[Settle, ...]) -> None:
+        super()._settle_all(tuple(_acked_if_failed(settle) for settle in settles))
+
+
+def _acked_if_failed(settle: Settle) -> Settle:
+    if settle.kind is SettleKind.NACK and settle.error is not None:
+        return Settle(SettleKind.ACK, settle.ack_id)
+    return settle
+
+
+class _NoResume:
+    """A ``LoadTracker`` that pauses but never says resume."""
+
+    def __init__(self, tracker: LoadTracker) -> None:
+        self._tracker = tracker
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tracker, name)
+
+    def update(self) -> FlowDecision | None:
+        decision = self._tracker.update()
+        return None if decision is FlowDecision.RESUME else decision
+
+
+class NeverResumes(LoadController):  # type: ignore[misc]  # LoadController is final: a planted bug may subclass
+    """Broken: flow control pauses the stream at load >= 1 and never resumes it."""
+
+    def __init__(self, consumer: ActorRef, flow: FlowControl) -> None:
+        super().__init__(consumer, flow)
+        self.tracker = _NoResume(self.tracker)  # type: ignore[assignment]
