@@ -37,6 +37,7 @@ from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
 from ._result import CheckResult as CheckResult
+from ._runs import runs_once as runs_once
 from ._story import delivery_steps as delivery_steps
 from ._story import story_lines as story_lines
 from ._subscriber import all_settled as all_settled
@@ -90,6 +91,7 @@ __all__ = [
     "queue_paths",
     "queue_order",
     "queue_story",
+    "runs_once",
     "single_wakeup",
     "stall",
     "starvation",

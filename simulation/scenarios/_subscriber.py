@@ -37,6 +37,7 @@ from conveyor.simulation.checkers import (
     lease_validity,
     no_loss,
     ordering_keys,
+    runs_once,
 )
 
 QUEUE = "/queue"
@@ -306,6 +307,7 @@ def check_subscriber_run(trace: list[TraceEvent], scenario: SubscriberScenario) 
         results.append(flow_bound(trace, path, scenario.flow))
         results.append(ordering_keys(trace, path))
         results.append(lease_validity(trace, QUEUE, path, scenario.flow))
+        results.append(runs_once(trace, path, QUEUE))
     results.append(no_loss(trace, QUEUE))
     results.append(all_settled(trace, QUEUE))
     return results

@@ -144,6 +144,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"all_settled", "stall", "prompt_delivery"}),
     ),
     PlantedBug(
+        "refused-ack-run-again", "a message whose ack the queue refused is run again when it comes back",
+        "leases", Variant(manager=subscriber.RunsRefusedAgain), budget=25, checkers=frozenset({"runs_once"}),
+        shrink_runs=600,
+    ),
+    PlantedBug(
         "poison-publish", "a topic confirms a publish the broker cannot store whole (issue 15, item 1)",
         "pubsub-front", Variant(topic=pubsub.ConfirmingTopic), budget=5, checkers=frozenset({"no_confirmed_loss"}),
     ),

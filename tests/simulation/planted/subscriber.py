@@ -14,6 +14,7 @@ from conveyor.actors.broker import Delivery
 from conveyor.actors.subscriber import FlowControl, FlowNote, Leaser, LoadController, StreamingPullManager
 from conveyor.actors.subscriber._flow import FlowDecision, LoadTracker
 from conveyor.actors.subscriber._leases import _lead
+from conveyor.actors.subscriber._ledger import AckLedger, Arrival
 from conveyor.actors.subscriber._protocol import CallbackEnded, Done, Received, ack_id_of
 from conveyor.actors.subscriber._protocol import Settlement as Settle
 from conveyor.actors.subscriber._protocol import SettlementKind as SettleKind
@@ -131,3 +132,32 @@ class NeverResumes(LoadController):  # type: ignore[misc]  # LoadController is f
     def __init__(self, consumer: ActorRef, flow: FlowControl) -> None:
         super().__init__(consumer, flow)
         self.tracker = _NoResume(self.tracker)  # type: ignore[assignment]
+
+
+class _RunsRefused:
+    """An ``AckLedger`` that forgets a refused ack when its message comes back: the message is run again."""
+
+    def __init__(self, ledger: AckLedger) -> None:
+        self._ledger = ledger
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ledger, name)
+
+    def __len__(self) -> int:
+        return len(self._ledger)
+
+    def delivered(self, ack_id: str, delivery: Delivery) -> Arrival:
+        arrival = self._ledger.delivered(ack_id, delivery)
+        if arrival is Arrival.ACK_AGAIN:
+            del self._ledger._acking[ack_id]
+            self._ledger._pending[ack_id] = delivery.delivery_count
+            return Arrival.NEW
+        return arrival
+
+
+class RunsRefusedAgain(StreamingPullManager):
+    """Broken: a message whose ack the queue refused (its lease had lapsed) is run again when it comes back."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ledger = _RunsRefused(self.ledger)  # type: ignore[assignment]
