@@ -102,11 +102,13 @@ class _Mailboxes:
         self.sent = self.taken = self.retried = self.dropped = self.discarded = 0
         self.shut_down = False
         self.ambiguous: set[tuple[str, str]] = set()  # (sender, receiver) pairs FIFO cannot be judged on
+        self.living: dict[str, int] = {}  # path -> how many actors live there
 
     def _actors(self, path: str) -> list[_Incarnation]:
         found = self.actors.get(path)
         if found is None:
             found = self.actors[path] = [_Incarnation()]  # sent to before any Start was seen
+            self.living[path] = 1
         return found
 
     def observe(self, event: TraceEvent) -> None:
@@ -121,6 +123,7 @@ class _Mailboxes:
                 known = self.actors.get(receiver)
                 if known is None or known[-1].channels:
                     self.actors.setdefault(receiver, []).append(_Incarnation())
+                    self.living[receiver] = self.living.get(receiver, 0) + 1
             if sender is None:
                 return
             actors = self._actors(receiver)
@@ -149,13 +152,14 @@ class _Mailboxes:
             for actor in self.actors.get(receiver, ()):
                 if actor.alive:
                     actor.alive = False
+                    self.living[receiver] -= 1
                     break
             if isinstance(event.message, Terminated) and event.message.reason == "shutdown":
                 self.shut_down = True
 
     def _twice(self, path: str) -> bool:
         """Whether two actors live at ``path`` (a restarted parent's old child, still draining, and its successor)."""
-        return sum(actor.alive for actor in self.actors.get(path, ())) > 1
+        return self.living.get(path, 0) > 1
 
     def _take(self, event: TraceEvent, sender: str, receiver: str) -> None:
         """Take a delivered or dead-lettered message off its channel, checking it was the oldest there."""
