@@ -50,6 +50,7 @@ from ._timing import delivery_limit as delivery_limit
 from ._timing import expiry as expiry
 from ._timing import length_limit as length_limit
 from ._timing import not_before as not_before
+from ._timing import selector_match as selector_match
 
 __all__ = [
     "BatchReceived",
@@ -92,6 +93,7 @@ __all__ = [
     "queue_order",
     "queue_story",
     "runs_once",
+    "selector_match",
     "single_wakeup",
     "stall",
     "starvation",

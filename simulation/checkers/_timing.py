@@ -14,6 +14,7 @@ queue's state (how many entries are AVAILABLE), which no message shows; it repla
   a browser never acquires and never counts as a delivery, and nothing is delivered twice as one.
 * ``delivery_limit``: a message is delivered at most ``max_deliveries`` times; one dead-lettered for
   its delivery limit had exactly that many deliveries, and says so (``x-delivery-count``).
+* ``selector_match``: a consumer is given only messages its selector matches.
 * ``length_limit``: a publish leaves at most ``max_length`` entries AVAILABLE (or no more than
   before it, when returns had filled the queue past its limit); only a
   ``reject-publish`` queue refuses a publish as full; a refused message is never delivered.
@@ -30,6 +31,7 @@ from conveyor.actors.broker import (
     Ack,
     Delivered,
     Delivery,
+    MatchAll,
     ModifyAckDeadline,
     Nack,
     Overflow,
@@ -38,6 +40,8 @@ from conveyor.actors.broker import (
     PublishRejected,
     Release,
     RetryPolicy,
+    Selector,
+    Subscribe,
     Subscribed,
 )
 from conveyor.runtime import EventKind, Terminated, TraceEvent
@@ -345,3 +349,35 @@ def length_limit(
                     violations.append(f"t={event.time:g}: {delivery.message.message_id!r} delivered after its "
                                       "publish was refused")
     return CheckResult.of("length_limit", violations, peak=peak, refused=len(refused))
+
+
+def selector_match(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
+    """A consumer is given only messages its selector matches (browsers too).
+
+    The selector is the one the consumer subscribed with (its ``Subscribe``, as the queue
+    received it), tied to the consumer id the queue answered it with (``Subscribed``).
+    """
+    asked: dict[str, Selector] = {}  # consumer path -> the selector it subscribed with
+    selectors: dict[int, Selector] = {}
+    violations: list[str] = []
+    judged = 0
+    for event in _events(trace):
+        message = event.message
+        cls = type(message)
+        if event.kind is _DELIVERED and event.receiver == queue_path and cls is Subscribe:
+            asked[message.consumer.path] = message.selector
+        elif event.kind is _SENT and event.sender == queue_path:
+            if cls is Subscribed and event.receiver in asked:
+                selectors[message.consumer_id] = asked[event.receiver]
+            elif cls is Delivered:
+                for delivery in message.deliveries:
+                    selector = selectors.get(delivery.consumer_id)
+                    if selector is None or type(selector) is MatchAll:
+                        continue
+                    judged += 1
+                    if not selector.matches(delivery.message.header_map()):
+                        violations.append(
+                            f"t={event.time:g}: {delivery.message.message_id!r} (tag {delivery.tag}) given to "
+                            f"consumer {delivery.consumer_id}, whose selector {selector} does not match it"
+                        )
+    return CheckResult.of("selector_match", violations, judged=judged)

@@ -45,6 +45,7 @@ from conveyor.simulation.checkers import (
     length_limit,
     not_before,
     priority_order,
+    selector_match,
     strict_order,
 )
 
@@ -123,6 +124,8 @@ class BrokerScenario:
             names.append("not_before")
         if self.max_length is not None:
             names.append("length_limit")
+        if any(selector is not None for selector in self.selectors):
+            names.append("selector_match")
         names += ["priority_order", "consumer_priority"]
         if len(set(self.consumer_priorities or (0,))) == 1:
             names.append("strict_order")
@@ -351,6 +354,7 @@ def run_broker_simulation(
 
 _CHECKERS = {
     "accounting": accounting,
+    "selector_match": selector_match,
     "drained": drained,
     "strict_order": strict_order,
     "priority_order": priority_order,

@@ -18,9 +18,11 @@ from conveyor.actors.broker import (
     ConsumerManagerActor,
     DeliveryError,
     EntryList,
+    MatchAll,
     Message,
     QueueActor,
     QueueConfig,
+    Selector,
 )
 from conveyor.actors.broker._consumer_lists import ConsumerState
 from conveyor.actors.broker._entries import Entry, Returned, _Cursor, _Level
@@ -269,3 +271,10 @@ class BackwardsBatch(EntryList):
         taken, expired, limited = super().take(consumer_id, now, max_messages, max_bytes, deadline)
         taken.reverse()
         return taken, expired, limited
+
+
+class SelectorDropped(EntryList):
+    """Broken: a consumer's selector is dropped when it is registered: it is given every message."""
+
+    def add_consumer(self, consumer_id: int, selector: Selector, priority: int, acquiring: bool) -> None:
+        super().add_consumer(consumer_id, MatchAll(), priority, acquiring)

@@ -65,6 +65,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"consumer_priority"}),
     ),
     PlantedBug(
+        "selector-dropped", "a consumer's selector is dropped when it registers", "selectors",
+        Variant(queue=broker.queue_with_entries(broker.SelectorDropped)), budget=5,
+        checkers=frozenset({"selector_match"}),
+    ),
+    PlantedBug(
         "shared-groups", "a message group's owner is not enforced", "groups",
         Variant(queue=broker.queue_with_entries(broker.SharedGroups)), budget=10,
         checkers=frozenset({"group_exclusivity"}),
