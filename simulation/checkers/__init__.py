@@ -47,6 +47,7 @@ from ._subscriber import no_loss as no_loss
 from ._subscriber import ordering_keys as ordering_keys
 from ._timing import delivery_count as delivery_count
 from ._timing import delivery_limit as delivery_limit
+from ._timing import exclusive_lease as exclusive_lease
 from ._timing import expiry as expiry
 from ._timing import length_limit as length_limit
 from ._timing import not_before as not_before
@@ -73,6 +74,7 @@ __all__ = [
     "delivery_limit",
     "delivery_steps",
     "drained",
+    "exclusive_lease",
     "expiry",
     "fairness",
     "flow_bound",

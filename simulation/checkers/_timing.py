@@ -14,6 +14,7 @@ queue's state (how many entries are AVAILABLE), which no message shows; it repla
   a browser never acquires and never counts as a delivery, and nothing is delivered twice as one.
 * ``delivery_limit``: a message is delivered at most ``max_deliveries`` times; one dead-lettered for
   its delivery limit had exactly that many deliveries, and says so (``x-delivery-count``).
+* ``exclusive_lease``: a message is not delivered again while a lease on it runs (extensions count).
 * ``selector_match``: a consumer is given only messages its selector matches.
 * ``length_limit``: a publish leaves at most ``max_length`` entries AVAILABLE (or no more than
   before it, when returns had filled the queue past its limit); only a
@@ -43,6 +44,7 @@ from conveyor.actors.broker import (
     Selector,
     Subscribe,
     Subscribed,
+    Unsubscribe,
 )
 from conveyor.runtime import EventKind, Terminated, TraceEvent
 
@@ -381,3 +383,61 @@ def selector_match(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
                             f"consumer {delivery.consumer_id}, whose selector {selector} does not match it"
                         )
     return CheckResult.of("selector_match", violations, judged=judged)
+
+
+def exclusive_lease(trace: Iterable[TraceEvent], queue_path: str, browsers: tuple[str, ...] = ()) -> CheckResult:
+    """A message is leased to one consumer at a time: not delivered again while a lease on it runs.
+
+    A lease runs from an acquiring delivery until its deadline, moved by the holder's
+    ``ModifyAckDeadline`` (0 ends it), or until the holder acks, nacks (that delivery) or releases
+    it, unsubscribes or stops. All of it from the kernel's record: the batches the queue sent and the
+    requests it received. An extension that reaches the queue at its lease's very deadline may come
+    before or after the lapse, so that lease is not judged further.
+    """
+    traffic = _QueueTraffic(queue_path, browsers)
+    holding: dict[int, _Holding] = {}
+    violations: list[str] = []
+    judged = 0
+    for event, message in traffic.walk(trace):
+        cls = type(message)
+        now = event.time
+        if event.kind is _DELIVERED:
+            if cls is Ack or cls is Release or cls is Nack or cls is ModifyAckDeadline:
+                consumer_id = message.consumer_id  # type: ignore[attr-defined]
+                attempts = message.attempts if cls is Nack else ()  # type: ignore[attr-defined]
+                for index, tag in enumerate(message.tags):  # type: ignore[attr-defined]
+                    held = holding.get(tag)
+                    if held is None or held.consumer_id != consumer_id:
+                        continue
+                    if attempts and attempts[index] != held.count:
+                        continue  # a stale nack changes nothing
+                    seconds = message.seconds if cls is ModifyAckDeadline else 0.0  # type: ignore[attr-defined]
+                    if held.deadline is not None and now >= held.deadline:
+                        del holding[tag]  # lapsed (or lapsing this instant): the queue decides
+                    elif seconds > 0:
+                        held.deadline = now + seconds
+                    else:
+                        del holding[tag]
+            elif cls is Unsubscribe:
+                gone = message.consumer_id  # type: ignore[attr-defined]
+                for tag in [tag for tag, held in holding.items() if held.consumer_id == gone]:
+                    del holding[tag]
+            elif cls is Terminated:
+                path = getattr(getattr(message, "ref", None), "path", None)
+                ids = {cid for cid, known in traffic.paths.items() if known == path}
+                for tag in [tag for tag, held in holding.items() if held.consumer_id in ids]:
+                    del holding[tag]
+        elif cls is Delivered:
+            for delivery in message.deliveries:  # type: ignore[attr-defined]
+                if traffic.is_browser(delivery.consumer_id):
+                    continue
+                judged += 1
+                held = holding.get(delivery.tag)
+                if held is not None and held.deadline is not None and now < held.deadline:
+                    violations.append(
+                        f"t={now:g}: {delivery.message.message_id!r} (tag {delivery.tag}, delivery "
+                        f"{delivery.delivery_count}) given to consumer {delivery.consumer_id} while consumer "
+                        f"{held.consumer_id}'s lease on delivery {held.count} ran until t={held.deadline:g}"
+                    )
+                holding[delivery.tag] = _Holding(delivery)
+    return CheckResult.of("exclusive_lease", violations, judged=judged)

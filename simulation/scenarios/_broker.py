@@ -20,6 +20,7 @@ from conveyor.actors.broker import (
     ConsumerSettings,
     Delivery,
     Message,
+    ModifyAckDeadline,
     Nack,
     Overflow,
     Publish,
@@ -40,6 +41,7 @@ from conveyor.simulation.checkers import (
     delivery_count,
     delivery_limit,
     drained,
+    exclusive_lease,
     expiry,
     group_exclusivity,
     length_limit,
@@ -62,6 +64,8 @@ class ClientPolicy:
         release: release it (redelivered at once).
         ignore: never answer (the lease lapses and it is redelivered).
         late_ack: ack after up to ``late_ack_s`` (sometimes after the lease lapsed).
+        extend: extend the lease to ``extend_s`` from now (``ModifyAckDeadline``), then ack
+            within it.
         crash_after: stop the client (and its consumer) after this many deliveries; 0 never.
     """
 
@@ -71,6 +75,8 @@ class ClientPolicy:
     late_ack: float = 0.0
     late_ack_s: float = 2.0
     crash_after: int = 0
+    extend: float = 0.0
+    extend_s: float = 3.0
 
 
 @final
@@ -116,7 +122,7 @@ class BrokerScenario:
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
-        names = ["accounting", "drained", "delivery_count", "delivery_limit"]
+        names = ["accounting", "drained", "delivery_count", "delivery_limit", "exclusive_lease"]
         # the per-message promises first: they fail at the first broken delivery, so a shrink keeps them
         if any(self.ttls):
             names.append("expiry")
@@ -225,6 +231,7 @@ class ScenarioClient(Actor):
         self.below_release = policy.nack + policy.release
         self.below_ignore = policy.nack + policy.release + policy.ignore
         self.below_late_ack = policy.nack + policy.release + policy.ignore + policy.late_ack
+        self.below_extend = self.below_late_ack + policy.extend
 
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
@@ -255,6 +262,9 @@ class ScenarioClient(Actor):
             pass
         elif draw < self.below_late_ack:
             self.ctx.schedule(self.ctx.random.uniform(0, policy.late_ack_s), _LateAck(message))
+        elif draw < self.below_extend:
+            self.ctx.reply(ModifyAckDeadline(message.consumer_id, (message.tag,), policy.extend_s))
+            self.ctx.schedule(self.ctx.random.uniform(0.5, 0.9) * policy.extend_s, _LateAck(message))
         else:
             self.ctx.reply(Ack(message.consumer_id, (message.tag,)))
         if policy.crash_after and self.deliveries >= policy.crash_after:
@@ -377,6 +387,8 @@ def _scenario_checker(name: str, scenario: BrokerScenario) -> Callable[[SharedTr
         return lambda trace, queue: not_before(trace, queue, scenario.retry, BROWSERS)
     if name == "delivery_count":
         return lambda trace, queue: delivery_count(trace, queue, BROWSERS)
+    if name == "exclusive_lease":
+        return lambda trace, queue: exclusive_lease(trace, queue, BROWSERS)
     if name == "delivery_limit":
         return lambda trace, queue: delivery_limit(trace, queue, scenario.max_deliveries, BROWSERS)
     if name == "length_limit":

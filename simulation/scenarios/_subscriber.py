@@ -33,6 +33,7 @@ from conveyor.simulation import Fault, Pause, RunResult, Simulation, Strategy
 from conveyor.simulation.checkers import (
     CheckResult,
     all_settled,
+    exclusive_lease,
     flow_bound,
     lease_validity,
     no_loss,
@@ -309,6 +310,7 @@ def check_subscriber_run(trace: list[TraceEvent], scenario: SubscriberScenario) 
         results.append(lease_validity(trace, QUEUE, path, scenario.flow))
         results.append(runs_once(trace, path, QUEUE))
     results.append(no_loss(trace, QUEUE))
+    results.append(exclusive_lease(trace, QUEUE))
     results.append(all_settled(trace, QUEUE))
     return results
 

@@ -27,6 +27,8 @@ def _policy(rng: random.Random, crashes: bool) -> ClientPolicy:
         late_ack=rng.choice((0.0, 0.1, 0.3)),
         late_ack_s=rng.uniform(0.1, 2.0),
         crash_after=rng.randint(1, 10) if crashes and rng.random() < 0.3 else 0,
+        extend=rng.choice((0.0, 0.0, 0.2)),
+        extend_s=rng.uniform(1.0, 4.0),
     )
 
 

@@ -278,3 +278,10 @@ class SelectorDropped(EntryList):
 
     def add_consumer(self, consumer_id: int, selector: Selector, priority: int, acquiring: bool) -> None:
         super().add_consumer(consumer_id, MatchAll(), priority, acquiring)
+
+
+class IgnoresExtensions(EntryList):
+    """Broken: ``ModifyAckDeadline`` extends nothing: every lease lapses at its first deadline."""
+
+    def extend(self, consumer_id: int, tags: Iterable[int], deadline: float) -> tuple[int, ...]:
+        return ()

@@ -125,6 +125,12 @@ PLANTED: tuple[PlantedBug, ...] = (
         Variant(simulation=kernel.ForgetsWatchers), budget=5, checkers=frozenset({"supervision"}),
     ),
     PlantedBug(
+        "ignored-extensions", "the queue ignores lease extensions: every lease lapses at its first deadline",
+        "broker-swarm",
+        Variant(queue=broker.queue_with_entries(broker.IgnoresExtensions)), budget=5,
+        checkers=frozenset({"exclusive_lease", "lease_validity"}),
+    ),
+    PlantedBug(
         "key-released-on-ack", "an ordering key's next message is released on ack, not on callback end",
         "ordering-keys", Variant(manager=subscriber.AckReleasesKey), budget=10,
         checkers=frozenset({"ordering_keys"}),
