@@ -76,7 +76,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "backwards-batch", "a pull's entries are handed out last first", "broker-swarm",
-        Variant(queue=broker.queue_with_entries(broker.BackwardsBatch)), budget=15,
+        Variant(queue=broker.queue_with_entries(broker.BackwardsBatch)), budget=10,
         checkers=frozenset({"strict_order", "queue_order", "priority_order"}),
     ),
     PlantedBug(
@@ -90,7 +90,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "fresh-ttl-on-return", "a message given back starts its TTL again", "broker-swarm",
-        Variant(queue=broker.queue_with_entries(broker.FreshTtlOnReturn)), budget=30,
+        Variant(queue=broker.queue_with_entries(broker.FreshTtlOnReturn)), budget=10,
         checkers=frozenset({"expiry"}), shrink_runs=600,
     ),
     PlantedBug(
@@ -110,7 +110,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "one-too-long", "the length limit lets one message more in", "broker-swarm",
-        Variant(queue=broker.OneTooLong), budget=20, checkers=frozenset({"length_limit"}),
+        Variant(queue=broker.OneTooLong), budget=10, checkers=frozenset({"length_limit"}),
     ),
     PlantedBug(
         "overtaking-channel", "the kernel lets a message overtake an earlier one on its channel", "fairness",
