@@ -13,6 +13,13 @@ from ._broker import group_exclusivity as group_exclusivity
 from ._broker import jain_index as jain_index
 from ._broker import priority_order as priority_order
 from ._broker import strict_order as strict_order
+from ._deliveries import delivery_count as delivery_count
+from ._deliveries import delivery_limit as delivery_limit
+from ._deliveries import exclusive_lease as exclusive_lease
+from ._deliveries import expiry as expiry
+from ._deliveries import length_limit as length_limit
+from ._deliveries import not_before as not_before
+from ._deliveries import selector_match as selector_match
 from ._kernel import kernel_checks as kernel_checks
 from ._kernel import mailbox_fifo as mailbox_fifo
 from ._kernel import nothing_vanishes as nothing_vanishes
@@ -45,13 +52,6 @@ from ._subscriber import flow_bound as flow_bound
 from ._subscriber import lease_validity as lease_validity
 from ._subscriber import no_loss as no_loss
 from ._subscriber import ordering_keys as ordering_keys
-from ._timing import delivery_count as delivery_count
-from ._timing import delivery_limit as delivery_limit
-from ._timing import exclusive_lease as exclusive_lease
-from ._timing import expiry as expiry
-from ._timing import length_limit as length_limit
-from ._timing import not_before as not_before
-from ._timing import selector_match as selector_match
 
 __all__ = [
     "BatchReceived",
