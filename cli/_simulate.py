@@ -188,6 +188,11 @@ def _print_failure(console: Console, report: RunReport) -> None:
         _line(console, f"  {line}")
     if len(report.violations) > SHOWN_VIOLATIONS:
         _line(console, f"  ... and {len(report.violations) - SHOWN_VIOLATIONS} more")
+    from conveyor.simulation.scenarios import scenario_draws
+
+    draws = scenario_draws(report.scenario, report.seed)
+    if draws:
+        _line(console, f"  {draws}")  # which configuration a swarm scenario's seed ran
     _line(console, f"  replay: {full_replay_command(report)}")
 
 
@@ -302,7 +307,7 @@ def run_replay(
 ) -> int:
     """Rerun one run; print its trace hash, figures and verdicts (and its story); return the exit code."""
     from conveyor.simulation.checkers import story_lines
-    from conveyor.simulation.scenarios import run_scenario
+    from conveyor.simulation.scenarios import run_scenario, scenario_draws
 
     with _quiet_actor_logs():
         run = run_scenario(scenario, seed, strategy=strategy, depth=depth, faults=faults, max_steps=max_steps)
@@ -313,6 +318,9 @@ def run_replay(
         f"faults {report.faults})",
     )
     _line(console, f"trace hash {report.trace_hash}")
+    draws = scenario_draws(scenario, seed)
+    if draws:
+        _line(console, draws)
     _line(
         console,
         f"{report.steps} steps, {len(run.sim.schedule)} choices, virtual time {report.virtual_time:.3f} s; "

@@ -449,17 +449,19 @@ class EntryList:
                 elif not match_all and not selector.matches(entry.message.header_map()):
                     pass
                 elif (
-                    entry.available_at > now
+                    (waiting := entry.available_at > now)
                     or (
                         group is not None
                         and ((retrying is not None and group in retrying) or not self._group_allows(entry, consumer_id))
                     )
                     or (outranked and self._reserved_for_higher(entry, cursor))
                 ):
-                    if group is not None and entry.delivery_count and entry.available_at > now:
+                    # A group's later entries wait behind one waiting out a nack's backoff, or one left
+                    # for a higher-priority consumer (it would take the group with it): group order holds.
+                    if group is not None and (entry.delivery_count or not waiting):
                         if retrying is None:
                             retrying = set()
-                        retrying.add(group)  # the group's later entries wait for it: group order holds
+                        retrying.add(group)
                     advancing = False
                     continue
                 else:

@@ -15,6 +15,13 @@ from ._broker import group_exclusivity as group_exclusivity
 from ._broker import jain_index as jain_index
 from ._broker import priority_order as priority_order
 from ._broker import strict_order as strict_order
+from ._deliveries import delivery_count as delivery_count
+from ._deliveries import delivery_limit as delivery_limit
+from ._deliveries import exclusive_lease as exclusive_lease
+from ._deliveries import expiry as expiry
+from ._deliveries import length_limit as length_limit
+from ._deliveries import not_before as not_before
+from ._deliveries import selector_match as selector_match
 from ._history import ClientAnswer as ClientAnswer
 from ._history import DeliveryReceived as DeliveryReceived
 from ._history import DeliverySettled as DeliverySettled
@@ -25,6 +32,10 @@ from ._history import FoundAtEnd as FoundAtEnd
 from ._history import before_final_browse as before_final_browse
 from ._history import total_queue as total_queue
 from ._history import unsettled_by_clients as unsettled_by_clients
+from ._kernel import kernel_checks as kernel_checks
+from ._kernel import mailbox_fifo as mailbox_fifo
+from ._kernel import nothing_vanishes as nothing_vanishes
+from ._kernel import supervision as supervision
 from ._liveness import liveness as liveness
 from ._liveness import prompt_delivery as prompt_delivery
 from ._liveness import queue_order as queue_order
@@ -47,6 +58,7 @@ from ._queue_view import queue_story as queue_story
 from ._result import CheckResult as CheckResult
 from ._result import guarded as guarded
 from ._result import raised as raised
+from ._runs import runs_once as runs_once
 from ._story import delivery_steps as delivery_steps
 from ._story import story_lines as story_lines
 from ._subscriber import all_settled as all_settled
@@ -80,16 +92,25 @@ __all__ = [
     "before_final_browse",
     "browser_completeness",
     "consumer_priority",
+    "delivery_count",
+    "delivery_limit",
     "delivery_steps",
     "drained",
+    "exclusive_lease",
+    "expiry",
     "fairness",
     "flow_bound",
     "group_exclusivity",
     "guarded",
     "jain_index",
+    "kernel_checks",
     "lease_validity",
+    "mailbox_fifo",
+    "length_limit",
     "liveness",
     "no_loss",
+    "nothing_vanishes",
+    "not_before",
     "ordering_keys",
     "priority_order",
     "prompt_delivery",
@@ -97,6 +118,8 @@ __all__ = [
     "queue_order",
     "queue_story",
     "raised",
+    "runs_once",
+    "selector_match",
     "single_wakeup",
     "stall",
     "starvation",
@@ -104,4 +127,5 @@ __all__ = [
     "strict_order",
     "total_queue",
     "unsettled_by_clients",
+    "supervision",
 ]

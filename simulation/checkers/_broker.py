@@ -166,8 +166,23 @@ class _Availability(ConsumerRoster):
             and is_available_at(message, enqueued_at, now)
             and self.ready_at.get(tag, 0.0) <= now
             and self.group_free_for(message, info.consumer_id)
+            and not self.behind_group_backoff(message, tag, now)
             and info.selector.matches(message.header_map())
         )
+
+    def behind_group_backoff(self, message: Message, tag: int, now: float, priorities: int = 10) -> bool:
+        """Whether an entry of its group earlier in queue order waits out a nack's backoff (the group waits too)."""
+        group = message.group
+        if group is None:
+            return False
+        position = (-priority_level(message.priority, priorities), tag)
+        for other, ready in self.ready_at.items():
+            if ready > now and other != tag and other not in self.held:
+                entry = self.entries.get(other)
+                if (entry is not None and entry[0].group == group
+                        and (-priority_level(entry[0].priority, priorities), other) < position):
+                    return True
+        return False
 
 
 def _acquiring_deliveries(obs: Observation, view: _Availability) -> Iterable[tuple[Delivery, ConsumerInfo]]:
@@ -307,9 +322,15 @@ def browser_completeness(trace: Iterable[TraceEvent], queue_path: str) -> CheckR
     return CheckResult.of("browser_completeness", violations, browsers=len(browsers))
 
 
-def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
-    """One consumer holds a message group at a time, and a group's first deliveries keep publish order."""
-    last_in_group: dict[str, int] = {}
+def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str, priorities: int = 10) -> CheckResult:
+    """One consumer holds a message group at a time, and a group's first deliveries keep queue order.
+
+    Queue order is priority level first, then publish order (docs/broker.md). A message's first
+    delivery is out of order when an entry of its group earlier in that order, never delivered yet,
+    was waiting and the same consumer could have taken it then: its delay over (a delayed message
+    joins its group's order when its delay ends), not held, its selector matching.
+    """
+    first_given: set[int] = set()
     violations: list[str] = []
     checked = 0
     for time, delivery, info, view in _replayed_deliveries(trace, queue_path):
@@ -324,11 +345,19 @@ def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str) -> CheckResu
                 f"while consumer {others[0]} held the group"
             )
         if delivery.delivery_count == 1:
-            if delivery.tag < last_in_group.get(group, 0):
-                violations.append(
-                    f"t={time:g}: group {group!r} tag {delivery.tag} delivered after tag {last_in_group[group]}"
-                )
-            last_in_group[group] = max(last_in_group.get(group, 0), delivery.tag)
+            position = (-priority_level(delivery.message.priority, priorities), delivery.tag)
+            for tag, (message, _) in view.entries.items():
+                if (
+                    message.group == group and tag not in first_given
+                    and (-priority_level(message.priority, priorities), tag) < position
+                    and view.could_take(info, tag, time)
+                ):
+                    violations.append(
+                        f"t={time:g}: group {group!r} tag {delivery.tag} delivered while tag {tag}, earlier in "
+                        "queue order, waited"
+                    )
+                    break
+            first_given.add(delivery.tag)
     return CheckResult.of("group_exclusivity", violations, checked=checked)
 
 

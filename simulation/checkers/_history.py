@@ -42,10 +42,15 @@ ClientAnswer = Literal["ack", "nack", "release", "raised"]
 @final
 @attrs.frozen
 class EnqueueSent:
-    """Client history: a publisher sent ``queue`` a publish of these messages (their ids)."""
+    """Client history: a publisher sent ``queue`` a publish of these messages (their ids).
+
+    ``ttls``, when given, are the messages' time-to-live in seconds (``None``: none), in the same
+    order: what the publisher asked for, so a message whose TTL ran out may be missing at the end.
+    """
 
     queue: str
     message_ids: tuple[str, ...]
+    ttls: tuple[float | None, ...] = ()
 
 
 @final
@@ -130,11 +135,14 @@ class _Ledger:
     """The clients' history of a run, read once: what was sent, answered, received, acked and left."""
 
     __slots__ = (
-        "acked", "attempts", "browsed", "confirmed", "found", "given", "left", "received", "refused", "sent", "twice",
+        "acked", "attempts", "browse_time", "browsed", "confirmed", "found", "given", "lapses_at", "left", "received",
+        "refused", "sent", "twice",
     )
 
     def __init__(self, trace: Iterable[TraceEvent]) -> None:
         self.sent: dict[str, float] = {}  # message id -> when its publish was sent
+        self.lapses_at: dict[str, float] = {}  # message id -> when its TTL ran out at the latest (sent + ttl)
+        self.browse_time = 0.0  # when the final browse started
         self.confirmed: set[str] = set()
         self.refused: dict[str, float] = {}
         self.given: dict[tuple[str, str, int, int], str] = {}  # (client, queue, consumer, tag) -> message id
@@ -167,11 +175,16 @@ class _Ledger:
         elif cls is EnqueueSent:
             for message_id in note.message_ids:
                 self.sent.setdefault(message_id, event.time)
+            for message_id, ttl in zip(note.message_ids, note.ttls, strict=False):
+                if ttl is not None:
+                    self.lapses_at.setdefault(message_id, event.time + ttl)
         elif cls is EnqueueAnswered:
             self.confirmed.update(note.confirmed)
             for message_id in note.refused:
                 self.refused.setdefault(message_id, event.time)
         elif cls is FinalBrowseStarted:
+            if not self.browsed:
+                self.browse_time = event.time
             self.browsed[note.queue] = note.dead_letters
         elif cls is FoundAtEnd:
             self.found.setdefault(note.message_id, note.queue)
@@ -225,7 +238,9 @@ def total_queue(trace: Iterable[TraceEvent]) -> CheckResult:
     went quiet is a violation (the queue owes its publisher an answer); so is a message given or
     found that no publisher sent (a phantom) or whose publish was refused, and one delivery attempt
     of a message given to two acquiring clients (each acquisition is a new attempt). Redeliveries
-    are allowed (at least once): they are counted, not judged.
+    are allowed (at least once): they are counted, not judged. A message the publisher gave a TTL
+    that ran out before the final browse (``sent + ttl``, a lower bound of its expiry) may be
+    missing: it is counted as ``expired`` (``expiry`` checks it was not delivered after).
 
     Whether the run went quiet is read from the final browse: the harness browses only a quiet
     run, and only one whose clients left something open, so a run that every client settled needs
@@ -233,6 +248,7 @@ def total_queue(trace: Iterable[TraceEvent]) -> CheckResult:
     ``unresolved`` (its report already says it never went quiet) rather than called lost.
     """
     ledger = _Ledger(trace)
+    expired = 0
     violations = [f"t={time:g}: {client}: {message_id} {what}" for time, client, what, message_id in ledger.left]
     violations += ledger.twice
     finished = bool(ledger.browsed)
@@ -257,6 +273,8 @@ def total_queue(trace: Iterable[TraceEvent]) -> CheckResult:
                 dead += 1
             else:
                 still += 1
+        elif ledger.lapses_at.get(message_id, ledger.browse_time + 1) <= ledger.browse_time:
+            expired += 1  # its TTL ran out before the end: the queue may drop it (``expiry`` judges when)
         else:
             lost += 1
             fate = "given but never acked" if ledger.received.get(message_id) else "never given to a client"
@@ -266,6 +284,6 @@ def total_queue(trace: Iterable[TraceEvent]) -> CheckResult:
     return CheckResult.of(
         "total_queue", violations, sent=len(ledger.sent), confirmed=len(ledger.confirmed),
         refused=len(ledger.refused), acked=len(ledger.acked), redelivered=redelivered, still_queued=still,
-        dead_lettered=dead, lost=lost, unanswered=unanswered, unresolved=unresolved,
+        dead_lettered=dead, expired=expired, lost=lost, unanswered=unanswered, unresolved=unresolved,
         phantoms=len(ledger.left), taken_twice=len(ledger.twice), browsed=float(finished),
     )

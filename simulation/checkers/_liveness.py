@@ -243,6 +243,20 @@ class _Board(ConsumerRoster):
             and not self.reserved_for_higher(entry, info)
         )
 
+    def behind_reserved(self, info: ConsumerInfo, tag: int, entry: _Entry, now: float) -> bool:
+        """An earlier entry of its group, available and matching, is left to a higher-priority consumer:
+        the queue keeps the group's later entries from this one too (group order)."""
+        if entry.group is None:
+            return False
+        for other_tag, other in self.entries.items():
+            if (
+                other_tag != tag and other.group == entry.group and other.position < entry.position
+                and self.available(other_tag, other, now) and info.selector.matches(other.headers)
+                and self.reserved_for_higher(other, info)
+            ):
+                return True
+        return False
+
     def deliverable(self, now: float) -> dict[int, int]:
         """Every entry some consumer with credit could take now, with the first such consumer."""
         found: dict[int, int] = {}
@@ -253,7 +267,7 @@ class _Board(ConsumerRoster):
             if not self.available(tag, entry, now):
                 continue
             for info in able:
-                if self.may_take(info, entry):
+                if self.may_take(info, entry) and not self.behind_reserved(info, tag, entry, now):
                     found[tag] = info.consumer_id
                     break
         return found
@@ -634,6 +648,7 @@ class _OrderMonitor(_Monitor):
                 other.position < entry.position
                 and board.available(tag, other, point.time)
                 and board.may_take(info, other)
+                and not board.behind_reserved(info, tag, other, point.time)
             ):
                 self.violations.append(
                     f"t={point.time:g}: consumer {info.consumer_id} got tag {delivery.tag} (delivery "

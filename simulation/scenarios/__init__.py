@@ -39,6 +39,7 @@ from ._registry import get_scenario as get_scenario
 from ._registry import queue_figures as queue_figures
 from ._registry import replay_command as replay_command
 from ._registry import run_scenario as run_scenario
+from ._registry import scenario_draws as scenario_draws
 from ._registry import scenario_names as scenario_names
 from ._registry import simulate_workload as simulate_workload
 from ._shrink import ShrinkResult as ShrinkResult
@@ -69,6 +70,7 @@ __all__ = [
     "check_fault_plan",
     "draw_faults",
     "get_scenario",
+    "scenario_draws",
     "queue_figures",
     "replay_command",
     "run_scenario",

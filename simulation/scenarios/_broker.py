@@ -20,7 +20,9 @@ from conveyor.actors.broker import (
     ConsumerSettings,
     Delivery,
     Message,
+    ModifyAckDeadline,
     Nack,
+    Overflow,
     Publish,
     Published,
     PublishRejected,
@@ -43,10 +45,17 @@ from conveyor.simulation.checkers import (
     accounting,
     browser_completeness,
     consumer_priority,
+    delivery_count,
+    delivery_limit,
     drained,
+    exclusive_lease,
+    expiry,
     group_exclusivity,
     guarded,
+    length_limit,
+    not_before,
     priority_order,
+    selector_match,
     strict_order,
     total_queue,
     unsettled_by_clients,
@@ -68,6 +77,8 @@ class ClientPolicy:
         release: release it (redelivered at once).
         ignore: never answer (the lease lapses and it is redelivered).
         late_ack: ack after up to ``late_ack_s`` (sometimes after the lease lapsed).
+        extend: extend the lease to ``extend_s`` from now (``ModifyAckDeadline``), then ack
+            within it.
         crash_after: stop the client (and its consumer) after this many deliveries; 0 never.
     """
 
@@ -77,6 +88,8 @@ class ClientPolicy:
     late_ack: float = 0.0
     late_ack_s: float = 2.0
     crash_after: int = 0
+    extend: float = 0.0
+    extend_s: float = 3.0
 
 
 @final
@@ -95,6 +108,9 @@ class BrokerScenario:
         colours: header ``colour`` values drawn for each message (for selectors).
         ack_deadline_s, max_deliveries, prefetch: queue and consumer settings.
         durable: the queues keep their state in their journals, so a crashed queue recovers it.
+        ttls, delays: each message's ``ttl_s`` / ``delay_s`` is drawn from these (empty: none).
+        max_length, overflow: the queue's length limit and what it does past it.
+        draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
     """
 
     messages: int = 50
@@ -111,10 +127,25 @@ class BrokerScenario:
     prefetch: int = 5
     retry: RetryPolicy | None = attrs.field(factory=lambda: RetryPolicy(0.05, 0.4))
     durable: bool = False
+    ttls: tuple[float | None, ...] = ()
+    delays: tuple[float | None, ...] = ()
+    max_length: int | None = None
+    overflow: Overflow = Overflow.REJECT_PUBLISH
+    draws: str = ""
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
-        names = ["accounting", "drained", "priority_order", "consumer_priority"]
+        names = ["accounting", "drained", "delivery_count", "delivery_limit", "exclusive_lease"]
+        # the per-message promises first: they fail at the first broken delivery, so a shrink keeps them
+        if any(self.ttls):
+            names.append("expiry")
+        if any(self.delays) or self.retry is not None:
+            names.append("not_before")
+        if self.max_length is not None:
+            names.append("length_limit")
+        if any(selector is not None for selector in self.selectors):
+            names.append("selector_match")
+        names += ["priority_order", "consumer_priority"]
         if len(set(self.consumer_priorities or (0,))) == 1:
             names.append("strict_order")
         if self.groups:
@@ -154,11 +185,16 @@ class ScenarioPublisher(Actor):
         self.confirmed = 0
         self.queue_path = str(queue.path)
         self.noting = False
+        self.salt = 0
 
     def on_start(self) -> None:
-        """Plan every publish as a timer, from ``ctx.random``."""
+        """Plan every publish as a timer, from ``ctx.random``; note a swarm's draws first."""
         self.noting = self.ctx.tracing
         scenario = self.scenario
+        if scenario.draws:
+            self.ctx.note(scenario.draws)
+        if scenario.ttls or scenario.delays:
+            self.salt = self.ctx.random.getrandbits(64)
         for index in range(scenario.messages):
             self.ctx.schedule(self.ctx.random.uniform(0, scenario.publish_span_s), _PublishNext(index))
 
@@ -170,8 +206,15 @@ class ScenarioPublisher(Actor):
             group = f"g{rng.randrange(scenario.groups)}" if scenario.groups else None
             index = message.index
             name = f"m{index}"
+            ttl = delay = None
+            if scenario.ttls or scenario.delays:
+                # Drawn only when the scenario asks for them (older scenarios keep their schedules), and
+                # per message, so a message keeps its TTL and delay when a shrink drops others.
+                own = random.Random(f"{self.salt}:{index}")
+                ttl = own.choice(scenario.ttls) if scenario.ttls else None
+                delay = own.choice(scenario.delays) if scenario.delays else None
             if self.noting:
-                self.ctx.note(EnqueueSent(self.queue_path, (name,)))
+                self.ctx.note(EnqueueSent(self.queue_path, (name,), (ttl,) if ttl is not None else ()))
             self.ctx.send(
                 self.queue,
                 Publish(
@@ -181,6 +224,8 @@ class ScenarioPublisher(Actor):
                         priority=rng.choice(scenario.priorities),
                         group=group,
                         message_id=name,
+                        ttl_s=ttl,
+                        delay_s=delay,
                     )
                 ),
             )
@@ -224,6 +269,7 @@ class ScenarioClient(Actor):
         self.below_release = policy.nack + policy.release
         self.below_ignore = policy.nack + policy.release + policy.ignore
         self.below_late_ack = policy.nack + policy.release + policy.ignore + policy.late_ack
+        self.below_extend = self.below_late_ack + policy.extend
 
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
@@ -266,6 +312,9 @@ class ScenarioClient(Actor):
             pass
         elif draw < self.below_late_ack:
             self.ctx.schedule(self.ctx.random.uniform(0, policy.late_ack_s), _LateAck(message))
+        elif draw < self.below_extend:
+            self.ctx.reply(ModifyAckDeadline(message.consumer_id, (message.tag,), policy.extend_s))
+            self.ctx.schedule(self.ctx.random.uniform(0.5, 0.9) * policy.extend_s, _LateAck(message))
         else:
             if noting:
                 self._note_answer(message, "ack")
@@ -310,6 +359,8 @@ def _spawn_broker_actors(
         retry=scenario.retry,
         dead_letter=dead_letters,
         durable=scenario.durable,
+        max_length=scenario.max_length,
+        overflow=scenario.overflow,
     )
     queue = system.spawn(lambda: queue_factory(config), name="queue")
     priorities = scenario.consumer_priorities or (0,) * len(scenario.consumers)
@@ -368,15 +419,17 @@ def run_broker_simulation(
     queue_factory: QueueFactory = QueueActor,
     faults: Sequence[Fault] = (),
     consumer_factory: ConsumerFactory = ConsumerActor,
+    system: Callable[..., Simulation] = Simulation,
 ) -> tuple[Simulation, RunResult]:
     """Run ``scenario`` to quiet in a Simulation (with ``faults``), then shut it down (so queues record their end).
 
-    If the run went quiet with a sent message that the clients' history does not show confirmed
-    and acked, browsers then read what is left in the queue and its dead-letter queue and note it
-    (``browse_what_is_left``), so ``total_queue`` can tell a message still queued from a lost one
-    without asking the queue. A run its clients settled needs no browse and is unchanged by it.
+    ``system`` builds the Simulation (a planted kernel bug swaps it). If the run went quiet with a
+    sent message that the clients' history does not show confirmed and acked, browsers then read
+    what is left in the queue and its dead-letter queue and note it (``browse_what_is_left``), so
+    ``total_queue`` can tell a message still queued from a lost one without asking the queue. A run
+    its clients settled needs no browse and is unchanged by it.
     """
-    sim = Simulation(seed=seed, strategy=strategy, faults=faults)
+    sim = system(seed=seed, strategy=strategy, faults=faults)
     queue, dead_letters = _spawn_broker_actors(sim, scenario, queue_factory, consumer_factory)
     result = sim.run(max_steps=max_steps)
     if result.quiet and sim.tracer is not None and unsettled_by_clients(sim.trace):
@@ -394,6 +447,7 @@ def _total_queue(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
 _CHECKERS: dict[str, Callable[[SharedTrace, str], CheckResult]] = {
     "total_queue": _total_queue,
     "accounting": accounting,
+    "selector_match": selector_match,
     "drained": drained,
     "strict_order": strict_order,
     "priority_order": priority_order,
@@ -401,6 +455,28 @@ _CHECKERS: dict[str, Callable[[SharedTrace, str], CheckResult]] = {
     "group_exclusivity": group_exclusivity,
     "browser_completeness": browser_completeness,
 }
+
+
+BROWSERS = ("/browser-", "/final-browse-")
+"""Path prefixes of the scenario's browsers (and of the final browse's): the per-message checkers
+judge consumers by what the workload made them, not by what they declared."""
+
+
+def _scenario_checker(name: str, scenario: BrokerScenario) -> Callable[[SharedTrace, str], CheckResult]:
+    """The checker called ``name``, given what it needs of the scenario's settings."""
+    if name == "expiry":
+        return lambda trace, queue: expiry(trace, queue, BROWSERS)
+    if name == "not_before":
+        return lambda trace, queue: not_before(trace, queue, scenario.retry, BROWSERS)
+    if name == "delivery_count":
+        return lambda trace, queue: delivery_count(trace, queue, BROWSERS)
+    if name == "exclusive_lease":
+        return lambda trace, queue: exclusive_lease(trace, queue, BROWSERS)
+    if name == "delivery_limit":
+        return lambda trace, queue: delivery_limit(trace, queue, scenario.max_deliveries, BROWSERS)
+    if name == "length_limit":
+        return lambda trace, queue: length_limit(trace, queue, scenario.max_length, scenario.overflow, BROWSERS)
+    return _CHECKERS[name]
 
 
 def check_broker_run(trace: list[TraceEvent], scenario: BrokerScenario) -> list[CheckResult]:
@@ -411,5 +487,5 @@ def check_broker_run(trace: list[TraceEvent], scenario: BrokerScenario) -> list[
     shared = SharedTrace(trace)  # the queue's story is read once for all of them
     results: list[CheckResult] = []
     for name in scenario.checkers_that_apply():
-        results += guarded(name, _CHECKERS[name], shared, QUEUE)
+        results += guarded(name, _scenario_checker(name, scenario), shared, QUEUE)
     return results

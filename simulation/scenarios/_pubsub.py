@@ -294,6 +294,7 @@ def run_pubsub_simulation(
     subscription_factory: SubscriptionFactory | None = None,
     faults: Sequence[Fault] = (),
     chunk_s: float = 1.0,
+    system: Callable[..., Simulation] = Simulation,
 ) -> tuple[Simulation, RunResult]:
     """Run ``scenario`` until it drains (or its horizon or ``max_steps``), then stop the clients and shut down.
 
@@ -303,7 +304,7 @@ def run_pubsub_simulation(
     ends its stream and stops, the system runs to quiet and is shut down.
     ``topic_factory`` / ``subscription_factory`` swap in variants of the front's actors.
     """
-    sim = Simulation(seed=seed, strategy=strategy, faults=faults)
+    sim = system(seed=seed, strategy=strategy, faults=faults)  # a planted kernel bug swaps ``system``
     key = random.Random(f"pubsub-ack-key:{seed}").randbytes(KEY_BYTES)
     topics, subscriptions = topic_factory or TopicActor, subscription_factory or SubscriptionActor
     registry = sim.spawn(

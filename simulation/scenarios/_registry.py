@@ -52,6 +52,7 @@ from conveyor.simulation.checkers import (
     fairness,
     guarded,
     jain_index,
+    kernel_checks,
     liveness,
     queue_paths,
 )
@@ -74,6 +75,7 @@ from ._subscriber import (
     random_subscriber_scenario,
     run_subscriber_simulation,
 )
+from ._swarm import broker_swarm, subscriber_swarm
 
 FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash", "disk-error")
 """Fault plans a scenario can run under; each draws its concrete faults from the seed."""
@@ -89,7 +91,8 @@ class Variant:
 
     ``queue`` swaps a broker scenario's queue, ``consumer`` its clients' consumers, ``manager`` a
     subscriber scenario's manager, ``topic`` and ``subscription`` the Pub/Sub front's topic and
-    subscription actors.
+    subscription actors, and ``simulation`` the kernel itself (what builds the ``Simulation``), in
+    any family.
     """
 
     queue: QueueFactory | None = None
@@ -97,6 +100,7 @@ class Variant:
     manager: ManagerFactory | None = None
     topic: TopicFactory | None = None
     subscription: SubscriptionFactory | None = None
+    simulation: Callable[..., Simulation] | None = None
 
 
 @final
@@ -275,6 +279,10 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             lambda seed: random_broker_scenario(seed, "mixed"), default_faults="queue-crash",
         ),
         ScenarioSpec(
+            "broker-swarm", "each seed draws its features (TTLs, delays, limits, priorities, groups, browsers, "
+            "selectors, retries) and their settings", "broker", broker_swarm,
+        ),
+        ScenarioSpec(
             "leases", "subscriber callbacks slower than the ack deadline: the leaser extends", "subscriber",
             lambda seed: random_subscriber_scenario(seed, "slow"),
         ),
@@ -295,6 +303,11 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             "subscriber", lambda seed: random_subscriber_scenario(seed, "paused"),
         ),
         ScenarioSpec(
+            "subscriber-swarm", "each seed draws its features (ordering keys, flow control, slow, raising and "
+            "nacking callbacks, delivery limit, retry, pause, crash) and their settings", "subscriber",
+            subscriber_swarm,
+        ),
+        ScenarioSpec(
             "pubsub-front", "the Pub/Sub front's actors with misbehaving clients, poison publishes and a forger",
             "pubsub", lambda seed: random_pubsub_scenario(seed, "front"),
         ),
@@ -313,6 +326,11 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
 def scenario_names() -> tuple[str, ...]:
     """The registry's scenario names, in listing order."""
     return tuple(SCENARIOS)
+
+
+def scenario_draws(name: str, seed: int) -> str:
+    """What a swarm scenario's seed drew (its features and settings), or "" for a scenario that draws none."""
+    return str(getattr(get_scenario(name).build(seed), "draws", ""))
 
 
 def get_scenario(name: str) -> ScenarioSpec:
@@ -551,18 +569,20 @@ def simulate_workload(
     What ``run_scenario`` runs before it judges; the shrinker runs candidates through it too.
     """
     variant = variant or Variant()
+    system = variant.simulation or Simulation
     if isinstance(workload, BrokerScenario):
         return run_broker_simulation(
             workload, seed, strategy, max_steps=max_steps, queue_factory=variant.queue or QueueActor, faults=faults,
             consumer_factory=variant.consumer or ConsumerActor,
+            system=system,
         )
     if isinstance(workload, PubSubScenario):
         return run_pubsub_simulation(
             workload, seed, strategy, max_steps=max_steps, topic_factory=variant.topic,
-            subscription_factory=variant.subscription, faults=faults,
+            subscription_factory=variant.subscription, faults=faults, system=system,
         )
     return run_subscriber_simulation(
-        workload, seed, strategy, max_steps=max_steps, manager=variant.manager, faults=faults
+        workload, seed, strategy, max_steps=max_steps, manager=variant.manager, faults=faults, system=system
     )
 
 
@@ -582,6 +602,7 @@ def _judge(spec: ScenarioSpec, trace: list[TraceEvent], work: Workload, plan: st
         family = check_subscriber_run
     results = guarded(f"{spec.family} checkers", family, trace, work)
     results += guarded("liveness", _liveness_checks, trace, work)
+    results += guarded("kernel", kernel_checks, trace)
     if spec.extra_checks is not None and plan == "none":
         results += guarded(f"{spec.name} checks", spec.extra_checks, trace, work)
     return results

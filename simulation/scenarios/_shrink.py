@@ -208,6 +208,15 @@ def _broker_candidates(work: BrokerScenario) -> Iterator[BrokerScenario]:
         yield attrs.evolve(work, publish_span_s=0.0)
     for prefetch in _fewer(work.prefetch, floor=1):
         yield attrs.evolve(work, prefetch=prefetch)
+    # a swarm's feature draws shrink too: each feature off
+    if work.ttls:
+        yield attrs.evolve(work, ttls=())
+    if work.delays:
+        yield attrs.evolve(work, delays=())
+    if work.max_length is not None:
+        yield attrs.evolve(work, max_length=None)
+    if work.retry is not None:
+        yield attrs.evolve(work, retry=None)
 
 
 def _subscriber_candidates(work: SubscriberScenario) -> Iterator[SubscriberScenario]:

@@ -47,11 +47,13 @@ from conveyor.simulation.checkers import (
     EnqueueAnswered,
     EnqueueSent,
     all_settled,
+    exclusive_lease,
     flow_bound,
     guarded,
     lease_validity,
     no_loss,
     ordering_keys,
+    runs_once,
     total_queue,
     unsettled_by_clients,
 )
@@ -99,6 +101,7 @@ class SubscriberScenario:
             subscription starts ``restart_after_s`` later (None: no crash).
         horizon_s: virtual time after which the run stops waiting for everything to settle.
         durable: the queues keep their state in their journals, so a crashed queue recovers it.
+        draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
     """
 
     messages: int = 30
@@ -123,6 +126,7 @@ class SubscriberScenario:
     restart_after_s: float = 0.5
     horizon_s: float = 3600.0
     durable: bool = False
+    draws: str = ""
 
     def subscription_paths(self) -> tuple[str, ...]:
         """The managers' paths this scenario starts: ``/sub``, and ``/sub-2`` after a crash."""
@@ -238,8 +242,10 @@ class BurstPublisher(Actor):
         self.queue_path = str(queue.path)
 
     def on_start(self) -> None:
-        """Plan every burst as a timer."""
+        """Plan every burst as a timer; note a swarm's draws first."""
         scenario = self.scenario
+        if scenario.draws:
+            self.ctx.note(scenario.draws)
         for index, first in enumerate(range(0, scenario.messages, scenario.burst)):
             count = min(scenario.burst, scenario.messages - first)
             self.ctx.schedule(index * scenario.burst_gap_s, _Burst(first, count))
@@ -302,6 +308,7 @@ def run_subscriber_simulation(
     manager: ManagerFactory | None = None,
     chunk_s: float = 1.0,
     faults: Sequence[Fault] = (),
+    system: Callable[..., Simulation] = Simulation,
 ) -> tuple[Simulation, RunResult]:
     """Run ``scenario`` until every message is settled (or the horizon or ``max_steps``), then stop cleanly.
 
@@ -319,7 +326,7 @@ def run_subscriber_simulation(
     durations = CallbackDurations(scenario)
     if scenario.pause_at is not None and scenario.pause_s > 0:
         faults = (*faults, Pause(f"/{SUBSCRIPTION}", scenario.pause_at, scenario.pause_s))
-    sim = Simulation(seed=seed, strategy=strategy, job_duration=durations, faults=faults)
+    sim = system(seed=seed, strategy=strategy, job_duration=durations, faults=faults)  # planted kernel bugs swap it
     durations.now = sim.now
     dead_letters = sim.spawn(
         lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable)), name="dead-letters"
@@ -379,7 +386,9 @@ def check_subscriber_run(trace: list[TraceEvent], scenario: SubscriberScenario) 
         results += guarded("flow_bound", flow_bound, trace, path, scenario.flow)
         results += guarded("ordering_keys", ordering_keys, trace, path)
         results += guarded("lease_validity", lease_validity, trace, QUEUE, path, scenario.flow)
+        results += guarded("runs_once", runs_once, trace, path, QUEUE)
     results += guarded("no_loss", no_loss, trace, QUEUE)
+    results += guarded("exclusive_lease", exclusive_lease, trace, QUEUE)
     results += guarded("all_settled", all_settled, trace, QUEUE)
     results += guarded("total_queue", total_queue, trace)  # last: the others name a cause
     return results

@@ -24,7 +24,10 @@ def test_every_scenario_is_green_and_reports_what_happened(name: str, strategy: 
     assert report.ok, report.violations
     assert report.published > 0
     assert report.delivered >= report.acked > 0
-    assert report.acked + report.dead_lettered == report.published
+    if any(getattr(run.workload, "ttls", ())):  # a swarm seed with TTLs: the rest expired
+        assert report.acked + report.dead_lettered <= report.published
+    else:
+        assert report.acked + report.dead_lettered == report.published
     assert report.steps == run.sim.steps
     assert report.trace_hash == run.sim.trace_hash()
     assert report.replay_command.startswith(f"conveyor replay {name} --seed 3 --strategy {strategy}")

@@ -20,13 +20,15 @@ from conveyor.actors.broker import (
     ConsumerManagerActor,
     DeliveryError,
     EntryList,
+    MatchAll,
     Message,
     PublishRejected,
     QueueActor,
     QueueConfig,
+    Selector,
 )
 from conveyor.actors.broker._consumer_lists import ConsumerState
-from conveyor.actors.broker._entries import Entry, Returned, _Level
+from conveyor.actors.broker._entries import Entry, Returned, _Cursor, _Level
 
 QueueFactory = Callable[[QueueConfig], QueueActor]
 
@@ -241,3 +243,93 @@ class MisdeclaredConsumer(ConsumerActor):  # type: ignore[misc]  # a planted bug
             super()._subscribe(attempt)
         finally:
             self.settings = meant  # ... and what it does
+class FreshTtlOnReturn(EntryList):
+    """Broken: a message given back (nack, release, lapse) starts its TTL again, so it outlives its expiry."""
+
+    def _return(self, entries: list[Entry], now: float, delay_of: Callable[[Entry], float]) -> Returned:
+        for entry in entries:
+            ttl = entry.message.ttl_s
+            if ttl is not None:
+                entry.expires_at = now + ttl
+                heapq.heappush(self._ttls, (entry.expires_at, entry.seq))
+        return super()._return(entries, now, delay_of)
+
+
+class NoBackoff(EntryList):
+    """Broken: the retry policy's backoff is not applied: a nacked message is offered again at once."""
+
+    def give_back_with(
+        self,
+        consumer_id: int,
+        tags: Iterable[int],
+        now: float,
+        delays: dict[int, float],
+        attempts: tuple[int, ...] = (),
+        errors: tuple[DeliveryError | None, ...] = (),
+    ) -> Returned:
+        return super().give_back_with(consumer_id, tags, now, {}, attempts, errors)
+
+
+class BrowsingCounts(EntryList):
+    """Broken: a browser's look at an entry counts as a delivery (its ``delivery_count`` goes up)."""
+
+    def browse(self, consumer_id: int, max_messages: int, max_bytes: int) -> list[Entry]:
+        seen = super().browse(consumer_id, max_messages, max_bytes)
+        for entry in seen:
+            entry.delivery_count += 1
+        return seen
+
+
+class LateDeadLetter(EntryList):
+    """Broken: the delivery limit is checked one delivery late (``>`` where ``>=`` belongs)."""
+
+    def __init__(self, priorities: int = 10, max_deliveries: int | None = None) -> None:
+        super().__init__(priorities, None if max_deliveries is None else max_deliveries + 1)
+
+
+class OneTooLong(QueueActor):
+    """Broken: the length limit lets one more message in (``>`` where ``>=`` belongs)."""
+
+    def __init__(self, config: QueueConfig) -> None:
+        if config.max_length is not None:
+            config = attrs.evolve(config, max_length=config.max_length + 1)
+        super().__init__(config)
+
+
+class BlindToConsumerPriority(EntryList):
+    """Broken: no entry is kept for a higher-priority consumer that wants work; whoever pulls first takes it."""
+
+    def _outranked(self, cursor: _Cursor) -> bool:
+        return False
+
+
+class SharedGroups(EntryList):
+    """Broken: a message group's owner is not enforced: any consumer may take any group's entries."""
+
+    def _group_allows(self, entry: Entry, consumer_id: int) -> bool:
+        return True
+
+
+class BackwardsBatch(EntryList):
+    """Broken: a pull's entries are handed out last first (the batch is reversed)."""
+
+    def take(
+        self, consumer_id: int, now: float, max_messages: int, max_bytes: int, deadline: float
+    ) -> tuple[list[Entry], list[Entry], bool]:
+        taken, expired, limited = super().take(consumer_id, now, max_messages, max_bytes, deadline)
+        taken.reverse()
+        return taken, expired, limited
+
+
+class SelectorDropped(EntryList):
+    """Broken: a consumer's selector is dropped when it is registered: it is given every message."""
+
+    def add_consumer(self, consumer_id: int, selector: Selector, priority: int, acquiring: bool) -> None:
+        super().add_consumer(consumer_id, MatchAll(), priority, acquiring)
+
+
+class IgnoresExtensions(EntryList):
+    """Broken: ``ModifyAckDeadline`` extends nothing: every lease lapses at its first deadline."""
+
+    def extend(self, consumer_id: int, tags: Iterable[int], deadline: float) -> tuple[int, ...]:
+        return ()

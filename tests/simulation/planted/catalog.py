@@ -12,7 +12,7 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, pubsub, subscriber
+from . import broker, kernel, pubsub, subscriber
 
 
 @final
@@ -60,6 +60,26 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"drained", "stall", "priority_order", "queue_order", "prompt_delivery"}),
     ),
     PlantedBug(
+        "blind-to-consumer-priority", "nothing is kept for a higher-priority consumer: the first to pull takes it",
+        "consumer-priorities", Variant(queue=broker.queue_with_entries(broker.BlindToConsumerPriority)), budget=10,
+        checkers=frozenset({"consumer_priority"}),
+    ),
+    PlantedBug(
+        "selector-dropped", "a consumer's selector is dropped when it registers", "selectors",
+        Variant(queue=broker.queue_with_entries(broker.SelectorDropped)), budget=5,
+        checkers=frozenset({"selector_match"}),
+    ),
+    PlantedBug(
+        "shared-groups", "a message group's owner is not enforced", "groups",
+        Variant(queue=broker.queue_with_entries(broker.SharedGroups)), budget=10,
+        checkers=frozenset({"group_exclusivity"}),
+    ),
+    PlantedBug(
+        "backwards-batch", "a pull's entries are handed out last first", "broker-swarm",
+        Variant(queue=broker.queue_with_entries(broker.BackwardsBatch)), budget=10,
+        checkers=frozenset({"strict_order", "queue_order", "priority_order"}),
+    ),
+    PlantedBug(
         "amnesiac-queue", "a durable queue does not recover its journal after a crash", "queue-crash",
         Variant(queue=broker.AmnesiacQueue), budget=5,
         checkers=frozenset({"accounting", "drained", "stall"}),
@@ -74,7 +94,50 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "misdeclared-consumer", "an acquiring client's consumer subscribes as a browser (issue 17, item 3)",
-        "fairness", Variant(consumer=broker.MisdeclaredConsumer), budget=5, checkers=frozenset({"total_queue"}),
+        "fairness", Variant(consumer=broker.MisdeclaredConsumer), budget=5,
+        checkers=frozenset({"total_queue", "delivery_count", "exclusive_lease"}),
+    ),
+    PlantedBug(
+        "fresh-ttl-on-return", "a message given back starts its TTL again", "broker-swarm",
+        Variant(queue=broker.queue_with_entries(broker.FreshTtlOnReturn)), budget=10,
+        checkers=frozenset({"expiry"}), shrink_runs=600,
+    ),
+    PlantedBug(
+        "no-backoff", "a nacked message is offered again at once, without the retry policy's backoff",
+        "broker-swarm", Variant(queue=broker.queue_with_entries(broker.NoBackoff)), budget=10,
+        checkers=frozenset({"not_before"}),
+    ),
+    PlantedBug(
+        "browsing-counts", "a browser's look at a message counts as a delivery", "broker-swarm",
+        Variant(queue=broker.queue_with_entries(broker.BrowsingCounts)), budget=10,
+        checkers=frozenset({"delivery_count", "delivery_limit", "priority_order", "queue_order"}), shrink_runs=600,
+    ),
+    PlantedBug(
+        "late-dead-letter", "the delivery limit is checked one delivery late", "broker-swarm",
+        Variant(queue=broker.queue_with_entries(broker.LateDeadLetter)), budget=10,
+        checkers=frozenset({"delivery_limit"}),
+    ),
+    PlantedBug(
+        "one-too-long", "the length limit lets one message more in", "broker-swarm",
+        Variant(queue=broker.OneTooLong), budget=10, checkers=frozenset({"length_limit"}),
+    ),
+    PlantedBug(
+        "overtaking-channel", "the kernel lets a message overtake an earlier one on its channel", "fairness",
+        Variant(simulation=kernel.Overtaking), budget=5, checkers=frozenset({"mailbox_fifo"}),
+    ),
+    PlantedBug(
+        "lossy-channel", "the kernel loses a message it recorded as sent", "fairness",
+        Variant(simulation=kernel.Lossy), budget=5, checkers=frozenset({"nothing_vanishes", "mailbox_fifo"}),
+    ),
+    PlantedBug(
+        "forgotten-watchers", "an actor that stops does not send its watchers Terminated", "crash-recovery",
+        Variant(simulation=kernel.ForgetsWatchers), budget=5, checkers=frozenset({"supervision"}),
+    ),
+    PlantedBug(
+        "ignored-extensions", "the queue ignores lease extensions: every lease lapses at its first deadline",
+        "broker-swarm",
+        Variant(queue=broker.queue_with_entries(broker.IgnoresExtensions)), budget=15,
+        checkers=frozenset({"exclusive_lease", "lease_validity"}),
     ),
     PlantedBug(
         "key-released-on-ack", "an ordering key's next message is released on ack, not on callback end",
@@ -90,6 +153,21 @@ PLANTED: tuple[PlantedBug, ...] = (
         "late-leaser", "the leaser extends leases after their deadline", "leases",
         Variant(manager=subscriber.manager_with(leaser=subscriber.LateLeaser)), budget=5,
         checkers=frozenset({"lease_validity"}),
+    ),
+    PlantedBug(
+        "swallowed-failure", "a callback that raised is acked instead of nacked", "subscriber-swarm",
+        Variant(manager=subscriber.SwallowsFailures), budget=10, checkers=frozenset({"no_loss"}),
+    ),
+    PlantedBug(
+        "never-resumes", "flow control pauses the stream and never resumes it", "flow-control",
+        Variant(manager=subscriber.manager_with(load=subscriber.NeverResumes)), budget=5,
+        checkers=frozenset({"all_settled", "stall", "prompt_delivery"}),
+    ),
+    PlantedBug(
+        "refused-ack-run-again", "a message whose ack the queue refused is run again when it comes back",
+        "leases", Variant(manager=subscriber.RunsRefusedAgain), budget=25,
+        checkers=frozenset({"runs_once", "ordering_keys"}),
+        shrink_runs=600,
     ),
     PlantedBug(
         "poison-publish", "a topic confirms a publish the broker cannot store whole (issue 15, item 1)",

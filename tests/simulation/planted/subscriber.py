@@ -11,8 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from conveyor.actors.broker import Delivery
-from conveyor.actors.subscriber import FlowNote, Leaser, LoadController, StreamingPullManager
+from conveyor.actors.subscriber import FlowControl, FlowNote, Leaser, LoadController, StreamingPullManager
+from conveyor.actors.subscriber._flow import FlowDecision, LoadTracker
 from conveyor.actors.subscriber._leases import _lead
+from conveyor.actors.subscriber._ledger import AckLedger, Arrival
 from conveyor.actors.subscriber._protocol import CallbackEnded, Done, Received, ack_id_of
 from conveyor.actors.subscriber._protocol import Settlement as Settle
 from conveyor.actors.subscriber._protocol import SettlementKind as SettleKind
@@ -92,3 +94,70 @@ class LateLeaser(Leaser):  # type: ignore[misc]  # Leaser is final: a planted bu
     def _arm(self, when: float) -> None:
         extension = self.table.deadline_for(self.histogram)
         super()._arm(when + (extension - _lead(extension)) + 0.5)
+
+
+class SwallowsFailures(StreamingPullManager):
+    """Broken: a callback that raised is acked instead of nacked (its failure is swallowed)."""
+
+    def _settle(self, message: Settle) -> None:
+        super()._settle(_acked_if_failed(message))
+
+    def _settle_all(self, settles: tuple[Settle, ...]) -> None:
+        super()._settle_all(tuple(_acked_if_failed(settle) for settle in settles))
+
+
+def _acked_if_failed(settle: Settle) -> Settle:
+    if settle.kind is SettleKind.NACK and settle.error is not None:
+        return Settle(SettleKind.ACK, settle.ack_id)
+    return settle
+
+
+class _NoResume:
+    """A ``LoadTracker`` that pauses but never says resume."""
+
+    def __init__(self, tracker: LoadTracker) -> None:
+        self._tracker = tracker
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tracker, name)
+
+    def update(self) -> FlowDecision | None:
+        decision = self._tracker.update()
+        return None if decision is FlowDecision.RESUME else decision
+
+
+class NeverResumes(LoadController):  # type: ignore[misc]  # LoadController is final: a planted bug may subclass
+    """Broken: flow control pauses the stream at load >= 1 and never resumes it."""
+
+    def __init__(self, consumer: ActorRef, flow: FlowControl) -> None:
+        super().__init__(consumer, flow)
+        self.tracker = _NoResume(self.tracker)  # type: ignore[assignment]
+
+
+class _RunsRefused:
+    """An ``AckLedger`` that forgets a refused ack when its message comes back: the message is run again."""
+
+    def __init__(self, ledger: AckLedger) -> None:
+        self._ledger = ledger
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ledger, name)
+
+    def __len__(self) -> int:
+        return len(self._ledger)
+
+    def delivered(self, ack_id: str, delivery: Delivery) -> Arrival:
+        arrival = self._ledger.delivered(ack_id, delivery)
+        if arrival is Arrival.ACK_AGAIN:
+            del self._ledger._acking[ack_id]
+            self._ledger._pending[ack_id] = delivery.delivery_count
+            return Arrival.NEW
+        return arrival
+
+
+class RunsRefusedAgain(StreamingPullManager):
+    """Broken: a message whose ack the queue refused (its lease had lapsed) is run again when it comes back."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.ledger = _RunsRefused(self.ledger)  # type: ignore[assignment]

@@ -1,0 +1,168 @@
+"""Swarm scenarios: each seed draws which features its run uses, and their settings.
+
+Swarm testing (Groce et al., "Swarm Testing", ISSTA 2012; FoundationDB's BUGGIFY): rather than one
+configuration with every feature on, each seed switches features on or off and draws their
+parameters, so one scenario covers many configurations, including the small ones where a feature
+is exercised alone and the crowded ones where several meet. The draws come from the scenario's
+seeded generator, so a seed replays them; they are written into the workload (``draws``), noted in
+the trace by the publisher, and printed with a failing run (``scenario_draws``).
+"""
+
+from __future__ import annotations
+
+import random
+
+from conveyor.actors.broker import HeaderEquals, Overflow, RetryPolicy
+from conveyor.actors.subscriber import CALLBACKS_PER_JOB, FlowControl
+
+from ._broker import BrokerScenario, ClientPolicy
+from ._subscriber import SubscriberScenario
+
+
+def _policy(rng: random.Random, crashes: bool) -> ClientPolicy:
+    return ClientPolicy(
+        nack=rng.choice((0.0, 0.1, 0.3)),
+        release=rng.choice((0.0, 0.05, 0.2)),
+        ignore=rng.choice((0.0, 0.05, 0.2)),
+        late_ack=rng.choice((0.0, 0.1, 0.3)),
+        late_ack_s=rng.uniform(0.1, 2.0),
+        crash_after=rng.randint(1, 10) if crashes and rng.random() < 0.3 else 0,
+        extend=rng.choice((0.0, 0.0, 0.2)),
+        extend_s=rng.uniform(1.0, 4.0),
+    )
+
+
+def broker_swarm(seed: int) -> BrokerScenario:
+    """One broker configuration drawn from the seed: every feature on or off, every setting drawn.
+
+    Features: message priorities, consumer priorities, selectors, groups, browsers, TTLs,
+    delays, a retry policy, a delivery limit, a length limit (either overflow policy), prefetch,
+    ack deadlines, and clients that nack, release, ignore, ack late or crash. Client 0 never
+    crashes and takes everything, so the queue can drain.
+    """
+    rng = random.Random(f"scenario:broker-swarm:{seed}")
+    drawn: list[str] = []
+    count = rng.randint(1, 6)
+    crashes = rng.random() < 0.3
+    consumers = tuple(_policy(rng, crashes and index > 0) for index in range(count))
+    drawn.append(f"consumers={count}{' crashing' if crashes else ''}")
+    messages = rng.randint(5, 40)
+    drawn.append(f"messages={messages}")
+    priorities: tuple[int, ...] = (4,)
+    if rng.random() < 0.5:
+        priorities = tuple(sorted(rng.sample(range(10), rng.randint(2, 4))))
+        drawn.append(f"priorities={priorities}")
+    consumer_priorities: tuple[int, ...] = ()
+    if count > 1 and rng.random() < 0.3:
+        consumer_priorities = tuple(rng.randint(0, 2) for _ in range(count))
+        drawn.append(f"consumer_priorities={consumer_priorities}")
+    selectors: tuple[object, ...] = ()
+    if count > 1 and rng.random() < 0.3:
+        choices = (None, HeaderEquals("colour", "red"), HeaderEquals("colour", "blue"))
+        selectors = (None, *(rng.choice(choices) for _ in range(count - 1)))
+        drawn.append(f"selectors={sum(s is not None for s in selectors)}")
+    groups = rng.randint(1, 4) if rng.random() < 0.3 else 0
+    if groups:
+        drawn.append(f"groups={groups}")
+    browsers = rng.randint(1, 2) if rng.random() < 0.3 else 0
+    if browsers:
+        drawn.append(f"browsers={browsers}")
+    ttls: tuple[float | None, ...] = ()
+    if rng.random() < 0.5:
+        ttls = (None, round(rng.uniform(0.05, 0.5), 3), round(rng.uniform(0.5, 3.0), 3))
+        drawn.append(f"ttls={ttls}")
+    delays: tuple[float | None, ...] = ()
+    if rng.random() < 0.4:
+        delays = (None, round(rng.uniform(0.01, 0.3), 3), round(rng.uniform(0.3, 1.5), 3))
+        drawn.append(f"delays={delays}")
+    retry = None
+    if rng.random() < 0.6:
+        low = round(rng.uniform(0.01, 0.3), 3)
+        retry = RetryPolicy(low, round(low * rng.choice((1, 4, 16)), 3))
+        drawn.append(f"retry=({retry.min_backoff_s}, {retry.max_backoff_s})")
+    max_deliveries = rng.randint(1, 5)
+    drawn.append(f"max_deliveries={max_deliveries}")
+    max_length = None
+    overflow = Overflow.REJECT_PUBLISH
+    if rng.random() < 0.3:
+        max_length = rng.randint(2, 15)
+        overflow = rng.choice((Overflow.REJECT_PUBLISH, Overflow.DROP_HEAD))
+        drawn.append(f"max_length={max_length} {overflow.value}")
+    prefetch = rng.randint(1, 8)
+    ack_deadline_s = round(rng.uniform(0.3, 2.0), 3)
+    drawn.append(f"prefetch={prefetch} ack_deadline={ack_deadline_s}")
+    span = 0.0 if rng.random() < 0.25 else round(rng.uniform(0.1, 2.0), 3)
+    drawn.append(f"publish_span={span}")
+    return BrokerScenario(
+        messages=messages, consumers=consumers, consumer_priorities=consumer_priorities, selectors=selectors,
+        browsers=browsers, priorities=priorities, groups=groups, publish_span_s=span,
+        ack_deadline_s=ack_deadline_s, max_deliveries=max_deliveries, prefetch=prefetch, retry=retry,
+        ttls=ttls, delays=delays, max_length=max_length, overflow=overflow, draws="swarm: " + " ".join(drawn),
+    )
+
+
+def subscriber_swarm(seed: int) -> SubscriberScenario:
+    """One subscriber configuration drawn from the seed: every feature on or off, every setting drawn.
+
+    Features: ordering keys, flow control by messages and by bytes (with messages larger than
+    ``max_bytes``), callbacks that raise, nack or outlive the ack deadline (with leases capped
+    below them or not), workers and callbacks per job, the delivery limit, the retry policy,
+    bursts, a pause of the whole process past its leases, and a crash with a fresh subscription.
+    """
+    rng = random.Random(f"scenario:subscriber-swarm:{seed}")
+    drawn: list[str] = []
+    deadline = rng.choice((1.0, 2.0, 5.0))
+    messages = rng.randint(5, 25)
+    drawn.append(f"messages={messages} ack_deadline={deadline}")
+    keys = rng.randint(1, 4) if rng.random() < 0.5 else 0
+    if keys:
+        drawn.append(f"keys={keys}")
+    max_messages = rng.randint(1, 20)
+    max_bytes = rng.choice((500, 2000, 100_000)) if rng.random() < 0.4 else 100 * 1024 * 1024
+    sizes = (10, 100) if max_bytes > 100_000 else (20, int(max_bytes * rng.choice((0.5, 1.5))))
+    slow = rng.choice((0.2, 0.5)) if rng.random() < 0.4 else 0.0
+    capped = slow > 0 and rng.random() < 0.3
+    flow = FlowControl(
+        max_messages=max_messages, max_bytes=max_bytes,
+        min_duration_per_lease_extension_s=max(2.0, deadline),
+        max_duration_per_lease_extension_s=max(2.0, 2 * deadline),
+        max_lease_duration_s=2.5 * deadline if capped else 3600.0,
+    )
+    drawn.append(f"max_messages={max_messages}" + (f" max_bytes={max_bytes} sizes={sizes}" if max_bytes <= 100_000
+                                                    else ""))
+    if slow:
+        drawn.append(f"slow={slow}{' capped' if capped else ''}")
+    fail = rng.choice((0.0, 0.1, 0.2))
+    nack = rng.choice((0.0, 0.1, 0.2))
+    if fail or nack:
+        drawn.append(f"fail={fail} nack={nack}")
+    workers = rng.randint(1, 6)
+    per_job = rng.choice((1, CALLBACKS_PER_JOB))
+    drawn.append(f"workers={workers} callbacks_per_job={per_job}")
+    max_deliveries = rng.choice((None, 3, 8))
+    retry = rng.choice((RetryPolicy(0.05, 0.4), RetryPolicy(0.05, 4.0), None))
+    backoff = None if retry is None else (retry.min_backoff_s, retry.max_backoff_s)
+    drawn.append(f"max_deliveries={max_deliveries} retry={backoff}")
+    burst = rng.randint(1, 15)
+    gap = round(rng.uniform(0.05, 1.0), 3)
+    drawn.append(f"burst={burst} gap={gap}")
+    pause_at = None
+    pause_s = 0.0
+    crash_at = None
+    restart_after_s = 0.5
+    event = rng.random()
+    if event < 0.2:
+        pause_at = round(rng.uniform(0.05, 1.0), 3)
+        pause_s = round(rng.uniform(2.0, 6.0) * deadline, 3)
+        drawn.append(f"pause at {pause_at} for {pause_s}")
+    elif event < 0.4:
+        crash_at = round(rng.uniform(0.05, 1.5), 3)
+        restart_after_s = round(rng.uniform(0.0, 2.0 * deadline), 3)
+        drawn.append(f"crash at {crash_at}, restart after {restart_after_s}")
+    return SubscriberScenario(
+        messages=messages, keys=keys, sizes=sizes, fail=fail, nack=nack, fast_s=rng.choice((0.05, 0.5)),
+        slow=slow, slow_factor=(1.2, 4.0), flow=flow, workers=workers, callbacks_per_job=per_job,
+        ack_deadline_s=deadline, max_deliveries=max_deliveries, retry=retry, burst=burst, burst_gap_s=gap,
+        pause_at=pause_at, pause_s=pause_s, crash_at=crash_at, restart_after_s=restart_after_s,
+        draws="swarm: " + " ".join(drawn),
+    )
