@@ -110,6 +110,17 @@ def test_a_run_cut_off_before_the_final_browse_leaves_open_messages_unresolved_n
     assert result.metric("unresolved") == 2
 
 
+@pytest.mark.parametrize(("ttl", "lost"), [(None, 1), (0.5, 0), (5.0, 1)])
+def test_a_message_may_be_missing_once_the_ttl_its_publisher_asked_for_ran_out(ttl: float | None, lost: int) -> None:
+    """The final browse starts at t=3: m0, sent at t=0, may have expired only if its TTL is under 3 seconds."""
+    trace = [_note(0, "/publisher", EnqueueSent("/queue", ("m0",), (ttl,))),
+             _note(0, "/publisher", EnqueueAnswered("/queue", ("m0",))),
+             _note(3, "/final-browse-queue", FinalBrowseStarted("/queue"))]
+    result = total_queue(trace)
+    assert result.ok is (lost == 0)
+    assert (result.metric("lost"), result.metric("expired")) == (lost, 1 - lost)
+
+
 def test_a_message_no_publisher_sent_is_a_phantom() -> None:
     trace = [*_history(1, frozenset({0}), frozenset(), browse=False),
              _note(2, "/client-0", DeliveryReceived("/queue", 1, 9, "ghost", 1))]
