@@ -164,3 +164,16 @@ def test_the_run_that_found_a_lapsed_delivery_handed_out_after_a_confirmed_ack_s
     run = run_scenario("pubsub-crash", 29)
     assert any(isinstance(fault, Pause) for fault in run.sim.faults)
     assert run.report.ok, run.report.violations
+
+
+def test_the_run_whose_client_stopped_before_its_stream_opened_goes_quiet() -> None:
+    """``pubsub-crash`` seed 51 (pct, depth 5): a delay held a client's ``OpenStream`` past the client's
+    stop, so the ``StreamOpened`` went to nobody and nobody ever ended that stream. Its binding counted
+    as a connected subscriber for ever: the subscription never expired and the registry's expiry
+    check fired until the step budget ran out (t=4e10 s). A stream nobody asks a batch of ends
+    (``IDLE_STREAM_S``, ``tests/actors/pubsub/test_expiration.py``)."""
+    run = run_scenario("pubsub-crash", 51, strategy="pct", depth=5, faults="crash,queue-crash,pause,delay",
+                       max_steps=20_000)
+    assert any(isinstance(fault, Delay) for fault in run.sim.faults)
+    assert run.report.ok, run.report.violations
+    assert run.report.steps < 20_000
