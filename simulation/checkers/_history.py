@@ -8,7 +8,7 @@ drops a publish also drops its own note of it, and a checker that counts the que
 scenarios write their own history as trace notes, as the Pub/Sub front's clients do
 (``_pubsub.py``):
 
-* a publisher: ``EnqueueSent`` (the message ids of a publish) and ``EnqueueAnswered`` (which of
+* a publisher: ``EnqueueSent`` (the message ids of a publish, and the messages as sent) and ``EnqueueAnswered`` (which of
   them the queue confirmed, which it refused);
 * a consumer client, or a subscriber's user callback: ``DeliveryReceived`` (queue, consumer id,
   tag, message id, attempt, and whether the client meant to acquire it or only to browse) and
@@ -31,6 +31,7 @@ from typing import Final, Literal, final
 
 import attrs
 
+from conveyor.actors.broker import Message
 from conveyor.runtime import EventKind, TraceEvent
 
 from ._result import CheckResult
@@ -42,10 +43,16 @@ ClientAnswer = Literal["ack", "nack", "release", "raised"]
 @final
 @attrs.frozen
 class EnqueueSent:
-    """Client history: a publisher sent ``queue`` a publish of these messages (their ids)."""
+    """Client history: a publisher sent ``queue`` a publish of these messages (their ids).
+
+    ``messages``: the messages as the publisher sent them, when it says: their priority, group,
+    delay and headers are what the order checkers judge a consumer's receipts by (never the
+    queue's copy, which a broken queue may have changed).
+    """
 
     queue: str
     message_ids: tuple[str, ...]
+    messages: tuple[Message, ...] = ()
 
 
 @final

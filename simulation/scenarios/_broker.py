@@ -170,20 +170,16 @@ class ScenarioPublisher(Actor):
             group = f"g{rng.randrange(scenario.groups)}" if scenario.groups else None
             index = message.index
             name = f"m{index}"
-            if self.noting:
-                self.ctx.note(EnqueueSent(self.queue_path, (name,)))
-            self.ctx.send(
-                self.queue,
-                Publish(
-                    Message(
-                        name.encode(),
-                        headers=(("colour", rng.choice(scenario.colours)), ("index", index)),
-                        priority=rng.choice(scenario.priorities),
-                        group=group,
-                        message_id=name,
-                    )
-                ),
+            sent = Message(
+                name.encode(),
+                headers=(("colour", rng.choice(scenario.colours)), ("index", index)),
+                priority=rng.choice(scenario.priorities),
+                group=group,
+                message_id=name,
             )
+            if self.noting:
+                self.ctx.note(EnqueueSent(self.queue_path, (name,), (sent,)))
+            self.ctx.send(self.queue, Publish(sent))
         elif type(message) is Published:
             self.confirmed += 1
             if self.noting:
