@@ -450,16 +450,17 @@ def browser_completeness(trace: Iterable[TraceEvent], queue_path: str) -> CheckR
     return CheckResult.of("browser_completeness", violations, browsers=len(browsers))
 
 
-def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
+def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str, *, from_clients: bool = True) -> CheckResult:
     """One consumer holds a message group at a time, and a group's first deliveries keep publish order.
 
     Judged from the clients: a client that means to acquire (whatever its consumer declared)
     holds a group from receiving one of its messages until it answers it (its ``DeliverySettled``),
     or until the queue takes the message back by its own act (a lease that lapsed, a consumer
     gone: ``QUEUE_OWN_RETURNS``), or gives it out again; a release the client never asked for
-    frees nothing. The group is the one its publisher gave the message.
+    frees nothing. The group is the one its publisher gave the message. With ``from_clients=False``
+    (or no client receipts) it replays the queue's story instead, as it did before.
     """
-    view = client_view(trace, queue_path)
+    view = client_view(trace, queue_path) if from_clients else None
     if view is None:
         return _group_exclusivity_by_queue(trace, queue_path)
     holds: dict[int, Receipt] = {}  # tag -> the acquiring receipt that holds it

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -23,15 +24,24 @@ from conveyor.simulation.checkers import (
     FoundAtEnd,
     before_final_browse,
     delivery_steps,
+    group_exclusivity,
     guarded,
     story_lines,
+    strict_order,
     total_queue,
 )
-from conveyor.simulation.scenarios import BrokerScenario, ClientPolicy, Variant, run_broker_simulation, run_scenario
+from conveyor.simulation.scenarios import (
+    BrokerScenario,
+    ClientPolicy,
+    Variant,
+    run_broker_simulation,
+    run_portfolio,
+    run_scenario,
+)
 from conveyor.simulation.scenarios import _registry as registry
 from tests.simulation.planted import broker
 
-QUEUE_SIDE = {"accounting", "drained", "priority_order", "consumer_priority", "strict_order", "fairness"}
+QUEUE_SIDE = {"accounting", "drained", "priority_order", "consumer_priority"}
 
 
 @pytest.fixture(autouse=True)
@@ -54,6 +64,25 @@ def test_only_the_clients_history_sees_a_lie_the_queues_notes_repeat(variant: Va
     for name in QUEUE_SIDE & set(verdicts):
         assert verdicts[name].ok, verdicts[name]  # blind: it reads what the liar wrote
     assert run_scenario("fairness", 0).report.ok  # the real actors pass the same run
+
+
+@pytest.mark.parametrize(
+    ("scenario", "seed", "variant", "checker"),
+    [("fairness", 2, Variant(consumer=broker.ReversingConsumer), strict_order),
+     ("groups", 1, Variant(consumer=broker.GroupReleasingConsumer), group_exclusivity)],
+    ids=["reversing-consumer", "group-releasing-consumer"],
+)
+def test_an_order_checker_judges_what_the_clients_received_not_what_the_queue_sent(
+    scenario: str, seed: int, variant: Variant, checker: Any
+) -> None:
+    """The queue delivered in order and its story shows one group owner at a time; the clients were given
+    otherwise. Judged from the queue's story (``from_clients=False``) the run passes; from the clients'
+    receipts it fails."""
+    run = run_portfolio(scenario, seed, variant=variant)
+    trace = run.sim.trace
+    assert not checker(trace, "/queue").ok
+    assert checker(trace, "/queue", from_clients=False).ok  # blind: the queue's word repeats the lie
+    assert checker(run_portfolio(scenario, seed).sim.trace, "/queue").ok  # the real consumers pass
 
 
 def test_a_silent_drop_is_named_as_confirmed_and_never_given() -> None:

@@ -77,6 +77,15 @@ PLANTED: tuple[PlantedBug, ...] = (
         "fairness", Variant(consumer=broker.MisdeclaredConsumer), budget=5, checkers=frozenset({"total_queue"}),
     ),
     PlantedBug(
+        "reversing-consumer", "a consumer hands each delivered batch to its client backwards (issue 17, item 3)",
+        "fairness", Variant(consumer=broker.ReversingConsumer), budget=10, checkers=frozenset({"strict_order"}),
+    ),
+    PlantedBug(
+        "group-releasing-consumer",
+        "a consumer releases a group's message behind its client's back (issue 17, item 3)", "groups",
+        Variant(consumer=broker.GroupReleasingConsumer), budget=5, checkers=frozenset({"group_exclusivity"}),
+    ),
+    PlantedBug(
         "key-released-on-ack", "an ordering key's next message is released on ack, not on callback end",
         "ordering-keys", Variant(manager=subscriber.AckReleasesKey), budget=10,
         checkers=frozenset({"ordering_keys"}),
