@@ -481,18 +481,17 @@ def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str, *, from_clie
                 del owners[who]
 
     for event in view.events:
-        cls = type(event)
-        if cls is DeliverySettled:
+        if isinstance(event, DeliverySettled):
             held = holds.get(event.tag)
             if held is not None and held.consumer_id == event.consumer_id:  # the broker settles by tag
                 release(event.tag)
             continue
-        if cls is EntryReturned:
+        if isinstance(event, EntryReturned):
             if event.reason in QUEUE_OWN_RETURNS:
                 release(event.tag)
                 taken_back.add(event.tag)
             continue
-        if cls is EntrySettled:
+        if isinstance(event, EntrySettled):
             if event.outcome != "acked":  # expired or dead-lettered: the queue's act; an ack is the client's
                 release(event.tag)
                 taken_back.add(event.tag)
@@ -517,7 +516,9 @@ def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str, *, from_clie
             )
         if event.attempt == 1:
             if tag < last_in_group.get(group, 0):
-                violations.append(f"t={event.time:g}: group {group!r} tag {tag} received after tag {last_in_group[group]}")
+                violations.append(
+                    f"t={event.time:g}: group {group!r} tag {tag} received after tag {last_in_group[group]}"
+                )
             last_in_group[group] = max(last_in_group.get(group, 0), tag)
         holds[tag] = event
         holders[group][me] += 1

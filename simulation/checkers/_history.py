@@ -8,8 +8,8 @@ drops a publish also drops its own note of it, and a checker that counts the que
 scenarios write their own history as trace notes, as the Pub/Sub front's clients do
 (``_pubsub.py``):
 
-* a publisher: ``EnqueueSent`` (the message ids of a publish, and the messages as sent) and ``EnqueueAnswered`` (which of
-  them the queue confirmed, which it refused);
+* a publisher: ``EnqueueSent`` (the message ids of a publish, and the messages as sent) and
+  ``EnqueueAnswered`` (which of them the queue confirmed, which it refused);
 * a consumer client, or a subscriber's user callback: ``DeliveryReceived`` (queue, consumer id,
   tag, message id, attempt, and whether the client meant to acquire it or only to browse) and
   ``DeliverySettled`` (what it answered: ``ack``, ``nack``, ``release``, or ``raised`` for a

@@ -23,7 +23,6 @@ from conveyor.actors.pubsub._model import (
     Page,
     PullMessages,
     ReplaceSubscription,
-    StreamClosed,
     StreamOpened,
     StreamSettings,
 )
