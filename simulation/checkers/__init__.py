@@ -6,8 +6,11 @@ Also the readers a checker's verdict is told with: a queue's story (``queue_stor
 story of a whole run (``story_lines``).
 """
 
+from ._broker import ClientView as ClientView
+from ._broker import Receipt as Receipt
 from ._broker import accounting as accounting
 from ._broker import browser_completeness as browser_completeness
+from ._broker import client_view as client_view
 from ._broker import consumer_priority as consumer_priority
 from ._broker import drained as drained
 from ._broker import fairness as fairness
@@ -59,6 +62,7 @@ __all__ = [
     "BatchReceived",
     "CheckResult",
     "ClientAnswer",
+    "ClientView",
     "DeliveryReceived",
     "DeliverySettled",
     "EnqueueAnswered",
@@ -67,6 +71,7 @@ __all__ = [
     "FoundAtEnd",
     "PublishDone",
     "PublishSent",
+    "Receipt",
     "SettleDone",
     "SettleSent",
     "SharedTrace",
@@ -79,6 +84,7 @@ __all__ = [
     "all_settled",
     "before_final_browse",
     "browser_completeness",
+    "client_view",
     "consumer_priority",
     "delivery_steps",
     "drained",

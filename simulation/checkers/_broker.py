@@ -37,7 +37,7 @@ from ._queue_view import ConsumerInfo, ConsumerRoster, Observation, is_available
 from ._result import CheckResult
 
 _NOTE: Final = EventKind.NOTE
-QUEUE_OWN_RETURNS: Final = frozenset({"lease lapsed", "unsubscribed", "consumer stopped"})
+_QUEUE_OWN_RETURNS: Final = frozenset({"lease lapsed", "unsubscribed", "consumer stopped"})
 """``EntryReturned`` reasons that are the queue's own act, not a client's answer (which its client notes)."""
 
 
@@ -456,7 +456,7 @@ def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str, *, from_clie
     Judged from the clients: a client that means to acquire (whatever its consumer declared)
     holds a group from receiving one of its messages until it answers it (its ``DeliverySettled``),
     or until the queue takes the message back by its own act (a lease that lapsed, a consumer
-    gone: ``QUEUE_OWN_RETURNS``), or gives it out again; a release the client never asked for
+    gone: ``_QUEUE_OWN_RETURNS``), or gives it out again; a release the client never asked for
     frees nothing. The group is the one its publisher gave the message. With ``from_clients=False``
     (or no client receipts) it replays the queue's story instead, as it did before.
     """
@@ -487,7 +487,7 @@ def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str, *, from_clie
                 release(event.tag)
             continue
         if isinstance(event, EntryReturned):
-            if event.reason in QUEUE_OWN_RETURNS:
+            if event.reason in _QUEUE_OWN_RETURNS:
                 release(event.tag)
                 taken_back.add(event.tag)
             continue

@@ -177,3 +177,14 @@ def test_the_run_whose_client_stopped_before_its_stream_opened_goes_quiet() -> N
     assert any(isinstance(fault, Delay) for fault in run.sim.faults)
     assert run.report.ok, run.report.violations
     assert run.report.steps < 20_000
+
+
+def test_a_run_that_never_goes_quiet_is_cut_off_and_reported_not_hung() -> None:
+    """A run still busy at its step budget (seed 51 above, before its fix, ran to t=4e10 s) stops there and its
+    report says so, with the other verdicts still given."""
+    run = run_scenario("pubsub-crash", 51, strategy="pct", depth=5, faults="crash,queue-crash,pause,delay",
+                       max_steps=300)
+    assert run.report.steps == 300
+    cut = [line for line in run.report.violations if line.startswith("run:")]
+    assert cut == [f"run: stopped after 300 steps at t={run.report.virtual_time:g} without going quiet"]
+    assert run.results  # the checkers still judged what there was
