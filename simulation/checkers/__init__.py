@@ -19,6 +19,7 @@ from ._broker import jain_index as jain_index
 from ._broker import priority_order as priority_order
 from ._broker import strict_order as strict_order
 from ._history import ClientAnswer as ClientAnswer
+from ._history import ConsumerAsked as ConsumerAsked
 from ._history import DeliveryReceived as DeliveryReceived
 from ._history import DeliverySettled as DeliverySettled
 from ._history import EnqueueAnswered as EnqueueAnswered
@@ -63,6 +64,7 @@ __all__ = [
     "CheckResult",
     "ClientAnswer",
     "ClientView",
+    "ConsumerAsked",
     "DeliveryReceived",
     "DeliverySettled",
     "EnqueueAnswered",

@@ -28,11 +28,12 @@ from conveyor.actors.broker import (
     EntrySettled,
     Message,
     QueueClosed,
+    Selector,
     priority_level,
 )
 from conveyor.runtime import EventKind, TraceEvent
 
-from ._history import DeliveryReceived, DeliverySettled, EnqueueSent
+from ._history import ConsumerAsked, DeliveryReceived, DeliverySettled, EnqueueSent
 from ._queue_view import ConsumerInfo, ConsumerRoster, Observation, is_available_at, queue_story
 from ._result import CheckResult
 
@@ -64,11 +65,12 @@ class ClientView:
     that lapsed is the queue's act, which only it can tell).
     """
 
-    __slots__ = ("events", "receipts")
+    __slots__ = ("asked", "events", "receipts")
 
     def __init__(self, trace: Iterable[TraceEvent], queue_path: str) -> None:
         sent: dict[str, Message] = {}
         self.events: list[Receipt | DeliverySettled | EntryReturned | EntrySettled] = []
+        self.asked: dict[str, Selector] = {}  # client -> the selector it asked for (``ConsumerAsked``)
         self.receipts = 0
         for event in trace:
             if event.kind is not _NOTE:
@@ -87,6 +89,9 @@ class ClientView:
             elif cls is DeliverySettled:
                 if note.queue == queue_path:
                     self.events.append(note)
+            elif cls is ConsumerAsked:
+                if note.queue == queue_path:
+                    self.asked[event.sender or "?"] = note.selector
             elif (cls is EntryReturned or cls is EntrySettled) and event.sender == queue_path:
                 self.events.append(note)
 
@@ -330,9 +335,27 @@ def priority_order(trace: Iterable[TraceEvent], queue_path: str, priorities: int
 
 
 def consumer_priority(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
-    """A lower-priority consumer is served only when no higher-priority one could take the message."""
+    """A lower-priority consumer is served only when no higher-priority one could take the message,
+    and a client is given only messages its selector matches.
+
+    The priority rule replays the queue's story (which consumers wanted work then only the queue
+    knows). The selector rule is judged from the clients: the selector each asked for
+    (``ConsumerAsked``), whatever its consumer declared, against the headers its publisher gave
+    each message it received.
+    """
     violations: list[str] = []
     checked = 0
+    view = client_view(trace, queue_path)
+    if view is not None:
+        for event in view.events:
+            if type(event) is not Receipt or event.message is None:
+                continue
+            wanted = view.asked.get(event.client)
+            if wanted is not None and not wanted.matches(event.message.header_map()):
+                violations.append(
+                    f"t={event.time:g}: {event.client} (consumer {event.consumer_id}) was given "
+                    f"{event.message.message_id} (tag {event.tag}), which the selector it asked for refuses"
+                )
     for time, delivery, info, view in _replayed_deliveries(trace, queue_path):
         checked += 1
         message = delivery.message

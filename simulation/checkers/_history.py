@@ -10,6 +10,7 @@ scenarios write their own history as trace notes, as the Pub/Sub front's clients
 
 * a publisher: ``EnqueueSent`` (the message ids of a publish, and the messages as sent) and
   ``EnqueueAnswered`` (which of them the queue confirmed, which it refused);
+* a consumer client: ``ConsumerAsked`` (the selector it wants), when it starts;
 * a consumer client, or a subscriber's user callback: ``DeliveryReceived`` (queue, consumer id,
   tag, message id, attempt, and whether the client meant to acquire it or only to browse) and
   ``DeliverySettled`` (what it answered: ``ack``, ``nack``, ``release``, or ``raised`` for a
@@ -31,7 +32,7 @@ from typing import Final, Literal, final
 
 import attrs
 
-from conveyor.actors.broker import Message
+from conveyor.actors.broker import Message, Selector
 from conveyor.runtime import EventKind, TraceEvent
 
 from ._result import CheckResult
@@ -63,6 +64,20 @@ class EnqueueAnswered:
     queue: str
     confirmed: tuple[str, ...]
     refused: tuple[str, ...] = ()
+
+
+@final
+@attrs.frozen
+class ConsumerAsked:
+    """Client history: a consumer client asked ``queue`` for the messages ``selector`` matches.
+
+    What the client wanted, noted before its consumer subscribes: a consumer that declared
+    another selector to the queue is judged by this one (``consumer_priority``).
+    """
+
+    queue: str
+    selector: Selector
+    acquiring: bool = True
 
 
 @final

@@ -35,6 +35,7 @@ from conveyor.simulation import Fault, RunResult, Simulation, Strategy
 from conveyor.simulation.checkers import (
     CheckResult,
     ClientAnswer,
+    ConsumerAsked,
     DeliveryReceived,
     DeliverySettled,
     EnqueueAnswered,
@@ -224,6 +225,8 @@ class ScenarioClient(Actor):
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
         self.noting = self.ctx.tracing
+        if self.noting:
+            self.ctx.note(ConsumerAsked(self.queue_path, self.settings.selector, self.settings.acquiring))
         self.consumer = self.ctx.spawn(
             lambda: self.consumer_factory(self.queue, self.ctx.self_ref, self.settings), name="consumer"
         )

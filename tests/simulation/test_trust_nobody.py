@@ -85,6 +85,16 @@ def test_an_order_checker_judges_what_the_clients_received_not_what_the_queue_se
     assert checker(run_portfolio(scenario, seed).sim.trace, "/queue").ok  # the real consumers pass
 
 
+def test_a_client_given_what_its_selector_refuses_is_caught_whatever_its_consumer_declared() -> None:
+    """The consumer told the queue it wants everything; its client asked for red only. The queue's story
+    agrees with the declaration; the client's ``ConsumerAsked`` does not."""
+    run = run_portfolio("selectors", 0, variant=Variant(consumer=broker.SelectorDroppingConsumer))
+    failing = {line.split(":", 1)[0] for line in run.report.violations}
+    assert failing == {"consumer_priority"}, run.report.violations
+    assert any("which the selector it asked for refuses" in line for line in run.report.violations)
+    assert run_portfolio("selectors", 0).report.ok
+
+
 def test_a_silent_drop_is_named_as_confirmed_and_never_given() -> None:
     run = run_scenario("fairness", 1, variant=Variant(queue=broker.SilentDrop))
     lines = [line for line in run.report.violations if line.startswith("total_queue:")]

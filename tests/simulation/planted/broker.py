@@ -24,6 +24,7 @@ from conveyor.actors.broker import (
     Message,
     PublishRejected,
     QueueActor,
+    MatchAll,
     QueueConfig,
     Release,
 )
@@ -271,3 +272,20 @@ class GroupReleasingConsumer(ConsumerActor):  # type: ignore[misc]  # a planted 
         grouped = tuple(d.tag for d in deliveries if d.message.group is not None)
         if grouped and self.settings.acquiring and self.consumer_id is not None:
             self._forward_settlement(Release(self.consumer_id, grouped), grouped)
+
+
+class SelectorDroppingConsumer(ConsumerActor):  # type: ignore[misc]  # a planted bug may break a final class
+    """Broken: a consumer subscribes with no selector, whatever its client asked for.
+
+    The queue serves it as declared, every message, and its story agrees with itself: a checker
+    that reads the consumer's ``Subscribe`` finds every delivery matched. Only the selector the
+    client asked for (``ConsumerAsked``) shows it was given messages it never wanted.
+    """
+
+    def _subscribe(self, attempt: int) -> None:
+        meant = self.settings
+        self.settings = attrs.evolve(meant, selector=MatchAll())  # what it tells the queue ...
+        try:
+            super()._subscribe(attempt)
+        finally:
+            self.settings = meant  # ... and what it does

@@ -86,6 +86,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         Variant(consumer=broker.GroupReleasingConsumer), budget=5, checkers=frozenset({"group_exclusivity"}),
     ),
     PlantedBug(
+        "selector-dropping-consumer",
+        "a consumer subscribes with no selector, whatever its client asked for (issue 17, item 3)", "selectors",
+        Variant(consumer=broker.SelectorDroppingConsumer), budget=5, checkers=frozenset({"consumer_priority"}),
+    ),
+    PlantedBug(
         "key-released-on-ack", "an ordering key's next message is released on ack, not on callback end",
         "ordering-keys", Variant(manager=subscriber.AckReleasesKey), budget=10,
         checkers=frozenset({"ordering_keys"}),
