@@ -345,12 +345,12 @@ def consumer_priority(trace: Iterable[TraceEvent], queue_path: str) -> CheckResu
     """
     violations: list[str] = []
     checked = 0
-    view = client_view(trace, queue_path)
-    if view is not None:
-        for event in view.events:
+    clients = client_view(trace, queue_path)
+    if clients is not None:
+        for event in clients.events:
             if type(event) is not Receipt or event.message is None:
                 continue
-            wanted = view.asked.get(event.client)
+            wanted = clients.asked.get(event.client)
             if wanted is not None and not wanted.matches(event.message.header_map()):
                 violations.append(
                     f"t={event.time:g}: {event.client} (consumer {event.consumer_id}) was given "

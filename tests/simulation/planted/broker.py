@@ -21,10 +21,10 @@ from conveyor.actors.broker import (
     Delivery,
     DeliveryError,
     EntryList,
+    MatchAll,
     Message,
     PublishRejected,
     QueueActor,
-    MatchAll,
     QueueConfig,
     Release,
 )
