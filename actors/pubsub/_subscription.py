@@ -95,6 +95,14 @@ UNLIMITED_MESSAGES = 1_000_000_000
 UNLIMITED_BYTES = 1 << 62
 _MAX_MESSAGE_BYTES = (1 << 31) - 1  # the glue enforces Pub/Sub's limits before a message gets here
 _PULL_LINGER_S = 0.005  # a Pull answers this long after its first message, so one batch fills it
+IDLE_STREAM_S = 3600.0
+"""A stream nobody asked a batch of for this long has lost its client: it ends (and its binding goes).
+
+A live client always has a ``NextBatch`` waiting (the gRPC glue polls every few seconds); one
+that stopped before its ``StreamOpened`` came, or whose open timed out, never asks at all, and
+without this its binding would count as a connected subscriber for ever: the subscription would
+never expire.
+"""
 _DEAD_LETTER_SOURCE = frozenset({"CloudPubSubDeadLetterSourceDeliveryCount", "CloudPubSubDeadLetterSourceSubscription",
                                  "CloudPubSubDeadLetterSourceSubscriptionProject"})
 """Attributes a dead letter gets from the subscription it left (a message dead-lettered twice has them already)."""
@@ -110,6 +118,14 @@ class _Flush:
 @attrs.frozen
 class _WaitOver:
     """Binding's timer: the asker ``serial`` has waited long enough; answer it (empty if need be)."""
+
+    serial: int
+
+
+@final
+@attrs.frozen
+class _IdleOver:
+    """Binding's timer: nobody asked for a batch since ``serial``; the stream's client is gone."""
 
     serial: int
 
@@ -248,14 +264,23 @@ class Binding(Actor):
         self.closed_reason = ""
         self.latest_deadline = 0.0
         self.check: TimerHandle | None = None
+        self.idle_timer: TimerHandle | None = None
 
     def on_start(self) -> None:
-        """Start consuming; a Pull waits for its first message or its timeout."""
+        """Start consuming; a Pull waits for its first message or its timeout, a stream for its client."""
         self._spawn_consumer()
         if self.pull is not None:
             self.waiter = self.reply_to
             self.waiter_serial += 1
             self.wait_timer = self.ctx.schedule(self.pull.wait_s, _WaitOver(self.waiter_serial))
+        else:
+            self._await_client()
+
+    def _await_client(self) -> None:
+        """A stream with no asker: end it unless its client asks again within ``IDLE_STREAM_S``."""
+        if self.idle_timer is not None:
+            self.ctx.cancel(self.idle_timer)
+        self.idle_timer = self.ctx.schedule(IDLE_STREAM_S, _IdleOver(self.waiter_serial))
 
     def on_restart(self, error: Exception) -> None:
         """A binding that raised ends its stream instead (the client reconnects); its consumer gave its leases back."""
@@ -302,6 +327,10 @@ class Binding(Actor):
             case _Check():
                 self.check = None
                 self._maybe_stop()
+            case _IdleOver(serial=serial):
+                self.idle_timer = None
+                if self.waiter is None and serial == self.waiter_serial:
+                    self._detach("stream idle: its client stopped asking")
 
     def _delivery(self, delivery: Delivery) -> None:
         if self.ctx.sender != self.consumer:
@@ -326,6 +355,9 @@ class Binding(Actor):
             return
         self.waiter = self.ctx.sender
         self.waiter_serial += 1
+        if self.idle_timer is not None:
+            self.ctx.cancel(self.idle_timer)
+            self.idle_timer = None
         if self.buffer or self.confirmations is not None:
             self._answer()
         else:
@@ -364,6 +396,8 @@ class Binding(Actor):
         self.ctx.send(waiter, Batch(received, self.exactly_once, self.ordering, confirmations, self.dead_letter))
         if self.pull is not None:
             self._detach("pull answered")
+        elif not self.detached:
+            self._await_client()
 
     def _unlapsed(self, buffered: list[Delivery]) -> list[Delivery]:
         """The buffered deliveries whose lease still runs; the others are forgotten, not handed out.
@@ -426,6 +460,9 @@ class Binding(Actor):
         if self.detached:
             return
         self.detached = True
+        if self.idle_timer is not None:
+            self.ctx.cancel(self.idle_timer)
+            self.idle_timer = None
         if self.consumer is not None:
             self.ctx.send(self.consumer, Suspend())
             if self.buffer:  # never handed out: back to the queue at once

@@ -6,8 +6,11 @@ Also the readers a checker's verdict is told with: a queue's story (``queue_stor
 story of a whole run (``story_lines``).
 """
 
+from ._broker import ClientView as ClientView
+from ._broker import Receipt as Receipt
 from ._broker import accounting as accounting
 from ._broker import browser_completeness as browser_completeness
+from ._broker import client_view as client_view
 from ._broker import consumer_priority as consumer_priority
 from ._broker import drained as drained
 from ._broker import fairness as fairness
@@ -23,6 +26,7 @@ from ._deliveries import length_limit as length_limit
 from ._deliveries import not_before as not_before
 from ._deliveries import selector_match as selector_match
 from ._history import ClientAnswer as ClientAnswer
+from ._history import ConsumerAsked as ConsumerAsked
 from ._history import DeliveryReceived as DeliveryReceived
 from ._history import DeliverySettled as DeliverySettled
 from ._history import EnqueueAnswered as EnqueueAnswered
@@ -71,6 +75,8 @@ __all__ = [
     "BatchReceived",
     "CheckResult",
     "ClientAnswer",
+    "ClientView",
+    "ConsumerAsked",
     "DeliveryReceived",
     "DeliverySettled",
     "EnqueueAnswered",
@@ -79,6 +85,7 @@ __all__ = [
     "FoundAtEnd",
     "PublishDone",
     "PublishSent",
+    "Receipt",
     "SettleDone",
     "SettleSent",
     "SharedTrace",
@@ -91,6 +98,7 @@ __all__ = [
     "all_settled",
     "before_final_browse",
     "browser_completeness",
+    "client_view",
     "consumer_priority",
     "delivery_count",
     "delivery_limit",

@@ -1,20 +1,105 @@
 """Checkers of the broker's promises, as pure functions over a trace.
 
-Each reads one queue's story (``queue_story``) and returns a ``CheckResult``.
-They need a trace with notes, i.e. a system run with ``trace=True``; a queue
-that stopped (``QueueClosed``) lets ``accounting`` prove that nothing was lost.
+Each returns a ``CheckResult``. They need a trace with notes, i.e. a system run with
+``trace=True``. The promises about what consumers see (``strict_order``, ``group_exclusivity``,
+``browser_completeness``, ``fairness``) are judged from the clients' side (issue 17, item 3):
+what each client says it received (``DeliveryReceived``, in its own order, with its own intent
+to acquire or browse) and what each publisher says it sent (``EnqueueSent``'s messages: their
+priority, group and delay), never from the queue's ``Delivered`` messages or its consumers'
+declarations. A queue whose clients write no such notes (one under the Pub/Sub front, whose
+clients are the front's bindings) is judged from its own story (``queue_story``), as are the
+checkers that replay the queue's state (``accounting``, ``priority_order``,
+``consumer_priority``, ``drained``): which entries waited, and which consumer had credit, only
+the queue knows.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from typing import Final, final
 
-from conveyor.actors.broker import Delivery, EntryEnqueued, EntrySettled, Message, QueueClosed, priority_level
-from conveyor.runtime import TraceEvent
+import attrs
 
-from ._queue_view import ConsumerInfo, ConsumerRoster, Observation, is_available_at, queue_story
+from conveyor.actors.broker import (
+    Delivery,
+    EntryEnqueued,
+    EntryReturned,
+    EntrySettled,
+    Message,
+    QueueClosed,
+    Selector,
+    priority_level,
+)
+from conveyor.runtime import EventKind, TraceEvent
+
+from ._history import ConsumerAsked, DeliveryReceived, DeliverySettled, EnqueueSent
+from ._queue_view import ConsumerInfo, ConsumerRoster, Observation, SharedTrace, is_available_at, queue_story
 from ._result import CheckResult
+
+_NOTE: Final = EventKind.NOTE
+_QUEUE_OWN_RETURNS: Final = frozenset({"lease lapsed", "unsubscribed", "consumer stopped"})
+"""``EntryReturned`` reasons that are the queue's own act, not a client's answer (which its client notes)."""
+
+
+@final
+@attrs.frozen
+class Receipt:
+    """One delivery as its client tells it: who got what (the publisher's message), when, meaning what."""
+
+    time: float
+    client: str
+    consumer_id: int
+    tag: int
+    attempt: int
+    acquiring: bool
+    message: Message | None  # as its publisher sent it; None if no publisher said so
+
+
+@final
+class ClientView:
+    """A queue's deliveries as its clients received and answered them, and its messages as their publishers sent them.
+
+    ``events`` interleaves, in trace order, the ``Receipt`` of each delivery, each client answer
+    (``DeliverySettled``) and the queue's own ``EntryReturned`` / ``EntrySettled`` notes (a lease
+    that lapsed is the queue's act, which only it can tell).
+    """
+
+    __slots__ = ("asked", "events", "receipts")
+
+    def __init__(self, trace: Iterable[TraceEvent], queue_path: str) -> None:
+        sent: dict[str, Message] = {}
+        self.events: list[Receipt | DeliverySettled | EntryReturned | EntrySettled] = []
+        self.asked: dict[str, Selector] = {}  # client -> the selector it asked for (``ConsumerAsked``)
+        self.receipts = 0
+        for event in trace:
+            if event.kind is not _NOTE:
+                continue
+            note = event.message
+            cls = type(note)
+            if cls is DeliveryReceived:
+                if note.queue == queue_path:
+                    self.receipts += 1
+                    self.events.append(Receipt(event.time, event.sender or "?", note.consumer_id, note.tag,
+                                               note.attempt, note.acquiring, sent.get(note.message_id)))
+            elif cls is EnqueueSent:
+                if note.queue == queue_path:
+                    for message in note.messages:
+                        sent.setdefault(message.message_id, message)
+            elif cls is DeliverySettled:
+                if note.queue == queue_path:
+                    self.events.append(note)
+            elif cls is ConsumerAsked:
+                if note.queue == queue_path:
+                    self.asked[event.sender or "?"] = note.selector
+            elif (cls is EntryReturned or cls is EntrySettled) and event.sender == queue_path:
+                self.events.append(note)
+
+
+def client_view(trace: Iterable[TraceEvent], queue_path: str) -> ClientView | None:
+    """The clients' view of ``queue_path``; None when no client of it wrote receipts (judge its own story)."""
+    view = ClientView(trace, queue_path)
+    return view if view.receipts else None
 
 
 def accounting(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
@@ -86,12 +171,43 @@ def accounting(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
     )
 
 
-def strict_order(trace: Iterable[TraceEvent], queue_path: str, priorities: int = 10) -> CheckResult:
+def strict_order(
+    trace: Iterable[TraceEvent], queue_path: str, priorities: int = 10, *, from_clients: bool = True
+) -> CheckResult:
     """Each consumer gets its first deliveries in queue order within a priority level.
 
     Applies to messages without delay or group, for consumers of one consumer priority
-    (a lower-priority consumer may rightly take a skipped entry later).
+    (a lower-priority consumer may rightly take a skipped entry later). Judged from the order
+    each client received them in and the priority their publisher gave them; with
+    ``from_clients=False`` (or no client receipts) from the queue's ``Delivered`` messages, as
+    the Spark trace analysis (``conveyor analyze``) judges recorded traces.
     """
+    view = client_view(trace, queue_path) if from_clients else None
+    if view is None:
+        return _strict_order_by_queue(trace, queue_path, priorities)
+    last: dict[tuple[str, int, int], int] = {}
+    violations: list[str] = []
+    checked = 0
+    for receipt in view.events:
+        if type(receipt) is not Receipt:
+            continue
+        message = receipt.message
+        if receipt.attempt != 1 or message is None or message.delay_s or message.group is not None:
+            continue
+        key = (receipt.client, receipt.consumer_id, priority_level(message.priority, priorities))
+        previous = last.get(key, 0)
+        checked += 1
+        if receipt.tag < previous:
+            violations.append(
+                f"t={receipt.time:g}: {receipt.client} (consumer {receipt.consumer_id}) received tag {receipt.tag} "
+                f"after tag {previous} (priority {message.priority})"
+            )
+        last[key] = max(previous, receipt.tag)
+    return CheckResult.of("strict_order", violations, checked=checked)
+
+
+def _strict_order_by_queue(trace: Iterable[TraceEvent], queue_path: str, priorities: int) -> CheckResult:
+    """``strict_order`` from the queue's ``Delivered`` messages, for a queue whose clients write no receipts."""
     last: dict[tuple[int, int], int] = {}
     violations: list[str] = []
     checked = 0
@@ -234,9 +350,27 @@ def priority_order(trace: Iterable[TraceEvent], queue_path: str, priorities: int
 
 
 def consumer_priority(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
-    """A lower-priority consumer is served only when no higher-priority one could take the message."""
+    """A lower-priority consumer is served only when no higher-priority one could take the message,
+    and a client is given only messages its selector matches.
+
+    The priority rule replays the queue's story (which consumers wanted work then only the queue
+    knows). The selector rule is judged from the clients: the selector each asked for
+    (``ConsumerAsked``), whatever its consumer declared, against the headers its publisher gave
+    each message it received.
+    """
     violations: list[str] = []
     checked = 0
+    clients = client_view(trace, queue_path)
+    if clients is not None:
+        for event in clients.events:
+            if type(event) is not Receipt or event.message is None:
+                continue
+            wanted = clients.asked.get(event.client)
+            if wanted is not None and not wanted.matches(event.message.header_map()):
+                violations.append(
+                    f"t={event.time:g}: {event.client} (consumer {event.consumer_id}) was given "
+                    f"{event.message.message_id} (tag {event.tag}), which the selector it asked for refuses"
+                )
     for time, delivery, info, view in _replayed_deliveries(trace, queue_path):
         checked += 1
         message = delivery.message
@@ -265,19 +399,37 @@ def jain_index(values: Sequence[float]) -> float:
     return 1.0 if squares == 0 else (total * total) / (len(values) * squares)
 
 
+def _intents(view: ClientView | None) -> dict[int, bool]:
+    """Consumer id -> whether its client meant to acquire, as its receipts say."""
+    if view is None:
+        return {}
+    return {event.consumer_id: event.acquiring for event in view.events if type(event) is Receipt}
+
+
 def fairness(trace: Iterable[TraceEvent], queue_path: str, min_jain: float = 0.9) -> CheckResult:
-    """Jain's index over deliveries to the equal acquiring consumers of the top consumer priority."""
+    """Jain's index over deliveries to the equal acquiring consumers of the top consumer priority.
+
+    The deliveries counted are those the clients say they received, and a consumer acquires if
+    its client meant to (whatever it declared); the consumers' priorities are their
+    subscriptions' (the queue's story: the clients note none).
+    """
+    view = client_view(trace, queue_path)
+    intents = _intents(view)
     counts: Counter[int] = Counter()
     consumers: dict[int, ConsumerInfo] = {}
     for obs in queue_story(trace, queue_path):
         if obs.kind == "subscribed":
             info: ConsumerInfo = obs.data[0]
-            if info.acquiring:
+            if intents.get(info.consumer_id, info.acquiring):
                 consumers[info.consumer_id] = info
-        elif obs.kind == "delivered":
+        elif obs.kind == "delivered" and view is None:
             for delivery in obs.data:
                 if delivery.consumer_id in consumers:
                     counts[delivery.consumer_id] += 1
+    if view is not None:
+        for event in view.events:
+            if type(event) is Receipt and event.acquiring and event.consumer_id in consumers:
+                counts[event.consumer_id] += 1
     if not consumers:
         return CheckResult.of("fairness", [], jain=1.0, consumers=0)
     top = max(info.priority for info in consumers.values())
@@ -288,33 +440,47 @@ def fairness(trace: Iterable[TraceEvent], queue_path: str, min_jain: float = 0.9
 
 
 def browser_completeness(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
-    """Browsers see each entry at most once, in publish order, and every entry still queued at the end."""
+    """Browsers see each entry at most once, in publish order, and every entry still queued at the end.
+
+    What a browser saw is what its client says it received, and a browser is a consumer whose
+    client meant to browse (a consumer that declared itself one while its client acquires is
+    not judged as a browser; one that received nothing counts as its declaration says). Which
+    entries were queued when it subscribed and at the close is the queue's story.
+    """
+    view = client_view(trace, queue_path)
+    intents = _intents(view)
     browsers: dict[int, list[int]] = {}
     since: dict[int, int] = {}
     enqueued: list[int] = []
     remaining: set[int] | None = None
     violations: list[str] = []
+
+    def seen_by(consumer_id: int, tag: int, time: float) -> None:
+        seen = browsers.get(consumer_id)
+        if seen is None:
+            return
+        if seen and tag <= seen[-1]:
+            violations.append(f"t={time:g}: browser {consumer_id} saw tag {tag} after {seen[-1]}")
+        seen.append(tag)
+
     for obs in queue_story(trace, queue_path):
         match obs.kind:
             case "subscribed":
                 info: ConsumerInfo = obs.data[0]
-                if not info.acquiring:
+                if not intents.get(info.consumer_id, info.acquiring):
                     browsers[info.consumer_id] = []
                     since[info.consumer_id] = enqueued[-1] if enqueued else 0
             case "enqueued":
                 enqueued.append(obs.data.tag)
-            case "delivered":
+            case "delivered" if view is None:
                 for delivery in obs.data:
-                    seen = browsers.get(delivery.consumer_id)
-                    if seen is None:
-                        continue
-                    if seen and delivery.tag <= seen[-1]:
-                        violations.append(
-                            f"t={obs.time:g}: browser {delivery.consumer_id} saw tag {delivery.tag} after {seen[-1]}"
-                        )
-                    seen.append(delivery.tag)
+                    seen_by(delivery.consumer_id, delivery.tag, obs.time)
             case "closed":
                 remaining = set(obs.data.remaining)
+    if view is not None:
+        for event in view.events:
+            if type(event) is Receipt and not event.acquiring:
+                seen_by(event.consumer_id, event.tag, event.time)
     if remaining is not None:
         for browser, seen in browsers.items():
             missed = sorted(tag for tag in remaining if tag > since[browser] and tag not in set(seen))
@@ -322,8 +488,88 @@ def browser_completeness(trace: Iterable[TraceEvent], queue_path: str) -> CheckR
     return CheckResult.of("browser_completeness", violations, browsers=len(browsers))
 
 
-def group_exclusivity(trace: Iterable[TraceEvent], queue_path: str, priorities: int = 10) -> CheckResult:
+def group_exclusivity(
+    trace: Iterable[TraceEvent], queue_path: str, priorities: int = 10, *, from_clients: bool = True
+) -> CheckResult:
     """One consumer holds a message group at a time, and a group's first deliveries keep queue order.
+
+    Judged from the clients: a client that means to acquire (whatever its consumer declared)
+    holds a group from receiving one of its messages until it answers it (its ``DeliverySettled``),
+    or until the queue takes the message back by its own act (a lease that lapsed, a consumer
+    gone: ``_QUEUE_OWN_RETURNS``), or gives it out again; a release the client never asked for
+    frees nothing. The group is the one its publisher gave the message. With ``from_clients=False``
+    (or no client receipts) it replays the queue's story instead, as it did before.
+
+    Queue order (priority level first, then publish order; a delayed message joins its group's
+    order when its delay ends) is judged by replaying the queue's story, as only the queue knows
+    which earlier entry was waiting and could be taken then.
+    """
+    if not isinstance(trace, (list, SharedTrace)):
+        trace = list(trace)
+    by_queue = _group_exclusivity_by_queue(trace, queue_path, priorities)
+    view = client_view(trace, queue_path) if from_clients else None
+    if view is None:
+        return by_queue
+    holds: dict[int, Receipt] = {}  # tag -> the acquiring receipt that holds it
+    holders: dict[str, Counter[tuple[str, int]]] = defaultdict(Counter)  # group -> (client, consumer) -> tags
+    taken_back: set[int] = set()  # tags the queue took back by its own act since their last receipt
+    latest: dict[int, int] = {}  # tag -> the newest attempt any client received
+    violations: list[str] = []
+    checked = 0
+
+    def release(tag: int) -> None:
+        held = holds.pop(tag, None)
+        if held is not None and held.message is not None and held.message.group is not None:
+            owners = holders[held.message.group]
+            who = (held.client, held.consumer_id)
+            owners[who] -= 1
+            if owners[who] <= 0:
+                del owners[who]
+
+    for event in view.events:
+        if isinstance(event, DeliverySettled):
+            held = holds.get(event.tag)
+            if held is not None and held.consumer_id == event.consumer_id:  # the broker settles by tag
+                release(event.tag)
+            continue
+        if isinstance(event, EntryReturned):
+            if event.reason in _QUEUE_OWN_RETURNS:
+                release(event.tag)
+                taken_back.add(event.tag)
+            continue
+        if isinstance(event, EntrySettled):
+            if event.outcome != "acked":  # expired or dead-lettered: the queue's act; an ack is the client's
+                release(event.tag)
+                taken_back.add(event.tag)
+            continue
+        assert type(event) is Receipt
+        message = event.message
+        if not event.acquiring or message is None or message.group is None:
+            continue
+        group, tag = message.group, event.tag
+        if event.attempt < latest.get(tag, 0) and tag in taken_back:
+            continue  # an attempt the queue had taken back (its lease lapsed) before its client got it
+        latest[tag] = max(latest.get(tag, 0), event.attempt)
+        taken_back.discard(tag)
+        release(tag)  # given out again: the earlier holder's lease is over
+        checked += 1
+        me = (event.client, event.consumer_id)
+        others = [who for who in holders[group] if who != me]
+        if others:
+            violations.append(
+                f"t={event.time:g}: group {group!r} tag {tag} went to {event.client} (consumer {event.consumer_id}) "
+                f"while {others[0][0]} (consumer {others[0][1]}) held the group"
+            )
+        holds[tag] = event
+        holders[group][me] += 1
+    violations += [line for line in by_queue.violations if "earlier in queue order" in line]
+    return CheckResult.of("group_exclusivity", violations, checked=checked)
+
+
+
+
+def _group_exclusivity_by_queue(trace: Iterable[TraceEvent], queue_path: str, priorities: int = 10) -> CheckResult:
+    """``group_exclusivity`` from the queue's story (for a queue whose clients write no receipts, and for queue order).
 
     Queue order is priority level first, then publish order (docs/broker.md). A message's first
     delivery is out of order when an entry of its group earlier in that order, never delivered yet,

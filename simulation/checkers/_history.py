@@ -8,8 +8,9 @@ drops a publish also drops its own note of it, and a checker that counts the que
 scenarios write their own history as trace notes, as the Pub/Sub front's clients do
 (``_pubsub.py``):
 
-* a publisher: ``EnqueueSent`` (the message ids of a publish) and ``EnqueueAnswered`` (which of
-  them the queue confirmed, which it refused);
+* a publisher: ``EnqueueSent`` (the message ids of a publish, and the messages as sent) and
+  ``EnqueueAnswered`` (which of them the queue confirmed, which it refused);
+* a consumer client: ``ConsumerAsked`` (the selector it wants), when it starts;
 * a consumer client, or a subscriber's user callback: ``DeliveryReceived`` (queue, consumer id,
   tag, message id, attempt, and whether the client meant to acquire it or only to browse) and
   ``DeliverySettled`` (what it answered: ``ack``, ``nack``, ``release``, or ``raised`` for a
@@ -31,6 +32,7 @@ from typing import Final, Literal, final
 
 import attrs
 
+from conveyor.actors.broker import Message, Selector
 from conveyor.runtime import EventKind, TraceEvent
 
 from ._result import CheckResult
@@ -44,13 +46,15 @@ ClientAnswer = Literal["ack", "nack", "release", "raised"]
 class EnqueueSent:
     """Client history: a publisher sent ``queue`` a publish of these messages (their ids).
 
-    ``ttls``, when given, are the messages' time-to-live in seconds (``None``: none), in the same
-    order: what the publisher asked for, so a message whose TTL ran out may be missing at the end.
+    ``messages``: the messages as the publisher sent them, when it says: their priority, group,
+    delay and headers are what the order checkers judge a consumer's receipts by (never the
+    queue's copy, which a broken queue may have changed), and their TTL what the publisher asked
+    for, so a message whose TTL ran out may be missing at the end.
     """
 
     queue: str
     message_ids: tuple[str, ...]
-    ttls: tuple[float | None, ...] = ()
+    messages: tuple[Message, ...] = ()
 
 
 @final
@@ -61,6 +65,20 @@ class EnqueueAnswered:
     queue: str
     confirmed: tuple[str, ...]
     refused: tuple[str, ...] = ()
+
+
+@final
+@attrs.frozen
+class ConsumerAsked:
+    """Client history: a consumer client asked ``queue`` for the messages ``selector`` matches.
+
+    What the client wanted, noted before its consumer subscribes: a consumer that declared
+    another selector to the queue is judged by this one (``consumer_priority``).
+    """
+
+    queue: str
+    selector: Selector
+    acquiring: bool = True
 
 
 @final
@@ -175,9 +193,9 @@ class _Ledger:
         elif cls is EnqueueSent:
             for message_id in note.message_ids:
                 self.sent.setdefault(message_id, event.time)
-            for message_id, ttl in zip(note.message_ids, note.ttls, strict=False):
-                if ttl is not None:
-                    self.lapses_at.setdefault(message_id, event.time + ttl)
+            for sent in note.messages:
+                if sent.ttl_s is not None and sent.message_id is not None:
+                    self.lapses_at.setdefault(sent.message_id, event.time + sent.ttl_s)
         elif cls is EnqueueAnswered:
             self.confirmed.update(note.confirmed)
             for message_id in note.refused:

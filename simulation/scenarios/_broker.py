@@ -37,6 +37,7 @@ from conveyor.simulation import Fault, RunResult, Simulation, Strategy
 from conveyor.simulation.checkers import (
     CheckResult,
     ClientAnswer,
+    ConsumerAsked,
     DeliveryReceived,
     DeliverySettled,
     EnqueueAnswered,
@@ -213,22 +214,18 @@ class ScenarioPublisher(Actor):
                 own = random.Random(f"{self.salt}:{index}")
                 ttl = own.choice(scenario.ttls) if scenario.ttls else None
                 delay = own.choice(scenario.delays) if scenario.delays else None
-            if self.noting:
-                self.ctx.note(EnqueueSent(self.queue_path, (name,), (ttl,) if ttl is not None else ()))
-            self.ctx.send(
-                self.queue,
-                Publish(
-                    Message(
-                        name.encode(),
-                        headers=(("colour", rng.choice(scenario.colours)), ("index", index)),
-                        priority=rng.choice(scenario.priorities),
-                        group=group,
-                        message_id=name,
-                        ttl_s=ttl,
-                        delay_s=delay,
-                    )
-                ),
+            sent = Message(
+                name.encode(),
+                headers=(("colour", rng.choice(scenario.colours)), ("index", index)),
+                priority=rng.choice(scenario.priorities),
+                group=group,
+                message_id=name,
+                ttl_s=ttl,
+                delay_s=delay,
             )
+            if self.noting:
+                self.ctx.note(EnqueueSent(self.queue_path, (name,), (sent,)))
+            self.ctx.send(self.queue, Publish(sent))
         elif type(message) is Published:
             self.confirmed += 1
             if self.noting:
@@ -274,6 +271,8 @@ class ScenarioClient(Actor):
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
         self.noting = self.ctx.tracing
+        if self.noting:
+            self.ctx.note(ConsumerAsked(self.queue_path, self.settings.selector, self.settings.acquiring))
         self.consumer = self.ctx.spawn(
             lambda: self.consumer_factory(self.queue, self.ctx.self_ref, self.settings), name="consumer"
         )

@@ -270,7 +270,7 @@ class BurstPublisher(Actor):
             group = f"k{key}" if key < scenario.keys else None
             batch.append(Message(name.ljust(size, b"."), group=group, message_id=f"m{index}"))
         if self.ctx.tracing:
-            self.ctx.note(EnqueueSent(self.queue_path, tuple(m.message_id for m in batch)))
+            self.ctx.note(EnqueueSent(self.queue_path, tuple(m.message_id for m in batch), tuple(batch)))
         self.ctx.send(self.queue, PublishBatch(tuple(batch)))
 
 

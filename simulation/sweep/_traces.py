@@ -13,8 +13,9 @@ One schema for every type would make fields of the same name but different types
 collide (``queue`` is a name in one message and an actor reference in another).
 
 The verdicts are ``CheckResult`` values with the same checker names, metrics and
-violation lines as ``strict_order``, ``accounting`` and ``fairness``, so a test can
-compare both on a small trace.
+violation lines as ``strict_order`` (judging the queue's ``Delivered`` messages:
+``from_clients=False``), ``accounting`` and ``fairness``, so a test can compare both on a
+small trace.
 """
 
 from __future__ import annotations

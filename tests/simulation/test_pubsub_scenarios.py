@@ -164,3 +164,27 @@ def test_the_run_that_found_a_lapsed_delivery_handed_out_after_a_confirmed_ack_s
     run = run_scenario("pubsub-crash", 29)
     assert any(isinstance(fault, Pause) for fault in run.sim.faults)
     assert run.report.ok, run.report.violations
+
+
+def test_the_run_whose_client_stopped_before_its_stream_opened_goes_quiet() -> None:
+    """``pubsub-crash`` seed 51 (pct, depth 5): a delay held a client's ``OpenStream`` past the client's
+    stop, so the ``StreamOpened`` went to nobody and nobody ever ended that stream. Its binding counted
+    as a connected subscriber for ever: the subscription never expired and the registry's expiry
+    check fired until the step budget ran out (t=4e10 s). A stream nobody asks a batch of ends
+    (``IDLE_STREAM_S``, ``tests/actors/pubsub/test_expiration.py``)."""
+    run = run_scenario("pubsub-crash", 51, strategy="pct", depth=5, faults="crash,queue-crash,pause,delay",
+                       max_steps=20_000)
+    assert any(isinstance(fault, Delay) for fault in run.sim.faults)
+    assert run.report.ok, run.report.violations
+    assert run.report.steps < 20_000
+
+
+def test_a_run_that_never_goes_quiet_is_cut_off_and_reported_not_hung() -> None:
+    """A run still busy at its step budget (seed 51 above, before its fix, ran to t=4e10 s) stops there and its
+    report says so, with the other verdicts still given."""
+    run = run_scenario("pubsub-crash", 51, strategy="pct", depth=5, faults="crash,queue-crash,pause,delay",
+                       max_steps=300)
+    assert run.report.steps == 300
+    cut = [line for line in run.report.violations if line.startswith("run:")]
+    assert cut == [f"run: stopped after 300 steps at t={run.report.virtual_time:g} without going quiet"]
+    assert run.results  # the checkers still judged what there was

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from conveyor.actors.broker import Message
 from conveyor.cli import app
 from conveyor.runtime import EventKind, TraceEvent
 from conveyor.simulation.checkers import (
@@ -23,15 +25,24 @@ from conveyor.simulation.checkers import (
     FoundAtEnd,
     before_final_browse,
     delivery_steps,
+    group_exclusivity,
     guarded,
     story_lines,
+    strict_order,
     total_queue,
 )
-from conveyor.simulation.scenarios import BrokerScenario, ClientPolicy, Variant, run_broker_simulation, run_scenario
+from conveyor.simulation.scenarios import (
+    BrokerScenario,
+    ClientPolicy,
+    Variant,
+    run_broker_simulation,
+    run_portfolio,
+    run_scenario,
+)
 from conveyor.simulation.scenarios import _registry as registry
 from tests.simulation.planted import broker
 
-QUEUE_SIDE = {"accounting", "drained", "priority_order", "consumer_priority", "strict_order", "fairness"}
+QUEUE_SIDE = {"accounting", "drained", "priority_order", "consumer_priority"}
 
 
 @pytest.fixture(autouse=True)
@@ -54,6 +65,35 @@ def test_only_the_clients_history_sees_a_lie_the_queues_notes_repeat(variant: Va
     for name in QUEUE_SIDE & set(verdicts):
         assert verdicts[name].ok, verdicts[name]  # blind: it reads what the liar wrote
     assert run_scenario("fairness", 0).report.ok  # the real actors pass the same run
+
+
+@pytest.mark.parametrize(
+    ("scenario", "seed", "variant", "checker"),
+    [("fairness", 2, Variant(consumer=broker.ReversingConsumer), strict_order),
+     ("groups", 1, Variant(consumer=broker.GroupReleasingConsumer), group_exclusivity)],
+    ids=["reversing-consumer", "group-releasing-consumer"],
+)
+def test_an_order_checker_judges_what_the_clients_received_not_what_the_queue_sent(
+    scenario: str, seed: int, variant: Variant, checker: Any
+) -> None:
+    """The queue delivered in order and its story shows one group owner at a time; the clients were given
+    otherwise. Judged from the queue's story (``from_clients=False``) the run passes; from the clients'
+    receipts it fails."""
+    run = run_portfolio(scenario, seed, variant=variant)
+    trace = run.sim.trace
+    assert not checker(trace, "/queue").ok
+    assert checker(trace, "/queue", from_clients=False).ok  # blind: the queue's word repeats the lie
+    assert checker(run_portfolio(scenario, seed).sim.trace, "/queue").ok  # the real consumers pass
+
+
+def test_a_client_given_what_its_selector_refuses_is_caught_whatever_its_consumer_declared() -> None:
+    """The consumer told the queue it wants everything; its client asked for red only. The queue's story
+    agrees with the declaration; the client's ``ConsumerAsked`` does not."""
+    run = run_portfolio("selectors", 0, variant=Variant(consumer=broker.SelectorDroppingConsumer))
+    failing = {line.split(":", 1)[0] for line in run.report.violations}
+    assert failing == {"consumer_priority"}, run.report.violations
+    assert any("which the selector it asked for refuses" in line for line in run.report.violations)
+    assert run_portfolio("selectors", 0).report.ok
 
 
 def test_a_silent_drop_is_named_as_confirmed_and_never_given() -> None:
@@ -113,7 +153,8 @@ def test_a_run_cut_off_before_the_final_browse_leaves_open_messages_unresolved_n
 @pytest.mark.parametrize(("ttl", "lost"), [(None, 1), (0.5, 0), (5.0, 1)])
 def test_a_message_may_be_missing_once_the_ttl_its_publisher_asked_for_ran_out(ttl: float | None, lost: int) -> None:
     """The final browse starts at t=3: m0, sent at t=0, may have expired only if its TTL is under 3 seconds."""
-    trace = [_note(0, "/publisher", EnqueueSent("/queue", ("m0",), (ttl,))),
+    sent = Message(b"m0", message_id="m0", ttl_s=ttl)
+    trace = [_note(0, "/publisher", EnqueueSent("/queue", ("m0",), (sent,))),
              _note(0, "/publisher", EnqueueAnswered("/queue", ("m0",))),
              _note(3, "/final-browse-queue", FinalBrowseStarted("/queue"))]
     result = total_queue(trace)

@@ -18,6 +18,7 @@ from conveyor.actors.pubsub._model import (
     Failed,
     GetSubscription,
     ListTopicSubscriptions,
+    NextBatch,
     OpenStream,
     Page,
     PullMessages,
@@ -25,6 +26,7 @@ from conveyor.actors.pubsub._model import (
     StreamOpened,
     StreamSettings,
 )
+from conveyor.actors.pubsub._subscription import IDLE_STREAM_S
 from conveyor.runtime import ActorRef
 from conveyor.simulation import Simulation
 from tests.actors.pubsub.helpers import subscription, topic
@@ -72,15 +74,47 @@ def test_a_pull_counts_as_activity_and_starts_the_ttl_again() -> None:
     assert not _exists(sim, registry)
 
 
+def _keep_asking(sim: Simulation, binding: ActorRef, seconds: float) -> None:
+    """A live stream client: always a batch asked for (as the gRPC glue polls), for ``seconds``."""
+    until = sim.now() + seconds
+    while sim.now() < until:
+        answer = sim.ask(binding, NextBatch(IDLE_STREAM_S / 2), timeout=IDLE_STREAM_S)
+        assert isinstance(answer, Batch)
+
+
 def test_an_open_stream_keeps_its_subscription_alive() -> None:
     sim, registry = _server()
     opened = sim.ask(registry, OpenStream(StreamSettings(NAME, 60, 10, 0)))
     assert isinstance(opened, StreamOpened)
-    _wait(sim, 3 * DAY)
+    _keep_asking(sim, opened.binding, 3 * DAY)
     assert _exists(sim, registry)
     opened.binding.tell(Detach())  # the stream ends; idle from now on
     _wait(sim, DAY + 60)
     assert not _exists(sim, registry)
+
+
+def test_a_stream_whose_client_never_asks_ends_and_its_subscription_expires() -> None:
+    # The client stopped before its StreamOpened came (or its open timed out): nobody will ever
+    # Detach this stream, and were it counted as connected the subscription would never expire.
+    sim, registry = _server()
+    opened = sim.ask(registry, OpenStream(StreamSettings(NAME, 60, 10, 0)))
+    assert isinstance(opened, StreamOpened)
+    _wait(sim, IDLE_STREAM_S - 60)
+    assert opened.binding.termination is None  # not yet: a client may be slow to ask
+    _wait(sim, 120)
+    assert opened.binding.termination is not None
+    _wait(sim, DAY)
+    assert not _exists(sim, registry)
+
+
+def test_a_stream_stays_open_while_its_client_asks_and_ends_once_it_stops() -> None:
+    sim, registry = _server(ttl_s=None)
+    opened = sim.ask(registry, OpenStream(StreamSettings(NAME, 60, 10, 0)))
+    assert isinstance(opened, StreamOpened)
+    _keep_asking(sim, opened.binding, 2 * IDLE_STREAM_S)  # asked again and again: stays open
+    assert opened.binding.termination is None
+    _wait(sim, IDLE_STREAM_S + 60)  # then silence
+    assert opened.binding.termination is not None
 
 
 def test_without_a_ttl_a_subscription_never_expires() -> None:

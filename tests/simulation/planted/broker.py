@@ -18,6 +18,7 @@ from conveyor.actors.broker import (
     ConsumerActor,
     ConsumerLists,
     ConsumerManagerActor,
+    Delivery,
     DeliveryError,
     EntryList,
     MatchAll,
@@ -25,6 +26,7 @@ from conveyor.actors.broker import (
     PublishRejected,
     QueueActor,
     QueueConfig,
+    Release,
     Selector,
 )
 from conveyor.actors.broker._consumer_lists import ConsumerState
@@ -333,3 +335,48 @@ class IgnoresExtensions(EntryList):
 
     def extend(self, consumer_id: int, tags: Iterable[int], deadline: float) -> tuple[int, ...]:
         return ()
+
+
+class ReversingConsumer(ConsumerActor):  # type: ignore[misc]  # a planted bug may break a final class
+    """Broken: a consumer hands each batch the queue delivered to its client last message first.
+
+    The queue delivered in order, and its ``Delivered`` message says so: a checker that reads
+    it (``strict_order`` before issue 17, item 3) finds nothing wrong. The client, whose order is
+    the promise, received the batch backwards; only its receipts show it.
+    """
+
+    def _delivered(self, deliveries: tuple[Delivery, ...], exhausted: bool) -> None:
+        super()._delivered(tuple(reversed(deliveries)), exhausted)
+
+
+class GroupReleasingConsumer(ConsumerActor):  # type: ignore[misc]  # a planted bug may break a final class
+    """Broken: a consumer gives each message of a group back to the queue as soon as it hands it to its client.
+
+    The queue sees a release (``EntryReturned``, reason ``release``) and rightly frees the group
+    for another consumer, so its own story shows one owner at a time; but the client still
+    processes the message, while another client is given the group's next one. Only a checker
+    that frees a group when its client answers, not when the queue says, sees two owners.
+    """
+
+    def _delivered(self, deliveries: tuple[Delivery, ...], exhausted: bool) -> None:
+        super()._delivered(deliveries, exhausted)
+        grouped = tuple(d.tag for d in deliveries if d.message.group is not None)
+        if grouped and self.settings.acquiring and self.consumer_id is not None:
+            self._forward_settlement(Release(self.consumer_id, grouped), grouped)
+
+
+class SelectorDroppingConsumer(ConsumerActor):  # type: ignore[misc]  # a planted bug may break a final class
+    """Broken: a consumer subscribes with no selector, whatever its client asked for.
+
+    The queue serves it as declared, every message, and its story agrees with itself: a checker
+    that reads the consumer's ``Subscribe`` finds every delivery matched. Only the selector the
+    client asked for (``ConsumerAsked``) shows it was given messages it never wanted.
+    """
+
+    def _subscribe(self, attempt: int) -> None:
+        meant = self.settings
+        self.settings = attrs.evolve(meant, selector=MatchAll())  # what it tells the queue ...
+        try:
+            super()._subscribe(attempt)
+        finally:
+            self.settings = meant  # ... and what it does

@@ -140,6 +140,20 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"exclusive_lease", "lease_validity"}),
     ),
     PlantedBug(
+        "reversing-consumer", "a consumer hands each delivered batch to its client backwards (issue 17, item 3)",
+        "fairness", Variant(consumer=broker.ReversingConsumer), budget=10, checkers=frozenset({"strict_order"}),
+    ),
+    PlantedBug(
+        "group-releasing-consumer",
+        "a consumer releases a group's message behind its client's back (issue 17, item 3)", "groups",
+        Variant(consumer=broker.GroupReleasingConsumer), budget=5, checkers=frozenset({"group_exclusivity"}),
+    ),
+    PlantedBug(
+        "selector-dropping-consumer",
+        "a consumer subscribes with no selector, whatever its client asked for (issue 17, item 3)", "selectors",
+        Variant(consumer=broker.SelectorDroppingConsumer), budget=5, checkers=frozenset({"consumer_priority"}),
+    ),
+    PlantedBug(
         "key-released-on-ack", "an ordering key's next message is released on ack, not on callback end",
         "ordering-keys", Variant(manager=subscriber.AckReleasesKey), budget=10,
         checkers=frozenset({"ordering_keys"}),

@@ -23,7 +23,7 @@ QUEUE = "/queue"
 
 def in_process(trace: list[TraceEvent], queue: str = QUEUE) -> tuple[CheckResult, CheckResult, CheckResult]:
     """The checkers' own verdicts, in the order ``QueueVerdict.results`` gives them."""
-    return strict_order(trace, queue), accounting(trace, queue), fairness(trace, queue)
+    return strict_order(trace, queue, from_clients=False), accounting(trace, queue), fairness(trace, queue)
 
 
 @attrs.frozen
@@ -104,7 +104,7 @@ def test_an_injected_ordering_violation_is_reported(recorded: Recorded) -> None:
     assert not verdict.strict_order.ok
     assert any(f"got tag {low} after tag {high}" in line for line in verdict.strict_order.violations)
     # the in-process checker, reading the same file, finds the same lines
-    assert verdict.strict_order == strict_order(read_jsonl(recorded.files["swapped"]), QUEUE)
+    assert verdict.strict_order == strict_order(read_jsonl(recorded.files["swapped"]), QUEUE, from_clients=False)
     assert verdict.accounting.ok  # only the order was touched
     assert not recorded.analysis.ok
 
