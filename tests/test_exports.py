@@ -30,6 +30,7 @@ PUBLIC_MODULES = (
     "conveyor.runtime.validators",
     "conveyor.actors",
     "conveyor.actors.broker",
+    "conveyor.actors.storage",
     "conveyor.actors.subscriber",
     "conveyor.actors.pubsub",
     "conveyor.simulation",
