@@ -258,6 +258,29 @@ def test_a_requeue_into_the_range_being_loaded_is_merged_when_the_load_arrives()
     assert _take_all(queue, disk) == [1, 4, 5, 8, 9]
 
 
+def test_q3_is_not_pushed_to_delta_while_delta_is_being_read() -> None:
+    queue, disk = VariableQueue(segment_entries=2, embed_below=0), FakeDisk()
+    for number in range(8):
+        queue.publish(str(number), _body(number))
+    queue.push_alphas_to_betas(0, 8)
+    assert queue.push_betas_to_deltas(2) == 2
+    assert queue.layout().delta == DeltaRange(6, 8, 2)
+    for _ in range(6):
+        assert isinstance(queue.fetch(), ReadPending)
+    effects = queue.take_effects()
+    held = [e for e in effects if isinstance(e, ReadIndex)]
+    assert held == [ReadIndex(6, 8)]
+    for effect in effects:  # carry out the writes and the body reads; the index read stays in flight
+        if not isinstance(effect, ReadIndex):
+            disk.apply(queue, effect)
+    queue.requeue(range(6))
+    queue.push_alphas_to_betas(0, 6)
+    assert queue.layout().q3 == (0, 1, 2, 3, 4, 5)
+    assert queue.push_betas_to_deltas(3) == 0, "delta's front must not move under the range being read"
+    disk.apply(queue, held[0])
+    assert _take_all(queue, disk) == list(range(8))
+
+
 def test_a_recovered_queue_reads_its_first_segment_at_once() -> None:
     queue = VariableQueue.recover(start=10, end=20, count=3, segment_entries=8)
     assert queue.take_effects() == (ReadIndex(10, 16),)

@@ -26,6 +26,21 @@ from conveyor.actors.storage import (
 )
 
 
+@attrs.frozen
+class IndexRead:
+    """What a ``ReadIndex`` found."""
+
+    entries: list[IndexEntry]
+
+
+@attrs.frozen
+class BodyRead:
+    """What a ``ReadMessage`` found."""
+
+    seq_id: int
+    body: bytes
+
+
 @attrs.define
 class FakeDisk:
     """The files of one queue, in memory, and what running the core's effects produced."""
@@ -37,6 +52,9 @@ class FakeDisk:
     confirmed: list[str] = attrs.Factory(list)
     """Message ids confirmed by syncs, in order."""
     log: list[Effect] = attrs.Factory(list)
+    hold_reads: bool = False
+    """Keep read results back until ``deliver``: the disk read at once, its answer is late (a slow I/O actor)."""
+    held: list[IndexRead | BodyRead] = attrs.Factory(list)
 
     def run(self, queue: VariableQueue, *, rounds: int | None = None) -> None:
         """Carry out the queue's effects (and those its answers cause) until none are left, or ``rounds`` batches."""
@@ -69,10 +87,29 @@ class FakeDisk:
                 for seq_id in seq_ids:
                     del self.store[seq_id]
             case ReadIndex(start=start, end=end):
-                queue.loaded_index([self.index[s] for s in sorted(self.index) if start <= s < end])
+                self._answer(queue, IndexRead([self.index[s] for s in sorted(self.index) if start <= s < end]))
             case ReadMessage(seq_id=seq_id, embedded=embedded):
                 read: bytes | None = self.index[seq_id].body if embedded else self.store[seq_id]
                 assert read is not None, f"embedded body of {seq_id} missing from its index record"
-                self.fetched.append(queue.loaded_message(seq_id, read))
+                self._answer(queue, BodyRead(seq_id, read))
             case Sync(token=token):
                 self.confirmed.extend(queue.synced(token))
+
+    def deliver(self, queue: VariableQueue) -> None:
+        """Hand the queue every read result held back, in the order the reads ran."""
+        held, self.held = self.held, []
+        for answer in held:
+            self._give(queue, answer)
+
+    def _answer(self, queue: VariableQueue, answer: IndexRead | BodyRead) -> None:
+        if self.hold_reads:
+            self.held.append(answer)
+        else:
+            self._give(queue, answer)
+
+    def _give(self, queue: VariableQueue, answer: IndexRead | BodyRead) -> None:
+        match answer:
+            case IndexRead(entries=entries):
+                queue.loaded_index(entries)
+            case BodyRead(seq_id=seq_id, body=body):
+                self.fetched.append(queue.loaded_message(seq_id, body))
