@@ -8,6 +8,7 @@ A queue's messages, front to rear, live in five parts, each holding a contiguous
 * an **alpha** has its body and its position in RAM (q4, q1);
 * a **beta** has its position in RAM and its body on disk (q3, q2);
 * a **gamma** is a beta whose index record is on disk as well;
+* q3 may also keep an embedded body read back with its index record, while under the target;
 * a **delta** message is known only on disk; RAM keeps a count and a range of positions.
 
 A publish goes to the rear of q4 while nothing was paged (q3 is empty), else to q1. A fetch takes

@@ -101,19 +101,13 @@ class VariableQueueMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     @precondition(lambda self: self.unacked)
     def requeue(self, data: st.DataObject) -> None:
-        chosen = data.draw(st.lists(st.sampled_from(sorted(self.unacked)), min_size=1, unique=True))
-        self.queue.requeue(chosen)
-        for seq_id in chosen:
-            bisect.insort(self.ready, (seq_id, *self.unacked.pop(seq_id)))
+        self._requeue(data.draw(st.lists(st.sampled_from(sorted(self.unacked)), min_size=1, unique=True)))
 
     @rule()
     @precondition(lambda self: len(self.unacked) > 1)
     def requeue_every_other(self) -> None:
         """Requeue every other unacknowledged message, so ready and unacknowledged positions interleave."""
-        chosen = sorted(self.unacked)[::2]
-        self.queue.requeue(chosen)
-        for seq_id in chosen:
-            bisect.insort(self.ready, (seq_id, *self.unacked.pop(seq_id)))
+        self._requeue(sorted(self.unacked)[::2])
 
     # The narrow window where an index read is in flight gets rules of its own, so it is explored often.
 
@@ -217,11 +211,13 @@ class VariableQueueMachine(RuleBasedStateMachine):
         if not hasattr(self, "queue"):
             return
         self._settle()
-        self.queue.requeue(sorted(self.unacked))
-        for seq_id in sorted(self.unacked):
-            bisect.insort(self.ready, (seq_id, *self.unacked.pop(seq_id)))
+        self._requeue(sorted(self.unacked))
         taken: list[tuple[int, str, bytes]] = []
+        waits = 0
         while (result := self.queue.fetch()) is not None:
+            if isinstance(result, LoadPending):
+                waits += 1
+                assert waits <= len(self.ready) + 10, "the queue keeps saying LoadPending: a load never completes"
             if not isinstance(result, Fetched):
                 self.disk.run(self.queue)
                 if isinstance(result, LoadPending):
@@ -236,6 +232,11 @@ class VariableQueueMachine(RuleBasedStateMachine):
         assert self.disk.confirmed == self.to_confirm, "every persistent message confirmed once, in order"
 
     # ---- helpers
+
+    def _requeue(self, chosen: list[int]) -> None:
+        self.queue.requeue(chosen)
+        for seq_id in chosen:
+            bisect.insort(self.ready, (seq_id, *self.unacked.pop(seq_id)))
 
     def _delivered(self, result: Fetched, body: bytes) -> None:
         assert result.body == body
