@@ -28,7 +28,8 @@ FOLDERS = {"runtime": "conveyor.runtime", "actors": "conveyor.actors", "simulati
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kernel", ("conveyor.runtime",)),
     ("simulator backend", ("conveyor.simulation",)),
-    ("domain actors", ("conveyor.actors.storage", "conveyor.actors.broker", "conveyor.actors.subscriber", "conveyor.actors.pubsub")),
+    ("domain actors", ("conveyor.actors.storage", "conveyor.actors.broker", "conveyor.actors.subscriber",
+                       "conveyor.actors.pubsub")),
     ("verification", ("conveyor.simulation.checkers", "conveyor.simulation.scenarios", "conveyor.simulation.sweep")),
     ("entry points", ("conveyor.benchmarks", "conveyor.cli")),
 )
