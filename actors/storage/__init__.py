@@ -1,8 +1,11 @@
-"""Durable storage: append-only segment files with a CRC per record, group commit, GC and recovery.
+"""Durable storage (seed 002): the variable queue and the files under it.
 
-``SegmentLog`` is the message store (bodies keyed by message id) and the file layer under
-``QueueIndex`` (a queue's entries by sequence id). Both block on the disk: call them from a job or
-an I/O actor, never from a handler. The record codec (``frame``, ``unframe``, ``scan``) is pure.
+``VariableQueue`` is the queue's paging core (q1, q2, delta, q3, q4 under a memory target), sans-IO:
+its disk work comes out as effects (``WriteMessage``, ``ReadIndex``, ``Sync``, ...) that a shell
+carries out. ``SegmentLog`` is the message store (bodies keyed by message id) and the file layer
+under ``QueueIndex`` (a queue's entries by sequence id): append-only segments with a CRC per record,
+group commit, GC and recovery. Both files block on the disk: call them from a job or an I/O actor,
+never from a handler. The record codec (``frame``, ``unframe``, ``scan``) is pure.
 """
 
 from ._index import QueueIndex as QueueIndex
@@ -34,29 +37,69 @@ from ._segment_table import RecordLocation as RecordLocation
 from ._segment_table import SegmentTable as SegmentTable
 from ._segment_table import TableBuilder as TableBuilder
 from ._segment_table import TableStats as TableStats
+from ._variable_queue import DEFAULT_EMBED_BELOW as DEFAULT_EMBED_BELOW
+from ._variable_queue import DEFAULT_SEGMENT_ENTRIES as DEFAULT_SEGMENT_ENTRIES
+from ._variable_queue import VariableQueue as VariableQueue
+from ._vq_effects import AckIndex as AckIndex
+from ._vq_effects import DeltaRange as DeltaRange
+from ._vq_effects import Effect as Effect
+from ._vq_effects import Fetched as Fetched
+from ._vq_effects import IndexEntry as IndexEntry
+from ._vq_effects import LoadPending as LoadPending
+from ._vq_effects import MarkDelivered as MarkDelivered
+from ._vq_effects import ReadIndex as ReadIndex
+from ._vq_effects import ReadMessage as ReadMessage
+from ._vq_effects import ReadPending as ReadPending
+from ._vq_effects import RemoveMessages as RemoveMessages
+from ._vq_effects import Sync as Sync
+from ._vq_effects import VariableQueueError as VariableQueueError
+from ._vq_effects import VariableQueueLayout as VariableQueueLayout
+from ._vq_effects import VariableQueueStatus as VariableQueueStatus
+from ._vq_effects import WriteIndex as WriteIndex
+from ._vq_effects import WriteMessage as WriteMessage
 
 __all__ = [
+    "DEFAULT_EMBED_BELOW",
+    "DEFAULT_SEGMENT_ENTRIES",
     "SNAPSHOT_NAME",
+    "AckIndex",
     "Collected",
     "Compacted",
     "CorruptRecord",
     "Damage",
     "Delete",
+    "DeltaRange",
+    "Effect",
+    "Fetched",
     "FileSystem",
     "Heads",
+    "IndexEntry",
+    "LoadPending",
+    "MarkDelivered",
     "OsFileSystem",
     "Put",
     "QueueIndex",
+    "ReadIndex",
+    "ReadMessage",
+    "ReadPending",
     "RecordLocation",
     "Recovery",
+    "RemoveMessages",
     "Scan",
     "SegmentLog",
     "SegmentTable",
-    "TableBuilder",
     "StorageFailed",
+    "Sync",
     "Synced",
+    "TableBuilder",
     "TableStats",
     "Truncation",
+    "VariableQueue",
+    "VariableQueueError",
+    "VariableQueueLayout",
+    "VariableQueueStatus",
+    "WriteIndex",
+    "WriteMessage",
     "decode_entry",
     "encode_entry",
     "encode_records",
