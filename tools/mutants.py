@@ -52,6 +52,7 @@ import importlib.machinery
 import importlib.util
 import os
 import random
+import re
 import selectors
 import shutil
 import subprocess
@@ -231,10 +232,8 @@ class _Sites(ast.NodeVisitor):
     def _add(self, node: ast.AST, operator: str, change: str, replacement: str, *, statement: bool = False) -> None:
         start, end = self._span(node)
         lines = self.source[start:end].count(b"\n")
-        if statement:
-            text = replacement + "\n" * lines  # blank lines keep every later line where it was
-        else:
-            text = "(" + replacement + "\n" * lines + ")"
+        # newlines keep every later line where it was
+        text = replacement + "\n" * lines if statement else "(" + replacement + "\n" * lines + ")"
         qualname = ".".join(self.scope) or "<module>"
         key = (qualname, operator, change)
         self.seen[key] += 1
@@ -570,10 +569,11 @@ class Outcome:
     tests: Verdict | None = None
     equivalent: str | None = None
     invalid: str | None = None
+    shrunk: str | None = None
 
 
 def _run(
-    tree: Path, argv: Sequence[str], timeout: float, stop_at: str | None
+    tree: Path, argv: Sequence[str], timeout: float, stop_at: tuple[str, ...] | None
 ) -> tuple[int | None, str, str, float]:
     """Run a child in ``tree``; stop it at the first stdout line starting with ``stop_at`` or at ``timeout``.
 
@@ -583,7 +583,8 @@ def _run(
     env = dict(os.environ, PYTHONPATH=path, PYTHONDONTWRITEBYTECODE="1", COLUMNS="200",
                HYPOTHESIS_STORAGE_DIRECTORY=str(tree / ".hypothesis"))
     started = time.monotonic()
-    process = subprocess.Popen([sys.executable, str(tree / "tools" / Path(__file__).name), CHILD, *argv], cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    child = [sys.executable, str(tree / "tools" / Path(__file__).name), CHILD, *argv]
+    process = subprocess.Popen(child, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     out: list[bytes] = []
     err: list[bytes] = []
     assert process.stdout is not None and process.stderr is not None
@@ -604,7 +605,7 @@ def _run(
                 open_streams -= 1
                 continue
             key.data.append(chunk)
-            if stop_at is not None and key.data is out and chunk.decode(errors="replace").startswith(stop_at):
+            if stop_at and key.data is out and chunk.decode(errors="replace").startswith(stop_at):
                 stopped = True
                 open_streams = 0
                 break
@@ -616,9 +617,21 @@ def _run(
         errors="replace"), seconds
 
 
-def _judge(tree: Path, name: str, file: str, argv: Sequence[str], timeout: float, stop_at: str | None) -> Verdict:
+FINDINGS = ("FAILED", "CUT OFF")
+"""How ``conveyor simulate`` starts the line of a failing run, and of one cut off by its step budget."""
+
+FAILED_RUN = re.compile(
+    r"^FAILED (?P<scenario>\S+) seed (?P<seed>\d+) \((?P<strategy>[^,]+), faults (?P<faults>[^)]+)\)"
+)
+
+
+def _judge(
+    tree: Path, name: str, file: str, argv: Sequence[str], timeout: float, stop_at: tuple[str, ...] | None
+) -> Verdict:
     status, out, err, seconds = _run(tree, [name, file, *argv], timeout, stop_at)
-    first_failed = next((line for line in out.splitlines() if line.startswith("FAILED")), "")
+    first_failed = next((line for line in out.splitlines() if line.startswith(FINDINGS)), "")
+    if first_failed.startswith("CUT OFF"):
+        return Verdict(True, "cut off", seconds, first_failed[:160])
     if status is None and first_failed:
         return Verdict(True, "failed", seconds, first_failed[:160])
     if status is None:
@@ -675,8 +688,13 @@ def baseline(tree: Path, paths: Sequence[str], tests: str) -> dict[str, float]:
     return times
 
 
-def judge(tree: Path, mutant: Mutant, times: dict[str, float], factor: float, tests: str) -> Outcome:
-    """Write the mutant to a temporary file and run the sweep, then the tests, against it."""
+def judge(
+    tree: Path, mutant: Mutant, times: dict[str, float], factor: float, tests: str, *, shrink: bool = False
+) -> Outcome:
+    """Write the mutant to a temporary file and run the sweep, then the tests, against it.
+
+    With ``shrink``, the sweep's first failing run is shrunk too (``conveyor simulate --shrink``).
+    """
     outcome = Outcome(mutant)
     source = mutant.source((tree / mutant.path).read_bytes())
     try:
@@ -688,11 +706,33 @@ def judge(tree: Path, mutant: Mutant, times: dict[str, float], factor: float, te
     with tempfile.TemporaryDirectory(prefix="conveyor-mutant-") as folder:
         file = str(Path(folder) / Path(mutant.path).name)
         Path(file).write_bytes(source)
-        outcome.sweep = _judge(tree, name, file, sweep_argv(), factor * times["sweep"] + 30, "FAILED")
+        outcome.sweep = _judge(tree, name, file, sweep_argv(), factor * times["sweep"] + 30, FINDINGS)
+        found = FAILED_RUN.match(outcome.sweep.detail)
+        if shrink and found is not None:
+            outcome.shrunk = _shrunk(tree, name, file, found, factor * times["sweep"] + 120)
         target = test_target(mutant.path, tests, tree)
         if target is not None:
             outcome.tests = _judge(tree, name, file, tests_argv(target), factor * times[target] + 30, None)
     return outcome
+
+
+SHRUNK = re.compile(r"^Shrunk to (?P<deliveries>\d+) delivery steps \(from (?P<original>\d+)\)")
+
+
+def _shrunk(tree: Path, name: str, file: str, found: re.Match[str], timeout: float) -> str:
+    """Rerun the sweep's first failure of a mutant with ``--shrink``: ``from -> to`` delivery steps, or why not."""
+    argv = ["conveyor", "simulate", found["scenario"], "--first-seed", found["seed"], "--seeds", "1",
+            "--strategy", found["strategy"], "--faults", found["faults"], "--shrink"]
+    status, out, err, _ = _run(tree, [name, file, *argv], timeout, None)
+    lines = out.splitlines()
+    shrunk = next((match for line in lines if (match := SHRUNK.match(line))), None)
+    if shrunk is not None:
+        note = next((line.strip() for line in lines if line.startswith("Still longer than")), "")
+        return f"{shrunk['original']} -> {shrunk['deliveries']}" + (f" ({note})" if note else "")
+    if status is None:
+        return f"shrinking ran past {timeout:.0f} s"
+    tail = [line for line in (err + out).splitlines() if line.strip()]
+    return f"not shrunk: {tail[-1][:100] if tail else status}"
 
 
 # --- reporting ----------------------------------------------------------------------------------------
@@ -710,16 +750,19 @@ def _cell(verdict: Verdict | None) -> str:
 
 def table(outcomes: Sequence[Outcome]) -> list[str]:
     """The Markdown table: mutant, location, verdicts (or equivalent, and why)."""
-    lines = ["| mutant | location | sweep | tests |", "|---|---|---|---|"]
+    shrunk = any(outcome.shrunk is not None for outcome in outcomes)
+    lines = ["| mutant | location | sweep | tests |" + (" shrunk (deliveries) |" if shrunk else ""),
+             "|---|---|---|---|" + ("---|" if shrunk else "")]
     for outcome in outcomes:
         mutant = outcome.mutant
         where = f"`{mutant.path}:{mutant.line}` {mutant.ident.split(':')[1]}"
-        what = f"{mutant.operator}: `{mutant.change}`"
+        what = f"{mutant.operator}: `{mutant.change}`".replace("|", "\\|")
         if outcome.equivalent is not None or outcome.invalid is not None:
             why = f"equivalent: {outcome.equivalent}" if outcome.equivalent is not None else outcome.invalid
-            lines.append(f"| {what} | {where} | {why} | - |")
+            row = f"| {what} | {where} | {why} | - |"
         else:
-            lines.append(f"| {what} | {where} | {_cell(outcome.sweep)} | {_cell(outcome.tests)} |")
+            row = f"| {what} | {where} | {_cell(outcome.sweep)} | {_cell(outcome.tests)} |"
+        lines.append(row + (f" {outcome.shrunk or '-'} |" if shrunk else ""))
     return lines
 
 
@@ -761,6 +804,8 @@ def _progress(index: int, total: int, outcome: Outcome) -> str:
             if verdict.detail and verdict.how != "survived":
                 text += f" ({verdict.detail[:90]})"
             parts.append(text)
+    if outcome.shrunk is not None:
+        parts.append(f"shrunk {outcome.shrunk}")
     return f"{head}: " + "; ".join(parts)
 
 
@@ -776,6 +821,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="tests side: the package's test directory, the module's own test file, or none")
     parser.add_argument("--timeout-factor", type=float, default=4.0,
                         help="a child may run this many times the real code's time (plus 30 s)")
+    parser.add_argument("--shrink", action="store_true", help="also shrink each mutant's first failing sweep run")
     parser.add_argument("--out", default="", help="write the Markdown table and summary to this file")
     args = parser.parse_args(argv)
     if args.count < 0:
@@ -809,7 +855,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if mutant.ident in known:
                 outcome = Outcome(mutant, equivalent=known[mutant.ident])
             else:
-                outcome = judge(tree, mutant, times, args.timeout_factor, args.tests)
+                outcome = judge(tree, mutant, times, args.timeout_factor, args.tests, shrink=args.shrink)
             outcomes.append(outcome)
             print(_progress(index, len(chosen), outcome), flush=True)
     lines = summary(outcomes, time.monotonic() - started)

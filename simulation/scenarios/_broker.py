@@ -8,7 +8,6 @@ so a simulated run is fixed by its seed.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from typing import Any, final
 
@@ -29,7 +28,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, TraceEvent
 from conveyor.runtime.lowlevel import register_immutable_type
-from conveyor.simulation import Fault, RunResult, Simulation, Strategy
+from conveyor.simulation import Fault, RunResult, Simulation, Strategy, seeded_random
 from conveyor.simulation.checkers import (
     CheckResult,
     SharedTrace,
@@ -264,7 +263,7 @@ def spawn_broker_scenario(
 
 def random_broker_scenario(seed: int, kind: str = "mixed") -> BrokerScenario:
     """A scenario drawn from ``seed`` (1-20 consumers, priorities, selectors, faults), by kind."""
-    rng = random.Random(f"scenario:{kind}:{seed}")
+    rng = seeded_random(f"scenario:{kind}:{seed}")
     count = rng.randint(1, 20)
 
     def policy() -> ClientPolicy:
