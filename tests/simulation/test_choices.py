@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conveyor.simulation import ChoiceStream, StreamRandom, StreamStuck, active_stream, choice_stream, seeded_random
-from conveyor.simulation.scenarios import STEP_BUDGET, run_scenario, scenario_names
+from conveyor.simulation.scenarios import STEP_BUDGET, BrokerScenario, run_scenario, scenario_names
 
 
 @pytest.fixture(autouse=True)
@@ -48,6 +48,7 @@ def test_the_stream_holds_the_workload_the_faults_the_clients_and_the_schedule()
     with choice_stream(zeroed):
         run = run_scenario("fairness", 2)
     assert run.workload != built
+    assert isinstance(run.workload, BrokerScenario)
     assert len(run.workload.consumers) == 2  # randint(2, 8) at its simplest
 
 
