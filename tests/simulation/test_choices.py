@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import logging
 import random
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -120,3 +122,17 @@ def test_a_run_cut_off_by_its_step_budget_is_reported_as_such_not_as_a_violation
     budget = [line for line in report.violations if line.startswith(STEP_BUDGET + ":")]
     assert len(budget) == 1 and "budget of 50 delivery steps" in budget[0]
     assert not run_scenario("fairness", 1).report.cut_off
+
+
+def test_scenarios_draw_through_seeded_random_so_every_draw_is_in_the_stream() -> None:
+    """A ``random.Random(...)`` made directly in a scenario draws outside the stream, and cannot shrink."""
+    from conveyor.simulation import scenarios
+
+    offenders = []
+    for path in sorted(Path(scenarios.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "Random"
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "random"
+                    and "pubsub-ack-key" not in ast.unparse(node)):  # the front's HMAC key: not a choice
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == [], "use conveyor.simulation.seeded_random(key) instead of random.Random(key)"
