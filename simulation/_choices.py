@@ -37,7 +37,7 @@ STUCK_DRAWS = 10_000
 draw (a rejection loop such as ``random.sample``'s, which the simplest choice never satisfies)."""
 
 FLOAT_STEPS = 1 << 53
-"""``random.random()`` returns k / 2**53: a float draw is recorded as the integer 2**53 - 1 - k."""
+"""A generator's ``random()`` is k / 2**53: a float draw is recorded as the integer 2**53 - 1 - k."""
 
 
 class StreamStuck(ConveyorError):
