@@ -530,6 +530,11 @@ def child(name: str, file: str, argv: Sequence[str]) -> int:
     try:
         if argv[0] == "pytest":
             import pytest
+            from hypothesis import settings
+
+            # No deadline: on a loaded machine a slow example would "kill" a mutant it never saw.
+            settings.register_profile("conveyor-mutants", deadline=None)
+            settings.load_profile("conveyor-mutants")
 
             code = int(pytest.main(list(argv[1:])))
         else:
