@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from conveyor.simulation.scenarios import FAULT_PLANS
+from conveyor.simulation.scenarios import FAULT_PLANS, STEP_BUDGET
 
 if TYPE_CHECKING:
     from conveyor.simulation.scenarios import RunReport
@@ -177,11 +177,15 @@ def _summary(reports: Sequence[RunReport], scenarios: Sequence[str], strategy: s
 
 
 def _print_failure(console: Console, report: RunReport) -> None:
+    found = len(report.violations) - report.cut_off
+    outcome = f"{found} violation(s)" if found else ""
+    if report.cut_off:  # a distinct outcome: the run was stopped, no checker found anything by it
+        outcome = "step budget exhausted" + (f", and {outcome}" if outcome else "")
     depth = f" depth {report.depth}" if report.strategy == "pct" else ""
     _line(
         console,
-        f"FAILED {report.scenario} seed {report.seed} ({report.strategy}{depth}, faults {report.faults}): "
-        f"{len(report.violations)} violation(s)",
+        f"{'CUT OFF' if report.cut_off else 'FAILED'} {report.scenario} seed {report.seed} "
+        f"({report.strategy}{depth}, faults {report.faults}): {outcome}",
         "bold red",
     )
     for line in report.violations[:SHOWN_VIOLATIONS]:
@@ -197,7 +201,7 @@ def _print_failure(console: Console, report: RunReport) -> None:
 
 
 def _print_shrunk(console: Console, report: RunReport, max_steps: int) -> None:
-    from conveyor.simulation.scenarios import shrink
+    from conveyor.simulation.scenarios import STORY_STEPS, shrink
 
     _line(console, f"Shrinking {report.scenario} seed {report.seed} ...")
     result = shrink(
@@ -210,7 +214,10 @@ def _print_shrunk(console: Console, report: RunReport, max_steps: int) -> None:
         f"still fails {result.checker}, faults {result.report.faults}, "
         f"{sum(1 for choice in result.schedule if choice)} choice(s) off the first ready channel.",
     )
+    if result.note:
+        _line(console, f"Still longer than {STORY_STEPS} delivery steps: {result.note}", "yellow")
     _line(console, f"workload: {compact(result.workload)}")
+    _line(console, f"choice stream ({len(result.choices)} choices after the workload's): {list(result.choices)}")
     _line(console, f"schedule: {list(result.schedule)}")
     for line in result.report.violations[:SHOWN_VIOLATIONS]:
         _line(console, f"  {line}")
@@ -259,7 +266,9 @@ def run_simulate(
         if failed and shrink:
             _print_shrunk(console, failed[0], max_steps)
     if failed:
-        _line(console, f"{len(failed)} of {len(reports)} runs failed.", "bold red")
+        cut_off = sum(1 for report in failed if report.cut_off)
+        note = f" ({cut_off} cut off by the step budget of {max_steps} deliveries)" if cut_off else ""
+        _line(console, f"{len(failed)} of {len(reports)} runs failed{note}.", "bold red")
         return 1
     _line(console, f"All {len(reports)} runs passed every checker.", "green")
     return 0
@@ -330,7 +339,7 @@ def run_replay(
     for result in run.results:
         _line(console, f"  {result}", None if result.ok else "red")
     for line in report.violations:
-        if line.startswith("run:"):
+        if line.startswith(STEP_BUDGET + ":"):
             _line(console, f"  {line}", "red")
     if story:
         _line(console, "story:")
@@ -339,7 +348,8 @@ def run_replay(
     if report.ok:
         _line(console, "every checker passed", "green")
         return 0
-    _line(console, f"{len(report.violations)} violation(s)", "bold red")
+    found = len(report.violations) - report.cut_off
+    _line(console, ("CUT OFF: step budget exhausted; " if report.cut_off else "") + f"{found} violation(s)", "bold red")
     return 1
 
 

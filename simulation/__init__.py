@@ -7,6 +7,12 @@ the registry, the shrinker) and ``sweep`` (many runs on Spark).
 """
 
 from ._channel import Channel as Channel
+from ._choices import ChoiceStream as ChoiceStream
+from ._choices import StreamRandom as StreamRandom
+from ._choices import StreamStuck as StreamStuck
+from ._choices import active_stream as active_stream
+from ._choices import choice_stream as choice_stream
+from ._choices import seeded_random as seeded_random
 from ._explore import ExploreFailure as ExploreFailure
 from ._explore import ExploreResult as ExploreResult
 from ._explore import ExploringStrategy as ExploringStrategy
@@ -38,6 +44,7 @@ from ._strategies import strategy_from_name as strategy_from_name
 
 __all__ = [
     "Channel",
+    "ChoiceStream",
     "Crash",
     "CrashAmong",
     "Delay",
@@ -62,8 +69,13 @@ __all__ = [
     "RunResult",
     "Simulation",
     "Strategy",
+    "StreamRandom",
+    "StreamStuck",
+    "active_stream",
+    "choice_stream",
     "covers",
     "explore",
+    "seeded_random",
     "strategy_from_name",
     "uniform_job_duration",
 ]

@@ -34,6 +34,7 @@ from conveyor.runtime import (
 from conveyor.runtime.lowlevel import ActorCell, Backend, CellBase, PromiseCell, StoreHook, TimerFired, TimerQueue
 
 from ._channel import JOBS, OUTSIDE, TIMERS, Channel
+from ._choices import seeded_random, streamed
 from ._faults import (
     Crash,
     CrashAmong,
@@ -215,8 +216,10 @@ class Simulation(ActorSystemBase):
         self._holds: list[_Hold] = []
         self._held: list[Channel] = []
         self.seed = seed
-        self.strategy: Strategy = strategy if strategy is not None else RandomWalk(seed)
-        self._job_rng = random.Random(f"jobs:{seed}")
+        # Inside a choice_stream block, scheduling, ctx.random and job durations draw from its stream.
+        self.strategy: Strategy = streamed(strategy if strategy is not None else RandomWalk(seed))
+        self._actor_rng = seeded_random(f"actors:{seed}")
+        self._job_rng = seeded_random(f"jobs:{seed}")
         self._job_duration = job_duration or uniform_job_duration()
         self._now = 0.0
         self._outgoing: dict[int, dict[CellBase, Channel]] = {OUTSIDE: {}, TIMERS: {}, JOBS: {}}
@@ -232,6 +235,11 @@ class Simulation(ActorSystemBase):
         """Deliveries made since the simulation was created."""
 
     # --- backend hooks ------------------------------------------------------------------
+
+    @property
+    def random(self) -> random.Random:
+        """``ctx.random``: seeded from ``actors:{seed}`` (or drawing from the enclosing choice stream)."""
+        return self._actor_rng
 
     def now(self) -> float:
         """The virtual clock, in seconds."""

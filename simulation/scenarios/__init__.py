@@ -28,6 +28,7 @@ from ._pubsub_clients import PublisherPlan as PublisherPlan
 from ._pubsub_clients import StopClient as StopClient
 from ._registry import FAULT_PLANS as FAULT_PLANS
 from ._registry import SCENARIOS as SCENARIOS
+from ._registry import STEP_BUDGET as STEP_BUDGET
 from ._registry import QueueFigures as QueueFigures
 from ._registry import RunReport as RunReport
 from ._registry import ScenarioRun as ScenarioRun
@@ -42,6 +43,7 @@ from ._registry import run_scenario as run_scenario
 from ._registry import scenario_draws as scenario_draws
 from ._registry import scenario_names as scenario_names
 from ._registry import simulate_workload as simulate_workload
+from ._shrink import STORY_STEPS as STORY_STEPS
 from ._shrink import ShrinkResult as ShrinkResult
 from ._shrink import shrink as shrink
 from ._subscriber import BurstPublisher as BurstPublisher
@@ -61,6 +63,8 @@ __all__ = [
     "portfolio_choice",
     "run_portfolio",
     "SCENARIOS",
+    "STEP_BUDGET",
+    "STORY_STEPS",
     "QueueFigures",
     "RunReport",
     "ScenarioRun",

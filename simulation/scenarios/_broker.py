@@ -8,7 +8,6 @@ so a simulated run is fixed by its seed.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, final
 
@@ -33,7 +32,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, TraceEvent
 from conveyor.runtime.lowlevel import register_immutable_type
-from conveyor.simulation import Fault, RunResult, Simulation, Strategy
+from conveyor.simulation import Fault, RunResult, Simulation, Strategy, seeded_random
 from conveyor.simulation.checkers import (
     CheckResult,
     ClientAnswer,
@@ -211,7 +210,7 @@ class ScenarioPublisher(Actor):
             if scenario.ttls or scenario.delays:
                 # Drawn only when the scenario asks for them (older scenarios keep their schedules), and
                 # per message, so a message keeps its TTL and delay when a shrink drops others.
-                own = random.Random(f"{self.salt}:{index}")
+                own = seeded_random(f"{self.salt}:{index}")
                 ttl = own.choice(scenario.ttls) if scenario.ttls else None
                 delay = own.choice(scenario.delays) if scenario.delays else None
             sent = Message(
@@ -382,7 +381,7 @@ def _spawn_broker_actors(
 
 def random_broker_scenario(seed: int, kind: str = "mixed") -> BrokerScenario:
     """A scenario drawn from ``seed`` (1-20 consumers, priorities, selectors, faults), by kind."""
-    rng = random.Random(f"scenario:{kind}:{seed}")
+    rng = seeded_random(f"scenario:{kind}:{seed}")
     count = rng.randint(1, 20)
 
     def policy() -> ClientPolicy:

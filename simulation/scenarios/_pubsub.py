@@ -38,7 +38,7 @@ from conveyor.actors.pubsub import (
     parse_filter,
 )
 from conveyor.runtime import ActorRef, ConveyorError, EventKind, TraceEvent
-from conveyor.simulation import Fault, RunResult, Simulation, Strategy
+from conveyor.simulation import Fault, RunResult, Simulation, Strategy, seeded_random
 from conveyor.simulation.checkers import (
     CheckResult,
     PublishDone,
@@ -205,7 +205,7 @@ def random_pubsub_scenario(seed: int, kind: str = "front") -> PubSubScenario:
     if kind not in KINDS:
         msg = f"unknown pubsub scenario kind {kind!r}; choose one of {', '.join(KINDS)}"
         raise ValueError(msg)
-    rng = random.Random(f"pubsub-scenario:{kind}:{seed}")
+    rng = seeded_random(f"pubsub-scenario:{kind}:{seed}")
     count = rng.choice((1, 2, 2, 3, 3))
     subscriptions = tuple(
         SubscriptionPlan(

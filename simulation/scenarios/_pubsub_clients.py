@@ -44,6 +44,7 @@ from conveyor.actors.pubsub import (
     StreamSettings,
 )
 from conveyor.runtime import Actor, ActorRef, Terminated
+from conveyor.simulation import seeded_random
 from conveyor.simulation.checkers import (
     BatchReceived,
     PublishDone,
@@ -118,7 +119,7 @@ class ClientPlan:
 
 def fate(seed: int, *keys: object) -> random.Random:
     """The generator of one client decision: a function of the run's seed and what the decision is about."""
-    return random.Random(f"pubsub-client:{seed}:" + ":".join(str(key) for key in keys))
+    return seeded_random(f"pubsub-client:{seed}:" + ":".join(str(key) for key in keys))
 
 
 # --- publishers ----------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from conveyor.simulation import (
     Simulation,
     Strategy,
     never_acks,
+    seeded_random,
     strategy_from_name,
 )
 from conveyor.simulation.checkers import (
@@ -76,6 +77,10 @@ from ._subscriber import (
     run_subscriber_simulation,
 )
 from ._swarm import broker_swarm, subscriber_swarm
+
+STEP_BUDGET = "step budget exhausted"
+"""How a run cut off by ``max_steps`` is reported: a distinct outcome (its line in ``RunReport.violations``
+starts with this), never a checker's violation; the shrinker refuses to shrink towards it."""
 
 FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash", "disk-error")
 """Fault plans a scenario can run under; each draws its concrete faults from the seed."""
@@ -155,8 +160,13 @@ class RunReport:
 
     @property
     def ok(self) -> bool:
-        """No checker found a violation."""
+        """No checker found a violation, and the run finished within its step budget."""
         return not self.violations
+
+    @property
+    def cut_off(self) -> bool:
+        """The run was stopped by its step budget before it went quiet (its end-state verdicts are moot)."""
+        return any(line.startswith(STEP_BUDGET + ":") for line in self.violations)
 
     def as_row(self) -> dict[str, Any]:
         """A dict of plain values (violations as a list), for Spark and JSON."""
@@ -223,7 +233,7 @@ def _fairness_check(trace: list[TraceEvent], workload: Workload) -> list[CheckRe
 
 
 def _fairness_workload(seed: int) -> BrokerScenario:
-    rng = random.Random(f"scenario:fairness:{seed}")
+    rng = seeded_random(f"scenario:fairness:{seed}")
     consumers = rng.randint(2, 8)
     return BrokerScenario(
         messages=rng.randint(40, 25 * consumers),
@@ -235,7 +245,7 @@ def _fairness_workload(seed: int) -> BrokerScenario:
 
 
 def _selectors_workload(seed: int) -> BrokerScenario:
-    rng = random.Random(f"scenario:selectors:{seed}")
+    rng = seeded_random(f"scenario:selectors:{seed}")
     base = random_broker_scenario(seed, "mixed")
     choices = (None, HeaderEquals("colour", "red"), HeaderEquals("colour", "blue"))
     selectors = [rng.choice(choices) for _ in base.consumers]
@@ -432,7 +442,7 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
     that plan returns a changed workload. (Restarting one part of a subscription, say its
     worker pool, would lose the callbacks it ran; such a failure stops the subscription.)
     """
-    rng = random.Random(f"faults:{spec.name}:{seed}:{plan}")
+    rng = seeded_random(f"faults:{spec.name}:{seed}:{plan}")
     if isinstance(workload, PubSubScenario):
         drawn, pubsub_faults = _draw_pubsub_faults(workload, rng, plan)
         return drawn, tuple(pubsub_faults)
@@ -653,7 +663,10 @@ def run_scenario(
     results = _judge(spec, trace, work, plan)
     violations = tuple(f"{r.checker}: {line}" for r in results if not r.ok for line in r.violations)
     if not result.quiet:
-        violations += (f"run: stopped after {result.steps} steps at t={result.time:g} without going quiet",)
+        violations += (
+            f"{STEP_BUDGET}: the run had not gone quiet after its budget of {max_steps} delivery steps "
+            f"(t={result.time:g}); a cut-off, not a checker's finding: rerun with a larger --max-steps",
+        )
     figures = queue_figures(trace, tuple(_queues(trace, work)))
     report = RunReport(
         scenario=name, seed=seed, strategy=strategy, depth=depth, faults=plan, steps=result.steps,

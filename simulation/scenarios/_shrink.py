@@ -1,29 +1,32 @@
 """Shrinking: from a failing scenario run to a short one that fails the same checker, told as a story.
 
-A failing run is fixed by (scenario, seed, strategy, faults, variant). ``shrink`` reduces
-it in two alternating phases, keeping a candidate only when it still fails the checker
-that failed first:
+A run draws everything from one choice stream (``conveyor.simulation.ChoiceStream``): the
+workload and its feature draws, the faults, the clients' random choices, job durations and
+every scheduling choice, in the order the run asks. A failing run found from a seed is first
+rerun recording its stream (the same run, trace for trace); ``shrink`` then reduces it in two
+alternating phases (the workload first), keeping a candidate only when it still fails the checker that failed first:
 
-* the workload (attrs data): fewer messages, consumers and browsers, plain client
-  policies, fewer groups, priorities, selectors and colours, a zero publish span, a
-  smaller prefetch, fewer fault plans. Each candidate is tried under the plain order
-  (always the first ready channel), under the current schedule replayed leniently (an
-  index past the ready channels takes the last one), and under the original strategy;
-* the schedule (delta debugging over the list of choices): truncate it (a replay past
-  its end takes the first ready channel), delete chunks, zero chunks, lower single
-  choices. A candidate must leave fewer non-default choices, or as many in a shorter or
-  smaller list, so the phase ends.
+* the stream, as hypothesis shrinks its buffer: truncate it (a replay past its end takes the
+  simplest choice of every draw), delete chunks, zero chunks, lower single values. Every edit
+  is a valid run, because a replayed value too big for its draw is clamped. A candidate is kept
+  when its run has fewer delivery steps, or as many and a shorter or smaller stream;
+* the workload, as data, to go below what its draws can reach (one message, one consumer, plain
+  client policies, fewer groups, priorities, selectors and colours, fewer fault plans). The
+  workload is then fixed, its draws leave the stream, and each candidate is tried replaying the
+  rest of the stream, with the simplest choices, and with the seed's own draws.
 
-Why not hypothesis's shrinker: hypothesis must find the failure itself before it can
-shrink it, and it has no public way to start from a known failing stream of choices. The
-failures we shrink were found by a seeded random walk or PCT over hundreds of choices,
-which random draws rarely meet again; a greedy reduction that starts from the failure
-always has a failing run in hand. ``HypothesisStrategy`` remains the tool when
+A run cut off by its step budget is never a failure here: the shrinker will not shrink towards a
+cut-off, and refuses a run whose only finding is one. When the result still has more than
+``STORY_STEPS`` delivery steps, ``ShrinkResult.note`` says why.
+
+Why not hypothesis's shrinker itself: it must find the failure before it can shrink it, and it
+has no public way to start from a known failing buffer; the failures we shrink were found by a
+seeded random walk or PCT over hundreds of choices. ``HypothesisStrategy`` remains the tool when
 hypothesis does both the search and the shrinking, inside a test.
 
-Every verdict comes from ``run_scenario`` itself (a candidate schedule is replayed by it),
-so the shrunk run is exactly what the registry runs and judges; ``story_lines`` then
-tells that run as readable lines: who published, delivered, acked, nacked or released what.
+Every verdict comes from ``run_scenario`` itself, so the shrunk run is exactly what the registry
+runs and judges; ``story_lines`` then tells that run as readable lines: who published, delivered,
+acked, nacked or released what.
 """
 
 from __future__ import annotations
@@ -33,51 +36,51 @@ from typing import Any, final
 
 import attrs
 
-from conveyor.simulation import Replay
+from conveyor.simulation import ChoiceStream, choice_stream
 from conveyor.simulation.checkers import delivery_steps, story_lines
 
 from ._broker import BrokerScenario, ClientPolicy
 from ._pubsub import PubSubScenario
 from ._pubsub_clients import ClientPlan
 from ._registry import (
+    STEP_BUDGET,
     RunReport,
     ScenarioRun,
     Variant,
     check_fault_plan,
-    draw_faults,
     get_scenario,
     run_scenario,
-    simulate_workload,
 )
 from ._subscriber import SubscriberScenario
 
 Workload = BrokerScenario | SubscriberScenario | PubSubScenario
 
+STORY_STEPS = 15
+"""A shrunk run this short (in delivery steps) reads as a story; a longer one comes with a note saying why."""
+
+CANDIDATE_STEPS_FACTOR = 4
+"""A candidate may take this many times the steps of the failing run (plus 1,000) before it is cut off."""
+
 
 # --- running candidates -----------------------------------------------------------------------
 
 
-def _normal(schedule: Sequence[int]) -> tuple[int, ...]:
-    """A schedule without its trailing zeros (a replay past its end chooses 0 anyway)."""
-    end = len(schedule)
-    while end and schedule[end - 1] == 0:
+def _normal(choices: Sequence[int]) -> tuple[int, ...]:
+    """A stream without its trailing zeros (a replay past its end draws the simplest choices anyway)."""
+    end = len(choices)
+    while end and choices[end - 1] == 0:
         end -= 1
-    return tuple(schedule[:end])
-
-
-def _schedule_key(schedule: Sequence[int]) -> tuple[int, int, tuple[int, ...]]:
-    """Smaller is plainer: fewer choices off the first channel, then shorter, then lexicographically smaller."""
-    return (sum(1 for choice in schedule if choice), len(schedule), tuple(schedule))
+    return tuple(choices[:end])
 
 
 @final
 @attrs.frozen
 class _Attempt:
-    """One candidate's run: what went in (the workload before faults are drawn) and what came out."""
+    """One candidate's run: its workload (None: built from the stream), fault plan and stream, and its run."""
 
-    workload: Workload
+    workload: Workload | None
     plan: str
-    schedule: tuple[int, ...]
+    choices: tuple[int, ...]
     run: ScenarioRun = attrs.field(eq=False, repr=False)
 
     @property
@@ -87,6 +90,11 @@ class _Attempt:
     @property
     def deliveries(self) -> int:
         return delivery_steps(self.run.sim.trace)
+
+    @property
+    def key(self) -> tuple[int, int, tuple[int, ...]]:
+        """Smaller is simpler: fewer delivery steps, then a shorter stream, then smaller choices."""
+        return (self.deliveries, len(self.choices), self.choices)
 
 
 def _checkers(violations: Iterable[str]) -> list[str]:
@@ -99,14 +107,7 @@ class _Budget(Exception):
 
 @final
 class _Runner:
-    """Runs candidates through ``run_scenario`` itself, so every verdict is the registry's; counts runs.
-
-    ``run_scenario`` takes a strategy name or a recorded schedule, not a strategy object. A
-    lenient replay is therefore recorded first, in a bare simulation of the same scenario
-    (faults drawn the same way), and its actual choices are then replayed by ``run_scenario``.
-    Should that bare simulation ever drift from the registry's, the replay diverges and the
-    candidate is dropped: drift can make shrinking weaker, never wrong.
-    """
+    """Runs candidates through ``run_scenario`` inside a ``choice_stream`` block; counts runs."""
 
     def __init__(
         self, name: str, seed: int, strategy: str, depth: int, variant: Variant, max_steps: int, max_runs: int
@@ -121,26 +122,35 @@ class _Runner:
         self.max_runs = max_runs
         self.runs = 0
 
-    def _count(self) -> None:
+    def attempt(self, workload: Workload | None, plan: str, choices: Sequence[int] | None) -> _Attempt:
+        """Run ``workload`` (None: the seed's, built from the stream) under ``plan``.
+
+        ``choices`` None records: every draw comes from its seeded source, as in a plain run of
+        the seed (the strategy's choices included). A sequence is replayed. After the first run,
+        ``max_steps`` is capped (``cap``): a candidate that runs far longer than the failure it
+        shrinks is cut off early rather than spending the whole budget (and its trace's memory).
+        """
         if self.runs >= self.max_runs:
             raise _Budget
         self.runs += 1
+        stream = ChoiceStream(choices)
+        with choice_stream(stream):
+            run = run_scenario(
+                self.name, self.seed, strategy=self.strategy, depth=self.depth, faults=plan, variant=self.variant,
+                workload=workload, max_steps=self.max_steps,
+            )
+        return _Attempt(workload, plan, _normal(stream.drawn), run)
 
-    def attempt(self, workload: Workload, plan: str, schedule: Sequence[int] | None) -> _Attempt:
-        """Run ``workload`` under ``plan``: replaying ``schedule``, or under the original strategy if None."""
-        self._count()
-        run = run_scenario(
-            self.name, self.seed, strategy=self.strategy, depth=self.depth, faults=plan, schedule=schedule,
-            variant=self.variant, workload=workload, max_steps=self.max_steps,
-        )
-        return _Attempt(workload, plan, _normal(run.sim.schedule), run)
+    def cap(self, steps: int) -> None:
+        """Cut candidates off after a few times the ``steps`` of the run being shrunk."""
+        self.max_steps = min(self.max_steps, CANDIDATE_STEPS_FACTOR * steps + 1000)
 
-    def lenient(self, workload: Workload, plan: str, choices: Sequence[int]) -> _Attempt:
-        """Replay ``choices`` clamped to what each step offers (``Replay(clamp=True)``)."""
-        self._count()
-        work, faults = draw_faults(self.spec, workload, self.seed, plan)
-        sim, _ = simulate_workload(work, self.seed, Replay(choices, clamp=True), faults, self.variant, self.max_steps)
-        return self.attempt(workload, plan, sim.schedule)
+    def split(self, choices: Sequence[int]) -> tuple[Workload, tuple[int, ...]]:
+        """The workload the seed's build draws from ``choices``, and the rest of the stream after its draws."""
+        stream = ChoiceStream(choices)
+        with choice_stream(stream):
+            workload = self.spec.build(self.seed)
+        return workload, tuple(choices[len(stream.drawn) :])
 
 
 # --- candidates -----------------------------------------------------------------------------------
@@ -329,24 +339,24 @@ def _plan_candidates(plan: str) -> list[str]:
     return ["none", *fewer]
 
 
-def _schedule_candidates(schedule: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
-    """Delta debugging over a choice list: truncations, deleted chunks, zeroed chunks, lowered choices."""
-    length = len(schedule)
-    for keep in sorted({0, length // 4, length // 2, (3 * length) // 4, length - 1}):
+def _stream_candidates(choices: tuple[int, ...]) -> Iterator[tuple[int, ...]]:
+    """Edits of a stream, biggest first: truncations, deleted chunks, zeroed chunks, lowered values."""
+    length = len(choices)
+    for keep in sorted({0, length // 8, length // 4, length // 2, (3 * length) // 4, length - 1}):
         if keep < length:
-            yield schedule[:keep]
+            yield choices[:keep]
     size = length // 2
     while size >= 1:
         for start in range(0, length - size + 1, size):
-            yield schedule[:start] + schedule[start + size :]
+            yield choices[:start] + choices[start + size :]
         for start in range(0, length - size + 1, size):
-            chunk = schedule[start : start + size]
-            if any(chunk):
-                yield schedule[:start] + (0,) * size + schedule[start + size :]
+            if any(choices[start : start + size]):
+                yield choices[:start] + (0,) * size + choices[start + size :]
         size //= 2
-    for index, choice in enumerate(schedule):
-        if choice > 1:
-            yield (*schedule[:index], choice - 1, *schedule[index + 1 :])
+    for index, choice in enumerate(choices):
+        for lower in dict.fromkeys((choice // 2, choice - 1)):
+            if choice > 0 and lower < choice:
+                yield (*choices[:index], lower, *choices[index + 1 :])
 
 
 # --- the shrinker ---------------------------------------------------------------------------------
@@ -354,32 +364,28 @@ def _schedule_candidates(schedule: tuple[int, ...]) -> Iterator[tuple[int, ...]]
 
 @final
 class _Shrinker:
-    """Greedy reduction of one failing run; each accepted candidate still fails ``target``.
+    """Greedy reduction of one failing run; each accepted candidate still fails ``target``, within its budget.
 
-    The workload phase takes the first candidate (smallest cut first) that fails, under the
-    plain order, the current schedule replayed leniently, or the original strategy; the
-    schedule phase takes the first edited schedule whose run fails with a plainer schedule.
-    Both phases alternate until neither finds anything, or the runner's budget runs out.
+    The workload phase takes the first simpler workload or fault plan whose run fails at all (big
+    cuts first: they shorten the stream the most); the stream phase the first edited stream whose
+    run is simpler (``_Attempt.key``). Both alternate until neither finds anything, or the
+    runner's budget runs out.
     """
 
     def __init__(self, runner: _Runner, target: str) -> None:
         self.runner = runner
         self.target = target
-        self.passed: set[str] = set()  # candidates (by repr: selectors may be dicts) already seen to pass
+        self.passed: set[str] = set()  # workload candidates (by repr: selectors may be dicts) seen to pass
         self.best: _Attempt | None = None
 
     def fails(self, attempt: _Attempt | None) -> bool:
-        return attempt is not None and self.target in _checkers(attempt.violations)
+        """The run fails the target checker, and it ran to its end (a cut-off judges an unfinished run)."""
+        return attempt is not None and not attempt.run.report.cut_off and self.target in _checkers(attempt.violations)
 
-    def attempt(
-        self, workload: Workload, plan: str, *, schedule: Sequence[int] | None = None,
-        lenient: Sequence[int] | None = None,
-    ) -> _Attempt | None:
-        """One candidate run, or None when the scenario cannot run it (a replay that diverges included)."""
+    def attempt(self, workload: Workload | None, plan: str, choices: Sequence[int] | None) -> _Attempt | None:
+        """One candidate run, or None when the scenario cannot run it."""
         try:
-            if lenient is not None:
-                return self.runner.lenient(workload, plan, lenient)
-            return self.runner.attempt(workload, plan, schedule)
+            return self.runner.attempt(workload, plan, choices)
         except _Budget:
             raise
         except Exception:  # noqa: BLE001 - a cut the scenario cannot run (no client left to crash) is no candidate
@@ -392,19 +398,38 @@ class _Shrinker:
             changed = True
             while changed:
                 best, workload_changed = self._workload(best)
-                best, schedule_changed = self._schedule(best)
-                changed = workload_changed or schedule_changed
+                best, stream_changed = self._stream(best)
+                changed = workload_changed or stream_changed
         except _Budget:
             assert self.best is not None
             return self.best  # accepted inside a phase the budget cut short
         return best
+
+    def _accept(self, attempt: _Attempt) -> _Attempt:
+        self.best = attempt
+        return attempt
+
+    def _stream(self, best: _Attempt) -> tuple[_Attempt, bool]:
+        changed = False
+        improved = True
+        while improved:
+            improved = False
+            for candidate in _stream_candidates(best.choices):
+                attempt = self.attempt(best.workload, best.plan, candidate)
+                if attempt is not None and self.fails(attempt) and attempt.key < best.key:
+                    best, improved, changed = self._accept(attempt), True, True
+                    break
+        return best, changed
 
     def _workload(self, best: _Attempt) -> tuple[_Attempt, bool]:
         changed = False
         improved = True
         while improved:
             improved = False
-            work = best.workload
+            if best.workload is None:
+                work, rest = self.runner.split(best.choices)
+            else:
+                work, rest = best.workload, best.choices
             candidates: list[tuple[Workload, str]] = [(work, plan) for plan in _plan_candidates(best.plan)]
             more: Iterable[Workload]
             if isinstance(work, BrokerScenario):
@@ -415,44 +440,26 @@ class _Shrinker:
                 more = _subscriber_candidates(work)
             candidates.extend((candidate, best.plan) for candidate in more)
             for candidate, plan in candidates:
-                attempt = self._try_workload(candidate, plan, best.schedule)
+                attempt = self._try_workload(candidate, plan, rest)
                 if attempt is not None:
-                    best, improved, changed = attempt, True, True
-                    self.best = best
+                    best, improved, changed = self._accept(attempt), True, True
                     break
         return best, changed
 
-    def _try_workload(self, candidate: Workload, plan: str, schedule: tuple[int, ...]) -> _Attempt | None:
-        key = repr((candidate, plan))
+    def _try_workload(self, candidate: Workload, plan: str, rest: tuple[int, ...]) -> _Attempt | None:
+        """The candidate replaying the rest of the stream, with the simplest choices, or with the seed's draws."""
+        key = repr((candidate, plan, rest))
         if key in self.passed:
             return None
-        plain = self.attempt(candidate, plan, schedule=())
-        if self.fails(plain):
-            return plain
-        if schedule:
-            kept = self.attempt(candidate, plan, lenient=schedule)
-            if self.fails(kept):
-                return kept
-        original = self.attempt(candidate, plan)
-        if self.fails(original):
-            return original
+        for choices in dict.fromkeys((rest, ())):
+            attempt = self.attempt(candidate, plan, choices)
+            if self.fails(attempt):
+                return attempt
+        seeded = self.attempt(candidate, plan, None)
+        if self.fails(seeded):
+            return seeded
         self.passed.add(key)
         return None
-
-    def _schedule(self, best: _Attempt) -> tuple[_Attempt, bool]:
-        changed = False
-        improved = True
-        while improved:
-            improved = False
-            for candidate in _schedule_candidates(best.schedule):
-                attempt = self.attempt(best.workload, best.plan, lenient=candidate)
-                if attempt is not None and self.fails(attempt) and (
-                    _schedule_key(attempt.schedule) < _schedule_key(best.schedule)
-                ):
-                    best, improved, changed = attempt, True, True
-                    self.best = best
-                    break
-        return best, changed
 
 
 @final
@@ -461,18 +468,22 @@ class ShrinkResult:
     """A short failing run, and how it was reached.
 
     Attributes:
-        workload: the shrunk workload; ``run_scenario(name, seed, workload=..., schedule=...,
-            faults=report.faults)`` (with the same variant) reproduces the run.
-        schedule: the shrunk run's choices (trailing zeros dropped).
+        workload: the shrunk workload, before faults are drawn.
+        choices: the rest of the shrunk run's choice stream (after the workload's own draws);
+            ``replay()`` runs ``workload`` replaying it.
+        schedule: the shrunk run's scheduling choices (trailing zeros dropped), for reading.
         report: the shrunk run's report, from ``run_scenario``; its violations name the checker.
         story: the shrunk run told step by step (``story_lines``).
         checker: the checker the run was kept failing.
         deliveries: delivery steps of the shrunk run.
         original_deliveries: delivery steps of the run shrinking started from.
         runs: simulations run while shrinking.
+        note: why the run is still longer than ``STORY_STEPS`` delivery steps ("" when it is not).
+        scenario, seed, strategy, depth: the run's, for ``replay``.
     """
 
     workload: Workload
+    choices: tuple[int, ...]
     schedule: tuple[int, ...]
     report: RunReport
     story: tuple[str, ...]
@@ -480,6 +491,29 @@ class ShrinkResult:
     deliveries: int
     original_deliveries: int
     runs: int
+    note: str
+    scenario: str
+    seed: int
+    strategy: str = "random"
+    depth: int = 3
+
+    def replay(self, variant: Variant | None = None, max_steps: int = 500_000) -> ScenarioRun:
+        """Run the shrunk run again (with the same ``variant``): the same trace, the same verdicts."""
+        with choice_stream(ChoiceStream(self.choices)):
+            return run_scenario(
+                self.scenario, self.seed, strategy=self.strategy, depth=self.depth, faults=self.report.faults,
+                variant=variant, workload=self.workload, max_steps=max_steps,
+            )
+
+
+def _note(best: _Attempt, runs: int, max_runs: int, target: str) -> str:
+    if best.deliveries <= STORY_STEPS:
+        return ""
+    if runs >= max_runs:
+        return (f"the budget of {max_runs} runs ran out with {best.deliveries} delivery steps left; "
+                f"a larger max_runs may shrink further")
+    return (f"no cut of the workload or the fault plan, and no edit of the choice stream, fails {target} "
+            f"in fewer than {best.deliveries} delivery steps: the failure needs that many")
 
 
 def shrink(
@@ -491,7 +525,7 @@ def shrink(
     faults: str | None = None,
     variant: Variant | None = None,
     workload: Workload | None = None,
-    schedule: Sequence[int] | None = None,
+    choices: Sequence[int] | None = None,
     checker: str | None = None,
     max_runs: int = 600,
     max_steps: int = 500_000,
@@ -501,24 +535,31 @@ def shrink(
     Args:
         name, seed, strategy, depth, faults, variant, workload: the failing run, as given to
             ``run_scenario``.
-        schedule: start from these recorded choices instead of the strategy's.
+        choices: start from this recorded choice stream instead of the seed's draws (after
+            ``workload``'s draws when a workload is given).
         checker: the checker to keep failing (default: the first one that failed).
         max_runs: stop shrinking after this many simulations; the best run so far stands.
-        max_steps: each run gives up after this many deliveries.
+        max_steps: each run gives up after this many deliveries (a cut-off, never a failure).
 
     Returns:
-        The shrunk workload and schedule, its report and its story.
+        The shrunk workload and choice stream, its report, its story, and a note when it is long.
 
     Raises:
-        ValueError: an unknown scenario, strategy or fault plan, or the run does not fail
-            (or does not fail ``checker``).
+        ValueError: an unknown scenario, strategy or fault plan; the run does not fail (or does
+            not fail ``checker``); or it was cut off by its step budget.
     """
     spec = get_scenario(name)
     plan = check_fault_plan(faults if faults is not None else spec.default_faults)
     variant = variant or Variant()
     runner = _Runner(name, seed, strategy, depth, variant, max_steps, max(1, max_runs))
-    original = runner.attempt(workload if workload is not None else spec.build(seed), plan, schedule)
-    failed = _checkers(original.violations)
+    original = runner.attempt(workload, plan, choices)
+    report = original.run.report
+    failed = [checker_ for checker_ in _checkers(report.violations) if checker_ != STEP_BUDGET]
+    if report.cut_off:
+        msg = (f"{name} seed {seed} ({strategy}, faults {plan}) was cut off by its step budget of {max_steps} "
+               f"delivery steps before it went quiet: its verdicts judge an unfinished run, so there is no "
+               f"failure to shrink (rerun with a larger max_steps)")
+        raise ValueError(msg)
     if not failed:
         msg = f"{name} seed {seed} ({strategy}, faults {plan}) passes every checker: nothing to shrink"
         raise ValueError(msg)
@@ -526,9 +567,13 @@ def shrink(
     if target not in failed:
         msg = f"{name} seed {seed} fails {', '.join(dict.fromkeys(failed))} but not {target!r}: nothing to shrink"
         raise ValueError(msg)
+    runner.cap(report.steps)
     best = _Shrinker(runner, target).shrink(original)
+    work, rest = runner.split(best.choices) if best.workload is None else (best.workload, best.choices)
     return ShrinkResult(
-        workload=best.workload, schedule=best.schedule, report=best.run.report,
+        workload=work, choices=rest, schedule=_normal(best.run.sim.schedule), report=best.run.report,
         story=tuple(story_lines(best.run.sim.trace)), checker=target, deliveries=best.deliveries,
         original_deliveries=original.deliveries, runs=runner.runs,
+        note=_note(best, runner.runs, runner.max_runs, target),
+        scenario=name, seed=seed, strategy=strategy, depth=depth,
     )

@@ -3,7 +3,7 @@
 A scenario is data (``SubscriberScenario``). ``run_subscriber_simulation`` builds it in a
 Simulation: the queue ``/queue`` (with a dead-letter queue), a publisher that publishes in
 bursts, and ``subscribe(...)`` as ``/sub`` (``/sub-2`` after a crash). Callback behaviour is
-data too: each callback draws from ``random.Random(f"{seed}:{ack_id}:{attempt}")`` whether it
+data too: each callback draws from ``seeded_random(f"{seed}:{ack_id}:{attempt}")`` whether it
 raises, nacks or acks, and the Simulation's ``job_duration`` draws how long it runs (slow
 ones outlive the ack deadline). A paused process is a ``Pause("/sub", ...)`` fault: the whole
 subscription (manager, leaser, dispatcher, workers, broker consumer...) freezes while the queue
@@ -38,7 +38,7 @@ from conveyor.actors.subscriber import (
     subscribe,
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, EventKind, TraceEvent
-from conveyor.simulation import Fault, Pause, RunResult, Simulation, Strategy
+from conveyor.simulation import Fault, Pause, RunResult, Simulation, Strategy, seeded_random
 from conveyor.simulation.checkers import (
     CheckResult,
     ClientAnswer,
@@ -140,15 +140,16 @@ def scenario_callback(
 ) -> Callable[[SubscriberMessage], None]:
     """The user callback of a run: raise, nack or ack, as drawn from ``(seed, ack id, attempt)``.
 
-    The draw uses its own ``random.Random``, so it depends on neither the schedule nor the
-    worker thread, and a message's fate on one attempt is the same on every backend. With
+    The draw uses its own generator, so it depends on neither the schedule nor the worker
+    thread, and a message's fate on one attempt is the same on every backend (inside a
+    ``choice_stream`` block it is one choice of the run's stream, so it shrinks with the rest). With
     ``history`` (``CallbackHistory.record``) the callback writes what it was given and what it
     answered (``DeliveryReceived``, ``DeliverySettled``), the user's side of the run that
     ``total_queue`` judges; it knows its message by the data, which begins with the message id.
     """
 
     def callback(message: SubscriberMessage) -> None:
-        draw = random.Random(f"{seed}:{message.ack_id}:{message.delivery_attempt}").random()
+        draw = seeded_random(f"{seed}:{message.ack_id}:{message.delivery_attempt}").random()
         answer: ClientAnswer = "raised" if draw < scenario.fail else "nack" if draw < scenario.fail + scenario.nack \
             else "ack"
         if history is not None:
@@ -408,7 +409,7 @@ def random_subscriber_scenario(seed: int, kind: str) -> SubscriberScenario:
     Raises:
         ValueError: an unknown kind.
     """
-    rng = random.Random(f"subscriber-scenario:{kind}:{seed}")
+    rng = seeded_random(f"subscriber-scenario:{kind}:{seed}")
     deadline = rng.choice((1.0, 2.0, 5.0))
     keys = rng.choice((0, 0, 1, 3))
     workers = rng.randint(1, 6)

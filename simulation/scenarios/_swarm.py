@@ -14,6 +14,7 @@ import random
 
 from conveyor.actors.broker import HeaderEquals, Overflow, RetryPolicy
 from conveyor.actors.subscriber import CALLBACKS_PER_JOB, FlowControl
+from conveyor.simulation import seeded_random
 
 from ._broker import BrokerScenario, ClientPolicy
 from ._subscriber import SubscriberScenario
@@ -40,7 +41,7 @@ def broker_swarm(seed: int) -> BrokerScenario:
     ack deadlines, and clients that nack, release, ignore, ack late or crash. Client 0 never
     crashes and takes everything, so the queue can drain.
     """
-    rng = random.Random(f"scenario:broker-swarm:{seed}")
+    rng = seeded_random(f"scenario:broker-swarm:{seed}")
     drawn: list[str] = []
     count = rng.randint(1, 6)
     crashes = rng.random() < 0.3
@@ -109,7 +110,7 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
     below them or not), workers and callbacks per job, the delivery limit, the retry policy,
     bursts, a pause of the whole process past its leases, and a crash with a fresh subscription.
     """
-    rng = random.Random(f"scenario:subscriber-swarm:{seed}")
+    rng = seeded_random(f"scenario:subscriber-swarm:{seed}")
     drawn: list[str] = []
     deadline = rng.choice((1.0, 2.0, 5.0))
     messages = rng.randint(5, 25)

@@ -131,10 +131,7 @@ def _check_shrunk(name: str, variant: Variant) -> None:
     assert result.deliveries <= result.original_deliveries
     assert any(line.startswith(f"{result.checker}:") for line in result.report.violations)
     assert result.checker == failing.violations[0].split(":")[0]
-    replayed = run_scenario(
-        name, failing.seed, faults=result.report.faults, schedule=result.schedule, workload=result.workload,
-        variant=variant,
-    )
+    replayed = result.replay(variant)  # the workload, the rest of the choice stream, the same faults
     assert replayed.report.trace_hash == result.report.trace_hash
     assert delivery_steps(replayed.sim.trace) == result.deliveries
     told = [line for line in result.story if re.search(r": (deliver|browse) ", line)]
@@ -249,3 +246,36 @@ def test_a_front_workload_shrinks_only_to_workloads_it_can_run() -> None:
     # A cut that would leave subscription 1 without its only client is never offered.
     assert all({client.subscription for client in cut.clients} == set(range(len(cut.subscriptions)))
                for cut in candidates)
+
+
+# --- the step budget -------------------------------------------------------------------------------
+
+
+def test_a_run_cut_off_by_its_step_budget_is_not_shrunk() -> None:
+    with pytest.raises(ValueError, match="cut off by its step budget of 40 delivery steps"):
+        shrink("fairness", 1, max_steps=40)
+
+
+def test_simulate_prints_a_cut_off_run_as_cut_off_not_failed() -> None:
+    from typer.testing import CliRunner
+
+    from conveyor.cli import app
+
+    result = CliRunner().invoke(
+        app, ["simulate", "fairness", "--seeds", "1", "--first-seed", "1", "--max-steps", "40", "--strategy", "random"]
+    )
+    assert result.exit_code == 1
+    assert "CUT OFF fairness seed 1 (random, faults none): step budget exhausted" in result.output
+    assert "FAILED" not in result.output
+    assert "1 cut off by the step budget of 40 deliveries" in result.output
+
+
+def test_a_shrunk_run_is_told_with_its_stream_and_a_note_only_when_long() -> None:
+    variant = Variant(queue=_queue_with(Forgetful))
+    failing = _first_failure("priorities", variant)
+    result = shrink("priorities", failing.seed, variant=variant)
+    assert result.note == ""  # short enough: no excuse needed
+    assert result.replay(variant).report.trace_hash == result.report.trace_hash
+    cut_short = shrink("priorities", failing.seed, variant=variant, max_runs=1)
+    assert cut_short.deliveries == cut_short.original_deliveries > 15
+    assert "budget of 1 runs ran out" in cut_short.note

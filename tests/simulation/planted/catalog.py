@@ -115,7 +115,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "late-dead-letter", "the delivery limit is checked one delivery late", "broker-swarm",
         Variant(queue=broker.queue_with_entries(broker.LateDeadLetter)), budget=10,
-        checkers=frozenset({"delivery_limit"}),
+        checkers=frozenset({"delivery_limit"}), shrink_runs=1500,
     ),
     PlantedBug(
         "one-too-long", "the length limit lets one message more in", "broker-swarm",
@@ -146,7 +146,8 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "group-releasing-consumer",
         "a consumer releases a group's message behind its client's back (issue 17, item 3)", "groups",
-        Variant(consumer=broker.GroupReleasingConsumer), budget=5, checkers=frozenset({"group_exclusivity"}),
+        Variant(consumer=broker.GroupReleasingConsumer), budget=5,
+        checkers=frozenset({"group_exclusivity"}), shrink_runs=1500,
     ),
     PlantedBug(
         "selector-dropping-consumer",

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from conveyor.simulation.scenarios import ScenarioRun, portfolio_choice, run_portfolio, run_scenario, shrink
+from conveyor.simulation.scenarios import ScenarioRun, portfolio_choice, run_portfolio, shrink
 
 from .catalog import PLANTED, PlantedBug, checkers_of
 
@@ -57,10 +57,8 @@ def test_it_shrinks_to_at_most_15_delivery_steps(bug: PlantedBug) -> None:
     assert result.deliveries <= MAX_SHRUNK_DELIVERIES, "\n".join(result.story)
     assert result.deliveries <= result.original_deliveries
     assert any(line.startswith(f"{result.checker}:") for line in result.report.violations)
-    again = run_scenario(
-        bug.scenario, report.seed, variant=bug.variant, workload=result.workload, schedule=result.schedule,
-        faults=result.report.faults,
-    )
+    again = result.replay(bug.variant)  # the shrunk workload and choice stream, the same faults
+    assert again.report.trace_hash == result.report.trace_hash
     assert result.checker in checkers_of(again.report.violations)  # the short story replays
 
 

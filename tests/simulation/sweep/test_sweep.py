@@ -7,7 +7,7 @@ on the session-wide ``local[2]`` SparkSession.
 The planted failure is a step budget: every run of the matrix is first run in process with
 the registry's default budget, and the sweep then gets a budget one step below the longest
 of them. Exactly the longest run(s) cannot go quiet in time, which ``run_scenario`` reports
-as a violation ("stopped after N steps ... without going quiet"), deterministically, for
+as cut off ("step budget exhausted: ... budget of N delivery steps"), deterministically, for
 seeds the test knows in advance, and ``conveyor replay ... --max-steps N`` reproduces it. It
 depends on no bug in the actors, so fixing one elsewhere cannot make this test pass vacuously.
 """
@@ -114,7 +114,7 @@ def test_the_planted_failure_is_found_with_its_first_seed(swept: Swept) -> None:
     failing = {key for key, row in swept.rows.items() if row["violations"]}
     assert failing == swept.planted
     for key in swept.planted:
-        assert any("without going quiet" in line for line in swept.rows[key]["violations"])  # type: ignore[attr-defined]
+        assert any(line.startswith("step budget exhausted:") for line in swept.rows[key]["violations"])  # type: ignore[attr-defined]
     groups = {(g.scenario, g.strategy, g.faults): g for g in swept.outcome.summary}
     assert len(groups) == len(SCENARIOS) * len(STRATEGIES) * len(PLANS)
     for (scenario, strategy, faults), group in groups.items():
@@ -136,7 +136,7 @@ def test_the_failing_rows_replay_command_reproduces_it(swept: Swept) -> None:
         result = CliRunner().invoke(app, shlex.split(command)[1:])
         assert result.exit_code == 1, result.output  # the replay fails as the sweep's run did
         assert f"trace hash {row['trace_hash']}" in result.output
-        assert f"stopped after {swept.budget} steps" in result.output
+        assert f"budget of {swept.budget} delivery steps" in result.output
 
 
 def test_a_passing_row_replays_with_its_own_fault_plan(swept: Swept) -> None:
