@@ -263,7 +263,9 @@ class VariableQueue:
         if message is None:
             return _LOAD_PENDING if self._load is not None else None
         redelivered = message.delivered
-        if message.persistent and not redelivered:
+        # Any record already on disk must learn of the delivery, not only a persistent one: a transient
+        # message paged to delta after a requeue is read back from it (RabbitMQ's maybe_write_delivered).
+        if message.index_on_disk and not redelivered:
             self._effects.append(MarkDelivered((message.seq_id,)))
         message.delivered = True
         if message.body is None:

@@ -221,6 +221,32 @@ def test_a_requeued_message_goes_back_to_its_place_marked_redelivered() -> None:
     assert order == [(0, True), (2, True), (3, False)]
 
 
+def test_a_transient_message_indexed_before_delivery_is_still_redelivered_after_a_trip_through_delta() -> None:
+    queue, disk = VariableQueue(segment_entries=1), FakeDisk()
+    queue.publish("0", _body(0))
+    queue.publish("1", _body(1))
+    queue.push_alphas_to_betas(0, 2)
+    queue.push_betas_to_deltas(1)  # 1's index record is written now (it is embedded), as not delivered
+    assert queue.fetch() == ReadPending(0, "0")
+    disk.run(queue)
+    second = queue.fetch()
+    disk.run(queue)
+    assert isinstance(second, Fetched) and (second.seq_id, second.redelivered) == (1, False)
+    assert disk.index[1].delivered, "a first delivery is noted in an index record already on disk"
+    queue.requeue([0, 1])
+    queue.push_alphas_to_betas(0, 2)
+    queue.push_betas_to_deltas(1)
+    assert queue.layout().delta == DeltaRange(1, 2, 1), "1 is known only on disk again"
+    again = []
+    while (result := queue.fetch()) is not None:
+        disk.run(queue)
+        if isinstance(result, LoadPending):
+            continue
+        result = result if isinstance(result, Fetched) else disk.fetched[-1]
+        again.append((result.seq_id, result.redelivered))
+    assert again == [(0, True), (1, True)], "read back from the index, 1 still knows it was delivered"
+
+
 def _take_all(queue: VariableQueue, disk: FakeDisk) -> list[int]:
     """Fetch until empty, running the disk whenever the queue waits on it; the positions, in order."""
     taken = []
