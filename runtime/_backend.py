@@ -103,6 +103,9 @@ class Backend(Protocol):
     def journal(self, path: str) -> Journal:
         """The durable journal of the actor at ``path``, opened on first use and kept across restarts."""
 
+    def gone_ref(self, path: str) -> ActorRef:
+        """A ref to the actor that sat at ``path`` in an earlier process: stopped (watching it says so)."""
+
     def open_journal(self, path: str) -> Journal:
         """A new, empty journal for ``path``, its writes guarded by ``store_hook(path)``."""
 
