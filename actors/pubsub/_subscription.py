@@ -83,6 +83,7 @@ from ._protocol import (
     Reconfigured,
     Retained,
     Route,
+    Routed,
     SettleTags,
     TopicGone,
     UseConfig,
@@ -487,9 +488,24 @@ class _SubscriptionQueue(QueueActor):
     """
 
     def on_stop(self) -> None:
-        """Forget the journal, then close as any queue does."""
-        self.ctx.journal.clear()
+        """Forget the journal (unless the server is only shutting down), then close as any queue does."""
+        if not shutting_down(self.ctx.self_ref):
+            self.ctx.journal.clear()
         super().on_stop()
+
+
+def shutting_down(ref: ActorRef) -> bool:
+    """True when ``ref`` stops because its system shuts down: its journal must outlive it (``data_dir``)."""
+    termination = ref.termination
+    return termination is not None and termination.reason == "shutdown"
+
+
+@final
+@attrs.frozen
+class QueueGeneration:
+    """A subscription's journal: the generation its current queue has (each Seek starts a new one)."""
+
+    generation: int
 
 
 @final
@@ -523,10 +539,20 @@ class SubscriptionActor(ContainedActor):
         # sent again (Google's client resends every id an error marked transient) is confirmed again
         # after its binding has ended.
         self.confirmed: OrderedDict[str, None] = OrderedDict()
+        # Batches sent to the queue and not yet confirmed, oldest first: (Route token, topic).
+        self.routed: deque[tuple[int, ActorRef | None]] = deque()
 
     def on_start(self) -> None:
-        """Create the first queue generation."""
+        """Create the first queue generation, or, recovered from disk, the one the journal names."""
+        journal = self.ctx.journal
+        if journal.on_disk and isinstance(journal.snapshot, QueueGeneration):
+            self.generation = journal.snapshot.generation
         self.queue = self._spawn_queue()
+
+    def on_stop(self) -> None:
+        """Stopped for good (deleted), the journal goes too; a shutdown keeps it for the next start."""
+        if not shutting_down(self.ctx.self_ref):
+            self.ctx.journal.clear()
 
     def _queue_config(self) -> QueueConfig:
         config = self.config
@@ -550,14 +576,14 @@ class SubscriptionActor(ContainedActor):
     def handle(self, message: Any) -> None:
         """Route messages into the queue; serve the glue's requests; forward dead letters."""
         match message:
-            case Route(messages=messages):
-                self._route(messages)
+            case Route(messages=messages, token=token):
+                self._route(messages, token)
             case Envelope(request=request, reply_to=reply_to):
                 self._serve(request, reply_to)
             case Confirmed():
                 self._confirmed(message)
             case BatchPublished():
-                pass  # the queue's confirm of our PublishBatch: nothing to do
+                self._batch_kept()
             case Publish(message=dead):
                 self._dead_letter(dead)
             case Terminated(ref=ref):
@@ -574,7 +600,7 @@ class SubscriptionActor(ContainedActor):
 
     # --- messages in ----------------------------------------------------------------------
 
-    def _route(self, messages: tuple[PubMessage, ...]) -> None:
+    def _route(self, messages: tuple[PubMessage, ...], token: int) -> None:
         config = self.config
         ordered = config.enable_message_ordering
         ttl = config.retention_s
@@ -583,6 +609,8 @@ class SubscriptionActor(ContainedActor):
         except (TypeError, ValueError):
             messages, batch = self._storable(messages)
             if not messages:
+                if token:
+                    self.ctx.reply(Routed(token, self.config.name))
                 return
         log = self.log
         for m in messages:
@@ -598,6 +626,14 @@ class SubscriptionActor(ContainedActor):
             self.acked.pop(first.message_id, None)
         assert self.queue is not None
         self.ctx.send(self.queue, PublishBatch(batch))
+        self.routed.append((token, self.ctx.sender))
+
+    def _batch_kept(self) -> None:
+        """The queue confirmed the oldest batch (on disk: synced): tell its topic, which confirms the publish."""
+        if self.routed:
+            token, topic = self.routed.popleft()
+            if token and topic is not None:
+                self.ctx.send(topic, Routed(token, self.config.name))
 
     def _storable(self, messages: tuple[PubMessage, ...]) -> tuple[tuple[PubMessage, ...], tuple[Message, ...]]:
         """The messages of a route the queue can take, one by one: one it cannot take is logged, not the rest.
@@ -831,7 +867,11 @@ class SubscriptionActor(ContainedActor):
         """A new queue generation holding every retained, unacked message, in publish order."""
         if self.queue is not None:
             self.ctx.stop(self.queue)
+        while self.routed:  # the old queue answers no more: what it held is in the log, replayed below
+            self._batch_kept()
         self.generation += 1
+        if self.ctx.journal.on_disk:
+            self.ctx.journal.save_snapshot(QueueGeneration(self.generation))
         queue = self._spawn_queue()
         self.queue = queue
         config = self.config
@@ -845,6 +885,7 @@ class SubscriptionActor(ContainedActor):
                 kept.append(to_broker(message, config.enable_message_ordering, left_s))
         if kept:
             self.ctx.send(queue, PublishBatch(tuple(kept)))
+            self.routed.append((0, None))
         rebind = Rebind(queue, self.generation, config.ack_deadline_s, config.exactly_once,
                         config.enable_message_ordering, config.dead_letter is not None)
         for ref in self.bindings.values():
