@@ -228,10 +228,10 @@ class QueueActor(Actor):
     # --- publishing -----------------------------------------------------------------------
 
     def _confirm(self, answer: object) -> None:
-        """Answer a publisher: at once, or, on a disk store, once what the publish wrote is synced.
+        """Answer a publisher (or a confirmed ack): at once, or, on a disk store, once what it wrote is synced.
 
-        A confirm promises the message survives a crash, so on disk it waits for the store's
-        ``JournalSynced`` (one sync covers every publish since the last). Answers keep their order.
+        A confirm promises the message (or its ack) survives a crash, so on disk it waits for the
+        store's ``JournalSynced`` (one sync covers every write since the last). Answers keep their order.
         """
         journal = self.journal
         if journal is None or not journal.on_disk or (not self.unconfirmed and journal.last_write <= self.sync_asked
@@ -435,7 +435,7 @@ class QueueActor(Actor):
             for tag in acked:
                 self.ctx.note(EntrySettled(self.name, tag, "acked", consumer_id))
         if confirm and self.ctx.sender is not None:
-            self.ctx.reply(AckResult(acked, invalid))
+            self._confirm(AckResult(acked, invalid))  # on disk, once the ack is synced (exactly-once)
         if grouped and entries.available:
             self._tell_manager(_WORK)  # a group may have been freed for other consumers
 

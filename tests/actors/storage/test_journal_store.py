@@ -191,6 +191,47 @@ def test_a_clean_stop_keeps_every_message_too(tmp_path: Path) -> None:
     assert sorted(bodies) == sorted(f"m{n}".encode() for n in range(50))
 
 
+class GateDisk(RecordingFileSystem):
+    """A disk whose writes wait until the test opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def write(self, fd: int, data: bytes | bytearray | memoryview) -> None:
+        self.entered.set()
+        assert self.gate.wait(10)
+        super().write(fd, data)
+
+
+def test_a_publish_is_confirmed_only_once_its_write_is_synced(tmp_path: Path) -> None:
+    disk = GateDisk()
+
+    async def run() -> list[object]:
+        answers: list[object] = []
+        async with TrioSystem(journal_store=DiskJournalStore(tmp_path, fs=disk)) as system:
+            queue = system.spawn(lambda: QueueActor(QueueConfig("q", durable=True)), name="q")
+
+            async def publish() -> None:
+                answers.append(await system.ask(queue, Publish(Message(b"m", message_id="1")), 10.0))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(publish)
+                try:
+                    await trio.to_thread.run_sync(disk.entered.wait, 10)  # the writer holds the publish's write
+                    await system.wait_quiet()
+                    held = list(answers)  # handled, queued for the disk, not yet on it: no confirm
+                finally:
+                    disk.gate.set()
+        assert held == []
+        return answers
+
+    answers = trio.run(run)
+    assert [type(a) for a in answers] == [Published]
+    assert len(disk.operations) >= 2 and "fsync" in disk.operations  # the confirm came after a sync
+
+
 def test_without_a_store_a_new_system_starts_empty(tmp_path: Path) -> None:
     async def run() -> int:
         async with TrioSystem() as system:
@@ -198,3 +239,32 @@ def test_without_a_store_a_new_system_starts_empty(tmp_path: Path) -> None:
             stats: QueueStats = await system.ask(queue, GetStats())
             return stats.depth
     assert trio.run(run) == 0
+
+
+def test_leases_of_a_consumer_of_the_dead_process_come_back_at_once(tmp_path: Path) -> None:
+    config = QueueConfig("q", durable=True, ack_deadline_s=600.0)
+
+    async def lease_all() -> None:
+        async with TrioSystem(journal_store=DiskJournalStore(tmp_path)) as system:
+            harness = TrioHarness(system)
+            queue = system.spawn(lambda: QueueActor(config), name="q")
+            client, _ = consume(harness, queue, Action.IGNORE)  # takes them and never settles
+            for n in range(3):
+                await system.ask(queue, Publish(Message(f"m{n}".encode())))
+            with trio.fail_after(10):
+                while len(await received(harness, client)) < 3:
+                    await trio.sleep(0.01)
+
+    async def reopen() -> list[tuple[bytes, int]]:
+        async with TrioSystem(journal_store=DiskJournalStore(tmp_path)) as system:
+            harness = TrioHarness(system)
+            queue = system.spawn(lambda: QueueActor(config), name="q")
+            client, _ = consume(harness, queue, Action.ACK, name="new")
+            with trio.fail_after(10):
+                while len(await received(harness, client)) < 3:
+                    await trio.sleep(0.01)
+            return await received(harness, client)
+
+    trio.run(lease_all)
+    # The old consumer is gone with its process: its leases end now, not after the 600 s deadline.
+    assert trio.run(reopen) == [(f"m{n}".encode(), 2) for n in range(3)]
