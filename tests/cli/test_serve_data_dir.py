@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from google.cloud import pubsub_v1
 
+from conveyor.actors.pubsub import PubSubServer
 from tests.cli.test_serve import WAIT_S, Served
 
 TOPIC, SUBSCRIPTION = "projects/p/topics/kept", "projects/p/subscriptions/kept"
@@ -87,3 +88,21 @@ def test_without_a_data_dir_a_restart_starts_empty(monkeypatch: pytest.MonkeyPat
         publisher.stop()
     finally:
         again.kill()
+
+
+def test_a_clean_close_keeps_everything_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A drained stop (SIGTERM) stops every actor with reason "shutdown": none may drop its journal.
+    with PubSubServer(data_dir=tmp_path) as server:
+        monkeypatch.setenv("PUBSUB_EMULATOR_HOST", server.address)
+        publisher = pubsub_v1.PublisherClient()
+        subscriber = pubsub_v1.SubscriberClient()
+        publisher.create_topic(name=TOPIC)
+        subscriber.create_subscription(name=SUBSCRIPTION, topic=TOPIC)
+        ids = {publisher.publish(TOPIC, f"m{n}".encode()).result(WAIT_S): f"m{n}".encode() for n in range(20)}
+        publisher.stop()
+        subscriber.close()
+    with PubSubServer(data_dir=tmp_path) as server:
+        monkeypatch.setenv("PUBSUB_EMULATOR_HOST", server.address)
+        subscriber = pubsub_v1.SubscriberClient()
+        assert _pull_all(subscriber, len(ids)) == ids
+        subscriber.close()
