@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from ._actor import Actor
     from ._cell import ActorCell, CellBase
-    from ._journal import Journal
+    from ._journal import Journal, JournalStore
     from ._messages import TimerHandle
     from ._ref import ActorRef
     from ._trace import Tracer
@@ -34,6 +34,9 @@ class Backend(Protocol):
 
     tracer: Tracer | None
     """Where trace events go; None when tracing is off (then recording costs nothing)."""
+
+    journal_store: JournalStore | None
+    """Where journals persist beyond the process; None keeps them in memory only."""
 
     @property
     def random(self) -> random.Random:

@@ -149,10 +149,9 @@ class TopicActor(ContainedActor):
 
     def on_start(self) -> None:
         """On a disk store: carry on numbering (and retaining) where the journal left off."""
-        journal = self.ctx.journal
-        if not journal.on_disk:
+        if not self.ctx.journal_on_disk:
             return
-        self.journal = journal
+        journal = self.journal = self.ctx.journal
         state = journal.snapshot
         if isinstance(state, TopicState):
             self.next_id, self.latest_ns = state.next_id, state.latest_ns
@@ -165,8 +164,8 @@ class TopicActor(ContainedActor):
 
     def on_stop(self) -> None:
         """Deleted, the topic's journal goes too; a shutdown keeps it for the next start."""
-        if not shutting_down(self.ctx.self_ref):
-            self.ctx.journal.clear()
+        if self.journal is not None and not shutting_down(self.ctx.self_ref):
+            self.journal.clear()
 
     def handle(self, message: Any) -> None:
         """Publish, replay for a Seek, attach and detach subscriptions, replace settings."""
@@ -334,9 +333,9 @@ class PubSubRegistry(ContainedActor):
         """
         if self.codec is None:
             self.codec = AckIdCodec(self.ctx.random.randbytes(KEY_BYTES))
-        journal = self.ctx.journal
-        if not journal.on_disk:
+        if not self.ctx.journal_on_disk:
             return
+        journal = self.ctx.journal
         self.replaying = True
         try:
             for request in list(journal):

@@ -544,14 +544,13 @@ class SubscriptionActor(ContainedActor):
 
     def on_start(self) -> None:
         """Create the first queue generation, or, recovered from disk, the one the journal names."""
-        journal = self.ctx.journal
-        if journal.on_disk and isinstance(journal.snapshot, QueueGeneration):
-            self.generation = journal.snapshot.generation
+        if self.ctx.journal_on_disk and isinstance(snapshot := self.ctx.journal.snapshot, QueueGeneration):
+            self.generation = snapshot.generation
         self.queue = self._spawn_queue()
 
     def on_stop(self) -> None:
         """Stopped for good (deleted), the journal goes too; a shutdown keeps it for the next start."""
-        if not shutting_down(self.ctx.self_ref):
+        if self.ctx.journal_on_disk and not shutting_down(self.ctx.self_ref):
             self.ctx.journal.clear()
 
     def _queue_config(self) -> QueueConfig:
@@ -870,7 +869,7 @@ class SubscriptionActor(ContainedActor):
         while self.routed:  # the old queue answers no more: what it held is in the log, replayed below
             self._batch_kept()
         self.generation += 1
-        if self.ctx.journal.on_disk:
+        if self.ctx.journal_on_disk:
             self.ctx.journal.save_snapshot(QueueGeneration(self.generation))
         queue = self._spawn_queue()
         self.queue = queue
