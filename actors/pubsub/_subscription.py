@@ -539,8 +539,10 @@ class SubscriptionActor(ContainedActor):
         # sent again (Google's client resends every id an error marked transient) is confirmed again
         # after its binding has ended.
         self.confirmed: OrderedDict[str, None] = OrderedDict()
-        # Batches sent to the queue and not yet confirmed, oldest first: (Route token, topic).
-        self.routed: deque[tuple[int, ActorRef | None]] = deque()
+        # Batches sent to the queue and not yet confirmed, oldest first: (the batch's last message
+        # id, Route token, topic). The id pairs an answer with its batch even after a queue restart
+        # lost the answers of the batches before it.
+        self.routed: deque[tuple[str, int, ActorRef | None]] = deque()
 
     def on_start(self) -> None:
         """Create the first queue generation, or, recovered from disk, the one the journal names."""
@@ -581,8 +583,8 @@ class SubscriptionActor(ContainedActor):
                 self._serve(request, reply_to)
             case Confirmed():
                 self._confirmed(message)
-            case BatchPublished():
-                self._batch_kept()
+            case BatchPublished(outcomes=outcomes):
+                self._batch_kept(outcomes[-1].message_id if outcomes else None)
             case Publish(message=dead):
                 self._dead_letter(dead)
             case Terminated(ref=ref):
@@ -625,14 +627,21 @@ class SubscriptionActor(ContainedActor):
             self.acked.pop(first.message_id, None)
         assert self.queue is not None
         self.ctx.send(self.queue, PublishBatch(batch))
-        self.routed.append((token, self.ctx.sender))
+        self.routed.append((batch[-1].message_id, token, self.ctx.sender))
 
-    def _batch_kept(self) -> None:
-        """The queue confirmed the oldest batch (on disk: synced): tell its topic, which confirms the publish."""
-        if self.routed:
-            token, topic = self.routed.popleft()
-            if token and topic is not None:
-                self.ctx.send(topic, Routed(token, self.config.name))
+    def _batch_kept(self, last_id: str | None) -> None:
+        """The queue confirmed a batch (on disk: synced): tell its topic, which confirms the publish.
+
+        Batches before it whose answers never came (the queue restarted meanwhile) stay unconfirmed:
+        their publishers retry. ``None`` confirms the oldest batch, whatever it is.
+        """
+        routed = self.routed
+        while routed:
+            batch_id, token, topic = routed.popleft()
+            if last_id is None or batch_id == last_id:
+                if token and topic is not None:
+                    self.ctx.send(topic, Routed(token, self.config.name))
+                return
 
     def _storable(self, messages: tuple[PubMessage, ...]) -> tuple[tuple[PubMessage, ...], tuple[Message, ...]]:
         """The messages of a route the queue can take, one by one: one it cannot take is logged, not the rest.
@@ -867,7 +876,7 @@ class SubscriptionActor(ContainedActor):
         if self.queue is not None:
             self.ctx.stop(self.queue)
         while self.routed:  # the old queue answers no more: what it held is in the log, replayed below
-            self._batch_kept()
+            self._batch_kept(None)
         self.generation += 1
         if self.ctx.journal_on_disk:
             self.ctx.journal.save_snapshot(QueueGeneration(self.generation))
@@ -884,7 +893,7 @@ class SubscriptionActor(ContainedActor):
                 kept.append(to_broker(message, config.enable_message_ordering, left_s))
         if kept:
             self.ctx.send(queue, PublishBatch(tuple(kept)))
-            self.routed.append((0, None))
+            self.routed.append((kept[-1].message_id, 0, None))
         rebind = Rebind(queue, self.generation, config.ack_deadline_s, config.exactly_once,
                         config.enable_message_ordering, config.dead_letter is not None)
         for ref in self.bindings.values():
