@@ -141,6 +141,7 @@ class QueueActor(Actor):
         self.unconfirmed: deque[tuple[int, ActorRef, object]] = deque()
         self.sync_asked = 0  # the latest write number a JournalSynced was asked for
         self.synced_through = 0  # the latest write number the store said is synced
+        self.on_disk = False  # durable on a disk store: confirms wait for JournalSynced
 
     def make_entries(self, config: QueueConfig) -> EntryList:
         """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
@@ -171,7 +172,10 @@ class QueueActor(Actor):
             payload = message.message
             outcome = self._enqueue(payload, message.immediate)
             if self.ctx.sender is not None:  # confirm to whoever can hear it
-                self._confirm(self._outcome(outcome, payload))
+                if self.on_disk:
+                    self._confirm(self._outcome(outcome, payload))
+                else:
+                    self.ctx.reply(self._outcome(outcome, payload))
             self._signal_work()
             if payload.ttl_s is not None or payload.delay_s:
                 self._arm_wake()  # only a TTL or a delay adds a deadline at publish
@@ -234,8 +238,8 @@ class QueueActor(Actor):
         store's ``JournalSynced`` (one sync covers every write since the last). Answers keep their order.
         """
         journal = self.journal
-        if journal is None or not journal.on_disk or (not self.unconfirmed and journal.last_write <= self.sync_asked
-                                                       and self.synced_through >= journal.last_write):
+        if not self.on_disk or journal is None or (not self.unconfirmed and journal.last_write <= self.sync_asked
+                                                   and self.synced_through >= journal.last_write):
             self.ctx.reply(answer)
             return
         sender = self.ctx.sender
@@ -701,6 +705,7 @@ class QueueActor(Actor):
                 raise TypeError(msg)
         journal_calls(core, journal, self._compact_if_long)
         self.journal = journal
+        self.on_disk = journal.on_disk
         return found
 
     def _resume(self) -> None:
