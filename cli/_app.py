@@ -158,11 +158,14 @@ def serve(
     max_memory: str | None = typer.Option(
         None, help="Memory budget for the server's resident size (512MB, 2GiB or bytes): publishes that could "
         "pass it are refused with RESOURCE_EXHAUSTED, which clients retry. Unset: no budget."),
+    data_dir: str | None = typer.Option(
+        None, help="Keep topics, subscriptions and messages in this directory across restarts and kill -9 "
+        "(a publish is answered once it is on disk). Unset: in memory only."),
 ) -> None:
     """Serve conveyor as a Pub/Sub emulator (point PUBSUB_EMULATOR_HOST at it) until SIGTERM or SIGINT, then drain."""
     from ._serve import run_serve
 
-    run_serve(host_port, max_streams=max_streams, log_level=log_level, max_memory=max_memory)
+    run_serve(host_port, max_streams=max_streams, log_level=log_level, max_memory=max_memory, data_dir=data_dir)
 
 
 @bench_app.command("pubsub")

@@ -88,8 +88,14 @@ def parse_host_port(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port_text)
 
 
-def run_serve(host_port: str, *, max_streams: int, log_level: LogLevel, max_memory: str | None = None) -> None:
-    """Serve until SIGTERM or SIGINT, then drain: streams end with UNAVAILABLE, calls in flight are answered."""
+def run_serve(
+    host_port: str, *, max_streams: int, log_level: LogLevel, max_memory: str | None = None,
+    data_dir: str | None = None,
+) -> None:
+    """Serve until SIGTERM or SIGINT, then drain: streams end with UNAVAILABLE, calls in flight are answered.
+
+    With ``data_dir`` the server keeps its state there and starts from what it holds.
+    """
     from conveyor.actors.pubsub import PubSubServer, parse_byte_size
 
     host, port = parse_host_port(host_port)
@@ -106,7 +112,7 @@ def run_serve(host_port: str, *, max_streams: int, log_level: LogLevel, max_memo
     try:
         with StopSignals() as signals:
             try:
-                server = PubSubServer(host, port, max_streams=max_streams, max_memory=budget)
+                server = PubSubServer(host, port, max_streams=max_streams, max_memory=budget, data_dir=data_dir)
             except ValueError as error:
                 raise typer.BadParameter(str(error), param_hint="--max-memory") from None
             try:

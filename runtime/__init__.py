@@ -16,6 +16,7 @@ from ._errors import is_finite_number as is_finite_number
 from ._errors import quote as quote
 from ._immutability import ensure_immutable as ensure_immutable
 from ._journal import Journal as Journal
+from ._journal import JournalSynced as JournalSynced
 from ._messages import JobDone as JobDone
 from ._messages import JobFailed as JobFailed
 from ._messages import Terminated as Terminated
@@ -52,6 +53,7 @@ __all__ = [
     "JobDone",
     "JobFailed",
     "Journal",
+    "JournalSynced",
     "MutableMessageError",
     "RecordedMessage",
     "RefPath",

@@ -147,6 +147,14 @@ class Context:
         cell = self._cell
         return cell.system.journal(cell.path)
 
+    @property
+    def journal_on_disk(self) -> bool:
+        """True when the system keeps journals on disk too (``journal_store=``): they outlive the process.
+
+        An actor that journals only to survive the process asks this before opening its journal.
+        """
+        return self._cell.system.journal_store is not None
+
     def now(self) -> float:
         """Seconds on the system's clock (virtual in the Simulation)."""
         return self._cell.system.now()

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from ._actor import Actor
     from ._cell import ActorCell, CellBase
-    from ._journal import Journal
+    from ._journal import Journal, JournalStore
     from ._messages import TimerHandle
     from ._ref import ActorRef
     from ._trace import Tracer
@@ -34,6 +34,9 @@ class Backend(Protocol):
 
     tracer: Tracer | None
     """Where trace events go; None when tracing is off (then recording costs nothing)."""
+
+    journal_store: JournalStore | None
+    """Where journals persist beyond the process; None keeps them in memory only."""
 
     @property
     def random(self) -> random.Random:
@@ -102,6 +105,9 @@ class Backend(Protocol):
 
     def journal(self, path: str) -> Journal:
         """The durable journal of the actor at ``path``, opened on first use and kept across restarts."""
+
+    def gone_ref(self, path: str) -> ActorRef:
+        """A ref to the actor that sat at ``path`` in an earlier process: stopped (watching it says so)."""
 
     def open_journal(self, path: str) -> Journal:
         """A new, empty journal for ``path``, its writes guarded by ``store_hook(path)``."""

@@ -97,6 +97,26 @@ class PromiseCell(CellBase):
         self.alive = False
 
 
+class GoneCell(PromiseCell):
+    """An actor of an earlier process, named in a journal recovered from disk: stopped for good.
+
+    A ref to it can be stored and compared; what is sent to it is a dead letter, and watching
+    it answers ``Terminated(ref, "gone")`` at once, so an actor that recovers its consumers or
+    subscribers from disk learns they went with the process. (A settled promise, so every
+    backend delivers to it as to an answered ask.)
+    """
+
+    __slots__ = ("termination",)
+
+    def __init__(self, system: Backend, uid: int, path: str) -> None:
+        CellBase.__init__(self, system, uid, path.rsplit("/", 1)[-1] or path, path)
+        self.answered = self.settled = True
+        self.alive = False
+        self.result = None
+        self.error = None
+        self.termination = Terminated(self.ref, "gone", None)
+
+
 class ActorCell(CellBase):
     """One actor's identity across restarts: its instance, children, watchers, timers."""
 

@@ -9,16 +9,65 @@ deterministic, replaying its recorded calls gives exactly the state it had.
 
 A journal is keyed by the actor's path, so it survives supervision restarts, the
 simulator's ``Crash`` faults and a stopped actor respawned at the same path. It lives in
-the system's memory: it does not survive the process (a disk-backed store is the storage
-layer's business). Only the actor at its path touches it, one handler at a time, so it
-needs no lock.
+the system's memory; given a ``JournalStore`` (``data_dir=`` on a system, see
+``conveyor.actors.storage.DiskJournalStore``) it also hands every write to the store, which
+keeps it on disk off the actor and says so with a ``JournalSynced`` message when asked, so
+the journal survives the process too. Only the actor at its path touches it, one handler at
+a time, so it needs no lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import final
+from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, final
+
+import attrs
+
+if TYPE_CHECKING:
+    from ._backend import Backend
+    from ._ref import ActorRef
+
+WriteKind: TypeAlias = Literal["events", "snapshot", "clear"]
+"""What a journal write records: events appended, a snapshot replacing all before it, or nothing left."""
+
+
+@final
+@attrs.frozen
+class JournalSynced:
+    """Every write of the journal at ``path`` numbered up to ``through`` is on disk (``Journal.when_synced``)."""
+
+    path: str
+    through: int
+
+
+class JournalStore(Protocol):
+    """Where journals persist beyond the process: a disk store, given to a system as ``journal_store=``.
+
+    ``write`` is called inside handlers, so it only queues: the store writes and syncs off the
+    actor and answers ``notify_when_synced`` with a ``JournalSynced`` message. It is used from the
+    actors' threads, each journal by one actor at a time.
+    """
+
+    def start(self, system: Backend) -> None:
+        """Begin work for ``system``: answers go through its ``tell_from_thread``, and refs to actors
+        of an earlier process that recovered journals name come back as its ``gone_ref``."""
+
+    def load(self, path: str) -> tuple[object, Sequence[object]]:
+        """The snapshot (or None) and the events after it that the store recovered for ``path``."""
+
+    def write(self, path: str, kind: WriteKind, value: object) -> int:
+        """Queue one write (``events``: a tuple of events; ``snapshot``: the state; ``clear``: None).
+
+        Returns the write's number, increasing per journal. Raises if ``value`` cannot be stored,
+        before anything is queued.
+        """
+
+    def notify_when_synced(self, ref: ActorRef, path: str, through: int) -> None:
+        """Send ``JournalSynced(path, n)`` with ``n >= through`` to ``ref`` once write ``through`` is on disk."""
+
+    def close(self) -> None:
+        """Write and sync what is queued, then release the files (a clean stop)."""
 
 
 @final
@@ -33,20 +82,47 @@ class Journal:
         before_write: called before every write (``append``, ``save_snapshot``); what it raises
             fails the write, which then changes nothing. The simulator's ``FailWrite`` fault (a
             disk error) goes through here.
+        store: where the writes also go to outlive the process; its recovered state is loaded.
     """
 
-    __slots__ = ("_before_write", "_events", "_group_depth", "_pending", "_snapshot", "_snapshots", "path", "writes")
+    __slots__ = ("_before_write", "_events", "_group_depth", "_pending", "_snapshot", "_snapshots", "_store",
+                 "last_write", "path", "writes")
 
-    def __init__(self, path: str, before_write: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, path: str, before_write: Callable[[], None] | None = None, store: JournalStore | None = None,
+    ) -> None:
         self.path = path
         self._before_write = before_write
+        self._store = store
         self._events: list[object] = []
         self._snapshot: object = None
         self._snapshots = 0
         self.writes = 0
         """Writes that succeeded over the journal's life (an actor compares it to know if it wrote)."""
+        self.last_write = 0
+        """The store's number of the latest write (0 without a store): ``when_synced`` waits for it."""
         self._pending: list[object] = []  # events appended inside ``atomic``, not yet written
         self._group_depth = 0
+        if store is not None:
+            snapshot, events = store.load(path)
+            self._snapshot = snapshot
+            self._events.extend(events)
+
+    @property
+    def on_disk(self) -> bool:
+        """True when writes also go to a disk store: an answer that promises durability waits for ``when_synced``."""
+        return self._store is not None
+
+    def when_synced(self, ref: ActorRef) -> None:
+        """Have ``JournalSynced(path, n)`` sent to ``ref`` once every write so far is on disk (needs ``on_disk``)."""
+        if self._store is None:
+            msg = f"journal of {self.path} has no disk store: nothing will ever say it is synced"
+            raise RuntimeError(msg)
+        self._store.notify_when_synced(ref, self.path, self.last_write)
+
+    def _stored(self, kind: WriteKind, value: object) -> None:
+        if self._store is not None:
+            self.last_write = self._store.write(self.path, kind, value)
 
     def append(self, event: object) -> None:
         """Record one event after the latest snapshot (inside ``atomic``: when the group is written)."""
@@ -55,6 +131,8 @@ class Journal:
             return
         if self._before_write is not None:
             self._before_write()
+        if self._store is not None:
+            self._stored("events", (event,))
         self._events.append(event)
         self.writes += 1
 
@@ -86,6 +164,8 @@ class Journal:
         pending, self._pending = self._pending, []
         if self._before_write is not None:
             self._before_write()  # what it raises fails the whole group: nothing was recorded
+        if self._store is not None:
+            self._stored("events", tuple(pending))
         self._events.extend(pending)
         self.writes += 1
 
@@ -100,6 +180,8 @@ class Journal:
             raise RuntimeError(msg)
         if self._before_write is not None:
             self._before_write()
+        if self._store is not None:
+            self._stored("snapshot", state)
         self._snapshot = state
         self._snapshots += 1
         self._events.clear()
@@ -107,6 +189,8 @@ class Journal:
 
     def clear(self) -> None:
         """Forget the snapshot and every event: the actor starts from nothing next time."""
+        if self._store is not None and (self._snapshot is not None or self._events):
+            self._stored("clear", None)
         self._snapshot = None
         self._events.clear()
 

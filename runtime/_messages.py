@@ -18,7 +18,8 @@ class Terminated:
     Attributes:
         ref: the actor that stopped.
         reason: ``"stopped"`` (it or its parent asked), ``"failed"`` (an exception its
-            supervisor did not restart), or ``"shutdown"`` (the system closed).
+            supervisor did not restart), ``"shutdown"`` (the system closed), or ``"gone"`` (an
+            actor of an earlier process, named in a journal recovered from disk).
         error: ``repr`` of the exception for ``"failed"``, else ``None``.
     """
 

@@ -17,10 +17,10 @@ from typing import Any, ClassVar, TypeVar
 
 from ._actor import Actor
 from ._backend import Backend, StoreHook
-from ._cell import ActorCell, CellBase, PromiseCell, fail_promise_if_asked
+from ._cell import ActorCell, CellBase, GoneCell, PromiseCell, fail_promise_if_asked
 from ._errors import ActorDeadError, ActorNameTaken, AskTimeout, ConveyorError
 from ._immutability import ensure_immutable
-from ._journal import Journal
+from ._journal import Journal, JournalStore
 from ._messages import SYSTEM_MESSAGE_TYPES, Start, Stop, Terminated, Watch
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
@@ -45,6 +45,7 @@ class ActorSystemBase(Backend):
         supervisor_strategy: SupervisorStrategy | None = None,
         trace: bool | Tracer = False,
         seed: int | str | None = None,
+        journal_store: JournalStore | None = None,
     ) -> None:
         if supervisor_strategy is not None and not isinstance(supervisor_strategy, SupervisorStrategy):
             msg = f"supervisor_strategy must be a SupervisorStrategy, got {type(supervisor_strategy).__qualname__}"
@@ -60,6 +61,10 @@ class ActorSystemBase(Backend):
         """Escalations that reached the top: (actor path, error). Each is also logged."""
         self.journals: dict[str, Journal] = {}
         """Every actor's durable journal by path (``ctx.journal``); they outlive restarts."""
+        self.journal_store = journal_store
+        """Where journals also persist beyond the process (None: memory only)."""
+        if journal_store is not None:
+            journal_store.start(self)
 
     # --- public API shared by all backends ----------------------------------------------
 
@@ -82,7 +87,17 @@ class ActorSystemBase(Backend):
 
     def open_journal(self, path: str) -> Journal:
         """A new, empty journal for ``path``, its writes guarded by ``store_hook(path)``."""
-        return Journal(path, self.store_hook(path))
+        return Journal(path, self.store_hook(path), self.journal_store)
+
+    def gone_ref(self, path: str) -> ActorRef:
+        """A ref to the actor that sat at ``path`` in an earlier process (named in a recovered journal): stopped."""
+        return GoneCell(self, next(self._uids), path).ref
+
+    def close_journal_store(self) -> None:
+        """Write and sync what the journal store holds, then close it (at shutdown; idempotent)."""
+        store, self.journal_store = self.journal_store, None
+        if store is not None:
+            store.close()
 
     def store_hook(self, path: str) -> StoreHook | None:
         """No hook: writes to a store never fail (the simulator's ``FailWrite`` overrides this)."""
@@ -216,7 +231,7 @@ class ActorSystemBase(Backend):
         tracer = self.tracer
         if tracer is not None:
             tracer.record(EventKind.DEAD_LETTER, self.now(), sender, target, message)
-        if type(message) is Watch and isinstance(target, ActorCell) and target.termination is not None:
+        if type(message) is Watch and isinstance(target, (ActorCell, GoneCell)) and target.termination is not None:
             self.send(target, message.watcher.cell, target.termination)
             return
         fail_promise_if_asked(sender, target, message)

@@ -22,6 +22,7 @@ from ._actor import Actor
 from ._backend import Backend
 from ._cell import ActorCell, CellBase, PromiseCell
 from ._errors import ConveyorError
+from ._journal import JournalStore
 from ._messages import JobDone, JobFailed, Stop, TimerFired, TimerHandle
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
@@ -130,6 +131,8 @@ class ThreadSystem(ActorSystemBase):
         trace: record trace events (``True``) or into the given ``Tracer``.
         job_workers: threads in the pool that runs ``ctx.run_job`` work.
         seed: seed of ``ctx.random``.
+        journal_store: where durable journals also persist beyond the process (a disk store);
+            closed, after a last sync, at shutdown.
     """
 
     cell_type = _ThreadCell
@@ -141,8 +144,9 @@ class ThreadSystem(ActorSystemBase):
         trace: bool | Tracer = False,
         job_workers: int = 8,
         seed: int | str | None = None,
+        journal_store: JournalStore | None = None,
     ) -> None:
-        super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=seed)
+        super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=seed, journal_store=journal_store)
         self._lock = threading.Condition()  # guards the registry, job count and quiet waiters
         self._local = threading.local()
         self._quiet = _Quiet(self._lock)
@@ -364,6 +368,7 @@ class ThreadSystem(ActorSystemBase):
             self._timer_cond.notify_all()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._timer_thread.join(max(0.0, deadline - time.monotonic()))
+        self.close_journal_store()
         if leftover:
             names = ", ".join(cell.path for cell in leftover[:5])
             msg = f"ThreadSystem.shutdown: {len(leftover)} actors did not stop within {timeout}s: {names}"

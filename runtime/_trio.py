@@ -27,6 +27,7 @@ from ._backend import Backend
 from ._cell import ActorCell, CellBase, PromiseCell
 from ._errors import ActorDeadError, ConveyorError
 from ._immutability import ensure_immutable
+from ._journal import JournalStore
 from ._messages import JobDone, JobFailed, TimerFired, TimerHandle
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
@@ -97,6 +98,8 @@ class TrioSystem(ActorSystemBase):
         batch: messages one actor handles before the next ready actor gets a turn.
         yield_every: messages handled before the dispatcher yields to trio.
         seed: seed of ``ctx.random``.
+        journal_store: where durable journals also persist beyond the process (a disk store);
+            closed, after a last sync, at shutdown.
     """
 
     cell_type = _TrioCell
@@ -109,8 +112,9 @@ class TrioSystem(ActorSystemBase):
         batch: int = 64,
         yield_every: int = 512,
         seed: int | str | None = None,
+        journal_store: JournalStore | None = None,
     ) -> None:
-        super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=seed)
+        super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=seed, journal_store=journal_store)
         if batch < 1 or yield_every < 1:
             msg = f"batch and yield_every must be >= 1, got batch={batch}, yield_every={yield_every}"
             raise ValueError(msg)
@@ -186,6 +190,7 @@ class TrioSystem(ActorSystemBase):
         for cell in reversed(self._live_cells()):
             cell.terminate("shutdown", None)
         self._drain_dead()
+        self.close_journal_store()
 
     def _drain_dead(self) -> None:
         while self._ready:

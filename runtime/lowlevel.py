@@ -3,14 +3,16 @@
 Actor code needs only ``conveyor.runtime``. A backend (the simulator, a disk or ZooKeeper
 store to come) or a library of message types imports from here: the ``Backend`` protocol it
 implements, the cells it moves messages into, the timer queue and the ``TimerFired`` it
-delivers, the store hook, and the immutability declarations for message classes. Each name
-is exported once: the journal, jobs' messages and the trace types live in ``conveyor.runtime``.
+delivers, the store hook, the ``JournalStore`` a disk store implements, and the immutability
+declarations for message classes. Each name is exported once: the journal, jobs' messages and
+the trace types live in ``conveyor.runtime``.
 (A module, not a package, so its re-exports are named by ``__all__`` alone.)
 """
 
 from ._backend import Backend, StoreHook
 from ._cell import ActorCell, CellBase, PromiseCell, fail_promise_if_asked
 from ._immutability import checked_when_built, register_immutable_type
+from ._journal import JournalStore, WriteKind
 from ._messages import TimerFired
 from ._timers import TimerQueue
 
@@ -18,10 +20,12 @@ __all__ = [
     "ActorCell",
     "Backend",
     "CellBase",
+    "JournalStore",
     "PromiseCell",
     "StoreHook",
     "TimerFired",
     "TimerQueue",
+    "WriteKind",
     "checked_when_built",
     "fail_promise_if_asked",
     "register_immutable_type",

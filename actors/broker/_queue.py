@@ -9,13 +9,14 @@ a concurrent delivery) cannot happen: the check and the enqueue are one step.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, final
 
 import attrs
 
-from conveyor.runtime import Actor, ActorRef, Journal, Terminated, TimerHandle
+from conveyor.runtime import Actor, ActorRef, Journal, JournalSynced, Terminated, TimerHandle
 
 from ._client_protocol import (
     Ack,
@@ -135,6 +136,12 @@ class QueueActor(Actor):
         # Inside ``_one_write``: what the writes announce (trace notes, dead letters), held until
         # the group is written; None outside.
         self.after_write: list[Callable[[], None]] | None = None
+        # A durable queue on a disk store: publish answers waiting for their write to be synced,
+        # as (the journal's write number, who asked, the answer), oldest first.
+        self.unconfirmed: deque[tuple[int, ActorRef, object]] = deque()
+        self.sync_asked = 0  # the latest write number a JournalSynced was asked for
+        self.synced_through = 0  # the latest write number the store said is synced
+        self.on_disk = False  # durable on a disk store: confirms wait for JournalSynced
 
     def make_entries(self, config: QueueConfig) -> EntryList:
         """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
@@ -165,7 +172,10 @@ class QueueActor(Actor):
             payload = message.message
             outcome = self._enqueue(payload, message.immediate)
             if self.ctx.sender is not None:  # confirm to whoever can hear it
-                self.ctx.reply(self._outcome(outcome, payload))
+                if self.on_disk:
+                    self._confirm(self._outcome(outcome, payload))
+                else:
+                    self.ctx.reply(self._outcome(outcome, payload))
             self._signal_work()
             if payload.ttl_s is not None or payload.delay_s:
                 self._arm_wake()  # only a TTL or a delay adds a deadline at publish
@@ -186,7 +196,7 @@ class QueueActor(Actor):
                 with self._one_write():  # a disk error keeps none of the batch, and the retry all of it
                     outcomes = tuple(self._publish(payload, False) for payload in payloads)
                 if self.ctx.sender is not None:
-                    self.ctx.reply(BatchPublished(outcomes))
+                    self._confirm(BatchPublished(outcomes))
                 self._work_and_wake()
             case Nack(consumer_id=consumer_id, tags=tags, delay_s=delay_s, attempts=attempts, errors=errors):
                 self._nack(consumer_id, tags, delay_s, attempts, errors)
@@ -212,12 +222,40 @@ class QueueActor(Actor):
                     self._unsubscribe(gone, "consumer stopped")
             case _Wake():
                 self._wake()
+            case JournalSynced(through=through):
+                self._synced(through)
             case GetStats():
                 self.ctx.reply(self.stats())
             case Published() | PublishRejected() | ConsumerListStats():
                 pass  # answers from our dead-letter queue or manager; nothing to do
 
     # --- publishing -----------------------------------------------------------------------
+
+    def _confirm(self, answer: object) -> None:
+        """Answer a publisher (or a confirmed ack): at once, or, on a disk store, once what it wrote is synced.
+
+        A confirm promises the message (or its ack) survives a crash, so on disk it waits for the
+        store's ``JournalSynced`` (one sync covers every write since the last). Answers keep their order.
+        """
+        journal = self.journal
+        if not self.on_disk or journal is None or (not self.unconfirmed and journal.last_write <= self.sync_asked
+                                                   and self.synced_through >= journal.last_write):
+            self.ctx.reply(answer)
+            return
+        sender = self.ctx.sender
+        assert sender is not None  # only called when someone hears the answer
+        self.unconfirmed.append((journal.last_write, sender, answer))
+        if journal.last_write > self.sync_asked:
+            self.sync_asked = journal.last_write
+            journal.when_synced(self.ctx.self_ref)
+
+    def _synced(self, through: int) -> None:
+        """The store synced this journal's writes up to ``through``: send the answers they held."""
+        self.synced_through = max(self.synced_through, through)
+        unconfirmed = self.unconfirmed
+        while unconfirmed and unconfirmed[0][0] <= through:
+            _, sender, answer = unconfirmed.popleft()
+            self.ctx.send(sender, answer)
 
     def _publish(self, payload: Message, immediate: bool) -> Published | PublishRejected:
         return self._outcome(self._enqueue(payload, immediate), payload)
@@ -401,7 +439,7 @@ class QueueActor(Actor):
             for tag in acked:
                 self.ctx.note(EntrySettled(self.name, tag, "acked", consumer_id))
         if confirm and self.ctx.sender is not None:
-            self.ctx.reply(AckResult(acked, invalid))
+            self._confirm(AckResult(acked, invalid))  # on disk, once the ack is synced (exactly-once)
         if grouped and entries.available:
             self._tell_manager(_WORK)  # a group may have been freed for other consumers
 
@@ -667,6 +705,7 @@ class QueueActor(Actor):
                 raise TypeError(msg)
         journal_calls(core, journal, self._compact_if_long)
         self.journal = journal
+        self.on_disk = journal.on_disk
         return found
 
     def _resume(self) -> None:

@@ -24,9 +24,23 @@ class Envelope:
 @final
 @attrs.frozen
 class Route:
-    """Topic -> subscription: messages its filter accepted, in publish order."""
+    """Topic -> subscription: messages its filter accepted, in publish order.
+
+    ``token`` (not 0) asks the subscription to answer ``Routed(token, name)`` once its queue
+    confirmed the batch (on a disk store: synced), so the topic can confirm the publish.
+    """
 
     messages: tuple[PubMessage, ...]
+    token: int = 0
+
+
+@final
+@attrs.frozen
+class Routed:
+    """Subscription -> topic: the ``Route`` numbered ``token`` is kept (on disk when there is one)."""
+
+    token: int
+    subscription: str
 
 
 @final

@@ -12,13 +12,14 @@ delivered there (it counts as acknowledged).
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Final, TypeAlias, final
 
 import attrs
 
-from conveyor.runtime import ActorRef, TimerHandle
+from conveyor.runtime import ActorRef, Journal, JournalSynced, TimerHandle
 
 from ._ackid import KEY_BYTES, AckIdCodec
 from ._containment import ContainedActor
@@ -58,10 +59,11 @@ from ._protocol import (
     ReplayTo,
     Retained,
     Route,
+    Routed,
     TopicGone,
     UseConfig,
 )
-from ._subscription import SubscriptionActor, unpublishable
+from ._subscription import SubscriptionActor, shutting_down, unpublishable
 
 DELETED_TOPIC = "_deleted-topic_"
 """What a subscription's topic reads once the topic is deleted, as in Pub/Sub."""
@@ -96,6 +98,34 @@ class DetachSubscription:
     name: str
 
 
+logger = logging.getLogger("conveyor.pubsub")
+_RECORDED: Final = frozenset({CreateTopic, ReplaceTopic, DeleteTopic, CreateSubscription, ReplaceSubscription,
+                              DeleteSubscription, Reset})
+"""The admin calls a registry on a disk store records, to replay them when the server starts again."""
+_TOPIC_COMPACT_AFTER: Final = 1000
+"""A topic's journal is replaced by a snapshot once it holds this many publishes."""
+
+
+@final
+@attrs.frozen
+class TopicState:
+    """A topic's journal: its next message number, retained messages (all, or just added) and latest time."""
+
+    next_id: int
+    retained: tuple[PubMessage, ...]
+    latest_ns: int
+
+
+@attrs.define
+class _Unconfirmed:
+    """A publish the topic has not confirmed yet (on a disk store)."""
+
+    reply_to: ActorRef
+    answer: PublishedIds
+    subscriptions: set[str]
+    write: int
+
+
 @final
 class TopicActor(ContainedActor):
     """One topic: numbers messages, keeps the publish order, fans out to matching subscriptions.
@@ -111,6 +141,31 @@ class TopicActor(ContainedActor):
         self.subscriptions: dict[str, tuple[ActorRef, Filter]] = {}
         self.retained: OrderedDict[str, PubMessage] = OrderedDict()
         self.latest_ns = 0
+        self.journal: Journal | None = None  # on a disk store: message numbers and retained messages
+        # Publishes not yet confirmed, by token: who asked, the answer, the subscriptions still
+        # to confirm their copy, and the topic's own write number (0 once synced).
+        self.unconfirmed: dict[int, _Unconfirmed] = {}
+        self.next_token = 1
+
+    def on_start(self) -> None:
+        """On a disk store: carry on numbering (and retaining) where the journal left off."""
+        if not self.ctx.journal_on_disk:
+            return
+        journal = self.journal = self.ctx.journal
+        state = journal.snapshot
+        if isinstance(state, TopicState):
+            self.next_id, self.latest_ns = state.next_id, state.latest_ns
+            self.retained.update((m.message_id, m) for m in state.retained)
+        for event in journal:
+            if isinstance(event, TopicState):
+                self.next_id = event.next_id
+                self.retained.update((m.message_id, m) for m in event.retained)
+                self._prune(event.latest_ns)
+
+    def on_stop(self) -> None:
+        """Deleted, the topic's journal goes too; a shutdown keeps it for the next start."""
+        if self.journal is not None and not shutting_down(self.ctx.self_ref):
+            self.journal.clear()
 
     def handle(self, message: Any) -> None:
         """Publish, replay for a Seek, attach and detach subscriptions, replace settings."""
@@ -121,9 +176,19 @@ class TopicActor(ContainedActor):
                     if reply_to is not None:
                         self.ctx.send(reply_to, Failed("INVALID_ARGUMENT", refused))
                     return
+                if self.journal is not None:
+                    self._publish_durably(messages, reply_to)
+                    return
                 ids = self._publish(messages)
                 if reply_to is not None:
                     self.ctx.send(reply_to, PublishedIds(ids))
+            case Routed(token=token, subscription=name):
+                self._routed(token, name)
+            case JournalSynced(through=through):
+                for token, waiting in list(self.unconfirmed.items()):
+                    if waiting.write <= through:
+                        waiting.write = 0
+                        self._maybe_confirm(token)
             case Envelope(request=ReplayTo(seek=seek, subscription=ref, filter=accepts), reply_to=reply_to):
                 self._prune(seek.now_ns)
                 since = seek.time_ns
@@ -134,23 +199,59 @@ class TopicActor(ContainedActor):
                 self.subscriptions[name] = (ref, accepts)
             case DetachSubscription(name=name):
                 self.subscriptions.pop(name, None)
+                for token in list(self.unconfirmed):
+                    self._routed(token, name)
             case TopicConfig():
                 self.config = message
                 self._prune(self.latest_ns)
 
-    def _publish(self, messages: tuple[PubMessage, ...]) -> tuple[str, ...]:
+    def _publish_durably(self, messages: tuple[PubMessage, ...], reply_to: ActorRef | None) -> None:
+        """Number, record and route; the answer waits for the topic's write and each subscription's copy."""
+        journal = self.journal
+        assert journal is not None
+        token = 0
+        if reply_to is not None:
+            token = self.next_token
+            self.next_token += 1
+        routed_to: list[str] = []
+        ids = self._publish(messages, token, routed_to)
+        retained = tuple(self.retained[i] for i in ids if i in self.retained)
+        journal.append(TopicState(self.next_id, retained, self.latest_ns))
+        if len(journal) >= _TOPIC_COMPACT_AFTER:
+            journal.save_snapshot(TopicState(self.next_id, tuple(self.retained.values()), self.latest_ns))
+        if reply_to is None:
+            return
+        self.unconfirmed[token] = _Unconfirmed(reply_to, PublishedIds(ids), set(routed_to), journal.last_write)
+        journal.when_synced(self.ctx.self_ref)
+
+    def _routed(self, token: int, name: str) -> None:
+        waiting = self.unconfirmed.get(token)
+        if waiting is not None:
+            waiting.subscriptions.discard(name)
+            self._maybe_confirm(token)
+
+    def _maybe_confirm(self, token: int) -> None:
+        waiting = self.unconfirmed[token]
+        if not waiting.subscriptions and not waiting.write:
+            del self.unconfirmed[token]
+            self.ctx.send(waiting.reply_to, waiting.answer)
+
+    def _publish(self, messages: tuple[PubMessage, ...], token: int = 0,
+                 routed_to: list[str] | None = None) -> tuple[str, ...]:
         first = self.next_id
         self.next_id += len(messages)
         numbered = tuple(
             attrs.evolve(m, message_id=str(first + i)) for i, m in enumerate(messages)
         )
-        for ref, accepts in self.subscriptions.values():
+        for name, (ref, accepts) in self.subscriptions.items():
             if type(accepts) is Everything:
                 chosen = numbered
             else:
                 chosen = tuple(m for m in numbered if accepts.matches(dict(m.attributes)))
             if chosen:
-                self.ctx.send(ref, Route(chosen))
+                self.ctx.send(ref, Route(chosen, token))
+                if routed_to is not None:
+                    routed_to.append(name)
         if self.config.retention_s is not None:
             retained = self.retained
             for m in numbered:
@@ -221,19 +322,49 @@ class PubSubRegistry(ContainedActor):
         self.activity: dict[str, int] = {}  # subscription -> requests seen (an expiry check compares it)
         self.active_at: dict[str, float] = {}  # subscription -> ctx.now() of its latest request
         self.expiry: dict[str, TimerHandle] = {}  # subscription -> its expiry timer
+        self.journal: Journal | None = None  # on a disk store: the admin calls, replayed at start
+        self.replaying = False
 
     def on_start(self) -> None:
-        """Draw the ack-id key if none was given."""
+        """Draw the ack-id key if none was given; on a disk store, replay the admin calls it recorded.
+
+        Replaying them spawns the topics and subscriptions again under the same names, so each
+        recovers its own journal (message numbers, the queue with its messages and attempts).
+        """
         if self.codec is None:
             self.codec = AckIdCodec(self.ctx.random.randbytes(KEY_BYTES))
+        if not self.ctx.journal_on_disk:
+            return
+        journal = self.ctx.journal
+        self.replaying = True
+        try:
+            for request in list(journal):
+                try:
+                    self.handle(request)
+                except Exception as error:  # noqa: BLE001 - it failed the same way when first made
+                    logger.error("replaying %s from the registry's journal failed: %r", type(request).__name__,
+                                 error)
+        finally:
+            self.replaying = False
+        self.journal = journal
+
+    def _reply(self, answer: object) -> None:
+        """Answer the caller; nobody is asking while the journal is replayed."""
+        if not self.replaying:
+            self.ctx.reply(answer)
 
     def handle(self, message: Any) -> None:
         """Answer admin calls; forward data-path calls in an ``Envelope``."""
+        if self.journal is not None and type(message) in _RECORDED:
+            if type(message) is Reset:
+                self.journal.clear()  # nothing before it matters any more
+            else:
+                self.journal.append(message)  # replayed on the next start: the same answer, the same names
         match message:
             case Publish(topic=name):
                 known = self.topics.get(name)
                 if known is None:
-                    self.ctx.reply(Failed("NOT_FOUND", f"Topic not found: {name}"))
+                    self._reply(Failed("NOT_FOUND", f"Topic not found: {name}"))
                 else:
                     self.ctx.send(known[1], Envelope(message, self.ctx.sender))
             case PublishInternal(topic=name, messages=messages):
@@ -250,47 +381,47 @@ class PubSubRegistry(ContainedActor):
                 self._create_topic(config)
             case GetTopic(name=name):
                 known = self.topics.get(name)
-                self.ctx.reply(known[0] if known else Failed("NOT_FOUND", f"Topic not found: {name}"))
+                self._reply(known[0] if known else Failed("NOT_FOUND", f"Topic not found: {name}"))
             case ReplaceTopic(config=config):
                 known = self.topics.get(config.name)
                 if known is None:
-                    self.ctx.reply(Failed("NOT_FOUND", f"Topic not found: {config.name}"))
+                    self._reply(Failed("NOT_FOUND", f"Topic not found: {config.name}"))
                 else:
                     self.topics[config.name] = (config, known[1])
                     self.ctx.send(known[1], config)
-                    self.ctx.reply(config)
+                    self._reply(config)
             case DeleteTopic(name=name):
                 self._delete_topic(name)
             case ListTopics(project=project, page_size=size, after=after):
                 names, token = _page([n for n in self.topics if n.startswith(project + "/topics/")], size, after)
-                self.ctx.reply(Page(tuple(self.topics[n][0] for n in names), token))
+                self._reply(Page(tuple(self.topics[n][0] for n in names), token))
             case ListTopicSubscriptions(topic=topic, page_size=size, after=after):
                 if topic not in self.topics:
-                    self.ctx.reply(Failed("NOT_FOUND", f"Topic not found: {topic}"))
+                    self._reply(Failed("NOT_FOUND", f"Topic not found: {topic}"))
                     return
                 names, token = _page([n for n, (c, _) in self.subscriptions.items() if c.topic == topic], size, after)
-                self.ctx.reply(Page(tuple(names), token))
+                self._reply(Page(tuple(names), token))
             case CreateSubscription(config=config):
                 self._create_subscription(config)
             case GetSubscription(name=name):
                 known_sub = self.subscriptions.get(name)
-                self.ctx.reply(known_sub[0] if known_sub else Failed("NOT_FOUND", f"Subscription not found: {name}"))
+                self._reply(known_sub[0] if known_sub else Failed("NOT_FOUND", f"Subscription not found: {name}"))
             case ReplaceSubscription(config=config):
                 self._replace_subscription(config)
             case DeleteSubscription(name=name):
                 if self._delete_subscription(name):
-                    self.ctx.reply(Done())
+                    self._reply(Done())
                 else:
-                    self.ctx.reply(Failed("NOT_FOUND", f"Subscription not found: {name}"))
+                    self._reply(Failed("NOT_FOUND", f"Subscription not found: {name}"))
             case ListSubscriptions(project=project, page_size=size, after=after):
                 prefix = project + "/subscriptions/"
                 names, token = _page([n for n in self.subscriptions if n.startswith(prefix)], size, after)
-                self.ctx.reply(Page(tuple(self.subscriptions[n][0] for n in names), token))
+                self._reply(Page(tuple(self.subscriptions[n][0] for n in names), token))
             case Shutdown():
                 for _, ref in self.subscriptions.values():
                     self.ctx.send(ref, message)
                 if self.ctx.sender is not None:
-                    self.ctx.reply(Done())
+                    self._reply(Done())
             case Reset():
                 for _, ref in (*self.topics.values(), *self.subscriptions.values()):
                     self.ctx.stop(ref)  # a stream still open on a subscription ends with NOT_FOUND
@@ -301,7 +432,7 @@ class PubSubRegistry(ContainedActor):
                 self.expiry.clear()
                 self.activity.clear()
                 self.active_at.clear()
-                self.ctx.reply(Done())
+                self._reply(Done())
             case _ExpiryDue(name=name):
                 self._expiry_due(name)
             case BindingCount():
@@ -310,7 +441,7 @@ class PubSubRegistry(ContainedActor):
     def _forward(self, name: str, request: object) -> None:
         known = self.subscriptions.get(name)
         if known is None:
-            self.ctx.reply(Failed("NOT_FOUND", f"Subscription not found: {name}"))
+            self._reply(Failed("NOT_FOUND", f"Subscription not found: {name}"))
         else:
             self._touch(name)
             self.ctx.send(known[1], Envelope(request, self.ctx.sender))
@@ -393,7 +524,7 @@ class PubSubRegistry(ContainedActor):
 
     def _create_topic(self, config: TopicConfig) -> None:
         if config.name in self.topics:
-            self.ctx.reply(Failed("ALREADY_EXISTS", f"Topic already exists: {config.name}"))
+            self._reply(Failed("ALREADY_EXISTS", f"Topic already exists: {config.name}"))
             return
         name = self._child_name("topic")
         base = self.spawned * _IDS_PER_TOPIC
@@ -403,12 +534,12 @@ class PubSubRegistry(ContainedActor):
         for sub_name, (sub_config, sub_ref) in self.subscriptions.items():
             if sub_config.topic == config.name:  # never: subscriptions of a deleted topic are detached
                 self.ctx.send(ref, AttachSubscription(sub_name, sub_ref, sub_config.filter))
-        self.ctx.reply(config)
+        self._reply(config)
 
     def _delete_topic(self, name: str) -> None:
         known = self.topics.pop(name, None)
         if known is None:
-            self.ctx.reply(Failed("NOT_FOUND", f"Topic not found: {name}"))
+            self._reply(Failed("NOT_FOUND", f"Topic not found: {name}"))
             return
         self.ctx.stop(known[1])
         for sub_name, (config, ref) in list(self.subscriptions.items()):
@@ -416,18 +547,18 @@ class PubSubRegistry(ContainedActor):
                 detached = attrs.evolve(config, topic=DELETED_TOPIC)
                 self.subscriptions[sub_name] = (detached, ref)
                 self.ctx.send(ref, TopicGone())
-        self.ctx.reply(Done())
+        self._reply(Done())
 
     def _create_subscription(self, config: SubscriptionConfig) -> None:
         if config.name in self.subscriptions:
-            self.ctx.reply(Failed("ALREADY_EXISTS", f"Subscription already exists: {config.name}"))
+            self._reply(Failed("ALREADY_EXISTS", f"Subscription already exists: {config.name}"))
             return
         topic = self.topics.get(config.topic)
         if topic is None:
-            self.ctx.reply(Failed("NOT_FOUND", f"Topic not found: {config.topic}"))
+            self._reply(Failed("NOT_FOUND", f"Topic not found: {config.topic}"))
             return
         if config.dead_letter is not None and config.dead_letter.topic not in self.topics:
-            self.ctx.reply(Failed("NOT_FOUND", f"dead_letter_policy.dead_letter_topic not found: "
+            self._reply(Failed("NOT_FOUND", f"dead_letter_policy.dead_letter_topic not found: "
                                                f"{config.dead_letter.topic}"))
             return
         me, codec = self.ctx.self_ref, self.codec
@@ -440,19 +571,19 @@ class PubSubRegistry(ContainedActor):
         self._touch(config.name)
         self._arm_expiry(config.name)
         self.ctx.send(topic[1], AttachSubscription(config.name, ref, config.filter))
-        self.ctx.reply(config)
+        self._reply(config)
 
     def _replace_subscription(self, config: SubscriptionConfig) -> None:
         known = self.subscriptions.get(config.name)
         if known is None:
-            self.ctx.reply(Failed("NOT_FOUND", f"Subscription not found: {config.name}"))
+            self._reply(Failed("NOT_FOUND", f"Subscription not found: {config.name}"))
             return
         if config.dead_letter is not None and config.dead_letter.topic not in self.topics:
-            self.ctx.reply(Failed("NOT_FOUND", f"dead_letter_policy.dead_letter_topic not found: "
+            self._reply(Failed("NOT_FOUND", f"dead_letter_policy.dead_letter_topic not found: "
                                                f"{config.dead_letter.topic}"))
             return
         self.subscriptions[config.name] = (config, known[1])
         self._touch(config.name)  # an update is activity, and may change the TTL
         self._arm_expiry(config.name)
         self.ctx.send(known[1], UseConfig(config))
-        self.ctx.reply(config)
+        self._reply(config)

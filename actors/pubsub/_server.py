@@ -15,6 +15,7 @@ left to starve the acks.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import threading
 import time
@@ -28,6 +29,7 @@ from google.protobuf import empty_pb2
 from google.pubsub_v1 import types
 from grpc_status import rpc_status
 
+from conveyor.actors.storage import DiskJournalStore
 from conveyor.runtime import ActorDeadError, ActorRef, AskTimeout, ThreadSystem
 
 from . import _convert as convert
@@ -144,6 +146,9 @@ class PubSubServer:
         max_memory: a budget for the process's resident size, in bytes or as ``512MB`` / ``2GiB``:
             a Publish that could take the process past it is refused with RESOURCE_EXHAUSTED
             (which clients retry). None: no budget.
+        data_dir: keep topics, subscriptions and their messages in this directory, so they outlive
+            the process (a restart, kill -9): every journal goes to a ``DiskJournalStore`` there,
+            and a publish is answered only once it is synced. None: in memory only.
 
     Raises:
         ValueError: a bad argument, naming it; a budget below what the process holds already.
@@ -157,6 +162,7 @@ class PubSubServer:
         max_streams: int = 64,
         clock: Callable[[], int] = time.time_ns,
         max_memory: int | str | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(host, str) or not host:
             msg = f"PubSubServer host must be a non-empty str, got {host!r}"
@@ -172,7 +178,8 @@ class PubSubServer:
         self.port = port
         self.max_streams = max_streams
         self.clock = clock
-        self.system = ThreadSystem(job_workers=2)
+        self.store = None if data_dir is None else DiskJournalStore(data_dir)
+        self.system = ThreadSystem(job_workers=2, journal_store=self.store)
         ack_key = secrets.token_bytes(KEY_BYTES)  # seals ack ids: nobody outside this process can make one
         self.registry: ActorRef = self.system.spawn(lambda: PubSubRegistry(ack_key), name="pubsub")
         self._server: grpc.Server | None = None

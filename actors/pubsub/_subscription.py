@@ -83,6 +83,7 @@ from ._protocol import (
     Reconfigured,
     Retained,
     Route,
+    Routed,
     SettleTags,
     TopicGone,
     UseConfig,
@@ -524,9 +525,24 @@ class _SubscriptionQueue(QueueActor):
     """
 
     def on_stop(self) -> None:
-        """Forget the journal, then close as any queue does."""
-        self.ctx.journal.clear()
+        """Forget the journal (unless the server is only shutting down), then close as any queue does."""
+        if not shutting_down(self.ctx.self_ref):
+            self.ctx.journal.clear()
         super().on_stop()
+
+
+def shutting_down(ref: ActorRef) -> bool:
+    """True when ``ref`` stops because its system shuts down: its journal must outlive it (``data_dir``)."""
+    termination = ref.termination
+    return termination is not None and termination.reason == "shutdown"
+
+
+@final
+@attrs.frozen
+class QueueGeneration:
+    """A subscription's journal: the generation its current queue has (each Seek starts a new one)."""
+
+    generation: int
 
 
 @final
@@ -560,10 +576,21 @@ class SubscriptionActor(ContainedActor):
         # sent again (Google's client resends every id an error marked transient) is confirmed again
         # after its binding has ended.
         self.confirmed: OrderedDict[str, None] = OrderedDict()
+        # Batches sent to the queue and not yet confirmed, oldest first: (the batch's last message
+        # id, Route token, topic). The id pairs an answer with its batch even after a queue restart
+        # lost the answers of the batches before it.
+        self.routed: deque[tuple[str, int, ActorRef | None]] = deque()
 
     def on_start(self) -> None:
-        """Create the first queue generation."""
+        """Create the first queue generation, or, recovered from disk, the one the journal names."""
+        if self.ctx.journal_on_disk and isinstance(snapshot := self.ctx.journal.snapshot, QueueGeneration):
+            self.generation = snapshot.generation
         self.queue = self._spawn_queue()
+
+    def on_stop(self) -> None:
+        """Stopped for good (deleted), the journal goes too; a shutdown keeps it for the next start."""
+        if self.ctx.journal_on_disk and not shutting_down(self.ctx.self_ref):
+            self.ctx.journal.clear()
 
     def _queue_config(self) -> QueueConfig:
         config = self.config
@@ -587,14 +614,14 @@ class SubscriptionActor(ContainedActor):
     def handle(self, message: Any) -> None:
         """Route messages into the queue; serve the glue's requests; forward dead letters."""
         match message:
-            case Route(messages=messages):
-                self._route(messages)
+            case Route(messages=messages, token=token):
+                self._route(messages, token)
             case Envelope(request=request, reply_to=reply_to):
                 self._serve(request, reply_to)
             case Confirmed():
                 self._confirmed(message)
-            case BatchPublished():
-                pass  # the queue's confirm of our PublishBatch: nothing to do
+            case BatchPublished(outcomes=outcomes):
+                self._batch_kept(outcomes[-1].message_id if outcomes else None)
             case Publish(message=dead):
                 self._dead_letter(dead)
             case Terminated(ref=ref):
@@ -611,7 +638,7 @@ class SubscriptionActor(ContainedActor):
 
     # --- messages in ----------------------------------------------------------------------
 
-    def _route(self, messages: tuple[PubMessage, ...]) -> None:
+    def _route(self, messages: tuple[PubMessage, ...], token: int) -> None:
         config = self.config
         ordered = config.enable_message_ordering
         ttl = config.retention_s
@@ -620,6 +647,8 @@ class SubscriptionActor(ContainedActor):
         except (TypeError, ValueError):
             messages, batch = self._storable(messages)
             if not messages:
+                if token:
+                    self.ctx.reply(Routed(token, self.config.name))
                 return
         log = self.log
         for m in messages:
@@ -635,6 +664,21 @@ class SubscriptionActor(ContainedActor):
             self.acked.pop(first.message_id, None)
         assert self.queue is not None
         self.ctx.send(self.queue, PublishBatch(batch))
+        self.routed.append((batch[-1].message_id, token, self.ctx.sender))
+
+    def _batch_kept(self, last_id: str | None) -> None:
+        """The queue confirmed a batch (on disk: synced): tell its topic, which confirms the publish.
+
+        Batches before it whose answers never came (the queue restarted meanwhile) stay unconfirmed:
+        their publishers retry. ``None`` confirms the oldest batch, whatever it is.
+        """
+        routed = self.routed
+        while routed:
+            batch_id, token, topic = routed.popleft()
+            if last_id is None or batch_id == last_id:
+                if token and topic is not None:
+                    self.ctx.send(topic, Routed(token, self.config.name))
+                return
 
     def _storable(self, messages: tuple[PubMessage, ...]) -> tuple[tuple[PubMessage, ...], tuple[Message, ...]]:
         """The messages of a route the queue can take, one by one: one it cannot take is logged, not the rest.
@@ -868,7 +912,11 @@ class SubscriptionActor(ContainedActor):
         """A new queue generation holding every retained, unacked message, in publish order."""
         if self.queue is not None:
             self.ctx.stop(self.queue)
+        while self.routed:  # the old queue answers no more: what it held is in the log, replayed below
+            self._batch_kept(None)
         self.generation += 1
+        if self.ctx.journal_on_disk:
+            self.ctx.journal.save_snapshot(QueueGeneration(self.generation))
         queue = self._spawn_queue()
         self.queue = queue
         config = self.config
@@ -882,6 +930,7 @@ class SubscriptionActor(ContainedActor):
                 kept.append(to_broker(message, config.enable_message_ordering, left_s))
         if kept:
             self.ctx.send(queue, PublishBatch(tuple(kept)))
+            self.routed.append((kept[-1].message_id, 0, None))
         rebind = Rebind(queue, self.generation, config.ack_deadline_s, config.exactly_once,
                         config.enable_message_ordering, config.dead_letter is not None)
         for ref in self.bindings.values():

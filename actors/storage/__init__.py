@@ -6,9 +6,13 @@ carries out. ``SegmentLog`` is the message store (bodies keyed by message id) an
 under ``QueueIndex`` (a queue's entries by sequence id): append-only segments with a CRC per record,
 group commit, GC and recovery. Both files block on the disk: call them from a job or an I/O actor,
 never from a handler. The record codec (``frame``, ``unframe``, ``scan``) is pure.
+``DiskJournalStore`` keeps the runtime's actor journals in a ``SegmentLog`` (``journal_store=`` on a system).
 """
 
 from ._index import QueueIndex as QueueIndex
+from ._journal_store import DiskJournalStore as DiskJournalStore
+from ._journal_store import journal_key as journal_key
+from ._journal_store import recover_journals as recover_journals
 from ._segment_codec import Compacted as Compacted
 from ._segment_codec import CorruptRecord as CorruptRecord
 from ._segment_codec import Damage as Damage
@@ -69,6 +73,7 @@ __all__ = [
     "Damage",
     "Delete",
     "DeltaRange",
+    "DiskJournalStore",
     "Effect",
     "Fetched",
     "FileSystem",
@@ -104,8 +109,10 @@ __all__ = [
     "encode_entry",
     "encode_records",
     "frame",
+    "journal_key",
     "put_record",
     "read_heads",
+    "recover_journals",
     "scan",
     "unframe",
 ]

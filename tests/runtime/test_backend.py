@@ -20,7 +20,7 @@ ATTRIBUTES = sorted(Backend.__annotations__)
 def test_the_protocol_declares_the_hooks_and_the_hot_path() -> None:
     hooks = {"now", "current_cell", "enqueue", "schedule_timer", "cancel_timer", "start_job", "attach", "detach"}
     assert hooks | {"send", "tell", "open_journal", "store_hook"} <= set(DECLARED)
-    assert ATTRIBUTES == ["tracer"]
+    assert ATTRIBUTES == ["journal_store", "tracer"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda backend: backend.__name__)
@@ -47,6 +47,7 @@ def test_no_backend_overrides_a_private_member_of_the_base(backend: type[Backend
 def test_the_declared_attributes_are_set() -> None:
     simulation = Simulation(trace=False)
     assert simulation.tracer is None
+    assert simulation.journal_store is None  # journals in memory unless a store is given
     assert TrioSystem(trace=True).tracer is not None
     with ThreadSystem() as threads:
         assert threads.tracer is None

@@ -1,0 +1,287 @@
+"""DiskJournalStore: the runtime's actor journals kept in a ``SegmentLog``, so durable actors outlive the process.
+
+Give it to a system (``TrioSystem(journal_store=DiskJournalStore(data_dir))``): every journal write
+(events appended, a snapshot, a clear) is pickled in the handler that makes it and queued; one
+writer thread, the store's I/O actor, takes whatever is queued as one batch, appends it to the log
+and syncs once (group commit), then sends ``JournalSynced`` to the actors that asked
+(``Journal.when_synced``). Handlers never touch a file. Opening the store reads the log back, so a
+journal opened at a path starts with what that path had written and synced before the process died.
+
+On disk each write is one record keyed ``path NUL seq``: ``E`` + the pickled tuple of events, ``S`` +
+the pickled snapshot, or ``C`` (cleared). A snapshot or a clear is written before the deletions of
+the records it replaces, and the log keeps a crash's prefix, so recovery (the latest ``S`` or ``C``,
+then the ``E`` records after it) never sees events without the state they follow.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import io
+import logging
+import os
+import pickle
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from itertools import count
+from typing import Any, Final, TypeAlias, final
+
+import attrs
+
+from conveyor.runtime import ActorRef, JournalSynced
+from conveyor.runtime.lowlevel import Backend, WriteKind
+
+from ._segment_files import FileSystem
+from ._segment_log import DEFAULT_SEGMENT_SIZE, SegmentLog
+
+logger = logging.getLogger("conveyor.storage")
+
+EVENTS: Final = b"E"
+SNAPSHOT: Final = b"S"
+CLEARED: Final = b"C"
+_KINDS: Final = {"events": EVENTS, "snapshot": SNAPSHOT, "clear": CLEARED}
+GC_EVERY_SYNCS: Final = 256
+"""The writer collects garbage (compacts sparse segments) once per this many batches."""
+
+
+@final
+@attrs.frozen
+class _Write:
+    path: str
+    seq: int
+    kind: bytes
+    value: bytes
+
+
+@final
+@attrs.frozen
+class _Notify:
+    ref: ActorRef
+    path: str
+    through: int
+
+
+_STOP: Final = object()
+
+
+def _ref_from_disk(path: str) -> ActorRef:
+    """Stands in the pickle for an ``ActorRef``; the store's unpickler maps it to ``Backend.gone_ref``."""
+    msg = f"a journal's ref to {path} is read only through DiskJournalStore"
+    raise RuntimeError(msg)
+
+
+def _reduce_ref(ref: ActorRef) -> tuple[Callable[[str], ActorRef], tuple[str]]:
+    return _ref_from_disk, (ref.path,)
+
+
+_DISPATCH: Final = {**copyreg.dispatch_table, ActorRef: _reduce_ref}
+
+
+def encode_value(value: object) -> bytes:
+    """Pickle ``value``; each ``ActorRef`` in it is kept as its path (the actor will not outlive the process)."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _DISPATCH
+    pickler.dump(value)
+    return buffer.getvalue()
+
+
+class _Unpickler(pickle.Unpickler):
+    """Reads ``encode_value``'s bytes: a stored ref becomes ``gone(path)``, one object per path."""
+
+    def __init__(self, data: bytes, gone: Callable[[str], ActorRef]) -> None:
+        super().__init__(io.BytesIO(data))
+        self._gone = gone
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == __name__ and name == "_ref_from_disk":
+            return self._gone
+        return super().find_class(module, name)
+
+
+def decode_value(data: bytes, gone: Callable[[str], ActorRef]) -> Any:
+    """The value ``encode_value`` wrote, its refs made by ``gone``."""
+    return _Unpickler(data, gone).load()
+
+
+def journal_key(path: str, seq: int) -> bytes:
+    """The log key of write ``seq`` of the journal at ``path``."""
+    return path.encode() + b"\0" + seq.to_bytes(8, "big")
+
+
+def _parse_key(key: bytes) -> tuple[str, int]:
+    return key[:-9].decode(), int.from_bytes(key[-8:], "big")
+
+
+Recovered: TypeAlias = "tuple[bytes | None, list[bytes]]"
+"""A journal as read from the log, still encoded: its snapshot's bytes (or None) and its events' batches."""
+
+
+def recover_journals(log: SegmentLog) -> tuple[dict[str, Recovered], dict[str, list[int]]]:
+    """Each path's snapshot and event batches (encoded) as the log holds them, and its live write numbers."""
+    records: dict[str, list[tuple[int, bytes]]] = {}
+    for key, value in log.items():
+        path, seq = _parse_key(key)
+        records.setdefault(path, []).append((seq, value))
+    journals: dict[str, Recovered] = {}
+    live: dict[str, list[int]] = {}
+    for path, writes in records.items():
+        writes.sort(key=lambda write: write[0])
+        live[path] = [seq for seq, _ in writes]
+        base = max((i for i, (_, value) in enumerate(writes) if value[:1] in (SNAPSHOT, CLEARED)), default=-1)
+        snapshot = writes[base][1][1:] if base >= 0 and writes[base][1][:1] == SNAPSHOT else None
+        events = [value[1:] for _, value in writes[base + 1:]]
+        if snapshot is not None or events:
+            journals[path] = (snapshot, events)
+    return journals, live
+
+
+@final
+class DiskJournalStore:
+    """A ``JournalStore`` on a segment log in ``directory``: writes queued by handlers, synced by one thread.
+
+    Args:
+        directory: where the log's segment files live (created if missing); opening recovers them.
+        segment_size: passed to ``SegmentLog``.
+        fs: the file operations to use (tests slow them down or fail them).
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike[str], *, segment_size: int = DEFAULT_SEGMENT_SIZE,
+        fs: FileSystem | None = None,
+    ) -> None:
+        self.directory = os.fspath(directory)
+        self._log = SegmentLog(self.directory, segment_size=segment_size, fs=fs)
+        recovery = self._log.recovery
+        if recovery.truncated or recovery.damaged:
+            logger.warning("journal store %s: recovery cut torn tails %s, damaged segments %s",
+                           self.directory, recovery.truncated, recovery.damaged)
+        self._recovered, self._live = recover_journals(self._log)
+        self._next_seq = {path: (seqs[-1] + 1 if seqs else 1) for path, seqs in self._live.items()}
+        self._numbers = count(1)
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._system: Backend | None = None
+        self._gone: dict[str, ActorRef] = {}
+        self._thread: threading.Thread | None = None
+        self.failure: BaseException | None = None
+        """What stopped the writer (a disk error): nothing is synced or confirmed after it."""
+        self.batches = 0
+        """Batches written and synced (each one fsync)."""
+
+    @property
+    def recovered_paths(self) -> tuple[str, ...]:
+        """The journals recovered from disk and not yet opened."""
+        return tuple(self._recovered)
+
+    def start(self, system: Backend) -> None:
+        """Start the writer thread; ``JournalSynced`` answers go through ``system.tell_from_thread``."""
+        if self._system is not None:
+            msg = f"journal store {self.directory} is already started: give one store to one system"
+            raise RuntimeError(msg)
+        self._system = system
+        self._thread = threading.Thread(target=self._run, name="conveyor-journal-store", daemon=True)
+        self._thread.start()
+
+    def load(self, path: str) -> tuple[object, Sequence[object]]:
+        """What the log held for ``path`` when the store opened (once: later opens get nothing).
+
+        Refs in it name actors of the earlier process: they come back as the system's ``gone_ref``.
+        """
+        recovered = self._recovered.pop(path, None)
+        if recovered is None:
+            return None, ()
+        snapshot, batches = recovered
+        decode = self._decode
+        events: list[object] = []
+        for batch in batches:
+            events.extend(decode(batch))
+        return (None if snapshot is None else decode(snapshot)), events
+
+    def _decode(self, data: bytes) -> Any:
+        return decode_value(data, self._gone_ref)
+
+    def _gone_ref(self, path: str) -> ActorRef:
+        ref = self._gone.get(path)
+        if ref is None:
+            if self._system is None:
+                msg = f"journal store {self.directory}: start() it with a system before loading journals"
+                raise RuntimeError(msg)
+            ref = self._gone[path] = self._system.gone_ref(path)
+        return ref
+
+    def write(self, path: str, kind: WriteKind, value: object) -> int:
+        """Pickle ``value`` and queue it; returns the write's number (a pickling error queues nothing)."""
+        data = b"" if kind == "clear" else encode_value(value)
+        number = next(self._numbers)
+        self._queue.put(_Write(path, number, _KINDS[kind], data))
+        return number
+
+    def notify_when_synced(self, ref: ActorRef, path: str, through: int) -> None:
+        """Queue the request behind the writes it waits for: the batch that syncs them answers it."""
+        self._queue.put(_Notify(ref, path, through))
+
+    def close(self) -> None:
+        """Write and sync what is queued, stop the writer and close the log (a clean stop)."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(_STOP)
+            thread.join()
+        self._log.close()
+
+    # -- the writer thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            batch = [self._queue.get()]
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            stopping = batch[-1] is _STOP or any(item is _STOP for item in batch)
+            if self.failure is not None:
+                continue  # the disk failed: nothing more is confirmed (the process must reopen the store)
+            try:
+                self._write_batch(batch)
+            except Exception as error:
+                self.failure = error
+                logger.exception("journal store %s: writing failed; no write is confirmed from now on",
+                                 self.directory)
+
+    def _write_batch(self, batch: list[object]) -> None:
+        notices: list[_Notify] = []
+        wrote = False
+        for item in batch:
+            if type(item) is _Write:
+                self._apply(item)
+                wrote = True
+            elif type(item) is _Notify:
+                notices.append(item)
+        if wrote:
+            self._log.sync()
+            self.batches += 1
+            if self.batches % GC_EVERY_SYNCS == 0:
+                self._log.collect_garbage()
+        system = self._system
+        if system is not None:
+            for notice in notices:
+                system.tell_from_thread(notice.ref, JournalSynced(notice.path, notice.through))
+
+    def _apply(self, write: _Write) -> None:
+        log = self._log
+        path = write.path
+        seq = self._next_seq.get(path, 1)
+        self._next_seq[path] = seq + 1
+        live = self._live.setdefault(path, [])
+        log.put(journal_key(path, seq), write.kind + write.value)
+        if write.kind == EVENTS:
+            live.append(seq)
+            return
+        for old in live:  # the snapshot or clear is written first: a crash keeps a prefix of these
+            log.delete(journal_key(path, old))
+        live.clear()
+        if write.kind == SNAPSHOT:
+            live.append(seq)
+        else:
+            log.delete(journal_key(path, seq))  # nothing is left to describe
