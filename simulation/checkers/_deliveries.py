@@ -99,6 +99,13 @@ class _QueueTraffic:
         path = self.paths.get(consumer_id, "")
         return any(path.startswith(prefix) for prefix in self.browsers)
 
+    def let_go_of_the_dead(self, holding: dict[int, _Holding], terminated: object) -> None:
+        """Forget every lease held by the consumer a ``Terminated`` names: the queue takes its leases back."""
+        path = getattr(getattr(terminated, "ref", None), "path", None)
+        gone = {cid for cid, known in self.paths.items() if known == path}
+        for tag in [tag for tag, held in holding.items() if held.consumer_id in gone]:
+            del holding[tag]
+
     def walk(self, trace: Iterable[TraceEvent]) -> Iterator[tuple[TraceEvent, object]]:
         """The events to or from the queue (consumers' paths learnt on the way)."""
         queue = self.queue_path
@@ -192,10 +199,7 @@ def not_before(
                     if held is not None and held.consumer_id == message.consumer_id:  # type: ignore[attr-defined]
                         del holding[tag]
             elif cls is Terminated:
-                path = getattr(getattr(message, "ref", None), "path", None)
-                gone = {cid for cid, known in traffic.paths.items() if known == path}
-                for tag in [tag for tag, held in holding.items() if held.consumer_id in gone]:
-                    del holding[tag]
+                traffic.let_go_of_the_dead(holding, message)
         elif cls is Delivered:
             for delivery in message.deliveries:  # type: ignore[attr-defined]
                 if traffic.is_browser(delivery.consumer_id):
@@ -423,10 +427,7 @@ def exclusive_lease(trace: Iterable[TraceEvent], queue_path: str, browsers: tupl
                 for tag in [tag for tag, held in holding.items() if held.consumer_id == gone]:
                     del holding[tag]
             elif cls is Terminated:
-                path = getattr(getattr(message, "ref", None), "path", None)
-                ids = {cid for cid, known in traffic.paths.items() if known == path}
-                for tag in [tag for tag, held in holding.items() if held.consumer_id in ids]:
-                    del holding[tag]
+                traffic.let_go_of_the_dead(holding, message)
         elif cls is Delivered:
             for delivery in message.deliveries:  # type: ignore[attr-defined]
                 if traffic.is_browser(delivery.consumer_id):
