@@ -290,13 +290,9 @@ class ActorCell(CellBase):
                     not self.retrying and type(message) not in SYSTEM_MESSAGE_TYPES
                     and not isinstance(sender, PromiseCell) and self._wants_retry(message)
                 )
-                self.restart(error)
+                self.restart(error, again=message if retry else None)
                 if retry and self.alive:
-                    self.retrying = True
-                    try:
-                        self.process(sender, message)  # once: a second failure drops it
-                    finally:
-                        self.retrying = False
+                    self._retry(sender, message)
                 return
             log.error(
                 "actor %s exceeded %d restarts within %ss; stopping it",
@@ -322,12 +318,25 @@ class ActorCell(CellBase):
             log.error("actor %s raised in retry_failed: %r", self.path, error, exc_info=error)
             return False
 
-    def restart(self, error: Exception) -> None:
-        """Replace the actor by a fresh instance (its supervisor said restart; or the simulator's crash)."""
+    def _retry(self, sender: CellBase | None, message: object) -> None:
+        """Hand the message the old instance failed on to the fresh one, once: a second failure drops it."""
+        self.retrying = True
+        try:
+            self.process(sender, message)
+        finally:
+            self.retrying = False
+
+    def restart(self, error: Exception, again: object = None) -> None:
+        """Replace the actor by a fresh instance (its supervisor said restart; or the simulator's crash).
+
+        ``again``: the failed message ``retry_failed`` asked to hand the fresh instance once more
+        (None: no retry). The ``RESTARTED`` trace event carries it, so a checker can hold the
+        retry that follows (or its absence) to the actor's answer.
+        """
         system = self.system
         tracer = system.tracer
         if tracer is not None:
-            tracer.record(EventKind.RESTARTED, system.now(), None, self, None, error=repr(error))
+            tracer.record(EventKind.RESTARTED, system.now(), None, self, again, error=repr(error))
         self._cancel_all_timers()
         self._stop_children("stopped")
         self.stop_requested = False

@@ -8,7 +8,8 @@ refused for being too late (``DEAD_LETTER``), and the lifecycle (``FAILED``, ``R
 * ``mailbox_fifo``: messages from one sender to one receiver arrive in the order sent.
 * ``nothing_vanishes``: every message sent to an actor is handled or becomes a dead letter.
 * ``supervision``: a failed actor is restarted or stopped before it handles anything else; a
-  restart stops its children; a stopped actor's watchers are sent its ``Terminated``.
+  restart stops its children; a stopped actor's watchers are sent its ``Terminated``; ``Start``
+  comes first; a failed message is retried only when ``retry_failed`` asked, and once.
 
 Only pairs with an actor on both ends are followed: timers, finished jobs and code outside any
 actor have no sender, and an ask's answer goes to a promise (``/ask-N``), which traces nothing
@@ -103,6 +104,8 @@ class _Mailboxes:
         self.shut_down = False
         self.ambiguous: set[tuple[str, str]] = set()  # (sender, receiver) pairs FIFO cannot be judged on
         self.living: dict[str, int] = {}  # path -> how many actors live there
+        self.retry_asked: dict[str, object] = {}  # receiver -> the failed message retry_failed asked to hand again
+        self.unasked: list[str] = []  # a failed message handed again that retry_failed had not asked for
 
     def _actors(self, path: str) -> list[_Incarnation]:
         found = self.actors.get(path)
@@ -148,7 +151,10 @@ class _Mailboxes:
                 self.dropped += 1
         elif kind is EventKind.FAILED and receiver is not None:
             self.failed_since.add(receiver)
+        elif kind is EventKind.RESTARTED and receiver is not None and event.message is not None:
+            self.retry_asked[receiver] = event.message
         elif kind is EventKind.STOPPED and receiver is not None:
+            self.retry_asked.pop(receiver, None)
             for actor in self.actors.get(receiver, ()):
                 if actor.alive:
                     actor.alive = False
@@ -178,13 +184,19 @@ class _Mailboxes:
             # pair is not judged from here on (``ambiguous``).
             self.ambiguous.add((sender, receiver))
         found = _find(channels, message)
-        if (
+        asked = self.retry_asked.pop(receiver, None)
+        if (asked is not None and _same(asked, message)) or (
             (found is None or found[1] != 0)
             and receiver in self.failed_since and _same(self.last_taken.get(receiver), message)
         ):
             # Handed once more to the restarted actor (retry_failed): sent once, delivered twice. A
             # sender that reuses one message object (a consumer's one SetInterest) may have sent it
             # again since, further down the channel: that later send is not this delivery.
+            if asked is None:
+                self.unasked.append(
+                    f"t={event.time:g}: {receiver} was handed {type(message).__name__} from {sender} once more "
+                    "after failing on it, though its retry_failed had not asked for it (or it was handed again already)"
+                )
             self.retried += 1
             self.failed_since.discard(receiver)
             return
@@ -269,8 +281,12 @@ class _Lifecycles:
         self.watchers: dict[str, dict[str, None]] = {}  # actor -> watcher paths
         self.children: dict[str, dict[str, None]] = {}  # parent -> children started and not stopped
         self.owed: list[tuple[str, str, str, float]] = []  # (from, to, message type name, since) due this step
+        self.retry_owed: dict[str, tuple[object, float]] = {}  # actor -> (message retry_failed asked for, since)
+        self.retried: dict[str, object] = {}  # actor -> the message it was just handed once more
+        self.unstarted: dict[str, float] = {}  # path -> when its newest actor was sent Start, not yet handled
+        self.alive: dict[str, int] = {}  # path -> actors started there and not stopped
         self.violations: list[str] = []
-        self.failures = self.restarts = self.stops = 0
+        self.failures = self.restarts = self.stops = self.retries = self.starts = 0
 
     def observe(self, event: TraceEvent) -> None:
         kind = event.kind
@@ -278,20 +294,19 @@ class _Lifecycles:
         message = event.message
         if kind is EventKind.SENT:
             self._paid(event)
-            if (type(message).__name__ == "Start" and receiver is not None and event.sender is not None
-                    and receiver.rpartition("/")[0] == event.sender):
+            if type(message).__name__ == "Start" and receiver is not None:
+                self.unstarted[receiver] = event.time
+                self.alive[receiver] = self.alive.get(receiver, 0) + 1
+                if event.sender is not None and receiver.rpartition("/")[0] == event.sender:
                     self.children.setdefault(event.sender, {})[receiver] = None
             return
         if kind is EventKind.DELIVERED or kind is EventKind.DEAD_LETTER:
+            retry = self._retry_due(event) if self.retry_owed else False
             self._settle_step(event.time)
             if receiver is None:
                 return
-            if kind is EventKind.DELIVERED and receiver in self.failing:
-                self.violations.append(
-                    f"t={event.time:g}: {receiver} handled {type(message).__name__} after failing at "
-                    f"t={self.failing[receiver]:g}, without being restarted or stopped first"
-                )
-                del self.failing[receiver]
+            if kind is EventKind.DELIVERED:
+                self._handled(event, receiver, retry)
             name = type(message).__name__
             if name == "Watch" and event.sender is not None:
                 watcher = str(getattr(getattr(message, "watcher", None), "path", event.sender))
@@ -313,13 +328,66 @@ class _Lifecycles:
             self.failing.pop(receiver, None)
             for child in self.children.pop(receiver, {}):
                 self.owed.append((receiver, child, _STOP, event.time))
+            if message is not None:  # retry_failed asked to hand the failed message to the fresh instance
+                if _same(self.retried.get(receiver), message):
+                    self.violations.append(
+                        f"t={event.time:g}: {receiver} failed on {type(message).__name__} handed to it once more, "
+                        "and it is to be handed again: a failed message is retried once"
+                    )
+                self.retry_owed[receiver] = (message, event.time)
         elif kind is EventKind.STOPPED:
             self.stops += 1
             self.failing.pop(receiver, None)
+            self.retry_owed.pop(receiver, None)
+            living = self.alive.get(receiver, 0)
+            if living <= 1:  # else the old one of two at this path stopped; the new one's Start may be pending
+                self.unstarted.pop(receiver, None)
+            if living > 0:
+                self.alive[receiver] = living - 1
             for watcher in self.watchers.pop(receiver, {}):
                 self.owed.append((receiver, watcher, _TERMINATED, event.time))
             parent = receiver.rpartition("/")[0]
             self.children.get(parent, {}).pop(receiver, None)
+
+    def _handled(self, event: TraceEvent, receiver: str, retry: bool) -> None:
+        """An actor handled a message: not while failed, not before its ``Start``, a retry only once."""
+        message = event.message
+        if receiver in self.failing:
+            self.violations.append(
+                f"t={event.time:g}: {receiver} handled {type(message).__name__} after failing at "
+                f"t={self.failing[receiver]:g}, without being restarted or stopped first"
+            )
+            del self.failing[receiver]
+        if receiver in self.unstarted:
+            if type(message).__name__ == "Start":
+                del self.unstarted[receiver]
+                self.starts += 1
+            elif self.alive.get(receiver, 0) <= 1:  # two at one path: the old one may still be draining
+                self.violations.append(
+                    f"t={event.time:g}: {receiver} handled {type(message).__name__} before its Start "
+                    f"(sent at t={self.unstarted[receiver]:g}): on_start runs before any other message"
+                )
+                del self.unstarted[receiver]
+        if self.retried and not retry:
+            self.retried.pop(receiver, None)
+
+    def _retry_due(self, event: TraceEvent) -> bool:
+        """A restarted actor whose ``retry_failed`` asked for its failed message gets it before anything else
+        happens (the kernel hands it at once); True if ``event`` is that retry."""
+        receiver = event.receiver
+        retry = False
+        for actor, (message, since) in list(self.retry_owed.items()):
+            if actor == receiver and event.kind is EventKind.DELIVERED and _same(event.message, message):
+                self.retries += 1
+                self.retried[actor] = message
+                retry = True
+            else:
+                self.violations.append(
+                    f"t={since:g}: {actor} restarted and its retry_failed asked to handle {type(message).__name__} "
+                    f"once more, but {receiver} {event.kind.value} {type(event.message).__name__} first"
+                )
+            del self.retry_owed[actor]
+        return retry
 
     def _paid(self, event: TraceEvent) -> None:
         """A send may be one the kernel owes: a Terminated to a watcher, a Stop to a child."""
@@ -341,6 +409,10 @@ class _Lifecycles:
 
     def finish(self) -> None:
         self._settle_step(0.0)
+        for actor, (message, since) in self.retry_owed.items():
+            self.violations.append(f"t={since:g}: {actor} restarted and its retry_failed asked to handle "
+                                   f"{type(message).__name__} once more, which it never was")
+        self.retry_owed.clear()
 
 
 def supervision(trace: Iterable[TraceEvent]) -> CheckResult:
@@ -354,16 +426,29 @@ def supervision(trace: Iterable[TraceEvent]) -> CheckResult:
       and no ``Unwatch`` after), in the step it stopped; a ``Watch`` that reaches it after it
       stopped is answered with its ``Terminated`` too. That is how a queue takes back what a
       consumer that died held (ephemeral ownership, docs/architecture.md).
+    * ``Start`` comes first: an actor handles its ``Start`` (``on_start``) before any other
+      message (judged while one actor lives at its path: a restarted parent's old child, still
+      draining beside its successor, cannot be told from it).
+    * A failed message is handed once more to the restarted actor only when its ``retry_failed``
+      said so, and once: ``RESTARTED`` carries the message it asked for (or None); that message is
+      the next thing the fresh instance handles, nothing else comes first, and a retry that fails
+      again is not retried. A failed message handed again unasked is reported too.
 
     The restart budget (``max_restarts`` within ``within_s``) is each parent's own strategy,
     which the trace does not show; it is not judged here.
     """
+    boxes = _Mailboxes()
     lives = _Lifecycles()
     for event in trace:
+        boxes.observe(event)
         lives.observe(event)
     lives.finish()
-    return CheckResult.of("supervision", lives.violations, failures=lives.failures, restarts=lives.restarts,
-                          stops=lives.stops)
+    return _supervision_result(boxes, lives)
+
+
+def _supervision_result(boxes: _Mailboxes, lives: _Lifecycles) -> CheckResult:
+    return CheckResult.of("supervision", lives.violations + boxes.unasked, failures=lives.failures,
+                          restarts=lives.restarts, stops=lives.stops, retries=lives.retries, starts=lives.starts)
 
 
 def kernel_checks(trace: Iterable[TraceEvent]) -> list[CheckResult]:
@@ -379,6 +464,5 @@ def kernel_checks(trace: Iterable[TraceEvent]) -> list[CheckResult]:
                        retried=boxes.retried, phantoms=len(boxes.phantoms)),
         CheckResult.of("nothing_vanishes", boxes.vanished() if boxes.shut_down else [], sent=boxes.sent,
                        dropped=boxes.dropped, judged=float(boxes.shut_down)),
-        CheckResult.of("supervision", lives.violations, failures=lives.failures, restarts=lives.restarts,
-                       stops=lives.stops),
+        _supervision_result(boxes, lives),
     ]

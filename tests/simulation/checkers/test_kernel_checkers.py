@@ -54,7 +54,7 @@ def test_a_retried_message_is_no_reordering_when_its_sender_reuses_the_object() 
         event(EventKind.SENT, interest), event(EventKind.SENT, pull), event(EventKind.SENT, interest),
         event(EventKind.DELIVERED, interest),
         TraceEvent(EventKind.FAILED, 0.0, None, queue, None, error="InjectedFault('disk')"),
-        TraceEvent(EventKind.RESTARTED, 0.0, None, queue, None, error="InjectedFault('disk')"),
+        TraceEvent(EventKind.RESTARTED, 0.0, None, queue, interest, error="InjectedFault('disk')"),  # retry asked
         event(EventKind.DELIVERED, interest),  # the retry
         event(EventKind.DELIVERED, pull), event(EventKind.DELIVERED, interest),
     ]
