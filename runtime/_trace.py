@@ -40,6 +40,10 @@ class EventKind(enum.Enum):
     """An actor's own account of a decision (``ctx.note``), for checkers."""
     FAULT = "fault"
     """A fault the simulator injected (crash, pause, delay, failing job, dropped message)."""
+    TIMER_ARMED = "timer_armed"
+    """A timer was armed (the simulator: ``TimerFired(timer_id, message)`` for the actor that owns it)."""
+    TIMER_CANCELLED = "timer_cancelled"
+    """A timer was cancelled (the simulator: its ``TimerHandle``; the receiver is the actor running, if any)."""
 
 
 @final

@@ -293,11 +293,18 @@ class Simulation(ActorSystemBase):
         return sender.outgoing
 
     def schedule_timer(self, cell: ActorCell, delay_s: float, message: object) -> TimerHandle:
-        """Arm a timer at a virtual time."""
-        return self._timers.arm(self._now + delay_s, cell, message)
+        """Arm a timer at a virtual time (traced as ``TIMER_ARMED``: ``TimerFired(timer_id, message)``)."""
+        handle = self._timers.arm(self._now + delay_s, cell, message)
+        tracer = self.tracer
+        if tracer is not None:
+            tracer.record(EventKind.TIMER_ARMED, self._now, None, cell, TimerFired(handle.timer_id, message))
+        return handle
 
     def cancel_timer(self, handle: TimerHandle) -> bool:
-        """Disarm a timer; True if it had not fired."""
+        """Disarm a timer; True if it had not fired (traced as ``TIMER_CANCELLED``: the handle)."""
+        tracer = self.tracer
+        if tracer is not None:
+            tracer.record(EventKind.TIMER_CANCELLED, self._now, None, self._current, handle)
         return self._timers.cancel(handle)
 
     def start_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -335,9 +342,10 @@ class Simulation(ActorSystemBase):
             self._apply_time_faults()
         tracer = self.tracer
         for timer_id, cell, message in self._timers.pop_due(self._now):
+            fired = TimerFired(timer_id, message)
             if tracer is not None:
-                tracer.record(EventKind.TIMER_FIRED, self._now, None, cell, message)
-            self._push(TIMERS, None, cell, TimerFired(timer_id, message))
+                tracer.record(EventKind.TIMER_FIRED, self._now, None, cell, fired)
+            self._push(TIMERS, None, cell, fired)
         jobs = self._jobs
         while jobs and jobs[0][0] <= self._now:
             _, _, job_id, cell, fn, args = heapq.heappop(jobs)

@@ -70,6 +70,7 @@ from ._subscriber import flow_bound as flow_bound
 from ._subscriber import lease_validity as lease_validity
 from ._subscriber import no_loss as no_loss
 from ._subscriber import ordering_keys as ordering_keys
+from ._timers import timers as timers
 
 __all__ = [
     "BatchReceived",
@@ -136,4 +137,5 @@ __all__ = [
     "total_queue",
     "unsettled_by_clients",
     "supervision",
+    "timers",
 ]

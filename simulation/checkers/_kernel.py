@@ -29,6 +29,7 @@ from conveyor.runtime import EventKind, Terminated, TraceEvent
 from conveyor.simulation import Drop, FaultApplied
 
 from ._result import CheckResult
+from ._timers import _Timers
 
 _ASK_PREFIX = "/ask-"
 """Paths of an ask's promise: it takes its answer without a trace event."""
@@ -452,12 +453,14 @@ def _supervision_result(boxes: _Mailboxes, lives: _Lifecycles) -> CheckResult:
 
 
 def kernel_checks(trace: Iterable[TraceEvent]) -> list[CheckResult]:
-    """``mailbox_fifo``, ``nothing_vanishes`` and ``supervision`` over one pass of the trace."""
+    """``mailbox_fifo``, ``nothing_vanishes``, ``supervision`` and ``timers`` over one pass of the trace."""
     boxes = _Mailboxes()
     lives = _Lifecycles()
+    clocks = _Timers()
     for event in trace:
         boxes.observe(event)
         lives.observe(event)
+        clocks.observe(event)
     lives.finish()
     return [
         CheckResult.of("mailbox_fifo", boxes.fifo + boxes.phantoms, sent=boxes.sent, taken=boxes.taken,
@@ -465,4 +468,5 @@ def kernel_checks(trace: Iterable[TraceEvent]) -> list[CheckResult]:
         CheckResult.of("nothing_vanishes", boxes.vanished() if boxes.shut_down else [], sent=boxes.sent,
                        dropped=boxes.dropped, judged=float(boxes.shut_down)),
         _supervision_result(boxes, lives),
+        clocks.result(),
     ]
