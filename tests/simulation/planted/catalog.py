@@ -13,6 +13,7 @@ import attrs
 from conveyor.simulation.scenarios import Variant
 
 from . import broker, kernel, pubsub, subscriber
+from . import lifecycle
 
 
 @final
@@ -197,6 +198,35 @@ PLANTED: tuple[PlantedBug, ...] = (
         "eager-exactly-once", "an exactly-once subscription confirms acks without waiting for its queue",
         "pubsub-exactly-once", Variant(subscription=pubsub.EagerExactlyOnce), budget=10,
         checkers=frozenset({"exactly_once"}), shrink_runs=600,
+    ),
+    PlantedBug(
+        "resumed-failure", "a failed actor carries on with the instance that failed, neither restarted nor stopped",
+        "queue-crash", Variant(simulation=lifecycle.Resuming), budget=30, checkers=frozenset({"supervision"}),
+    ),
+    PlantedBug(
+        "orphaned-children", "a restart forgets the actor's children instead of stopping them", "queue-crash",
+        Variant(simulation=lifecycle.Orphaning), budget=5, checkers=frozenset({"supervision"}),
+    ),
+    PlantedBug(
+        "lost-mailbox", "a restart throws away the messages waiting for the actor", "queue-crash",
+        Variant(simulation=lifecycle.MailboxLosing), budget=10,
+        checkers=frozenset({"nothing_vanishes", "mailbox_fifo"}),
+    ),
+    PlantedBug(
+        "forgotten-retry", "the failed message retry_failed asked for is never handed to the restarted actor",
+        "queue-crash", Variant(simulation=lifecycle.ForgetfulRetry), budget=30, checkers=frozenset({"supervision"}),
+    ),
+    PlantedBug(
+        "start-overtaken", "a message that overtakes Start is handled before on_start ran", "queue-crash",
+        Variant(simulation=lifecycle.StartOvertaken), budget=30, checkers=frozenset({"supervision"}),
+    ),
+    PlantedBug(
+        "timers-survive-restart", "a restart leaves the old instance's timers armed", "queue-crash",
+        Variant(simulation=lifecycle.TimersSurviveRestart), budget=5, checkers=frozenset({"timers"}),
+    ),
+    PlantedBug(
+        "ignored-timer-cancel", "the simulator answers a cancel but leaves the timer armed: it comes due", "fairness",
+        Variant(simulation=lifecycle.IgnoresCancel), budget=5, checkers=frozenset({"timers"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
