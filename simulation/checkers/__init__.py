@@ -71,6 +71,7 @@ from ._subscriber import lease_validity as lease_validity
 from ._subscriber import no_loss as no_loss
 from ._subscriber import ordering_keys as ordering_keys
 from ._timers import timers as timers
+from ._lease_cap import lease_cap as lease_cap
 
 __all__ = [
     "BatchReceived",
@@ -138,4 +139,5 @@ __all__ = [
     "unsettled_by_clients",
     "supervision",
     "timers",
+    "lease_cap",
 ]

@@ -50,6 +50,7 @@ from conveyor.simulation.checkers import (
     exclusive_lease,
     flow_bound,
     guarded,
+    lease_cap,
     lease_validity,
     no_loss,
     ordering_keys,
@@ -64,6 +65,8 @@ QUEUE = "/queue"
 SUBSCRIPTION = "sub"
 RESTARTED = "sub-2"
 KINDS = ("slow", "burst", "ordered", "paused", "crash")
+SHUTDOWNS = ("crash", "cancel", "cancel-await")
+"""How a ``crash`` scenario's first subscription ends mid-run (``SubscriberScenario.shutdown``)."""
 """The kinds ``random_subscriber_scenario`` draws."""
 
 
@@ -99,6 +102,11 @@ class SubscriberScenario:
             callbacks in flight, as a paused process freezes its worker threads (None: no pause).
         crash_at: the subscription's manager stops at this time (a process crash) and a fresh
             subscription starts ``restart_after_s`` later (None: no crash).
+        shutdown: how the first subscription ends at ``crash_at``: ``crash`` (the process dies: its
+            manager is stopped), ``cancel`` (``Subscription.cancel()``: drain what is batched, then
+            stop) or ``cancel-await`` (subscribed with ``await_callbacks_on_shutdown``, then
+            cancelled: what never started is nacked, the running callbacks end first). Either way
+            the queue must take back every message not acked.
         horizon_s: virtual time after which the run stops waiting for everything to settle.
         durable: the queues keep their state in their journals, so a crashed queue recovers it.
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
@@ -124,6 +132,7 @@ class SubscriberScenario:
     pause_s: float = 0.0
     crash_at: float | None = None
     restart_after_s: float = 0.5
+    shutdown: str = attrs.field(default="crash", validator=attrs.validators.in_(SHUTDOWNS))
     horizon_s: float = 3600.0
     durable: bool = False
     draws: str = ""
@@ -285,10 +294,13 @@ def _subscribe(
 ) -> ActorRef:
     """Start the scenario's subscription as ``/name`` (through ``subscribe``, or a variant manager); its manager."""
     callback = scenario_callback(seed, scenario, history.record)
+    wait = scenario.shutdown == "cancel-await" and name == SUBSCRIPTION
     if manager is None:
-        return subscribe(sim, queue, callback, flow_control=scenario.flow, workers=scenario.workers, name=name).manager
+        return subscribe(sim, queue, callback, flow_control=scenario.flow, workers=scenario.workers, name=name,
+                         await_callbacks_on_shutdown=wait).manager
     return sim.spawn(
-        lambda: manager(queue, callback, scenario.flow, scenario.workers, callbacks_per_job=scenario.callbacks_per_job),
+        lambda: manager(queue, callback, scenario.flow, scenario.workers, await_callbacks_on_shutdown=wait,
+                        callbacks_per_job=scenario.callbacks_per_job),
         name=name,
     )
 
@@ -357,7 +369,10 @@ def run_subscriber_simulation(
         steps += result.steps
         if crash_at is not None and sim.now() >= crash_at:
             crash_at = None
-            sim.stop(managers[0])  # the process dies: its children with it, callbacks unfinished
+            if scenario.shutdown == "crash":
+                sim.stop(managers[0])  # the process dies: its children with it, callbacks unfinished
+            else:
+                managers[0].tell(Cancel())  # shutting down mid-run: the queue takes back what is not acked
         if crash_at is None and restart_at is not None and sim.now() >= restart_at:
             restart_at = None
             managers.append(_subscribe(sim, queue, scenario, seed, RESTARTED, manager, history))
@@ -388,6 +403,7 @@ def check_subscriber_run(trace: list[TraceEvent], scenario: SubscriberScenario) 
         results += guarded("ordering_keys", ordering_keys, trace, path)
         results += guarded("lease_validity", lease_validity, trace, QUEUE, path, scenario.flow)
         results += guarded("runs_once", runs_once, trace, path, QUEUE)
+        results += guarded("lease_cap", lease_cap, trace, path, scenario.flow)
     results += guarded("no_loss", no_loss, trace, QUEUE)
     results += guarded("exclusive_lease", exclusive_lease, trace, QUEUE)
     results += guarded("all_settled", all_settled, trace, QUEUE)
@@ -463,6 +479,7 @@ def random_subscriber_scenario(seed: int, kind: str) -> SubscriberScenario:
             fast_s=rng.choice((0.05, 0.5)), slow=rng.choice((0.0, 0.2)), burst=rng.randint(5, 15),
             burst_gap_s=rng.uniform(0.1, 0.5), retry=RetryPolicy(rng.choice((0.05, 1.0)), 2.0),
             crash_at=rng.uniform(0.05, 1.5), restart_after_s=rng.choice((0.0, rng.uniform(0.0, 2.0 * deadline))),
+            shutdown=rng.choice(SHUTDOWNS),
         )
     msg = f"unknown subscriber scenario kind {kind!r}; choose one of {', '.join(KINDS)}"
     raise ValueError(msg)

@@ -13,7 +13,7 @@ import attrs
 from conveyor.simulation.scenarios import Variant
 
 from . import broker, kernel, pubsub, subscriber
-from . import lifecycle
+from . import lifecycle, promises
 
 
 @final
@@ -227,6 +227,34 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "ignored-timer-cancel", "the simulator answers a cancel but leaves the timer armed: it comes due", "fairness",
         Variant(simulation=lifecycle.IgnoresCancel), budget=5, checkers=frozenset({"timers"}),
+    ),
+    PlantedBug(
+        "favours-first-consumer", "new work goes to the first registered consumer that wants it", "fairness",
+        Variant(queue=promises.FavouringQueue), budget=10, checkers=frozenset({"fairness", "starvation"}),
+    ),
+    PlantedBug(
+        "forgotten-on-stop", "a stopping consumer gives back all it held but one entry", "groups",
+        Variant(queue=promises.ForgetfulStopQueue), budget=10,
+        checkers=frozenset({"drained", "stall", "prompt_delivery", "total_queue", "accounting", "group_exclusivity"}),
+    ),
+    PlantedBug(
+        "tail-on-stop", "what a stopping consumer held goes back to the tail, not each entry to its position",
+        "groups", Variant(queue=promises.TailOnStopQueue), budget=10,
+        checkers=frozenset({"browser_completeness", "queue_order", "group_exclusivity", "strict_order"}),
+    ),
+    PlantedBug(
+        "endless-lease", "the leaser ignores max_lease_duration_s and extends a lease as long as its callback runs",
+        "leases", Variant(manager=promises.EndlessLeases), budget=10, checkers=frozenset({"lease_cap"}),
+    ),
+    PlantedBug(
+        "early-lease-clock", "a keyed message's max-lease clock starts on receipt, not when its callback is scheduled",
+        "leases", Variant(manager=promises.EarlyClocks), budget=10,
+        checkers=frozenset({"lease_cap", "lease_validity"}),
+    ),
+    PlantedBug(
+        "acks-on-shutdown", "shutting down acks every unfinished message instead of leaving it to the queue",
+        "subscriber-crash", Variant(manager=promises.AcksOnShutdown), budget=10,
+        checkers=frozenset({"total_queue", "no_loss", "accounting", "all_settled", "runs_once"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
