@@ -40,6 +40,7 @@ from ._kernel import kernel_checks as kernel_checks
 from ._kernel import mailbox_fifo as mailbox_fifo
 from ._kernel import nothing_vanishes as nothing_vanishes
 from ._kernel import supervision as supervision
+from ._lease_cap import lease_cap as lease_cap
 from ._liveness import liveness as liveness
 from ._liveness import prompt_delivery as prompt_delivery
 from ._liveness import queue_order as queue_order
@@ -71,7 +72,6 @@ from ._subscriber import lease_validity as lease_validity
 from ._subscriber import no_loss as no_loss
 from ._subscriber import ordering_keys as ordering_keys
 from ._timers import timers as timers
-from ._lease_cap import lease_cap as lease_cap
 
 __all__ = [
     "BatchReceived",

@@ -85,21 +85,21 @@ def lease_cap(trace: Iterable[TraceEvent], subscription_path: str, flow: FlowCon
             elif name == "Settlement" and getattr(getattr(message, "kind", None), "value", None) == "drop":
                 ack_id = str(getattr(message, "ack_id", ""))
                 given_up += 1
-                started = clocks.pop(ack_id, None)
+                clock = clocks.pop(ack_id, None)
                 leased.discard(ack_id)
                 due.pop(ack_id, None)
-                if started is None or not _past(now, started, cap):
-                    since = "its callback was never scheduled" if started is None else (
-                        f"only {now - started:g} s after its callback was scheduled")
+                if clock is None or not _past(now, clock, cap):
+                    since = "its callback was never scheduled" if clock is None else (
+                        f"only {now - clock:g} s after its callback was scheduled")
                     violations.append(f"t={now:g}: {leaser} gave lease {ack_id} up {since} (cap {cap:g} s)")
                 continue
             else:
                 continue
             for ack_id in ids:
                 extensions += 1
-                started = clocks.get(ack_id)
-                if started is not None and _beyond(now, started, cap):
-                    violations.append(f"t={now:g}: {leaser} extended lease {ack_id} {now - started:g} s after its "
+                clock = clocks.get(ack_id)
+                if clock is not None and _beyond(now, clock, cap):
+                    violations.append(f"t={now:g}: {leaser} extended lease {ack_id} {now - clock:g} s after its "
                                       f"callback was scheduled, past max_lease_duration_s={cap:g}")
         elif kind in (EventKind.RESTARTED, EventKind.STOPPED) and event.receiver == leaser:
             leased.clear()

@@ -72,7 +72,9 @@ class _Timers:
                 self.due.setdefault(owner, deque()).append((fired.timer_id, fired.message))
         elif kind is EventKind.RESTARTED and event.receiver is not None:
             armed = self.live.get(event.receiver)
-            if armed and self.alive.get(event.receiver, 0) <= 1:  # else whose timers they are is not told  # ``restart`` records the restart, then cancels them; the fresh instance may arm its own
+            # ``restart`` records the restart, then cancels them (the fresh instance may arm its own);
+            # with two actors at one path, whose timers they are is not told.
+            if armed and self.alive.get(event.receiver, 0) <= 1:
                 self.must_cancel[event.receiver] = (event.time, "restarted", list(armed))
         elif kind is EventKind.STOPPED and event.receiver is not None:
             # ``terminate`` cancels the timers before it records the stop.

@@ -305,7 +305,8 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             lambda seed: random_subscriber_scenario(seed, "ordered"),
         ),
         ScenarioSpec(
-            "subscriber-crash", "the subscriber crashes mid-run and a fresh one takes over", "subscriber",
+            "subscriber-crash", "the subscriber crashes (or is cancelled) mid-run and a fresh one takes over",
+            "subscriber",
             lambda seed: random_subscriber_scenario(seed, "crash"),
         ),
         ScenarioSpec(

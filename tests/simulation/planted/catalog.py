@@ -12,8 +12,7 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, kernel, pubsub, subscriber
-from . import lifecycle, promises
+from . import broker, kernel, lifecycle, promises, pubsub, subscriber
 
 
 @final

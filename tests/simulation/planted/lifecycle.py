@@ -73,6 +73,8 @@ class ForgetsRetry(_SimCell):  # type: ignore[misc]
 class NoEarlyBuffer(_SimCell):  # type: ignore[misc]
     """Broken: a message that overtakes ``Start`` is handled at once, before ``on_start``, not held until it ran."""
 
+    early: list[tuple[CellBase | None, object]] | None
+
     def process(self, sender: CellBase | None, message: object) -> None:
         early = self.early
         if early is None or not self.alive or type(message).__name__ in _KERNEL_MESSAGES:

@@ -12,11 +12,11 @@ from typing import Any
 
 import attrs
 
-from conveyor.actors.broker import ConsumerLists, EntryList, QueueActor
+from conveyor.actors.broker import ConsumerLists, EntryList
+from conveyor.actors.broker._entries import Returned
 from conveyor.actors.subscriber import FlowControl, Leaser, StreamingPullManager
 from conveyor.actors.subscriber._protocol import Settlement, SettlementKind
 from conveyor.runtime import ActorRef
-from conveyor.actors.broker._entries import Returned
 
 from .broker import TailRelease, queue_with_entries, queue_with_lists
 from .subscriber import manager_with
@@ -40,7 +40,7 @@ class FavoursFirst(ConsumerLists):
         return browsers
 
 
-FavouringQueue: type[QueueActor] = queue_with_lists(FavoursFirst)
+FavouringQueue = queue_with_lists(FavoursFirst)
 
 
 class ForgetsOneHeld(EntryList):
@@ -71,8 +71,8 @@ class StoppedToTail(TailRelease):
         return returned
 
 
-ForgetfulStopQueue: type[QueueActor] = queue_with_entries(ForgetsOneHeld)
-TailOnStopQueue: type[QueueActor] = queue_with_entries(StoppedToTail)
+ForgetfulStopQueue = queue_with_entries(ForgetsOneHeld)
+TailOnStopQueue = queue_with_entries(StoppedToTail)
 
 
 class EndlessLeaser(Leaser):  # type: ignore[misc]  # Leaser is final: a planted bug may subclass
