@@ -216,6 +216,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         "queue-crash", Variant(simulation=lifecycle.ForgetfulRetry), budget=30, checkers=frozenset({"supervision"}),
     ),
     PlantedBug(
+        "retried-twice", "the failed message retry_failed asked for is handed to the restarted actor twice",
+        "queue-crash", Variant(simulation=lifecycle.TwiceRetried), budget=30,
+        checkers=frozenset({"mailbox_fifo", "supervision"}),
+    ),
+    PlantedBug(
         "start-overtaken", "a message that overtakes Start is handled before on_start ran", "queue-crash",
         Variant(simulation=lifecycle.StartOvertaken), budget=30, checkers=frozenset({"supervision"}),
     ),

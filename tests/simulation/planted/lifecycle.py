@@ -70,6 +70,15 @@ class ForgetsRetry(_SimCell):  # type: ignore[misc]
         return
 
 
+class RetriesTwice(_SimCell):  # type: ignore[misc]
+    """Broken: the failed message ``retry_failed`` asked for is handed to the fresh instance twice."""
+
+    def _retry(self, sender: CellBase | None, message: object) -> None:
+        super()._retry(sender, message)
+        if self.alive:
+            super()._retry(sender, message)
+
+
 class NoEarlyBuffer(_SimCell):  # type: ignore[misc]
     """Broken: a message that overtakes ``Start`` is handled at once, before ``on_start``, not held until it ran."""
 
@@ -99,6 +108,7 @@ class KeepsTimers(_SimCell):  # type: ignore[misc]
 Resuming = _simulation_with(ResumingCell)
 Orphaning = _simulation_with(OrphaningCell)
 ForgetfulRetry = _simulation_with(ForgetsRetry)
+TwiceRetried = _simulation_with(RetriesTwice)
 StartOvertaken = _simulation_with(NoEarlyBuffer)
 TimersSurviveRestart = _simulation_with(KeepsTimers)
 
