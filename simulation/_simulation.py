@@ -160,6 +160,8 @@ class _SimCell(ActorCell):
     ) -> None:
         self.outgoing: dict[CellBase, Channel] = {}
         super().__init__(system, uid, name, parent, factory, supervisor)
+        if isinstance(system, Simulation):
+            system.last_at[self.path] = self
 
 
 @final
@@ -253,6 +255,10 @@ class Simulation(ActorSystemBase):
         self.disk: SimDisk | None = None
         """The simulated disk under the journal store (None without ``journal_store``)."""
         self._disk_journal: SimJournal | None = None
+        self.last_at: dict[str, ActorCell] = {}
+        """The latest actor spawned at each path, live or stopped (what a recovered journal's ref names)."""
+        self.process_crash_listeners: list[Callable[[], None]] = []
+        """Called after each process crash: a harness tells the process's clients their connections died."""
         if journal_store is not None:
             self.disk = SimDisk(seeded_random(f"disk:{seed}"), disk)
             io_rng = seeded_random(f"io:{seed}")
@@ -315,9 +321,11 @@ class Simulation(ActorSystemBase):
                 channel.index = len(self._ready)
                 self._ready.append(channel)
 
-    @staticmethod
-    def _outgoing_of_asker(sender: CellBase) -> dict[CellBase, Channel]:
-        """The channels of a sender that is not an actor: an ask's asker, sending its question."""
+    def _outgoing_of_asker(self, sender: CellBase) -> dict[CellBase, Channel]:
+        """The channels of a sender that is not an actor: an ask's asker, sending its question, or an
+        actor of an earlier process (a recovered journal's ``gone_ref``) answering a watch."""
+        if isinstance(sender, PromiseCell) and not isinstance(sender, _SimPromise) and sender.system is self:
+            return self._outgoing.setdefault(sender.uid, {})
         if not isinstance(sender, _SimPromise):
             msg = f"{sender.path} is not a cell of this Simulation; it cannot send here"
             raise ConveyorError(msg)
@@ -572,6 +580,8 @@ class Simulation(ActorSystemBase):
         self._record_fault(fault, outcome)
         for cell in cells:
             self._crash(cell, restart=True)
+        for listener in self.process_crash_listeners:
+            listener()
 
     def _crash(self, cell: ActorCell, restart: bool) -> None:
         """Crash ``cell`` now: restarted at once by its cell (as supervision would), or stopped."""
@@ -654,10 +664,15 @@ class Simulation(ActorSystemBase):
         return before_write
 
     def gone_ref(self, path: str) -> ActorRef:
-        """A ref named in a recovered journal: the live actor at ``path`` (a client outside the crashed
-        process, which lives on), else a stopped one."""
-        cell = self._find_live(path)
+        """A ref named in a recovered journal: the latest actor at ``path`` (a client outside the crashed
+        process lives on; one that stopped since is still that stopped actor), else a gone one."""
+        cell = self.last_at.get(path)
         return cell.ref if cell is not None else super().gone_ref(path)
+
+    def live_ref(self, path: str) -> ActorRef | None:
+        """The ref of the live actor at ``path``, if there is one."""
+        cell = self._find_live(path)
+        return None if cell is None else cell.ref
 
     def _maybe_failing_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any]) -> Callable[..., Any]:
         for fault in self._failing_jobs:

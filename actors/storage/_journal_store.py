@@ -148,12 +148,16 @@ class DiskJournalStore:
             (the simulator does, at virtual times, so its syncs come back as messages in its own time).
         first_write: the number of the first write; a store reopened in the same system continues
             the numbers, so an answer to a write of the earlier store never confirms a later one.
+        gc_every: batches between garbage collections (the simulator collects often, to test it).
     """
 
     def __init__(
         self, directory: str | os.PathLike[str], *, segment_size: int = DEFAULT_SEGMENT_SIZE,
-        fs: FileSystem | None = None, threaded: bool = True, first_write: int = 1,
+        fs: FileSystem | None = None, threaded: bool = True, first_write: int = 1, gc_every: int = GC_EVERY_SYNCS,
     ) -> None:
+        if type(gc_every) is not int or gc_every < 1:
+            msg = f"gc_every must be a number of batches >= 1, got {gc_every!r}"
+            raise ValueError(msg)
         self.directory = os.fspath(directory)
         self._log = SegmentLog(self.directory, segment_size=segment_size, fs=fs)
         recovery = self._log.recovery
@@ -164,6 +168,7 @@ class DiskJournalStore:
         self._next_seq = {path: (seqs[-1] + 1 if seqs else 1) for path, seqs in self._live.items()}
         self._numbers = count(first_write)
         self._threaded = threaded
+        self._gc_every = gc_every
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._system: Backend | None = None
         self._gone: dict[str, ActorRef] = {}
@@ -292,7 +297,7 @@ class DiskJournalStore:
         if wrote:
             self._log.sync()
             self.batches += 1
-            if self.batches % GC_EVERY_SYNCS == 0:
+            if self.batches % self._gc_every == 0:
                 self._log.collect_garbage()
         system = self._system
         if system is not None:

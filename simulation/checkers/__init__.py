@@ -70,6 +70,9 @@ from ._subscriber import flow_bound as flow_bound
 from ._subscriber import lease_validity as lease_validity
 from ._subscriber import no_loss as no_loss
 from ._subscriber import ordering_keys as ordering_keys
+from ._durable import EnqueueInDoubt as EnqueueInDoubt
+from ._durable import durable_total_queue as durable_total_queue
+from ._durable import found_order as found_order
 
 __all__ = [
     "BatchReceived",
@@ -136,4 +139,7 @@ __all__ = [
     "total_queue",
     "unsettled_by_clients",
     "supervision",
+    "EnqueueInDoubt",
+    "durable_total_queue",
+    "found_order",
 ]
