@@ -151,6 +151,10 @@ class SimDisk:
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         file.durable = bytes(file.cached)
 
+    def path_of(self, fd: int) -> str:
+        """The path ``fd`` was opened with."""
+        return self._fd(fd)[0]
+
     def close(self, fd: int) -> None:
         """Close ``fd``."""
         self._fd(fd)

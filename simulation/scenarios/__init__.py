@@ -54,6 +54,9 @@ from ._subscriber import check_subscriber_run as check_subscriber_run
 from ._subscriber import random_subscriber_scenario as random_subscriber_scenario
 from ._subscriber import run_subscriber_simulation as run_subscriber_simulation
 from ._subscriber import scenario_callback as scenario_callback
+from ._broker import ConnectionLost as ConnectionLost
+from ._disk_store import disk_store_opener as disk_store_opener
+from ._disk_store import open_disk_store as open_disk_store
 
 __all__ = [
     "FAULTS_OF",
@@ -107,4 +110,7 @@ __all__ = [
     "run_subscriber_simulation",
     "scenario_callback",
     "spawn_broker_scenario",
+    "ConnectionLost",
+    "disk_store_opener",
+    "open_disk_store",
 ]

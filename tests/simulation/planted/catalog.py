@@ -1,4 +1,4 @@
-"""The planted bugs of issues 5, 15 and 17, each with the registry scenario that exposes it and a seed budget.
+"""The planted bugs of issues 5, 15, 17 and 18, each with the registry scenario that exposes it and a seed budget.
 
 One table shared by the tests (``test_planted.py``) and the measurement of seeds-to-find
 (``seeds_to_find.py``), so both judge the same variants on the same scenarios.
@@ -12,7 +12,7 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, kernel, pubsub, subscriber
+from . import broker, kernel, pubsub, storage, subscriber
 
 
 @final
@@ -197,6 +197,16 @@ PLANTED: tuple[PlantedBug, ...] = (
         "eager-exactly-once", "an exactly-once subscription confirms acks without waiting for its queue",
         "pubsub-exactly-once", Variant(subscription=pubsub.EagerExactlyOnce), budget=10,
         checkers=frozenset({"exactly_once"}), shrink_runs=600,
+    ),
+    PlantedBug(
+        "confirm-before-sync", "the journal store says a write is synced when it is queued (issue 18, item 7)",
+        "durable-crash", Variant(simulation=storage.eager_confirms), budget=30,
+        checkers=frozenset({"durable_total_queue"}),
+    ),
+    PlantedBug(
+        "recovery-skips-last-segment", "recovery does not see the newest segment file (issue 18, item 7)",
+        "durable-crash", Variant(simulation=storage.hides_last_segment), budget=30,
+        checkers=frozenset({"durable_total_queue", "found_order"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
