@@ -190,7 +190,8 @@ class Simulation(ActorSystemBase):
         journal_store: opens a disk journal store on the simulation's ``SimDisk`` (``disk``) from a
             first write number (``DiskJournalStore(dir, fs=disk, threaded=False, first_write=n)``):
             durable journals then go through the real storage code, synced at virtual times.
-        disk: how that disk misbehaves (torn writes, failed fsyncs, a full disk), drawn from the run.
+        disk: how the simulation's ``SimDisk`` misbehaves (torn writes, failed fsyncs, a full disk),
+            drawn from the run; given alone, the disk is there for actors handed it (``sim.disk``).
         process: the top-level actors of the process that holds the journals: a ``ProcessCrash``
             (or a disk failure) restarts them from what the disk kept.
         disk_latency: bounds of the virtual seconds a group commit takes.
@@ -259,8 +260,9 @@ class Simulation(ActorSystemBase):
         """The latest actor spawned at each path, live or stopped (what a recovered journal's ref names)."""
         self.process_crash_listeners: list[Callable[[], None]] = []
         """Called after each process crash: a harness tells the process's clients their connections died."""
-        if journal_store is not None:
+        if journal_store is not None or disk is not None:
             self.disk = SimDisk(seeded_random(f"disk:{seed}"), disk)
+        if journal_store is not None and self.disk is not None:
             io_rng = seeded_random(f"io:{seed}")
             low, high = disk_latency
 
@@ -567,12 +569,18 @@ class Simulation(ActorSystemBase):
         """
         journal = self._disk_journal
         disk = self.disk
-        if journal is None or disk is None:
-            self._record_fault(fault, "no disk journal store: nothing to crash")
+        if disk is None:
+            self._record_fault(fault, "no simulated disk: nothing to crash")
             return
         disk.crash()
         events = disk.take_events()
-        journal.reopen()
+        # Its jobs die with it: a write in flight must never reach the disk of the next process.
+        dying = [job for job in self._jobs if any(covers(top, job[3].path) for top in self.process)]
+        if dying:
+            self._jobs = [job for job in self._jobs if job not in dying]
+            heapq.heapify(self._jobs)
+        if journal is not None:
+            journal.reopen()
         for path in [path for path in self.journals if any(covers(top, path) for top in self.process)]:
             del self.journals[path]
         cells = [cell for cell in (self._find_live(path) for path in self.process) if cell is not None]

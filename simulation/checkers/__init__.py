@@ -73,6 +73,15 @@ from ._subscriber import ordering_keys as ordering_keys
 from ._durable import EnqueueInDoubt as EnqueueInDoubt
 from ._durable import durable_total_queue as durable_total_queue
 from ._durable import found_order as found_order
+from ._paging import PagingAcked as PagingAcked
+from ._paging import PagingConfirmed as PagingConfirmed
+from ._paging import PagingDrained as PagingDrained
+from ._paging import PagingReceived as PagingReceived
+from ._paging import PagingSent as PagingSent
+from ._paging import PagingStatus as PagingStatus
+from ._paging import paging_no_loss as paging_no_loss
+from ._paging import paging_order as paging_order
+from ._paging import paging_ram as paging_ram
 
 __all__ = [
     "BatchReceived",
@@ -142,4 +151,13 @@ __all__ = [
     "EnqueueInDoubt",
     "durable_total_queue",
     "found_order",
+    "PagingAcked",
+    "PagingConfirmed",
+    "PagingDrained",
+    "PagingReceived",
+    "PagingSent",
+    "PagingStatus",
+    "paging_no_loss",
+    "paging_order",
+    "paging_ram",
 ]

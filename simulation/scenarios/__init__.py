@@ -57,6 +57,12 @@ from ._subscriber import scenario_callback as scenario_callback
 from ._broker import ConnectionLost as ConnectionLost
 from ._disk_store import disk_store_opener as disk_store_opener
 from ._disk_store import open_disk_store as open_disk_store
+from ._paging import PagingClient as PagingClient
+from ._paging import PagingScenario as PagingScenario
+from ._paging import PagingShell as PagingShell
+from ._paging import check_paging_run as check_paging_run
+from ._paging import random_paging_scenario as random_paging_scenario
+from ._paging import run_paging_simulation as run_paging_simulation
 
 __all__ = [
     "FAULTS_OF",
@@ -113,4 +119,10 @@ __all__ = [
     "ConnectionLost",
     "disk_store_opener",
     "open_disk_store",
+    "PagingClient",
+    "PagingScenario",
+    "PagingShell",
+    "check_paging_run",
+    "random_paging_scenario",
+    "run_paging_simulation",
 ]

@@ -70,6 +70,7 @@ from ._broker import (
     random_broker_scenario,
     run_broker_simulation,
 )
+from ._paging import PagingScenario, ShellFactory, check_paging_run, random_paging_scenario, run_paging_simulation
 from ._pubsub import REGISTRY, PubSubScenario, check_pubsub_run, random_pubsub_scenario, run_pubsub_simulation
 from ._subscriber import (
     ManagerFactory,
@@ -88,8 +89,8 @@ FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job", "q
                "process-crash")
 """Fault plans a scenario can run under; each draws its concrete faults from the seed."""
 
-Family = Literal["broker", "subscriber", "pubsub"]
-Workload = BrokerScenario | SubscriberScenario | PubSubScenario
+Family = Literal["broker", "subscriber", "pubsub", "storage"]
+Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario
 
 
 @final
@@ -109,6 +110,8 @@ class Variant:
     topic: TopicFactory | None = None
     subscription: SubscriptionFactory | None = None
     simulation: Callable[..., Simulation] | None = None
+    shell: ShellFactory | None = None
+    """The paging scenario's shell (a planted bug's core or files)."""
 
 
 @final
@@ -344,6 +347,10 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             "pubsub", lambda seed: random_pubsub_scenario(seed, "faults"), default_faults="crash,queue-crash,pause",
         ),
         ScenarioSpec(
+            "paging", "the variable queue under a tiny memory target on the simulated disk: publishes, fetches, "
+            "acks, requeues, target changes, kill -9", "storage", random_paging_scenario, default_faults="process-crash",
+        ),
+        ScenarioSpec(
             "durable-crash", "a durable queue on a simulated disk: kill -9, torn writes, failed fsyncs, a full disk",
             "broker", _durable_crash_workload, default_faults="process-crash",
         ),
@@ -395,6 +402,8 @@ def check_fault_plan(faults: str) -> str:
 
 
 def _client_paths(workload: Workload) -> list[str]:
+    if isinstance(workload, PagingScenario):
+        return ["/paging-client"]
     if isinstance(workload, BrokerScenario):
         return [f"/client-{index}" for index in range(len(workload.consumers))]
     if isinstance(workload, PubSubScenario):
@@ -461,6 +470,8 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
     worker pool, would lose the callbacks it ran; such a failure stops the subscription.)
     """
     rng = seeded_random(f"faults:{spec.name}:{seed}:{plan}")
+    if isinstance(workload, PagingScenario):
+        return _draw_paging_faults(workload, rng, plan)
     if isinstance(workload, PubSubScenario):
         drawn, pubsub_faults = _draw_pubsub_faults(workload, rng, plan)
         return drawn, tuple(pubsub_faults)
@@ -505,6 +516,20 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
             workload, drawn = _draw_process_crashes(workload, rng)
             faults.extend(drawn)
     return workload, tuple(faults)
+
+
+def _draw_paging_faults(
+    workload: PagingScenario, rng: random.Random, plan: str,
+) -> tuple[PagingScenario, tuple[Fault, ...]]:
+    """``process-crash`` kills the paging shell's process 1-3 times, on a disk that tears writes (as drawn).
+
+    The other plans do nothing here: the shell has no clients to crash, delay or pause but its one.
+    """
+    if "process-crash" not in plan.split(","):
+        return workload, ()
+    workload = attrs.evolve(workload, disk=DiskFaults(torn_write=rng.choice((0.0, 0.5, 1.0))))
+    steps = sorted(rng.sample(range(5, 5 + 8 * workload.operations), rng.randint(1, 3)))
+    return workload, tuple(ProcessCrash(at_step=step) for step in steps)
 
 
 def _draw_process_crashes(workload: BrokerScenario, rng: random.Random) -> tuple[BrokerScenario, list[Fault]]:
@@ -624,6 +649,9 @@ def simulate_workload(
             consumer_factory=variant.consumer or ConsumerActor,
             system=system,
         )
+    if isinstance(workload, PagingScenario):
+        return run_paging_simulation(workload, seed, strategy, max_steps=max_steps, faults=faults, system=system,
+                                     shell=variant.shell)
     if isinstance(workload, PubSubScenario):
         return run_pubsub_simulation(
             workload, seed, strategy, max_steps=max_steps, topic_factory=variant.topic,
@@ -642,6 +670,8 @@ def _judge(spec: ScenarioSpec, trace: list[TraceEvent], work: Workload, plan: st
     stopped a whole sweep, hiding every finding of every other run).
     """
     family: Callable[..., list[CheckResult]]
+    if isinstance(work, PagingScenario):
+        return guarded("storage checkers", check_paging_run, trace, work) + guarded("kernel", kernel_checks, trace)
     if isinstance(work, BrokerScenario):
         family = check_broker_run
     elif isinstance(work, PubSubScenario):

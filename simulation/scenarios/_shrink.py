@@ -40,6 +40,7 @@ from conveyor.simulation import ChoiceStream, choice_stream
 from conveyor.simulation.checkers import delivery_steps, story_lines
 
 from ._broker import BrokerScenario, ClientPolicy
+from ._paging import PagingScenario
 from ._pubsub import PubSubScenario
 from ._pubsub_clients import ClientPlan
 from ._registry import (
@@ -53,7 +54,7 @@ from ._registry import (
 )
 from ._subscriber import SubscriberScenario
 
-Workload = BrokerScenario | SubscriberScenario | PubSubScenario
+Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario
 
 STORY_STEPS = 15
 """A shrunk run this short (in delivery steps) reads as a story; a longer one comes with a note saying why."""
@@ -432,7 +433,9 @@ class _Shrinker:
                 work, rest = best.workload, best.choices
             candidates: list[tuple[Workload, str]] = [(work, plan) for plan in _plan_candidates(best.plan)]
             more: Iterable[Workload]
-            if isinstance(work, BrokerScenario):
+            if isinstance(work, PagingScenario):
+                more = ()  # its operations are all drawn from the stream, which the stream phase shrinks
+            elif isinstance(work, BrokerScenario):
                 more = _broker_candidates(work)
             elif isinstance(work, PubSubScenario):
                 more = _pubsub_candidates(work)

@@ -208,6 +208,16 @@ PLANTED: tuple[PlantedBug, ...] = (
         "durable-crash", Variant(simulation=storage.hides_last_segment), budget=30,
         checkers=frozenset({"durable_total_queue", "found_order"}),
     ),
+    PlantedBug(
+        "gc-drops-live-message", "garbage collection leaves a live message out of its copy (issue 18, item 7)",
+        "paging", Variant(shell=storage.collects_live_message), budget=30,
+        checkers=frozenset({"paging_no_loss", "paging_order"}),
+    ),
+    PlantedBug(
+        "q1-not-moved-to-q4", "the variable queue never moves q1 to q4 when nothing is on disk (issue 18, item 7)",
+        "paging", Variant(shell=storage.keeps_q1), budget=30,
+        checkers=frozenset({"paging_order", "paging_no_loss"}),
+    ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
 

@@ -1,23 +1,28 @@
-"""Planted bugs in durable storage (issue 18, item 7), run on the simulated disk by ``durable-crash``.
+"""Planted bugs in durable storage (issue 18, item 7), run on the simulated disk.
 
-Each is a ``Simulation`` built with a broken journal store (``Variant(simulation=...)``): the real
-``DiskJournalStore`` and ``SegmentLog`` over a ``SimDisk``, with one promise broken around them:
+For ``durable-crash``, a ``Simulation`` built with a broken journal store (``Variant(simulation=...)``):
+the real ``DiskJournalStore`` and ``SegmentLog`` over a ``SimDisk``, one promise broken around them:
 
 * ``EagerConfirms``: the store says a write is synced as soon as it is queued (confirm before sync);
-* ``HidesLastSegment``: recovery never sees the newest segment file (recovery skips the last segment);
-* ``DropsCopiedRecord``: garbage collection leaves the last live record out of the segment it writes.
+* ``HidesLastSegment``: recovery never sees the newest segment file (recovery skips the last segment).
+
+For ``paging``, a broken shell (``Variant(shell=...)``):
+
+* ``KeepsQ1``: the variable queue never moves q1 to q4 when nothing is left on disk;
+* ``DropsCopiedRecord``: garbage collection leaves the last live record out of the segment it writes
+  (the message store loses a live body).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from conveyor.actors.storage import scan
+from conveyor.actors.storage import FileSystem, VariableQueue, scan
 from conveyor.runtime import ActorRef, JournalSynced
 from conveyor.runtime.lowlevel import Backend, WriteKind
 from conveyor.simulation import SimDisk, Simulation, SteppedJournalStore
-from conveyor.simulation.scenarios import disk_store_opener
+from conveyor.simulation.scenarios import PagingScenario, PagingShell, disk_store_opener
 
 
 class EagerConfirms:
@@ -106,3 +111,21 @@ def drops_copied_record(**kwargs: Any) -> Simulation:
     if kwargs.get("journal_store") is not None:
         kwargs["journal_store"] = disk_store_opener(DropsCopiedRecord)
     return Simulation(**kwargs)
+
+
+class KeepsQ1(VariableQueue):  # type: ignore[misc]
+    """Broken: when q3 runs dry with nothing on disk, q1 is not moved to q4 (its messages are never fetched)."""
+
+    def _q3_ran_dry(self) -> None:
+        if self._load is None and self._delta.count:
+            self._start_load()
+
+
+def keeps_q1(fs: FileSystem, scenario: PagingScenario) -> PagingShell:
+    """The paging shell over a core that never moves q1 to q4."""
+    return PagingShell(fs, scenario, make_queue=KeepsQ1)
+
+
+def collects_live_message(fs: FileSystem, scenario: PagingScenario) -> PagingShell:
+    """The paging shell whose files' garbage collection leaves a live record out of what it copies."""
+    return PagingShell(DropsCopiedRecord(cast(SimDisk, fs)), scenario)
