@@ -252,6 +252,18 @@ def _subscriber_candidates(work: SubscriberScenario) -> Iterator[SubscriberScena
         yield attrs.evolve(work, burst=burst)
 
 
+def _paging_candidates(work: PagingScenario) -> Iterator[PagingScenario]:
+    """Simpler paging workloads: fewer operations, one memory target, one body size."""
+    for operations in _fewer(work.operations, floor=1):
+        yield attrs.evolve(work, operations=operations)
+    for index in range(1, len(work.targets)):
+        yield attrs.evolve(work, targets=(work.targets[index],))
+    if len(work.targets) > 1:
+        yield attrs.evolve(work, targets=work.targets[:1])
+    for size in work.body_sizes if len(work.body_sizes) > 1 else ():
+        yield attrs.evolve(work, body_sizes=(size,))
+
+
 def _pubsub_candidates(work: PubSubScenario) -> Iterator[PubSubScenario]:
     """Simpler Pub/Sub workloads: fewer subscriptions, clients, publishers and messages, plainer everything.
 
@@ -434,7 +446,7 @@ class _Shrinker:
             candidates: list[tuple[Workload, str]] = [(work, plan) for plan in _plan_candidates(best.plan)]
             more: Iterable[Workload]
             if isinstance(work, PagingScenario):
-                more = ()  # its operations are all drawn from the stream, which the stream phase shrinks
+                more = _paging_candidates(work)
             elif isinstance(work, BrokerScenario):
                 more = _broker_candidates(work)
             elif isinstance(work, PubSubScenario):
