@@ -161,13 +161,16 @@ class PageRefused:
 
 
 @final
-@attrs.frozen
 class _Files:
-    """The shell's two files, opened by a job."""
+    """The shell's two files, opened by a job (its repr, which the trace records, names no address)."""
 
-    store: SegmentLog = attrs.field(eq=False)
-    index: QueueIndex = attrs.field(eq=False)
-    recovered: tuple[int, ...]
+    def __init__(self, store: SegmentLog, index: QueueIndex, recovered: tuple[int, ...]) -> None:
+        self.store = store
+        self.index = index
+        self.recovered = recovered
+
+    def __repr__(self) -> str:
+        return f"<paging files: {len(self.recovered)} messages recovered>"
 
 
 def _store_key(seq_id: int, msg_id: str) -> bytes:

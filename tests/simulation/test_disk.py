@@ -296,10 +296,11 @@ def test_the_disk_scenarios_pass_on_the_real_storage_code(scenario: str) -> None
         assert report.ok, (seed, report.violations)
 
 
-def test_durable_crash_runs_crash_its_process_and_replay() -> None:
-    first = run_scenario("durable-crash", 3)
+@pytest.mark.parametrize("scenario", ["durable-crash", "paging"])
+def test_the_disk_scenarios_crash_their_process_and_replay(scenario: str) -> None:
+    first = run_scenario(scenario, 2)
     assert any(type(applied.fault) is ProcessCrash for applied in first.sim.faults_applied)
-    assert run_scenario("durable-crash", 3).report.trace_hash == first.report.trace_hash
+    assert run_scenario(scenario, 2).report.trace_hash == first.report.trace_hash
 
 
 @pytest.mark.xfail(strict=True, reason="SegmentLog reuses a deleted segment's number after a reopen; GC then "
