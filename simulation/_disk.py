@@ -131,7 +131,8 @@ class SimDisk:
         if faults.full_after is not None and self.written + size > faults.full_after \
                 and self.full_refusals < faults.full_for:
             self.full_refusals += 1
-            self.events.append(f"disk full: a write of {size} bytes refused ({self.full_refusals} of {faults.full_for})")
+            self.events.append(f"disk full: a write of {size} bytes refused "
+                               f"({self.full_refusals} of {faults.full_for})")
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         file.cached += data
         self.written += size

@@ -35,6 +35,8 @@ from conveyor.runtime.lowlevel import ActorCell, Backend, CellBase, PromiseCell,
 
 from ._channel import JOBS, OUTSIDE, TIMERS, Channel
 from ._choices import seeded_random, streamed
+from ._disk import DiskFaults, SimDisk
+from ._disk_journal import OpenStore, SimJournal
 from ._faults import (
     Crash,
     CrashAmong,
@@ -50,8 +52,6 @@ from ._faults import (
     check_faults,
     covers,
 )
-from ._disk import DiskFaults, SimDisk
-from ._disk_journal import OpenStore, SimJournal
 from ._strategies import RandomWalk, Strategy
 
 _HELD = -2

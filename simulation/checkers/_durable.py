@@ -40,7 +40,7 @@ class EnqueueInDoubt:
 
 
 def durable_total_queue(trace: Iterable[TraceEvent]) -> CheckResult:
-    """No confirmed message lost, no phantom, every publish answered or given up, none confirmed after (see the module)."""
+    """No confirmed message lost, no phantom, every publish answered or given up, none confirmed after it."""
     events = trace if isinstance(trace, list) else list(trace)
     ledger = _Ledger(events)
     violations = [f"t={time:g}: {client}: {message_id} {what}" for time, client, what, message_id in ledger.left

@@ -92,7 +92,7 @@ def paging_order(trace: Iterable[TraceEvent]) -> CheckResult:
     latest = (-1, "")
     violations: list[str] = []
     for time, note in _notes(trace):
-        if type(note) is PagingReceived and note.msg_id not in seen:
+        if isinstance(note, PagingReceived) and note.msg_id not in seen:
             seen.add(note.msg_id)
             number = _number(note.msg_id)
             if number < latest[0]:
@@ -110,19 +110,18 @@ def paging_no_loss(trace: Iterable[TraceEvent]) -> CheckResult:
     drained = False
     violations: list[str] = []
     for time, note in _notes(trace):
-        cls = type(note)
-        if cls is PagingSent:
+        if isinstance(note, PagingSent):
             sent.add(note.msg_id)
-        elif cls is PagingConfirmed:
+        elif isinstance(note, PagingConfirmed):
             confirmed.update(note.msg_ids)
-        elif cls is PagingReceived:
+        elif isinstance(note, PagingReceived):
             if note.msg_id not in sent:
                 violations.append(f"t={time:g}: {note.msg_id} came back, but it was never published (a phantom)")
             if not note.intact:
                 violations.append(f"t={time:g}: {note.msg_id} came back with a body that is not the one published")
-        elif cls is PagingAcked:
+        elif isinstance(note, PagingAcked):
             acked.add(note.msg_id)
-        elif cls is PagingDrained:
+        elif isinstance(note, PagingDrained):
             drained = True
     if not drained:
         violations.append("the client never finished draining the queue")
@@ -139,7 +138,7 @@ def paging_ram(trace: Iterable[TraceEvent]) -> CheckResult:
     violations: list[str] = []
     peak_bodies = peak_betas = 0
     for time, note in _notes(trace):
-        if type(note) is not PagingStatus:
+        if not isinstance(note, PagingStatus):
             continue
         status = note.status
         target = status.target_ram_count

@@ -230,11 +230,13 @@ class _ClientStory:
 def delivery_steps(trace: Iterable[TraceEvent]) -> int:
     """Deliveries of messages to consumers: the Delivery items of each queue's Delivered events, before the browse
     (and the messages the paging scenario's client fetched, which has no broker queue)."""
-    return sum(
-        len(event.message.deliveries) if event.kind is EventKind.SENT else 1
-        for event in before_final_browse(trace)
-        if (event.kind is EventKind.SENT and type(event.message) is Delivered)
-        or (event.kind is EventKind.NOTE and type(event.message) is PagingReceived)
+    events = before_final_browse(trace)
+    delivered = sum(
+        len(event.message.deliveries)
+        for event in events
+        if event.kind is EventKind.SENT and type(event.message) is Delivered
     )
+    fetched = sum(1 for event in events if event.kind is EventKind.NOTE and type(event.message) is PagingReceived)
+    return delivered + fetched
 
 

@@ -22,8 +22,8 @@ import attrs
 from conveyor.actors.storage import (
     AckIndex,
     Effect,
-    FileSystem,
     Fetched,
+    FileSystem,
     IndexEntry,
     LoadPending,
     MarkDelivered,
@@ -88,7 +88,7 @@ class PagingScenario:
     embed_below: int = 32
     segment_entries: int = 4
     weights: tuple[int, int, int, int, int] = (40, 30, 15, 7, 8)
-    disk: DiskFaults = DiskFaults()
+    disk: DiskFaults = attrs.field(factory=DiskFaults)
     ack_deadline_s: float = 1.0
 
 
@@ -182,7 +182,7 @@ def _encode(entry: IndexEntry) -> bytes:
 
 
 def _decode(data: bytes) -> IndexEntry:
-    seq_id, msg_id, size, persistent, delivered, body = pickle.loads(data)  # noqa: S301 - our own records
+    seq_id, msg_id, size, persistent, delivered, body = pickle.loads(data)
     return IndexEntry(seq_id, msg_id, size, persistent, delivered, body)
 
 
@@ -287,9 +287,9 @@ class PagingShell(Actor):
                 self.publishers[message.msg_id] = sender
         elif type(message) is PageFetch and sender is not None:
             self._fetch(sender)
-        elif type(message) in (PageAck, PageRequeue):
+        elif isinstance(message, (PageAck, PageRequeue)):
             try:
-                if type(message) is PageAck:
+                if isinstance(message, PageAck):
                     queue.ack((message.seq_id,))
                 else:
                     queue.requeue((message.seq_id,))

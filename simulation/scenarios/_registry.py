@@ -31,10 +31,10 @@ from conveyor.actors.subscriber import Part
 from conveyor.runtime import EventKind, TraceEvent
 from conveyor.simulation import (
     STRATEGY_NAMES,
-    DiskFaults,
     Crash,
     CrashAmong,
     Delay,
+    DiskFaults,
     Drop,
     FailJob,
     FailWrite,
@@ -348,7 +348,8 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
         ),
         ScenarioSpec(
             "paging", "the variable queue under a tiny memory target on the simulated disk: publishes, fetches, "
-            "acks, requeues, target changes, kill -9", "storage", random_paging_scenario, default_faults="process-crash",
+            "acks, requeues, target changes, kill -9", "storage", random_paging_scenario,
+            default_faults="process-crash",
         ),
         ScenarioSpec(
             "durable-crash", "a durable queue on a simulated disk: kill -9, torn writes, failed fsyncs, a full disk",
@@ -513,8 +514,8 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
             workload = attrs.evolve(workload, durable=True)
             faults.append(FailWrite(QUEUE, nth=rng.randint(1, 3 * workload.messages)))
         elif name == "process-crash" and isinstance(workload, BrokerScenario):
-            workload, drawn = _draw_process_crashes(workload, rng)
-            faults.extend(drawn)
+            workload, crashes = _draw_process_crashes(workload, rng)
+            faults.extend(crashes)
     return workload, tuple(faults)
 
 

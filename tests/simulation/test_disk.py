@@ -7,14 +7,14 @@ import logging
 import random
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conveyor.actors.broker import Message
-from conveyor.actors.storage import DiskJournalStore, SegmentLog
+from conveyor.actors.storage import DiskJournalStore, SegmentLog, VariableQueueStatus
 from conveyor.runtime import Actor, EventKind, JournalSynced, TraceEvent
 from conveyor.simulation import ChoiceStream, DiskFaults, ProcessCrash, SimDisk, Simulation, choice_stream
 from conveyor.simulation.checkers import (
@@ -29,7 +29,6 @@ from conveyor.simulation.checkers import (
     paging_ram,
 )
 from conveyor.simulation.scenarios import open_disk_store, run_scenario
-from conveyor.actors.storage import VariableQueueStatus
 
 
 @pytest.fixture(autouse=True)
@@ -142,7 +141,7 @@ def test_a_closed_descriptor_and_a_missing_file_are_errors() -> None:
                                               ("fsync_failures", -1)])
 def test_disk_faults_name_a_bad_field(field: str, value: object) -> None:
     with pytest.raises((ValueError, TypeError), match=field):
-        DiskFaults(**{field: value})
+        DiskFaults(**cast("dict[str, Any]", {field: value}))
 
 
 def test_the_disks_decisions_are_choices_of_the_runs_stream() -> None:
@@ -218,7 +217,7 @@ def test_a_process_crash_restarts_its_actors_from_what_the_disk_kept() -> None:
     synced = [note[1] for _, note in _notes(sim) if note[0] == "synced"]
     assert len(recovered) == 2 and recovered[0] == 0
     assert recovered[1] >= min(len(synced), 1)  # a synced event is never lost
-    assert [f.outcome for f in sim.faults_applied][0].startswith("killed")
+    assert sim.faults_applied[0].outcome.startswith("killed")
 
 
 def test_a_failed_fsync_crashes_the_process_and_nothing_it_held_is_confirmed() -> None:

@@ -128,4 +128,4 @@ def keeps_q1(fs: FileSystem, scenario: PagingScenario) -> PagingShell:
 
 def collects_live_message(fs: FileSystem, scenario: PagingScenario) -> PagingShell:
     """The paging shell whose files' garbage collection leaves a live record out of what it copies."""
-    return PagingShell(DropsCopiedRecord(cast(SimDisk, fs)), scenario)
+    return PagingShell(DropsCopiedRecord(cast("SimDisk", fs)), scenario)
