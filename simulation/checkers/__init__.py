@@ -28,6 +28,7 @@ from ._deliveries import selector_match as selector_match
 from ._durable import EnqueueInDoubt as EnqueueInDoubt
 from ._durable import durable_total_queue as durable_total_queue
 from ._durable import found_order as found_order
+from ._durable import client_counts as client_counts
 from ._history import ClientAnswer as ClientAnswer
 from ._history import ConsumerAsked as ConsumerAsked
 from ._history import DeliveryReceived as DeliveryReceived
@@ -57,6 +58,7 @@ from ._paging import PagingSent as PagingSent
 from ._paging import PagingStatus as PagingStatus
 from ._paging import paging_no_loss as paging_no_loss
 from ._paging import paging_order as paging_order
+from ._paging import paging_counts as paging_counts
 from ._paging import paging_ram as paging_ram
 from ._pubsub import BatchReceived as BatchReceived
 from ._pubsub import PublishDone as PublishDone
@@ -160,4 +162,6 @@ __all__ = [
     "paging_no_loss",
     "paging_order",
     "paging_ram",
+    "client_counts",
+    "paging_counts",
 ]

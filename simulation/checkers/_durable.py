@@ -119,3 +119,14 @@ def found_order(trace: Iterable[TraceEvent], queue: str) -> CheckResult:
                               f"{before[1]} (published #{before[0]}), though neither was ever delivered")
         last[priority] = max(before, (order, message_id)) if before is not None else (order, message_id)
     return CheckResult.of("found_order", violations, checked=checked)
+
+
+def client_counts(trace: Iterable[TraceEvent]) -> tuple[int, int, int, int]:
+    """A durable run's figures from its clients' word: confirmed publishes, receipts, confirmed messages acked,
+    confirmed messages found in a dead-letter queue at the end (the queue's own notes do not survive a crash)."""
+    ledger = _Ledger(trace)
+    confirmed = ledger.confirmed & set(ledger.sent)
+    acked = sum(1 for message_id in confirmed if message_id in ledger.acked)
+    dead = sum(1 for message_id in confirmed - set(ledger.acked)
+               if ledger.browsed.get(ledger.found.get(message_id, ""), False))
+    return len(confirmed), sum(ledger.received.values()), acked, dead

@@ -158,3 +158,18 @@ def paging_ram(trace: Iterable[TraceEvent]) -> CheckResult:
         if len(violations) >= 10:
             break
     return CheckResult.of("paging_ram", violations, peak_bodies=peak_bodies, peak_betas=peak_betas)
+
+
+def paging_counts(trace: Iterable[TraceEvent]) -> tuple[int, int, int]:
+    """A paging run's figures from its client's word: confirmed publishes, fetches, confirmed messages acked."""
+    confirmed: set[str] = set()
+    acked: set[str] = set()
+    fetched = 0
+    for _, note in _notes(trace):
+        if isinstance(note, PagingConfirmed):
+            confirmed.update(note.msg_ids)
+        elif isinstance(note, PagingReceived):
+            fetched += 1
+        elif isinstance(note, PagingAcked):
+            acked.add(note.msg_id)
+    return len(confirmed), fetched, len(confirmed & acked)

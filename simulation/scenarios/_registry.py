@@ -52,11 +52,13 @@ from conveyor.simulation import (
 from conveyor.simulation.checkers import (
     CheckResult,
     before_final_browse,
+    client_counts,
     fairness,
     guarded,
     jain_index,
     kernel_checks,
     liveness,
+    paging_counts,
     queue_paths,
 )
 
@@ -561,6 +563,19 @@ def replay_command(name: str, seed: int, strategy: str, depth: int, faults: str)
     return shlex.join(parts)
 
 
+def _disk_figures(trace: list[TraceEvent], work: Workload) -> QueueFigures | None:
+    """A disk scenario's figures from its clients' word (a kill -9 takes back the queue's notes); None for others."""
+    if isinstance(work, PagingScenario):
+        published, delivered, acked = paging_counts(trace)
+        dead = 0
+    elif isinstance(work, BrokerScenario) and work.disk is not None:
+        published, delivered, acked, dead = client_counts(trace)
+    else:
+        return None
+    return QueueFigures(published=published, delivered=delivered, acked=acked, redelivered=0, dead_lettered=dead,
+                        max_outstanding=0, consumers=0, fairness=None, latencies_ms=())
+
+
 def _percentile(values: Sequence[float], fraction: float) -> float | None:
     if not values:
         return None
@@ -737,7 +752,7 @@ def run_scenario(
             f"{STEP_BUDGET}: the run had not gone quiet after its budget of {max_steps} delivery steps "
             f"(t={result.time:g}); a cut-off, not a checker's finding: rerun with a larger --max-steps",
         )
-    figures = queue_figures(trace, tuple(_queues(trace, work)))
+    figures = _disk_figures(trace, work) or queue_figures(trace, tuple(_queues(trace, work)))
     report = RunReport(
         scenario=name, seed=seed, strategy=strategy, depth=depth, faults=plan, steps=result.steps,
         virtual_time=result.time, published=figures.published, delivered=figures.delivered, acked=figures.acked,
