@@ -26,9 +26,9 @@ from ._deliveries import length_limit as length_limit
 from ._deliveries import not_before as not_before
 from ._deliveries import selector_match as selector_match
 from ._durable import EnqueueInDoubt as EnqueueInDoubt
+from ._durable import client_counts as client_counts
 from ._durable import durable_total_queue as durable_total_queue
 from ._durable import found_order as found_order
-from ._durable import client_counts as client_counts
 from ._history import ClientAnswer as ClientAnswer
 from ._history import ConsumerAsked as ConsumerAsked
 from ._history import DeliveryReceived as DeliveryReceived
@@ -56,9 +56,9 @@ from ._paging import PagingDrained as PagingDrained
 from ._paging import PagingReceived as PagingReceived
 from ._paging import PagingSent as PagingSent
 from ._paging import PagingStatus as PagingStatus
+from ._paging import paging_counts as paging_counts
 from ._paging import paging_no_loss as paging_no_loss
 from ._paging import paging_order as paging_order
-from ._paging import paging_counts as paging_counts
 from ._paging import paging_ram as paging_ram
 from ._pubsub import BatchReceived as BatchReceived
 from ._pubsub import PublishDone as PublishDone
