@@ -13,6 +13,11 @@ from ._choices import StreamStuck as StreamStuck
 from ._choices import active_stream as active_stream
 from ._choices import choice_stream as choice_stream
 from ._choices import seeded_random as seeded_random
+from ._disk import DiskFaults as DiskFaults
+from ._disk import SimDisk as SimDisk
+from ._disk_journal import OpenStore as OpenStore
+from ._disk_journal import SimJournal as SimJournal
+from ._disk_journal import SteppedJournalStore as SteppedJournalStore
 from ._explore import ExploreFailure as ExploreFailure
 from ._explore import ExploreResult as ExploreResult
 from ._explore import ExploringStrategy as ExploringStrategy
@@ -27,6 +32,7 @@ from ._faults import Fault as Fault
 from ._faults import FaultApplied as FaultApplied
 from ._faults import InjectedFault as InjectedFault
 from ._faults import Pause as Pause
+from ._faults import ProcessCrash as ProcessCrash
 from ._faults import covers as covers
 from ._faults import never_acks as never_acks
 from ._simulation import RunResult as RunResult
@@ -48,6 +54,7 @@ __all__ = [
     "Crash",
     "CrashAmong",
     "Delay",
+    "DiskFaults",
     "Drop",
     "ExploreFailure",
     "ExploreResult",
@@ -58,7 +65,9 @@ __all__ = [
     "FaultApplied",
     "HypothesisStrategy",
     "InjectedFault",
+    "OpenStore",
     "Pause",
+    "ProcessCrash",
     "never_acks",
     "PCT",
     "RandomWalk",
@@ -67,7 +76,10 @@ __all__ = [
     "ReplayDivergence",
     "RoundRobin",
     "RunResult",
+    "SimDisk",
+    "SimJournal",
     "Simulation",
+    "SteppedJournalStore",
     "Strategy",
     "StreamRandom",
     "StreamStuck",

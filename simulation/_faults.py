@@ -127,6 +127,21 @@ class FailWrite:
 
 @final
 @attrs.frozen
+class ProcessCrash:
+    """Before step ``at_step``, the process holding the simulation's durable actors dies (kill -9).
+
+    Its disk (``Simulation(journal_store=...)``) loses what was not synced, perhaps keeping a torn
+    prefix of a last write; the journal store is reopened from what the disk kept (the storage
+    code's own recovery), and every actor of the process (``Simulation(process=...)``) restarts
+    from it. Clients, in other processes, live on. A failed fsync or a full disk crashes the process
+    the same way (it panics rather than go on with a disk whose contents it no longer knows).
+    """
+
+    at_step: int = attrs.field(validator=non_negative_int)
+
+
+@final
+@attrs.frozen
 class Drop:
     """From step ``from_step`` on, messages of type ``message_type`` sent by actors under ``sender`` vanish.
 
@@ -147,8 +162,8 @@ def never_acks(path: str) -> Drop:
     return Drop(path, "Ack")
 
 
-Fault: TypeAlias = Crash | CrashAmong | Pause | Delay | FailJob | FailWrite | Drop
-FAULT_TYPES = (Crash, CrashAmong, Pause, Delay, FailJob, FailWrite, Drop)
+Fault: TypeAlias = Crash | CrashAmong | Pause | Delay | FailJob | FailWrite | Drop | ProcessCrash
+FAULT_TYPES = (Crash, CrashAmong, Pause, Delay, FailJob, FailWrite, Drop, ProcessCrash)
 
 
 @final
@@ -168,7 +183,7 @@ def check_faults(faults: Any) -> tuple[Fault, ...]:
         plan = tuple(faults)
     except TypeError:
         msg = (
-            "faults must be a sequence of Crash, CrashAmong, Pause, Delay, FailJob, FailWrite or Drop, "
+            "faults must be a sequence of Crash, CrashAmong, Pause, Delay, FailJob, FailWrite, Drop or ProcessCrash, "
             f"got {type(faults).__qualname__}"
         )
         raise TypeError(msg) from None
@@ -176,6 +191,7 @@ def check_faults(faults: Any) -> tuple[Fault, ...]:
         if not isinstance(fault, FAULT_TYPES):
             msg = (
                 f"faults[{index}] must be one of Crash, CrashAmong, Pause, Delay, FailJob, FailWrite, Drop, "
+                "ProcessCrash, "
                 f"got {type(fault).__qualname__}"
             )
             raise TypeError(msg)

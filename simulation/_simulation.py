@@ -35,6 +35,8 @@ from conveyor.runtime.lowlevel import ActorCell, Backend, CellBase, PromiseCell,
 
 from ._channel import JOBS, OUTSIDE, TIMERS, Channel
 from ._choices import seeded_random, streamed
+from ._disk import DiskFaults, SimDisk
+from ._disk_journal import OpenStore, SimJournal
 from ._faults import (
     Crash,
     CrashAmong,
@@ -46,6 +48,7 @@ from ._faults import (
     FaultApplied,
     InjectedFault,
     Pause,
+    ProcessCrash,
     check_faults,
     covers,
 )
@@ -157,6 +160,8 @@ class _SimCell(ActorCell):
     ) -> None:
         self.outgoing: dict[CellBase, Channel] = {}
         super().__init__(system, uid, name, parent, factory, supervisor)
+        if isinstance(system, Simulation):
+            system.last_at[self.path] = self
 
 
 @final
@@ -182,6 +187,14 @@ class Simulation(ActorSystemBase):
         supervisor_strategy: how top-level actors are supervised.
         faults: crashes, pauses, delays, failing jobs and dropped messages to inject
             (``conveyor.simulation.faults``); each is recorded in the trace when applied.
+        journal_store: opens a disk journal store on the simulation's ``SimDisk`` (``disk``) from a
+            first write number (``DiskJournalStore(dir, fs=disk, threaded=False, first_write=n)``):
+            durable journals then go through the real storage code, synced at virtual times.
+        disk: how the simulation's ``SimDisk`` misbehaves (torn writes, failed fsyncs, a full disk),
+            drawn from the run; given alone, the disk is there for actors handed it (``sim.disk``).
+        process: the top-level actors of the process that holds the journals: a ``ProcessCrash``
+            (or a disk failure) restarts them from what the disk kept.
+        disk_latency: bounds of the virtual seconds a group commit takes.
 
     Raises:
         TypeError: an argument of the wrong kind, at the call, naming it and what it may be
@@ -199,6 +212,10 @@ class Simulation(ActorSystemBase):
         job_duration: JobDuration | None = None,
         supervisor_strategy: SupervisorStrategy | None = None,
         faults: Sequence[Fault] = (),
+        journal_store: OpenStore | None = None,
+        disk: DiskFaults | None = None,
+        process: Sequence[str] = (),
+        disk_latency: tuple[float, float] = (0.0005, 0.005),
     ) -> None:
         _check_arguments(seed, strategy, trace, job_duration)
         super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=f"actors:{seed}")
@@ -206,8 +223,9 @@ class Simulation(ActorSystemBase):
         self.faults: tuple[Fault, ...] = plan
         self.faults_applied: list[FaultApplied] = []
         """Every fault as it was applied, in order (also in the trace as FAULT events)."""
-        self._step_faults: list[Crash | CrashAmong | Delay] = sorted(
-            (f for f in plan if isinstance(f, (Crash, CrashAmong, Delay))), key=lambda f: f.at_step, reverse=True
+        self._step_faults: list[Crash | CrashAmong | Delay | ProcessCrash] = sorted(
+            (f for f in plan if isinstance(f, (Crash, CrashAmong, Delay, ProcessCrash))),
+            key=lambda f: f.at_step, reverse=True,
         )
         self._pauses: list[Pause] = sorted((f for f in plan if isinstance(f, Pause)), key=lambda f: -f.at_time)
         self._drops: tuple[Drop, ...] = tuple(f for f in plan if isinstance(f, Drop))
@@ -233,6 +251,27 @@ class Simulation(ActorSystemBase):
         """The choices made so far; ``Replay(sim.schedule)`` reproduces this run."""
         self.steps = 0
         """Deliveries made since the simulation was created."""
+        self._io: list[tuple[float, int, Callable[[], None]]] = []  # disk work due at virtual times
+        self.process = tuple(process)
+        self.disk: SimDisk | None = None
+        """The simulated disk under the journal store (None without ``journal_store``)."""
+        self._disk_journal: SimJournal | None = None
+        self.last_at: dict[str, ActorCell] = {}
+        """The latest actor spawned at each path, live or stopped (what a recovered journal's ref names)."""
+        self.process_crash_listeners: list[Callable[[], None]] = []
+        """Called after each process crash: a harness tells the process's clients their connections died."""
+        if journal_store is not None or disk is not None:
+            self.disk = SimDisk(seeded_random(f"disk:{seed}"), disk)
+        if journal_store is not None and self.disk is not None:
+            io_rng = seeded_random(f"io:{seed}")
+            low, high = disk_latency
+
+            def after_latency(work: Callable[[], None]) -> None:
+                heapq.heappush(self._io, (self._now + io_rng.uniform(low, high), next(self._job_seq), work))
+
+            self._disk_journal = SimJournal(self.disk, journal_store, after_latency)
+            self.journal_store = self._disk_journal
+            self._disk_journal.start(self)
 
     # --- backend hooks ------------------------------------------------------------------
 
@@ -284,9 +323,11 @@ class Simulation(ActorSystemBase):
                 channel.index = len(self._ready)
                 self._ready.append(channel)
 
-    @staticmethod
-    def _outgoing_of_asker(sender: CellBase) -> dict[CellBase, Channel]:
-        """The channels of a sender that is not an actor: an ask's asker, sending its question."""
+    def _outgoing_of_asker(self, sender: CellBase) -> dict[CellBase, Channel]:
+        """The channels of a sender that is not an actor: an ask's asker, sending its question, or an
+        actor of an earlier process (a recovered journal's ``gone_ref``) answering a watch."""
+        if isinstance(sender, PromiseCell) and not isinstance(sender, _SimPromise) and sender.system is self:
+            return self._outgoing.setdefault(sender.uid, {})
         if not isinstance(sender, _SimPromise):
             msg = f"{sender.path} is not a cell of this Simulation; it cannot send here"
             raise ConveyorError(msg)
@@ -323,6 +364,8 @@ class Simulation(ActorSystemBase):
         timer = self._timers.next_deadline()
         job = self._jobs[0][0] if self._jobs else None
         when = timer if job is None else job if timer is None else min(timer, job)
+        if self._io and (when is None or self._io[0][0] < when):
+            when = self._io[0][0]
         if self._pauses or self._holds:
             for control in self._control_times():
                 if when is None or control < when:
@@ -357,6 +400,12 @@ class Simulation(ActorSystemBase):
             if tracer is not None:
                 tracer.record(EventKind.JOB_DONE, self._now, None, cell, outcome)
             self._push(JOBS, None, cell, outcome)
+        io = self._io
+        while io and io[0][0] <= self._now:
+            heapq.heappop(io)[2]()
+            journal = self._disk_journal
+            if journal is not None and journal.failure is not None:
+                self._crash_process(ProcessCrash(self.steps), f"the disk failed ({journal.failure})")
         return True
 
     def step(self, until: float | None = None) -> bool:
@@ -476,6 +525,7 @@ class Simulation(ActorSystemBase):
                 channel.receiver.process(channel.sender, message)
         self._jobs.clear()
         self._timers.clear()
+        self._io.clear()
 
     # --- faults -------------------------------------------------------------------------
 
@@ -511,9 +561,43 @@ class Simulation(ActorSystemBase):
                 cell = among[fault.pick % len(among)]
                 self._record_fault(fault, f"{'restarted' if fault.restart else 'stopped'} {cell.path}", cell)
                 self._crash(cell, fault.restart)
+            elif isinstance(fault, ProcessCrash):
+                self._crash_process(fault, "killed")
             else:
                 self._record_fault(fault, f"held until {self._now + fault.duration_s:g}")
                 self._begin_hold(_Hold(self._now + fault.duration_s, fault.sender, fault.receiver, exact=True))
+
+    def _crash_process(self, fault: ProcessCrash, why: str) -> None:
+        """The durable actors' process dies: its disk loses what was not synced, its actors restart from the rest.
+
+        The journals of its actors are dropped and a new store recovers them from the disk, as a
+        restarted process would; every top-level actor of ``process`` then restarts and rebuilds
+        itself. Clients (everything else) keep running, their refs to the process still valid
+        (as if they reconnected).
+        """
+        journal = self._disk_journal
+        disk = self.disk
+        if disk is None:
+            self._record_fault(fault, "no simulated disk: nothing to crash")
+            return
+        disk.crash()
+        events = disk.take_events()
+        # Its jobs die with it: a write in flight must never reach the disk of the next process.
+        dying = [job for job in self._jobs if any(covers(top, job[3].path) for top in self.process)]
+        if dying:
+            self._jobs = [job for job in self._jobs if job not in dying]
+            heapq.heapify(self._jobs)
+        if journal is not None:
+            journal.reopen()
+        for path in [path for path in self.journals if any(covers(top, path) for top in self.process)]:
+            del self.journals[path]
+        cells = [cell for cell in (self._find_live(path) for path in self.process) if cell is not None]
+        outcome = "; ".join([why, *events, f"restarted {', '.join(cell.path for cell in cells) or 'nothing'}"])
+        self._record_fault(fault, outcome)
+        for cell in cells:
+            self._crash(cell, restart=True)
+        for listener in self.process_crash_listeners:
+            listener()
 
     def _crash(self, cell: ActorCell, restart: bool) -> None:
         """Crash ``cell`` now: restarted at once by its cell (as supervision would), or stopped."""
@@ -594,6 +678,17 @@ class Simulation(ActorSystemBase):
                     raise InjectedFault(f"injected disk error: write {fault.nth} to the journal of {path}")
 
         return before_write
+
+    def gone_ref(self, path: str) -> ActorRef:
+        """A ref named in a recovered journal: the latest actor at ``path`` (a client outside the crashed
+        process lives on; one that stopped since is still that stopped actor), else a gone one."""
+        cell = self.last_at.get(path)
+        return cell.ref if cell is not None else super().gone_ref(path)
+
+    def live_ref(self, path: str) -> ActorRef | None:
+        """The ref of the live actor at ``path``, if there is one."""
+        cell = self._find_live(path)
+        return None if cell is None else cell.ref
 
     def _maybe_failing_job(self, cell: ActorCell, job_id: int, fn: Callable[..., Any]) -> Callable[..., Any]:
         for fault in self._failing_jobs:

@@ -143,13 +143,21 @@ class DiskJournalStore:
     Args:
         directory: where the log's segment files live (created if missing); opening recovers them.
         segment_size: passed to ``SegmentLog``.
-        fs: the file operations to use (tests slow them down or fail them).
+        fs: the file operations to use (tests slow them down or fail them; the simulator's disk).
+        threaded: False starts no writer thread: whoever drives the store calls ``write_queued``
+            (the simulator does, at virtual times, so its syncs come back as messages in its own time).
+        first_write: the number of the first write; a store reopened in the same system continues
+            the numbers, so an answer to a write of the earlier store never confirms a later one.
+        gc_every: batches between garbage collections (the simulator collects often, to test it).
     """
 
     def __init__(
         self, directory: str | os.PathLike[str], *, segment_size: int = DEFAULT_SEGMENT_SIZE,
-        fs: FileSystem | None = None,
+        fs: FileSystem | None = None, threaded: bool = True, first_write: int = 1, gc_every: int = GC_EVERY_SYNCS,
     ) -> None:
+        if type(gc_every) is not int or gc_every < 1:
+            msg = f"gc_every must be a number of batches >= 1, got {gc_every!r}"
+            raise ValueError(msg)
         self.directory = os.fspath(directory)
         self._log = SegmentLog(self.directory, segment_size=segment_size, fs=fs)
         recovery = self._log.recovery
@@ -158,7 +166,9 @@ class DiskJournalStore:
                            self.directory, recovery.truncated, recovery.damaged)
         self._recovered, self._live = recover_journals(self._log)
         self._next_seq = {path: (seqs[-1] + 1 if seqs else 1) for path, seqs in self._live.items()}
-        self._numbers = count(1)
+        self._numbers = count(first_write)
+        self._threaded = threaded
+        self._gc_every = gc_every
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._system: Backend | None = None
         self._gone: dict[str, ActorRef] = {}
@@ -179,6 +189,8 @@ class DiskJournalStore:
             msg = f"journal store {self.directory} is already started: give one store to one system"
             raise RuntimeError(msg)
         self._system = system
+        if not self._threaded:
+            return
         self._thread = threading.Thread(target=self._run, name="conveyor-journal-store", daemon=True)
         self._thread.start()
 
@@ -226,28 +238,52 @@ class DiskJournalStore:
         if thread is not None:
             self._queue.put(_STOP)
             thread.join()
+        elif not self._threaded:
+            self.write_queued()
         self._log.close()
+
+    @property
+    def queued(self) -> bool:
+        """Whether writes or sync requests wait for ``write_queued`` (or the writer thread)."""
+        return not self._queue.empty()
+
+    def write_queued(self) -> None:
+        """Without a writer thread: write what is queued as one batch, sync once, answer (one group commit).
+
+        A disk error is kept in ``failure`` (nothing is confirmed after it), as the thread keeps it.
+        """
+        if self._threaded:
+            msg = f"journal store {self.directory} has a writer thread: it writes the queue itself"
+            raise RuntimeError(msg)
+        self._write_drained(self._drain(self._queue.get_nowait()) if self.queued else [])
+
+    def _drain(self, first: object) -> list[object]:
+        batch = [first]
+        while True:
+            try:
+                batch.append(self._queue.get_nowait())
+            except queue.Empty:
+                return batch
+
+    def _write_drained(self, batch: list[object]) -> None:
+        if self.failure is not None or not batch:
+            return  # the disk failed: nothing more is confirmed (the process must reopen the store)
+        try:
+            self._write_batch(batch)
+        except Exception as error:
+            self.failure = error
+            if self._threaded:  # a driver without the thread reads ``failure`` and decides
+                logger.exception("journal store %s: writing failed; no write is confirmed from now on",
+                                 self.directory)
 
     # -- the writer thread -------------------------------------------------------------------
 
     def _run(self) -> None:
         stopping = False
         while not stopping:
-            batch = [self._queue.get()]
-            while True:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            stopping = batch[-1] is _STOP or any(item is _STOP for item in batch)
-            if self.failure is not None:
-                continue  # the disk failed: nothing more is confirmed (the process must reopen the store)
-            try:
-                self._write_batch(batch)
-            except Exception as error:
-                self.failure = error
-                logger.exception("journal store %s: writing failed; no write is confirmed from now on",
-                                 self.directory)
+            batch = self._drain(self._queue.get())
+            stopping = any(item is _STOP for item in batch)
+            self._write_drained(batch)
 
     def _write_batch(self, batch: list[object]) -> None:
         notices: list[_Notify] = []
@@ -261,7 +297,7 @@ class DiskJournalStore:
         if wrote:
             self._log.sync()
             self.batches += 1
-            if self.batches % GC_EVERY_SYNCS == 0:
+            if self.batches % self._gc_every == 0:
                 self._log.collect_garbage()
         system = self._system
         if system is not None:

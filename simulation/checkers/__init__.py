@@ -25,6 +25,10 @@ from ._deliveries import expiry as expiry
 from ._deliveries import length_limit as length_limit
 from ._deliveries import not_before as not_before
 from ._deliveries import selector_match as selector_match
+from ._durable import EnqueueInDoubt as EnqueueInDoubt
+from ._durable import client_counts as client_counts
+from ._durable import durable_total_queue as durable_total_queue
+from ._durable import found_order as found_order
 from ._history import ClientAnswer as ClientAnswer
 from ._history import ConsumerAsked as ConsumerAsked
 from ._history import DeliveryReceived as DeliveryReceived
@@ -47,6 +51,16 @@ from ._liveness import queue_order as queue_order
 from ._liveness import single_wakeup as single_wakeup
 from ._liveness import stall as stall
 from ._liveness import starvation as starvation
+from ._paging import PagingAcked as PagingAcked
+from ._paging import PagingConfirmed as PagingConfirmed
+from ._paging import PagingDrained as PagingDrained
+from ._paging import PagingReceived as PagingReceived
+from ._paging import PagingSent as PagingSent
+from ._paging import PagingStatus as PagingStatus
+from ._paging import paging_counts as paging_counts
+from ._paging import paging_no_loss as paging_no_loss
+from ._paging import paging_order as paging_order
+from ._paging import paging_ram as paging_ram
 from ._pubsub import BatchReceived as BatchReceived
 from ._pubsub import PublishDone as PublishDone
 from ._pubsub import PublishSent as PublishSent
@@ -140,4 +154,18 @@ __all__ = [
     "supervision",
     "timers",
     "lease_cap",
+    "EnqueueInDoubt",
+    "durable_total_queue",
+    "found_order",
+    "PagingAcked",
+    "PagingConfirmed",
+    "PagingDrained",
+    "PagingReceived",
+    "PagingSent",
+    "PagingStatus",
+    "paging_no_loss",
+    "paging_order",
+    "paging_ram",
+    "client_counts",
+    "paging_counts",
 ]

@@ -21,9 +21,10 @@ from conveyor.actors.broker import (
 )
 from conveyor.actors.pubsub import PubMessage, SettleKind
 from conveyor.runtime import EventKind, Terminated, TraceEvent
-from conveyor.simulation import Crash, CrashAmong, Delay, Drop, FailJob, FailWrite, FaultApplied, Pause
+from conveyor.simulation import Crash, CrashAmong, Delay, Drop, FailJob, FailWrite, FaultApplied, Pause, ProcessCrash
 
 from ._history import before_final_browse
+from ._paging import PagingReceived
 from ._pubsub import BatchReceived, PublishDone, SettleDone, SettleSent
 
 _ROUTINE_DEPTH = 3
@@ -47,6 +48,8 @@ def _describe_fault(applied: FaultApplied) -> str:
         what = f"fail journal write #{fault.nth} under {fault.prefix}"
     elif isinstance(fault, FailJob):
         what = f"fail job #{fault.nth} under {fault.prefix}"
+    elif isinstance(fault, ProcessCrash):
+        what = "kill -9 the process of the durable actors"
     else:  # pragma: no cover - every fault type is listed above
         what = repr(fault)
     return f"fault: {what} ({applied.outcome})"
@@ -225,11 +228,15 @@ class _ClientStory:
 
 
 def delivery_steps(trace: Iterable[TraceEvent]) -> int:
-    """Deliveries of messages to consumers: the Delivery items of each queue's Delivered events, before the browse."""
-    return sum(
+    """Deliveries of messages to consumers: the Delivery items of each queue's Delivered events, before the browse
+    (and the messages the paging scenario's client fetched, which has no broker queue)."""
+    events = before_final_browse(trace)
+    delivered = sum(
         len(event.message.deliveries)
-        for event in before_final_browse(trace)
+        for event in events
         if event.kind is EventKind.SENT and type(event.message) is Delivered
     )
+    fetched = sum(1 for event in events if event.kind is EventKind.NOTE and type(event.message) is PagingReceived)
+    return delivered + fetched
 
 

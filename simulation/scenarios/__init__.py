@@ -5,12 +5,21 @@ Also the shrinker, which replays a failing scenario run as smaller workloads and
 
 from ._broker import BrokerScenario as BrokerScenario
 from ._broker import ClientPolicy as ClientPolicy
+from ._broker import ConnectionLost as ConnectionLost
 from ._broker import ScenarioClient as ScenarioClient
 from ._broker import ScenarioPublisher as ScenarioPublisher
 from ._broker import check_broker_run as check_broker_run
 from ._broker import random_broker_scenario as random_broker_scenario
 from ._broker import run_broker_simulation as run_broker_simulation
 from ._broker import spawn_broker_scenario as spawn_broker_scenario
+from ._disk_store import disk_store_opener as disk_store_opener
+from ._disk_store import open_disk_store as open_disk_store
+from ._paging import PagingClient as PagingClient
+from ._paging import PagingScenario as PagingScenario
+from ._paging import PagingShell as PagingShell
+from ._paging import check_paging_run as check_paging_run
+from ._paging import random_paging_scenario as random_paging_scenario
+from ._paging import run_paging_simulation as run_paging_simulation
 from ._portfolio import FAULTS_OF as FAULTS_OF
 from ._portfolio import PORTFOLIO_STRATEGIES as PORTFOLIO_STRATEGIES
 from ._portfolio import PortfolioChoice as PortfolioChoice
@@ -107,4 +116,13 @@ __all__ = [
     "run_subscriber_simulation",
     "scenario_callback",
     "spawn_broker_scenario",
+    "ConnectionLost",
+    "disk_store_opener",
+    "open_disk_store",
+    "PagingClient",
+    "PagingScenario",
+    "PagingShell",
+    "check_paging_run",
+    "random_paging_scenario",
+    "run_paging_simulation",
 ]

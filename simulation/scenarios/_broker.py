@@ -32,7 +32,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, TraceEvent
 from conveyor.runtime.lowlevel import register_immutable_type
-from conveyor.simulation import Fault, RunResult, Simulation, Strategy, seeded_random
+from conveyor.simulation import DiskFaults, Fault, RunResult, Simulation, Strategy, seeded_random
 from conveyor.simulation.checkers import (
     CheckResult,
     ClientAnswer,
@@ -40,6 +40,7 @@ from conveyor.simulation.checkers import (
     DeliveryReceived,
     DeliverySettled,
     EnqueueAnswered,
+    EnqueueInDoubt,
     EnqueueSent,
     SharedTrace,
     accounting,
@@ -48,8 +49,10 @@ from conveyor.simulation.checkers import (
     delivery_count,
     delivery_limit,
     drained,
+    durable_total_queue,
     exclusive_lease,
     expiry,
+    found_order,
     group_exclusivity,
     guarded,
     length_limit,
@@ -61,6 +64,7 @@ from conveyor.simulation.checkers import (
     unsettled_by_clients,
 )
 
+from ._disk_store import open_disk_store
 from ._final_browse import browse_what_is_left
 
 QUEUE = "/queue"
@@ -111,6 +115,10 @@ class BrokerScenario:
         ttls, delays: each message's ``ttl_s`` / ``delay_s`` is drawn from these (empty: none).
         max_length, overflow: the queue's length limit and what it does past it.
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
+        disk: the queues journal on a simulated disk that misbehaves so (None: in memory); their
+            process may crash (``ProcessCrash``), and only the clients' word judges the run.
+        confirm_timeout_s: the publisher gives up a publish unanswered this long (notes it
+            ``EnqueueInDoubt``, as a client whose connection died tells its user); None waits for ever.
     """
 
     messages: int = 50
@@ -132,9 +140,13 @@ class BrokerScenario:
     max_length: int | None = None
     overflow: Overflow = Overflow.REJECT_PUBLISH
     draws: str = ""
+    disk: DiskFaults | None = None
+    confirm_timeout_s: float | None = None
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
+        if self.disk is not None:  # a crash takes back what the queue had not synced: its notes are no witness
+            return ("found_order", "durable_total_queue")
         names = ["accounting", "drained", "delivery_count", "delivery_limit", "exclusive_lease"]
         # the per-message promises first: they fail at the first broken delivery, so a shrink keeps them
         if any(self.ttls):
@@ -172,6 +184,12 @@ register_immutable_type(_PublishNext)
 
 
 @final
+@attrs.frozen
+class _GiveUp:
+    message_id: str
+
+
+@final
 class ScenarioPublisher(Actor):
     """Publishes the scenario's messages at random instants, with confirms.
 
@@ -186,6 +204,7 @@ class ScenarioPublisher(Actor):
         self.queue_path = str(queue.path)
         self.noting = False
         self.salt = 0
+        self.waiting: set[str] = set()  # publishes not yet answered, with a confirm timeout
 
     def on_start(self) -> None:
         """Plan every publish as a timer, from ``ctx.random``; note a swarm's draws first."""
@@ -225,18 +244,35 @@ class ScenarioPublisher(Actor):
             if self.noting:
                 self.ctx.note(EnqueueSent(self.queue_path, (name,), (sent,)))
             self.ctx.send(self.queue, Publish(sent))
+            if scenario.confirm_timeout_s is not None:
+                self.waiting.add(name)
+                self.ctx.schedule(scenario.confirm_timeout_s, _GiveUp(name))
         elif type(message) is Published:
             self.confirmed += 1
+            self.waiting.discard(message.message_id)
             if self.noting:
                 self.ctx.note(EnqueueAnswered(self.queue_path, (message.message_id,)))
-        elif type(message) is PublishRejected and self.noting:
-            self.ctx.note(EnqueueAnswered(self.queue_path, (), (message.message_id,)))
+        elif type(message) is PublishRejected:
+            self.waiting.discard(message.message_id)
+            if self.noting:
+                self.ctx.note(EnqueueAnswered(self.queue_path, (), (message.message_id,)))
+        elif type(message) is _GiveUp and message.message_id in self.waiting:
+            self.waiting.discard(message.message_id)
+            if self.noting:
+                self.ctx.note(EnqueueInDoubt(self.queue_path, (message.message_id,)))
 
 
 @final
 @attrs.frozen
 class _LateAck:
     delivery: Delivery
+    connection: int = 0
+
+
+@final
+@attrs.frozen
+class ConnectionLost:
+    """The harness tells a client that the queue's process died: its subscription went with the connection."""
 
 
 @final
@@ -266,20 +302,32 @@ class ScenarioClient(Actor):
         self.below_ignore = policy.nack + policy.release + policy.ignore
         self.below_late_ack = policy.nack + policy.release + policy.ignore + policy.late_ack
         self.below_extend = self.below_late_ack + policy.extend
+        self.connection = 0  # connections lost so far: a late ack meant for an earlier one is dropped
 
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
         self.noting = self.ctx.tracing
         if self.noting:
             self.ctx.note(ConsumerAsked(self.queue_path, self.settings.selector, self.settings.acquiring))
+        self._connect("consumer")
+
+    def _connect(self, name: str) -> None:
         self.consumer = self.ctx.spawn(
-            lambda: self.consumer_factory(self.queue, self.ctx.self_ref, self.settings), name="consumer"
+            lambda: self.consumer_factory(self.queue, self.ctx.self_ref, self.settings), name=name
         )
 
     def receive(self, message: Any) -> None:
         """Answer one delivery."""
         cls = type(message)
+        if cls is ConnectionLost:  # a new connection, a new subscription; the queue takes back the old one's
+            if self.consumer is not None:
+                self.ctx.stop(self.consumer)
+            self.connection += 1
+            self._connect(f"consumer-{self.connection}")
+            return
         if cls is _LateAck:
+            if message.connection != self.connection:
+                return
             delivery = message.delivery
             assert self.consumer is not None
             if self.noting:
@@ -309,10 +357,10 @@ class ScenarioClient(Actor):
         elif draw < self.below_ignore:
             pass
         elif draw < self.below_late_ack:
-            self.ctx.schedule(self.ctx.random.uniform(0, policy.late_ack_s), _LateAck(message))
+            self.ctx.schedule(self.ctx.random.uniform(0, policy.late_ack_s), _LateAck(message, self.connection))
         elif draw < self.below_extend:
             self.ctx.reply(ModifyAckDeadline(message.consumer_id, (message.tag,), policy.extend_s))
-            self.ctx.schedule(self.ctx.random.uniform(0.5, 0.9) * policy.extend_s, _LateAck(message))
+            self.ctx.schedule(self.ctx.random.uniform(0.5, 0.9) * policy.extend_s, _LateAck(message, self.connection))
         else:
             if noting:
                 self._note_answer(message, "ack")
@@ -427,8 +475,15 @@ def run_broker_simulation(
     ``total_queue`` can tell a message still queued from a lost one without asking the queue. A run
     its clients settled needs no browse and is unchanged by it.
     """
-    sim = system(seed=seed, strategy=strategy, faults=faults)
+    if scenario.disk is None:
+        sim = system(seed=seed, strategy=strategy, faults=faults)
+    else:
+        sim = system(seed=seed, strategy=strategy, faults=faults, journal_store=open_disk_store, disk=scenario.disk,
+                     process=(QUEUE, DEAD_LETTERS))
     queue, dead_letters = _spawn_broker_actors(sim, scenario, queue_factory, consumer_factory)
+    if scenario.disk is not None:
+        paths = [f"/client-{index}" for index in range(len(scenario.consumers))]
+        sim.process_crash_listeners.append(lambda: _connections_lost(sim, paths))
     result = sim.run(max_steps=max_steps)
     if result.quiet and sim.tracer is not None and unsettled_by_clients(sim.trace):
         browse_what_is_left(sim, ((queue, False), (dead_letters, True)))
@@ -438,8 +493,20 @@ def run_broker_simulation(
     return sim, result
 
 
+def _connections_lost(sim: Simulation, paths: Sequence[str]) -> None:
+    """The queue's process died: each live consumer client hears its connection went with it."""
+    for path in paths:
+        client = sim.live_ref(path)
+        if client is not None:
+            sim.tell_from_thread(client, ConnectionLost())
+
+
 def _total_queue(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
     return total_queue(trace)
+
+
+def _durable_total_queue(trace: Iterable[TraceEvent], queue_path: str) -> CheckResult:
+    return durable_total_queue(trace)
 
 
 _CHECKERS: dict[str, Callable[[SharedTrace, str], CheckResult]] = {
@@ -452,6 +519,8 @@ _CHECKERS: dict[str, Callable[[SharedTrace, str], CheckResult]] = {
     "consumer_priority": consumer_priority,
     "group_exclusivity": group_exclusivity,
     "browser_completeness": browser_completeness,
+    "durable_total_queue": _durable_total_queue,
+    "found_order": found_order,
 }
 
 

@@ -34,11 +34,13 @@ from conveyor.simulation import (
     Crash,
     CrashAmong,
     Delay,
+    DiskFaults,
     Drop,
     FailJob,
     FailWrite,
     Fault,
     Pause,
+    ProcessCrash,
     Replay,
     RunResult,
     Simulation,
@@ -50,11 +52,13 @@ from conveyor.simulation import (
 from conveyor.simulation.checkers import (
     CheckResult,
     before_final_browse,
+    client_counts,
     fairness,
     guarded,
     jain_index,
     kernel_checks,
     liveness,
+    paging_counts,
     queue_paths,
 )
 
@@ -68,6 +72,7 @@ from ._broker import (
     random_broker_scenario,
     run_broker_simulation,
 )
+from ._paging import PagingScenario, ShellFactory, check_paging_run, random_paging_scenario, run_paging_simulation
 from ._pubsub import REGISTRY, PubSubScenario, check_pubsub_run, random_pubsub_scenario, run_pubsub_simulation
 from ._subscriber import (
     ManagerFactory,
@@ -82,11 +87,12 @@ STEP_BUDGET = "step budget exhausted"
 """How a run cut off by ``max_steps`` is reported: a distinct outcome (its line in ``RunReport.violations``
 starts with this), never a checker's violation; the shrinker refuses to shrink towards it."""
 
-FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash", "disk-error")
+FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash", "disk-error",
+               "process-crash")
 """Fault plans a scenario can run under; each draws its concrete faults from the seed."""
 
-Family = Literal["broker", "subscriber", "pubsub"]
-Workload = BrokerScenario | SubscriberScenario | PubSubScenario
+Family = Literal["broker", "subscriber", "pubsub", "storage"]
+Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario
 
 
 @final
@@ -106,6 +112,8 @@ class Variant:
     topic: TopicFactory | None = None
     subscription: SubscriptionFactory | None = None
     simulation: Callable[..., Simulation] | None = None
+    shell: ShellFactory | None = None
+    """The paging scenario's shell (a planted bug's core or files)."""
 
 
 @final
@@ -253,6 +261,17 @@ def _selectors_workload(seed: int) -> BrokerScenario:
     return attrs.evolve(base, selectors=tuple(selectors), colours=("red", "blue", "green"))
 
 
+def _durable_crash_workload(seed: int) -> BrokerScenario:
+    """A durable queue on the simulated disk: 5-30 messages at priorities 0, 4, 9, 1-4 consumers."""
+    rng = seeded_random(f"scenario:durable-crash:{seed}")
+    consumers = tuple(
+        ClientPolicy(nack=rng.choice((0.0, 0.1)), release=rng.choice((0.0, 0.05)), late_ack=rng.choice((0.0, 0.1)))
+        for _ in range(rng.randint(1, 4))
+    )
+    return BrokerScenario(messages=rng.randint(5, 30), consumers=consumers, priorities=(0, 4, 9), durable=True,
+                          confirm_timeout_s=3.0)
+
+
 def _consumer_priorities_workload(seed: int) -> BrokerScenario:
     base = random_broker_scenario(seed, "priorities")
     return attrs.evolve(base, selectors=())
@@ -330,6 +349,15 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             "pubsub-crash", "bindings and subscription queues crash, clients pause past their leases",
             "pubsub", lambda seed: random_pubsub_scenario(seed, "faults"), default_faults="crash,queue-crash,pause",
         ),
+        ScenarioSpec(
+            "paging", "the variable queue under a tiny memory target on the simulated disk: publishes, fetches, "
+            "acks, requeues, target changes, kill -9", "storage", random_paging_scenario,
+            default_faults="process-crash",
+        ),
+        ScenarioSpec(
+            "durable-crash", "a durable queue on a simulated disk: kill -9, torn writes, failed fsyncs, a full disk",
+            "broker", _durable_crash_workload, default_faults="process-crash",
+        ),
     )
 }
 
@@ -378,6 +406,8 @@ def check_fault_plan(faults: str) -> str:
 
 
 def _client_paths(workload: Workload) -> list[str]:
+    if isinstance(workload, PagingScenario):
+        return ["/paging-client"]
     if isinstance(workload, BrokerScenario):
         return [f"/client-{index}" for index in range(len(workload.consumers))]
     if isinstance(workload, PubSubScenario):
@@ -444,6 +474,8 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
     worker pool, would lose the callbacks it ran; such a failure stops the subscription.)
     """
     rng = seeded_random(f"faults:{spec.name}:{seed}:{plan}")
+    if isinstance(workload, PagingScenario):
+        return _draw_paging_faults(workload, rng, plan)
     if isinstance(workload, PubSubScenario):
         drawn, pubsub_faults = _draw_pubsub_faults(workload, rng, plan)
         return drawn, tuple(pubsub_faults)
@@ -484,7 +516,41 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
             # in the middle of a handler and recovers what it had written before.
             workload = attrs.evolve(workload, durable=True)
             faults.append(FailWrite(QUEUE, nth=rng.randint(1, 3 * workload.messages)))
+        elif name == "process-crash" and isinstance(workload, BrokerScenario):
+            workload, crashes = _draw_process_crashes(workload, rng)
+            faults.extend(crashes)
     return workload, tuple(faults)
+
+
+def _draw_paging_faults(
+    workload: PagingScenario, rng: random.Random, plan: str,
+) -> tuple[PagingScenario, tuple[Fault, ...]]:
+    """``process-crash`` kills the paging shell's process 1-3 times, on a disk that tears writes (as drawn).
+
+    The other plans do nothing here: the shell has no clients to crash, delay or pause but its one.
+    """
+    if "process-crash" not in plan.split(","):
+        return workload, ()
+    workload = attrs.evolve(workload, disk=DiskFaults(torn_write=rng.choice((0.0, 0.5, 1.0))))
+    steps = sorted(rng.sample(range(5, 5 + 8 * workload.operations), rng.randint(1, 3)))
+    return workload, tuple(ProcessCrash(at_step=step) for step in steps)
+
+
+def _draw_process_crashes(workload: BrokerScenario, rng: random.Random) -> tuple[BrokerScenario, list[Fault]]:
+    """The queues' process is killed 1-3 times, on a disk that tears writes, fails fsyncs or fills, as drawn.
+
+    The queues journal on a simulated disk (``SimDisk``) through the real storage code; a kill
+    loses what was not synced and the queues recover from what the disk kept. A failed fsync or a
+    full disk crashes the process as well. The publisher gives up a publish unanswered for 3 s.
+    """
+    full_after = rng.choice((None, None, rng.randint(2_000, 60 * workload.messages + 2_000)))
+    disk = DiskFaults(
+        torn_write=rng.choice((0.0, 0.5, 1.0)), fsync_failure=rng.choice((0.0, 0.02, 0.1)),
+        fsync_failures=rng.randint(1, 2), full_after=full_after, full_for=rng.randint(1, 3),
+    )
+    workload = attrs.evolve(workload, durable=True, disk=disk, confirm_timeout_s=workload.confirm_timeout_s or 3.0)
+    steps = sorted(rng.sample(range(5, 5 + 15 * workload.messages), rng.randint(1, 3)))
+    return workload, [ProcessCrash(at_step=step) for step in steps]
 
 
 def replay_command(name: str, seed: int, strategy: str, depth: int, faults: str) -> str:
@@ -496,6 +562,19 @@ def replay_command(name: str, seed: int, strategy: str, depth: int, faults: str)
     if faults != (spec.default_faults if spec is not None else "none"):
         parts += ["--faults", faults]
     return shlex.join(parts)
+
+
+def _disk_figures(trace: list[TraceEvent], work: Workload) -> QueueFigures | None:
+    """A disk scenario's figures from its clients' word (a kill -9 takes back the queue's notes); None for others."""
+    if isinstance(work, PagingScenario):
+        published, delivered, acked = paging_counts(trace)
+        dead = 0
+    elif isinstance(work, BrokerScenario) and work.disk is not None:
+        published, delivered, acked, dead = client_counts(trace)
+    else:
+        return None
+    return QueueFigures(published=published, delivered=delivered, acked=acked, redelivered=0, dead_lettered=dead,
+                        max_outstanding=0, consumers=0, fairness=None, latencies_ms=())
 
 
 def _percentile(values: Sequence[float], fraction: float) -> float | None:
@@ -587,6 +666,9 @@ def simulate_workload(
             consumer_factory=variant.consumer or ConsumerActor,
             system=system,
         )
+    if isinstance(workload, PagingScenario):
+        return run_paging_simulation(workload, seed, strategy, max_steps=max_steps, faults=faults, system=system,
+                                     shell=variant.shell)
     if isinstance(workload, PubSubScenario):
         return run_pubsub_simulation(
             workload, seed, strategy, max_steps=max_steps, topic_factory=variant.topic,
@@ -605,6 +687,8 @@ def _judge(spec: ScenarioSpec, trace: list[TraceEvent], work: Workload, plan: st
     stopped a whole sweep, hiding every finding of every other run).
     """
     family: Callable[..., list[CheckResult]]
+    if isinstance(work, PagingScenario):
+        return guarded("storage checkers", check_paging_run, trace, work) + guarded("kernel", kernel_checks, trace)
     if isinstance(work, BrokerScenario):
         family = check_broker_run
     elif isinstance(work, PubSubScenario):
@@ -612,7 +696,8 @@ def _judge(spec: ScenarioSpec, trace: list[TraceEvent], work: Workload, plan: st
     else:
         family = check_subscriber_run
     results = guarded(f"{spec.family} checkers", family, trace, work)
-    results += guarded("liveness", _liveness_checks, trace, work)
+    if not (isinstance(work, BrokerScenario) and work.disk is not None):  # a kill -9 rewinds the queue's own view
+        results += guarded("liveness", _liveness_checks, trace, work)
     results += guarded("kernel", kernel_checks, trace)
     if spec.extra_checks is not None and plan == "none":
         results += guarded(f"{spec.name} checks", spec.extra_checks, trace, work)
@@ -668,7 +753,7 @@ def run_scenario(
             f"{STEP_BUDGET}: the run had not gone quiet after its budget of {max_steps} delivery steps "
             f"(t={result.time:g}); a cut-off, not a checker's finding: rerun with a larger --max-steps",
         )
-    figures = queue_figures(trace, tuple(_queues(trace, work)))
+    figures = _disk_figures(trace, work) or queue_figures(trace, tuple(_queues(trace, work)))
     report = RunReport(
         scenario=name, seed=seed, strategy=strategy, depth=depth, faults=plan, steps=result.steps,
         virtual_time=result.time, published=figures.published, delivered=figures.delivered, acked=figures.acked,

@@ -40,6 +40,7 @@ from conveyor.simulation import ChoiceStream, choice_stream
 from conveyor.simulation.checkers import delivery_steps, story_lines
 
 from ._broker import BrokerScenario, ClientPolicy
+from ._paging import PagingScenario
 from ._pubsub import PubSubScenario
 from ._pubsub_clients import ClientPlan
 from ._registry import (
@@ -53,7 +54,7 @@ from ._registry import (
 )
 from ._subscriber import SubscriberScenario
 
-Workload = BrokerScenario | SubscriberScenario | PubSubScenario
+Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario
 
 STORY_STEPS = 15
 """A shrunk run this short (in delivery steps) reads as a story; a longer one comes with a note saying why."""
@@ -251,6 +252,18 @@ def _subscriber_candidates(work: SubscriberScenario) -> Iterator[SubscriberScena
         yield attrs.evolve(work, burst=burst)
 
 
+def _paging_candidates(work: PagingScenario) -> Iterator[PagingScenario]:
+    """Simpler paging workloads: fewer operations, one memory target, one body size."""
+    for operations in _fewer(work.operations, floor=1):
+        yield attrs.evolve(work, operations=operations)
+    for index in range(1, len(work.targets)):
+        yield attrs.evolve(work, targets=(work.targets[index],))
+    if len(work.targets) > 1:
+        yield attrs.evolve(work, targets=work.targets[:1])
+    for size in work.body_sizes if len(work.body_sizes) > 1 else ():
+        yield attrs.evolve(work, body_sizes=(size,))
+
+
 def _pubsub_candidates(work: PubSubScenario) -> Iterator[PubSubScenario]:
     """Simpler Pub/Sub workloads: fewer subscriptions, clients, publishers and messages, plainer everything.
 
@@ -432,7 +445,9 @@ class _Shrinker:
                 work, rest = best.workload, best.choices
             candidates: list[tuple[Workload, str]] = [(work, plan) for plan in _plan_candidates(best.plan)]
             more: Iterable[Workload]
-            if isinstance(work, BrokerScenario):
+            if isinstance(work, PagingScenario):
+                more = _paging_candidates(work)
+            elif isinstance(work, BrokerScenario):
                 more = _broker_candidates(work)
             elif isinstance(work, PubSubScenario):
                 more = _pubsub_candidates(work)

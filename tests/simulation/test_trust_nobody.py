@@ -177,6 +177,10 @@ def _raising_liveness(trace: list[TraceEvent], path: str, within: float, *, pref
     raise KeyError("consumer 7")
 
 
+def _raising_kernel_checks(trace: list[TraceEvent]) -> list[object]:
+    raise KeyError("consumer 7")
+
+
 def test_guarded_turns_a_raise_into_a_failing_verdict_naming_the_checker_and_where() -> None:
     def broken(trace: object) -> list[CheckResult]:
         empty: dict[str, list[CheckResult]] = {}
@@ -201,6 +205,7 @@ def test_simulate_all_prints_each_failure_as_it_happens_and_keeps_going(monkeypa
     """One raising monitor no longer hides a sweep: every failure is printed before the summary, and every
     scenario still runs."""
     monkeypatch.setattr(registry, "liveness", _raising_liveness)
+    monkeypatch.setattr(registry, "kernel_checks", _raising_kernel_checks)  # the disk scenarios run no liveness
     result = CliRunner().invoke(app, ["simulate", "all", "--seeds", "1"])
     assert result.exit_code == 1
     output = result.output

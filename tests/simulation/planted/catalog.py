@@ -1,4 +1,4 @@
-"""The planted bugs of issues 5, 15 and 17, each with the registry scenario that exposes it and a seed budget.
+"""The planted bugs of issues 5, 15, 17 and 18, each with the registry scenario that exposes it and a seed budget.
 
 One table shared by the tests (``test_planted.py``) and the measurement of seeds-to-find
 (``seeds_to_find.py``), so both judge the same variants on the same scenarios.
@@ -12,7 +12,7 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, kernel, lifecycle, promises, pubsub, subscriber
+from . import broker, kernel, lifecycle, promises, pubsub, storage, subscriber
 
 
 @final
@@ -259,6 +259,24 @@ PLANTED: tuple[PlantedBug, ...] = (
         "acks-on-shutdown", "shutting down acks every unfinished message instead of leaving it to the queue",
         "subscriber-crash", Variant(manager=promises.AcksOnShutdown), budget=10,
         checkers=frozenset({"total_queue", "no_loss", "accounting", "all_settled", "runs_once"}),
+        "confirm-before-sync", "the journal store says a write is synced when it is queued (issue 18, item 7)",
+        "durable-crash", Variant(simulation=storage.eager_confirms), budget=30,
+        checkers=frozenset({"durable_total_queue"}),
+    ),
+    PlantedBug(
+        "recovery-skips-last-segment", "recovery does not see the newest segment file (issue 18, item 7)",
+        "durable-crash", Variant(simulation=storage.hides_last_segment), budget=30,
+        checkers=frozenset({"durable_total_queue", "found_order"}),
+    ),
+    PlantedBug(
+        "gc-drops-live-message", "garbage collection leaves a live message out of its copy (issue 18, item 7)",
+        "paging", Variant(shell=storage.collects_live_message), budget=30,
+        checkers=frozenset({"paging_no_loss", "paging_order"}),
+    ),
+    PlantedBug(
+        "q1-not-moved-to-q4", "the variable queue never moves q1 to q4 when nothing is on disk (issue 18, item 7)",
+        "paging", Variant(shell=storage.keeps_q1), budget=30,
+        checkers=frozenset({"paging_order", "paging_no_loss"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""

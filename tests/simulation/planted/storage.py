@@ -1,0 +1,131 @@
+"""Planted bugs in durable storage (issue 18, item 7), run on the simulated disk.
+
+For ``durable-crash``, a ``Simulation`` built with a broken journal store (``Variant(simulation=...)``):
+the real ``DiskJournalStore`` and ``SegmentLog`` over a ``SimDisk``, one promise broken around them:
+
+* ``EagerConfirms``: the store says a write is synced as soon as it is queued (confirm before sync);
+* ``HidesLastSegment``: recovery never sees the newest segment file (recovery skips the last segment).
+
+For ``paging``, a broken shell (``Variant(shell=...)``):
+
+* ``KeepsQ1``: the variable queue never moves q1 to q4 when nothing is left on disk;
+* ``DropsCopiedRecord``: garbage collection leaves the last live record out of the segment it writes
+  (the message store loses a live body).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from conveyor.actors.storage import FileSystem, VariableQueue, scan
+from conveyor.runtime import ActorRef, JournalSynced
+from conveyor.runtime.lowlevel import Backend, WriteKind
+from conveyor.simulation import SimDisk, Simulation, SteppedJournalStore
+from conveyor.simulation.scenarios import PagingScenario, PagingShell, disk_store_opener
+
+
+class EagerConfirms:
+    """Broken: ``JournalSynced`` is sent when it is asked for, before the writes are on disk."""
+
+    def __init__(self, store: SteppedJournalStore) -> None:
+        self.store = store
+        self.system: Backend | None = None
+
+    @property
+    def failure(self) -> BaseException | None:
+        return self.store.failure
+
+    @property
+    def queued(self) -> bool:
+        return self.store.queued
+
+    def start(self, system: Backend) -> None:
+        self.system = system
+        self.store.start(system)
+
+    def load(self, path: str) -> tuple[object, Sequence[object]]:
+        return self.store.load(path)
+
+    def write(self, path: str, kind: WriteKind, value: object) -> int:
+        return self.store.write(path, kind, value)
+
+    def notify_when_synced(self, ref: ActorRef, path: str, through: int) -> None:
+        assert self.system is not None
+        self.system.tell_from_thread(ref, JournalSynced(path, through))
+
+    def write_queued(self) -> None:
+        self.store.write_queued()
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class _Passthrough:
+    """A ``FileSystem`` that hands every call to the disk underneath (the broken ones change one)."""
+
+    def __init__(self, disk: SimDisk) -> None:
+        self.disk = disk
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.disk, name)
+
+
+class HidesLastSegment(_Passthrough):
+    """Broken: listing the journal directory leaves out the newest segment, so recovery skips it."""
+
+    def listdir(self, directory: str) -> list[str]:
+        names = self.disk.listdir(directory)
+        segments = sorted(name for name in names if name.endswith(".seg"))
+        return [name for name in names if not segments or name != segments[-1]]
+
+
+class DropsCopiedRecord(_Passthrough):
+    """Broken: a compaction's output loses its last record (a live one GC meant to copy)."""
+
+    def write(self, fd: int, data: bytes | bytearray | memoryview) -> None:
+        if self.disk.path_of(fd).endswith(".seg.tmp"):
+            spans = scan(bytes(data)).spans
+            if len(spans) > 1:  # the header, then the copies: leave the last copy out
+                data = bytes(data)[: spans[-1][0]]
+        self.disk.write(fd, data)
+
+
+def eager_confirms(**kwargs: Any) -> Simulation:
+    """The scenario's Simulation, its journal store confirming before it syncs."""
+    opened = kwargs.get("journal_store")
+    if opened is not None:
+        kwargs["journal_store"] = lambda disk, first: EagerConfirms(opened(disk, first))
+    return Simulation(**kwargs)
+
+
+def hides_last_segment(**kwargs: Any) -> Simulation:
+    """The scenario's Simulation, its journal store recovering without the newest segment."""
+    if kwargs.get("journal_store") is not None:
+        kwargs["journal_store"] = disk_store_opener(HidesLastSegment)
+    return Simulation(**kwargs)
+
+
+def drops_copied_record(**kwargs: Any) -> Simulation:
+    """The scenario's Simulation, its journal store's garbage collection losing a live record."""
+    if kwargs.get("journal_store") is not None:
+        kwargs["journal_store"] = disk_store_opener(DropsCopiedRecord)
+    return Simulation(**kwargs)
+
+
+class KeepsQ1(VariableQueue):  # type: ignore[misc]
+    """Broken: when q3 runs dry with nothing on disk, q1 is not moved to q4 (its messages are never fetched)."""
+
+    def _q3_ran_dry(self) -> None:
+        if self._load is None and self._delta.count:
+            self._start_load()
+
+
+def keeps_q1(fs: FileSystem, scenario: PagingScenario) -> PagingShell:
+    """The paging shell over a core that never moves q1 to q4."""
+    return PagingShell(fs, scenario, make_queue=KeepsQ1)
+
+
+def collects_live_message(fs: FileSystem, scenario: PagingScenario) -> PagingShell:
+    """The paging shell whose files' garbage collection leaves a live record out of what it copies."""
+    return PagingShell(DropsCopiedRecord(cast("SimDisk", fs)), scenario)
