@@ -259,6 +259,8 @@ PLANTED: tuple[PlantedBug, ...] = (
         "acks-on-shutdown", "shutting down acks every unfinished message instead of leaving it to the queue",
         "subscriber-crash", Variant(manager=promises.AcksOnShutdown), budget=10,
         checkers=frozenset({"total_queue", "no_loss", "accounting", "all_settled", "runs_once"}),
+    ),
+    PlantedBug(
         "confirm-before-sync", "the journal store says a write is synced when it is queued (issue 18, item 7)",
         "durable-crash", Variant(simulation=storage.eager_confirms), budget=30,
         checkers=frozenset({"durable_total_queue"}),
