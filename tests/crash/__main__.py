@@ -15,7 +15,7 @@ from .harness import CrashTestError, EmbeddedTarget, PubSubTarget, Target, run_c
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.crash", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(prog="python -m tests.crash", description="The kill -9 crash test.")
     parser.add_argument("--target", choices=("embedded", "pubsub"), default="embedded")
     parser.add_argument("--cycles", type=int, default=10, help="kill cycles before the drain")
     parser.add_argument("--seed", type=int, default=1, help="seeds the kill moments and the clients")

@@ -71,9 +71,8 @@ class HistoryConsumer(Actor):
                 self.ctx.reply(Ack(consumer_id, (tag,), confirm))
             case AckResult(acked=acked):
                 for tag in acked:
-                    key = self.keys.pop(tag, None)
-                    if key is not None:
-                        self.history.record(AckConfirmed(key))
+                    if tag in self.keys:
+                        self.history.record(AckConfirmed(self.keys.pop(tag)))
 
 
 async def _publish(system: TrioSystem, queue: ActorRef, history: HistoryWriter, key: str, priority: int,

@@ -94,7 +94,7 @@ def decode(line: bytes) -> Event:
     """The event a history line holds; a line naming no known event is an error naming ``op``."""
     fields = json.loads(line)
     op = fields.pop("op", None)
-    kind = _KINDS.get(op)  # type: ignore[arg-type]
+    kind = _KINDS.get(op)
     if kind is None:
         msg = f"history line: op must be one of {sorted(_KINDS)}, got {op!r}"
         raise ValueError(msg)

@@ -173,8 +173,9 @@ def test_dropping_a_confirmed_messages_deliveries_makes_it_lost(history: list[Ev
 
 
 def test_every_event_survives_its_line() -> None:
-    for event in [Sent("a", 3), Confirmed("a"), PublishFailed("a"), Received("a", 3, 2), AckSent("a", True),
-                  AckConfirmed("a"), Started(4, "drain")]:
+    events: list[Event] = [Sent("a", 3), Confirmed("a"), PublishFailed("a"), Received("a", 3, 2), AckSent("a", True),
+                           AckConfirmed("a"), Started(4, "drain")]
+    for event in events:
         assert decode(encode(event)) == event
 
 
