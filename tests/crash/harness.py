@@ -213,10 +213,11 @@ class PubSubTarget:
     name = "pubsub"
     check_order = False
 
-    def __init__(self, workdir: Path, *, rate: float = 300.0) -> None:
+    def __init__(self, workdir: Path, *, rate: float = 300.0, hold_back: float = 0.5) -> None:
         self.data_dir = workdir / "data"
         self.history = workdir / "history.jsonl"
         self.rate = rate
+        self.hold_back = hold_back
 
     def start(self, run: int, mode: str, seed: int) -> Life:
         server = Child([str(CONVEYOR), "serve", "--host-port", "127.0.0.1:0", "--data-dir", str(self.data_dir)])
@@ -227,7 +228,7 @@ class PubSubTarget:
             raise
         client = Child([sys.executable, "-m", "tests.crash.pubsub_client", "--address", address,
                         "--history", str(self.history), "--run", str(run), "--mode", mode, "--seed", str(seed),
-                        "--rate", str(self.rate)])
+                        "--rate", str(self.rate), "--hold-back", str(self.hold_back)])
         return _ServedLife(server, client)
 
 
