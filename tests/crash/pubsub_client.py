@@ -93,6 +93,12 @@ def _consume(subscriber: Any, history: HistoryWriter, *, until_empty: bool) -> N
             history.record(AckConfirmed(key))
 
 
+def _flush_often(history: HistoryWriter) -> None:
+    while True:
+        time.sleep(0.1)
+        history.flush()
+
+
 def run_client(address: str, history_path: str, run: int, mode: str, seed: int, rate: float,
                hold_back: float = 0.0) -> None:
     """One client process's life (see the module's doc); with probability ``hold_back`` a work life
@@ -104,6 +110,7 @@ def run_client(address: str, history_path: str, run: int, mode: str, seed: int, 
         batch_settings=pubsub_v1.types.BatchSettings(max_messages=20, max_latency=0.005))
     subscriber = pubsub_v1.SubscriberClient()
     _ensure(publisher, subscriber)
+    threading.Thread(target=_flush_often, args=(history,), daemon=True).start()
     print("ready", flush=True)
     if mode == "work":
         rng = random.Random(seed)
@@ -113,7 +120,7 @@ def run_client(address: str, history_path: str, run: int, mode: str, seed: int, 
         _consume(subscriber, history, until_empty=False)
     else:
         _consume(subscriber, history, until_empty=True)
-        history.close()
+        history.flush()  # not closed: the flushing thread may still use it
         print("drained", flush=True)
         publisher.stop()
         subscriber.close()
