@@ -1,11 +1,13 @@
 """The crash test's client process on the embedded API: a producer with confirms and a consumer that
 acks, against a durable queue on ``TrioSystem`` whose journals live in a data directory.
 
-``work`` mode publishes (priorities 0, 4 and 9, several publishes in flight) and consumes until the
-parent kills it; ``drain`` mode only consumes, until the queue holds nothing ready or in flight,
-then stops cleanly. Every step goes to the history file first (``tests/crash/history.py``). A third
-of the acks ask for a confirm (``Ack(confirm=True)``): the queue answers once the ack is synced, and
-such a message must never come back.
+``work`` mode publishes (priorities 0, 4 and 9, several publishes in flight, a quarter of them as a
+``PublishBatch`` of 2 to 5) and consumes until the parent kills it; ``drain`` mode only consumes,
+until the queue holds nothing ready or in flight, then stops cleanly. Every step goes to the
+history file first (``tests/crash/history.py``). A third of the acks ask for a confirm
+(``Ack(confirm=True)``): the queue answers once the ack is synced, and such a message must never
+come back. One first delivery in twenty is released (``Release``) instead: it goes back to its
+place and comes again.
 
 Run as ``python -m tests.crash.embedded --data-dir D --history H --run N --mode work|drain``; it
 prints ``ready`` once the queue and the consumer are up.
@@ -23,16 +25,19 @@ import trio
 from conveyor.actors.broker import (
     Ack,
     AckResult,
+    BatchPublished,
     ConsumerActor,
     ConsumerSettings,
     Delivery,
     GetStats,
     Message,
     Publish,
+    PublishBatch,
     Published,
     QueueActor,
     QueueConfig,
     QueueStats,
+    Release,
 )
 from conveyor.actors.storage import DiskJournalStore
 from conveyor.runtime import Actor, ActorRef, TrioSystem
@@ -43,13 +48,18 @@ QUEUE = "crash"
 PRIORITIES = (0, 0, 0, 4, 9)
 """Drawn per message: most at the lowest level, some overtaking it."""
 IN_FLIGHT = 16
-"""Publishes awaiting their confirm at once."""
+"""Publish requests awaiting their confirm at once."""
 ASK_S = 30.0
 
 
 def asks_confirm(key: str) -> bool:
     """Whether the consumer asks for the ack of ``key`` to be confirmed: a third of the messages."""
     return zlib.crc32(key.encode()) % 3 == 0
+
+
+def released_first(key: str) -> bool:
+    """Whether the consumer releases the first delivery of ``key``: one message in twenty."""
+    return zlib.crc32(key.encode()) % 20 == 7
 
 
 class HistoryConsumer(Actor):
@@ -64,6 +74,9 @@ class HistoryConsumer(Actor):
             case Delivery(message=body, tag=tag, delivery_count=count, consumer_id=consumer_id):
                 key = body.message_id
                 self.history.record(Received(key, body.priority, count))
+                if count == 1 and released_first(key):
+                    self.ctx.reply(Release(consumer_id, (tag,)))
+                    return
                 confirm = asks_confirm(key)
                 if confirm:
                     self.keys[tag] = key
@@ -75,28 +88,38 @@ class HistoryConsumer(Actor):
                         self.history.record(AckConfirmed(self.keys.pop(tag)))
 
 
-async def _publish(system: TrioSystem, queue: ActorRef, history: HistoryWriter, key: str, priority: int,
+async def _publish(system: TrioSystem, queue: ActorRef, history: HistoryWriter, sends: list[tuple[str, int]],
                    slots: trio.Semaphore) -> None:
+    """Publish ``sends`` (key, priority): one ``Publish``, or a ``PublishBatch`` for several."""
     try:
-        history.record(Sent(key, priority))  # recorded, then sent in the same step: the file keeps send order
+        messages = [Message(key.encode(), priority=priority, message_id=key) for key, priority in sends]
+        for key, priority in sends:  # recorded, then sent in the same step: the file keeps send order
+            history.record(Sent(key, priority))
+        request = Publish(messages[0]) if len(messages) == 1 else PublishBatch(messages)
         try:
-            answer = await system.ask(queue, Publish(Message(key.encode(), priority=priority, message_id=key)), ASK_S)
+            answer = await system.ask(queue, request, ASK_S)
         except Exception:
             answer = None
-        history.record(Confirmed(key) if type(answer) is Published else PublishFailed(key))
+        outcomes = answer.outcomes if type(answer) is BatchPublished else (answer,) * len(sends)
+        for (key, _), outcome in zip(sends, outcomes, strict=True):
+            history.record(Confirmed(key) if type(outcome) is Published else PublishFailed(key))
     finally:
         slots.release()
 
 
 async def _produce(system: TrioSystem, queue: ActorRef, history: HistoryWriter, run: int, rng: random.Random,
                    rate: float) -> None:
-    """Publish about ``rate`` messages a second, ``IN_FLIGHT`` at most unconfirmed, until killed."""
+    """Publish about ``rate`` messages a second, ``IN_FLIGHT`` requests at most unconfirmed, until killed."""
     slots = trio.Semaphore(IN_FLIGHT)
     async with trio.open_nursery() as nursery:
-        for n in range(10**9):
+        n = 0
+        while True:
             await slots.acquire()
-            nursery.start_soon(_publish, system, queue, history, f"{run}.{n}", rng.choice(PRIORITIES), slots)
-            await trio.sleep(rng.expovariate(rate))
+            size = rng.randint(2, 5) if rng.random() < 0.25 else 1
+            sends = [(f"{run}.{n + i}", rng.choice(PRIORITIES)) for i in range(size)]
+            n += size
+            nursery.start_soon(_publish, system, queue, history, sends, slots)
+            await trio.sleep(rng.expovariate(rate / size))
 
 
 async def _drain(system: TrioSystem, queue: ActorRef) -> None:
