@@ -1,10 +1,12 @@
 """The crash test's client process for ``conveyor serve --data-dir``: Google's official client.
 
 ``work`` mode publishes (each confirm is the publish future's result; no retry, so a publish is
-sent once) and pulls with acks until the parent kills it (and the server); ``drain`` mode only
-pulls, until pulls come back empty. The subscription has exactly-once delivery: an acknowledge
-that returns is answered only after the ack is synced, so it is recorded as a confirmed ack (one
-that fails is not). Every step goes to the history file first (``tests/crash/history.py``).
+sent once) and consumes with acks until the parent kills it (and the server): half the lives by
+sync pull and acknowledge, half by streaming pull (``subscribe``) with ``ack_with_response``.
+``drain`` mode only pulls, until pulls come back empty. The subscription has exactly-once delivery:
+an acknowledge that returns, or an ack future that resolves, is answered only after the ack is
+synced, so it is recorded as a confirmed ack (one that fails is not). Every step goes to the
+history file first (``tests/crash/history.py``).
 
 Run as ``python -m tests.crash.pubsub_client --address HOST:PORT --history H --run N --mode work|drain``;
 it prints ``ready`` once the topic and the subscription exist.
@@ -93,6 +95,24 @@ def _consume(subscriber: Any, history: HistoryWriter, *, until_empty: bool) -> N
             history.record(AckConfirmed(key))
 
 
+def _stream(subscriber: Any, history: HistoryWriter) -> None:
+    """Streaming pull (the client's ``subscribe``), acking each message with ``ack_with_response``,
+    whose future resolves once the server confirmed the ack; runs until killed."""
+
+    def acked(key: str, future: Any) -> None:
+        if future.exception() is None:
+            history.record(AckConfirmed(key))
+
+    def callback(message: Any) -> None:
+        key = message.attributes.get("key", "")
+        history.record(Received(key, 0, max(1, message.delivery_attempt or 0)))
+        history.record(AckSent(key, confirm=True))
+        message.ack_with_response().add_done_callback(lambda f, key=key: acked(key, f))
+
+    flow = pubsub_v1.types.FlowControl(max_messages=100)
+    subscriber.subscribe(SUBSCRIPTION, callback, flow_control=flow).result()
+
+
 def _flush_often(history: HistoryWriter) -> None:
     while True:
         time.sleep(0.1)
@@ -104,8 +124,11 @@ def run_client(address: str, history_path: str, run: int, mode: str, seed: int, 
     """One client process's life (see the module's doc); with probability ``hold_back`` a work life
     starts pulling only after 0.5 to 3 s, so a backlog builds (and a kill often finds one)."""
     os.environ["PUBSUB_EMULATOR_HOST"] = address  # read when a client is made
+    rng = random.Random(seed)
+    held_s = rng.uniform(0.5, 3.0) if mode == "work" and rng.random() < hold_back else 0.0
+    streaming = mode == "work" and rng.random() < 0.5
     history = HistoryWriter(history_path)
-    history.record(Started(run, mode))
+    history.record(Started(run, f"{mode}, {'streaming pull' if streaming else 'pull'}"))
     publisher = pubsub_v1.PublisherClient(
         batch_settings=pubsub_v1.types.BatchSettings(max_messages=20, max_latency=0.005))
     subscriber = pubsub_v1.SubscriberClient()
@@ -113,11 +136,12 @@ def run_client(address: str, history_path: str, run: int, mode: str, seed: int, 
     threading.Thread(target=_flush_often, args=(history,), daemon=True).start()
     print("ready", flush=True)
     if mode == "work":
-        rng = random.Random(seed)
-        held_s = rng.uniform(0.5, 3.0) if rng.random() < hold_back else 0.0
         threading.Thread(target=_produce, args=(publisher, history, run, rate, rng), daemon=True).start()
         time.sleep(held_s)
-        _consume(subscriber, history, until_empty=False)
+        if streaming:
+            _stream(subscriber, history)
+        else:
+            _consume(subscriber, history, until_empty=False)
     else:
         _consume(subscriber, history, until_empty=True)
         history.flush()  # not closed: the flushing thread may still use it
