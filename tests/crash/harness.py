@@ -206,12 +206,12 @@ class _ServedLife:
 class PubSubTarget:
     """``conveyor serve --data-dir`` with Google's official client in its own process (``pubsub_client.py``).
 
-    Pub/Sub promises no order without ordering keys (and the client sends batches concurrently),
-    so the order check is off.
+    Messages carry one of four ordering keys on a subscription with message ordering, so the order
+    checked is each key's (Pub/Sub promises no other).
     """
 
     name = "pubsub"
-    check_order = False
+    check_order = True
 
     def __init__(self, workdir: Path, *, rate: float = 300.0, hold_back: float = 0.5) -> None:
         self.data_dir = workdir / "data"

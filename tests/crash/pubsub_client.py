@@ -1,12 +1,13 @@
 """The crash test's client process for ``conveyor serve --data-dir``: Google's official client.
 
 ``work`` mode publishes (each confirm is the publish future's result; no retry, so a publish is
-sent once) and consumes with acks until the parent kills it (and the server): half the lives by
-sync pull and acknowledge, half by streaming pull (``subscribe``) with ``ack_with_response``.
-``drain`` mode only pulls, until pulls come back empty. The subscription has exactly-once delivery:
-an acknowledge that returns, or an ack future that resolves, is answered only after the ack is
-synced, so it is recorded as a confirmed ack (one that fails is not). Every step goes to the
-history file first (``tests/crash/history.py``).
+sent once; one of four ordering keys each, on a subscription with message ordering) and consumes
+with acks until the parent kills it (and the server): half the lives by sync pull and acknowledge,
+half by streaming pull (``subscribe``) with ``ack_with_response``. ``drain`` mode only pulls,
+until pulls come back empty. The subscription has exactly-once delivery: an acknowledge that
+returns, or an ack future that resolves, is answered only after the ack is synced, so it is
+recorded as a confirmed ack (one that fails is not). Every step goes to the history file first
+(``tests/crash/history.py``).
 
 Run as ``python -m tests.crash.pubsub_client --address HOST:PORT --history H --run N --mode work|drain``;
 it prints ``ready`` once the topic and the subscription exist.
@@ -35,6 +36,9 @@ PULL_S = 2.0
 """A pull's deadline: the server waits up to this (less half a second) for a first message."""
 EMPTY_PULLS = 2
 """Empty pulls in a row that end a drain."""
+ORDERING_KEYS = 4
+"""Messages are spread over this many ordering keys; a key's number stands in the history's priority
+field, so the checker's per-priority order is the per-key order Pub/Sub promises."""
 
 
 def _ensure(publisher: Any, subscriber: Any) -> None:
@@ -43,28 +47,30 @@ def _ensure(publisher: Any, subscriber: Any) -> None:
         publisher.create_topic(name=TOPIC)
     with contextlib.suppress(exceptions.AlreadyExists):
         subscriber.create_subscription(request={"name": SUBSCRIPTION, "topic": TOPIC, "ack_deadline_seconds": 60,
-                                                "enable_exactly_once_delivery": True})
+                                                "enable_exactly_once_delivery": True,
+                                                "enable_message_ordering": True})
 
 
 def _produce(publisher: Any, history: HistoryWriter, run: int, rate: float, rng: random.Random) -> None:
     """Publish about ``rate`` messages a second, ``IN_FLIGHT`` at most unanswered, until killed."""
     slots = threading.BoundedSemaphore(IN_FLIGHT)
 
-    def answered(key: str, future: Any) -> None:
+    def answered(key: str, ordering_key: str, future: Any) -> None:
         try:
             future.result()
             history.record(Confirmed(key))
         except Exception:
             history.record(PublishFailed(key))
+            publisher.resume_publish(TOPIC, ordering_key)  # a failure pauses the key: go on after it
         finally:
             slots.release()
 
     for n in range(10**9):
         slots.acquire()
-        key = f"{run}.{n}"
-        history.record(Sent(key))
-        future = publisher.publish(TOPIC, key.encode(), retry=None, timeout=30, key=key)
-        future.add_done_callback(lambda f, key=key: answered(key, f))
+        key, group = f"{run}.{n}", rng.randrange(ORDERING_KEYS)
+        history.record(Sent(key, group))
+        future = publisher.publish(TOPIC, key.encode(), ordering_key=f"k{group}", retry=None, timeout=30, key=key)
+        future.add_done_callback(lambda f, key=key, group=group: answered(key, f"k{group}", f))
         time.sleep(rng.expovariate(rate))
 
 
@@ -83,7 +89,8 @@ def _consume(subscriber: Any, history: HistoryWriter, *, until_empty: bool) -> N
         keys = []
         for received in response.received_messages:
             key = received.message.attributes.get("key", "")
-            history.record(Received(key, 0, max(1, received.delivery_attempt)))
+            group = int(received.message.ordering_key[1:])
+            history.record(Received(key, group, max(1, received.delivery_attempt)))
             keys.append(key)
         for key in keys:
             history.record(AckSent(key, confirm=True))
@@ -105,7 +112,7 @@ def _stream(subscriber: Any, history: HistoryWriter) -> None:
 
     def callback(message: Any) -> None:
         key = message.attributes.get("key", "")
-        history.record(Received(key, 0, max(1, message.delivery_attempt or 0)))
+        history.record(Received(key, int(message.ordering_key[1:]), max(1, message.delivery_attempt or 0)))
         history.record(AckSent(key, confirm=True))
         message.ack_with_response().add_done_callback(lambda f, key=key: acked(key, f))
 
@@ -130,7 +137,8 @@ def run_client(address: str, history_path: str, run: int, mode: str, seed: int, 
     history = HistoryWriter(history_path)
     history.record(Started(run, f"{mode}, {'streaming pull' if streaming else 'pull'}"))
     publisher = pubsub_v1.PublisherClient(
-        batch_settings=pubsub_v1.types.BatchSettings(max_messages=20, max_latency=0.005))
+        batch_settings=pubsub_v1.types.BatchSettings(max_messages=20, max_latency=0.005),
+        publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
     subscriber = pubsub_v1.SubscriberClient()
     _ensure(publisher, subscriber)
     threading.Thread(target=_flush_often, args=(history,), daemon=True).start()

@@ -2,8 +2,8 @@
 
 Each life is a server process and a client process (publish futures as confirms, sync pull with
 acknowledge on an exactly-once subscription); the harness SIGKILLs both at seeded random moments,
-restarts them on the same data directory, then drains and checks the history. Order is not checked:
-Pub/Sub promises none without ordering keys.
+restarts them on the same data directory, then drains and checks the history. Messages carry one
+of four ordering keys (the subscription orders them): first deliveries must keep each key's order.
 """
 
 from __future__ import annotations
