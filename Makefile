@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml $(shell find $(CODE_DIRS) -type d -not -name __pycache_
 	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=strict
 	@touch $@
 
-.PHONY: java install demo test test-slow mutants lint typecheck bench clean
+.PHONY: java install demo test test-slow crash-test mutants lint typecheck bench clean
 # PySpark (the sweep, trace analysis) needs a Java runtime: install one when none is on the PATH.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 java:
@@ -41,6 +41,14 @@ test: install lint typecheck
 
 test-slow: install
 	$(BIN)/python -m pytest -m slow -q
+
+# The kill -9 crash test by hand (tests/crash): CYCLES kills of a client life on one data directory, a drain,
+# then Jepsen's total-queue checks. CRASH_TARGET: embedded (the broker on TrioSystem) or pubsub (conveyor serve).
+CYCLES ?= 50
+CRASH_TARGET ?= embedded
+CRASH_SEED ?= 1
+crash-test: install
+	$(BIN)/python -m tests.crash --target $(CRASH_TARGET) --cycles $(CYCLES) --seed $(CRASH_SEED)
 
 # Mutation testing (tools/mutants.py): a deterministic sample of one-point mutants of the cores and actors,
 # each judged by the default `conveyor simulate all` and by its package's tests; table in reports/mutants.md.
