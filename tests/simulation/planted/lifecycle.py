@@ -25,11 +25,10 @@ _SimCell: Any = Simulation.cell_type
 class _WithCell(Simulation):  # type: ignore[misc]
     """A Simulation whose actors live in a broken subclass of its cell."""
 
-    @staticmethod
-    def _outgoing_of_asker(sender: CellBase) -> Any:
+    def _outgoing_of_asker(self, sender: CellBase) -> Any:
         # The simulator tells its own cells by exact type; a subclass's channels are kept the same way.
         outgoing = getattr(sender, "outgoing", None)
-        return outgoing if outgoing is not None else Simulation._outgoing_of_asker(sender)
+        return outgoing if outgoing is not None else Simulation._outgoing_of_asker(self, sender)
 
 
 def _simulation_with(cell: type) -> type[Simulation]:
