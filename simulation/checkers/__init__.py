@@ -46,6 +46,11 @@ from ._liveness import queue_order as queue_order
 from ._liveness import single_wakeup as single_wakeup
 from ._liveness import stall as stall
 from ._liveness import starvation as starvation
+from ._promises import ack_confirms as ack_confirms
+from ._promises import immediate_publish as immediate_publish
+from ._promises import publish_outcomes as publish_outcomes
+from ._promises import reconfigure as reconfigure
+from ._promises import stale_nack as stale_nack
 from ._pubsub import BatchReceived as BatchReceived
 from ._pubsub import PublishDone as PublishDone
 from ._pubsub import PublishSent as PublishSent
@@ -136,4 +141,9 @@ __all__ = [
     "total_queue",
     "unsettled_by_clients",
     "supervision",
+    "ack_confirms",
+    "immediate_publish",
+    "publish_outcomes",
+    "reconfigure",
+    "stale_nack",
 ]

@@ -191,7 +191,7 @@ def _broker_candidates(work: BrokerScenario) -> Iterator[BrokerScenario]:
     for index, policy in enumerate(work.consumers):
         if policy != plain:
             yield attrs.evolve(work, consumers=(*work.consumers[:index], plain, *work.consumers[index + 1 :]))
-        for field in ("nack", "release", "ignore", "late_ack", "crash_after"):
+        for field in ("nack", "release", "ignore", "late_ack", "crash_after", "stale_nack", "confirm"):
             if getattr(policy, field):
                 simpler = attrs.evolve(policy, **{field: 0})
                 yield attrs.evolve(work, consumers=(*work.consumers[:index], simpler, *work.consumers[index + 1 :]))
@@ -227,6 +227,14 @@ def _broker_candidates(work: BrokerScenario) -> Iterator[BrokerScenario]:
         yield attrs.evolve(work, max_length=None)
     if work.retry is not None:
         yield attrs.evolve(work, retry=None)
+    if work.immediate:
+        yield attrs.evolve(work, immediate=0.0)
+    if work.batch:
+        yield attrs.evolve(work, batch=0)
+    if work.oversize:
+        yield attrs.evolve(work, oversize=0.0)
+    if work.reconfigure_at is not None:
+        yield attrs.evolve(work, reconfigure_at=None)
 
 
 def _subscriber_candidates(work: SubscriberScenario) -> Iterator[SubscriberScenario]:

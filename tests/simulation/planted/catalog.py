@@ -12,7 +12,7 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, kernel, pubsub, subscriber
+from . import broker, broker_promises, kernel, pubsub, subscriber
 
 
 @final
@@ -77,7 +77,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "backwards-batch", "a pull's entries are handed out last first", "broker-swarm",
         Variant(queue=broker.queue_with_entries(broker.BackwardsBatch)), budget=10,
-        checkers=frozenset({"strict_order", "queue_order", "priority_order"}),
+        checkers=frozenset({"strict_order", "queue_order", "priority_order", "group_exclusivity"}),
     ),
     PlantedBug(
         "amnesiac-queue", "a durable queue does not recover its journal after a crash", "queue-crash",
@@ -197,6 +197,33 @@ PLANTED: tuple[PlantedBug, ...] = (
         "eager-exactly-once", "an exactly-once subscription confirms acks without waiting for its queue",
         "pubsub-exactly-once", Variant(subscription=pubsub.EagerExactlyOnce), budget=10,
         checkers=frozenset({"exactly_once"}), shrink_runs=600,
+    ),
+    PlantedBug(
+        "stale-nack-applied", "a nack's attempts are ignored: a stale nack returns the newer delivery", "broker-swarm",
+        Variant(queue=broker.queue_with_entries(broker_promises.StaleNackApplied)), budget=30,
+        checkers=frozenset({"stale_nack", "exclusive_lease", "ack_confirms"}),
+    ),
+    PlantedBug(
+        "immediate-ignored", "Publish(immediate=True) is enqueued whether a consumer can take it now or not",
+        "broker-swarm", Variant(queue=broker_promises.ImmediateIgnored), budget=30,
+        checkers=frozenset({"immediate_publish"}),
+    ),
+    PlantedBug(
+        "confirms-every-ack", "a confirmed ack reports every tag acked, also a lapsed lease's", "broker-swarm",
+        Variant(queue=broker_promises.ConfirmsEveryAck), budget=30, checkers=frozenset({"ack_confirms"}),
+    ),
+    PlantedBug(
+        "oversize-by-one", "max_message_bytes lets a message one byte over the limit in", "broker-swarm",
+        Variant(queue=broker_promises.OversizeByOne), budget=30, checkers=frozenset({"publish_outcomes"}),
+    ),
+    PlantedBug(
+        "batch-skips-size-limit", "the messages of a PublishBatch are not checked against max_message_bytes",
+        "broker-swarm", Variant(queue=broker_promises.BatchSkipsSizeLimit), budget=30,
+        checkers=frozenset({"publish_outcomes"}),
+    ),
+    PlantedBug(
+        "reconfigure-keeps-deadline", "Reconfigure takes every new setting but the ack deadline", "broker-swarm",
+        Variant(queue=broker_promises.ReconfigureKeepsDeadline), budget=30, checkers=frozenset({"reconfigure"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
