@@ -54,6 +54,8 @@ from ._promises import stale_nack as stale_nack
 from ._pubsub import BatchReceived as BatchReceived
 from ._pubsub import PublishDone as PublishDone
 from ._pubsub import PublishSent as PublishSent
+from ._pubsub import SeekDone as SeekDone
+from ._pubsub import SeekSent as SeekSent
 from ._pubsub import SettleDone as SettleDone
 from ._pubsub import SettleSent as SettleSent
 from ._pubsub import StreamBound as StreamBound
@@ -61,6 +63,10 @@ from ._pubsub import SubscriptionTerms as SubscriptionTerms
 from ._pubsub import acks_from_receivers as acks_from_receivers
 from ._pubsub import exactly_once as exactly_once
 from ._pubsub import no_confirmed_loss as no_confirmed_loss
+from ._pubsub_promises import filter_respected as filter_respected
+from ._pubsub_promises import key_order as key_order
+from ._pubsub_promises import seek_effect as seek_effect
+from ._pubsub_promises import stream_flow as stream_flow
 from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
@@ -146,4 +152,10 @@ __all__ = [
     "publish_outcomes",
     "reconfigure",
     "stale_nack",
+    "SeekDone",
+    "SeekSent",
+    "filter_respected",
+    "key_order",
+    "seek_effect",
+    "stream_flow",
 ]

@@ -303,6 +303,8 @@ def _pubsub_cuts(work: PubSubScenario) -> Iterator[dict[str, Any]]:
                             if getattr(client, field)]
         if client.forge is not None:
             simpler_clients.append(attrs.evolve(client, forge=None))
+        if client.seek_at is not None:
+            simpler_clients.append(attrs.evolve(client, seek_at=None))
         if client.pull:
             simpler_clients.append(attrs.evolve(client, pull=False))
         simpler_clients += [attrs.evolve(client, max_messages=count) for count in _fewer(client.max_messages, floor=1)]

@@ -12,7 +12,7 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, broker_promises, kernel, pubsub, subscriber
+from . import broker, broker_promises, kernel, pubsub, pubsub_promises, subscriber
 
 
 @final
@@ -224,6 +224,24 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "reconfigure-keeps-deadline", "Reconfigure takes every new setting but the ack deadline", "broker-swarm",
         Variant(queue=broker_promises.ReconfigureKeepsDeadline), budget=30, checkers=frozenset({"reconfigure"}),
+    ),
+    PlantedBug(
+        "filter-blind-topic", "the topic routes every message to every subscription, whatever its filter",
+        "pubsub-front", Variant(topic=pubsub_promises.FilterBlindTopic), budget=10,
+        checkers=frozenset({"filter_respected"}),
+    ),
+    PlantedBug(
+        "last-first-bindings", "a binding hands its client the deliveries it buffered newest first", "pubsub-front",
+        Variant(subscription=pubsub_promises.LastFirstBindings), budget=10, checkers=frozenset({"key_order"}),
+    ),
+    PlantedBug(
+        "one-more-outstanding", "a stream's flow control lets one message more out than max_outstanding_messages",
+        "pubsub-front", Variant(subscription=pubsub_promises.OneMoreOutstanding), budget=10,
+        checkers=frozenset({"stream_flow"}),
+    ),
+    PlantedBug(
+        "timeless-seek", "a Seek ignores its time: nothing published before it is marked acked", "pubsub-front",
+        Variant(subscription=pubsub_promises.TimelessSeek), budget=15, checkers=frozenset({"seek_effect"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
