@@ -64,6 +64,7 @@ from ._pubsub import acks_from_receivers as acks_from_receivers
 from ._pubsub import exactly_once as exactly_once
 from ._pubsub import no_confirmed_loss as no_confirmed_loss
 from ._pubsub_promises import filter_respected as filter_respected
+from ._pubsub_promises import generation_of as generation_of
 from ._pubsub_promises import key_order as key_order
 from ._pubsub_promises import seek_effect as seek_effect
 from ._pubsub_promises import stream_flow as stream_flow
@@ -155,6 +156,7 @@ __all__ = [
     "SeekDone",
     "SeekSent",
     "filter_respected",
+    "generation_of",
     "key_order",
     "seek_effect",
     "stream_flow",

@@ -279,7 +279,8 @@ def _promise_features(seed: int, scenario: PubSubScenario) -> PubSubScenario:
     seekers = [index for index, plan in enumerate(clients) if not subscriptions[plan.subscription].exactly_once]
     if seekers and rng.random() < 0.4:
         index = rng.choice(seekers)
-        clients[index] = attrs.evolve(clients[index], seek_at=round(rng.uniform(0.5, scenario.drain_at_s), 3),
+        span = sum(plan.publishes for plan in publishers) * 0.5  # while publishes go on, so some are unacked
+        clients[index] = attrs.evolve(clients[index], seek_at=round(rng.uniform(0.2, max(0.5, 0.8 * span)), 3),
                                       seek_back_s=round(rng.uniform(-1.0, 2.0), 3))  # < 0: a time ahead
     return attrs.evolve(scenario, subscriptions=tuple(subscriptions), publishers=publishers, clients=tuple(clients))
 
