@@ -184,8 +184,8 @@ def stale_nack(trace: Iterable[TraceEvent], queue_path: str, browsers: tuple[str
     return CheckResult.of("stale_nack", violations, judged=judged)
 
 
-def _failures(trace: Iterable[TraceEvent], queue_path: str) -> Iterable[TraceEvent]:
-    """The trace, with the queue's ``FAILED`` events marked by kind for the walks below."""
+def _with_failures_of(trace: Iterable[TraceEvent], queue_path: str) -> Iterable[TraceEvent]:
+    """The trace without other actors' ``FAILED`` events: the queue's own say which request it must handle again."""
     return (event for event in _events(trace) if event.kind is not _FAILED or event.receiver == queue_path)
 
 
@@ -202,7 +202,7 @@ def ack_confirms(trace: Iterable[TraceEvent], queue_path: str, browsers: tuple[s
     asked: dict[str, deque[tuple[float, frozenset[int], frozenset[int]]]] = defaultdict(deque)
     violations: list[str] = []
     judged = 0
-    for event in _failures(trace, queue_path):
+    for event in _with_failures_of(trace, queue_path):
         message = event.message
         cls = type(message)
         now = event.time
@@ -359,7 +359,7 @@ def publish_outcomes(trace: Iterable[TraceEvent], queue_path: str, max_message_b
             violations.append(f"t={now:g}: {message_id!r} of {size} bytes was refused as too big; "
                               f"max_message_bytes is {bound}")
 
-    for event in _failures(trace, queue_path):
+    for event in _with_failures_of(trace, queue_path):
         message = event.message
         cls = type(message)
         now = event.time
@@ -410,7 +410,7 @@ def reconfigure(
     deadline_s = previous = ack_deadline_s
     violations: list[str] = []
     judged = changes = 0
-    for event in _failures(trace, queue_path):
+    for event in _with_failures_of(trace, queue_path):
         message = event.message
         cls = type(message)
         if event.kind is _FAILED:

@@ -435,15 +435,32 @@ def check_pubsub_run(trace: list[TraceEvent], scenario: PubSubScenario) -> list[
 
 
 def replaced_queues(trace: Iterable[TraceEvent]) -> set[str]:
-    """The queues under the front stopped before the run's end (a Seek replaced them, or their subscription went).
+    """The queues under the front that a later generation of their subscription replaced (a Seek's).
 
-    Such a queue is stopped with what it held, which a Seek's next generation holds again, so the
-    promises about a queue's end (nothing deliverable left, no stall before the close) are not its own.
+    ``.../queue-N`` is replaced once anything reaches ``.../queue-M`` with M > N. Such a queue is
+    stopped with what it held, which its successor holds again, so the promises about a queue's end
+    (nothing deliverable left, no stall before the close) are its successor's to keep. (A queue stopped
+    with its subscription, which expires once idle for its ``ttl`` after the clients stopped, is not
+    replaced: its end is judged.)
     """
-    return {event.receiver for event in trace
-            if event.kind is EventKind.STOPPED and event.receiver is not None and event.receiver.startswith(REGISTRY)
-            and getattr(event.message, "reason", "") == "stopped" and event.receiver.rpartition("/")[2].startswith(
-                "queue-")}
+    newest: dict[str, int] = {}
+    seen: set[str] = set()
+    for event in trace:
+        path = event.receiver
+        if path is None or path in seen or not path.startswith(REGISTRY):
+            continue
+        seen.add(path)
+        parent, _, name = path.rpartition("/")
+        number = name.removeprefix("queue-")
+        if number != name and number.isdecimal():
+            newest[parent] = max(newest.get(parent, 0), int(number))
+    replaced = set()
+    for path in seen:
+        parent, _, name = path.rpartition("/")
+        number = name.removeprefix("queue-")
+        if number != name and number.isdecimal() and int(number) < newest[parent]:
+            replaced.add(path)
+    return replaced
 
 
 def _at(path: str, result: CheckResult) -> CheckResult:
