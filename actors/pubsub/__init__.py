@@ -11,6 +11,7 @@ from ._model import CreateSubscription as CreateSubscription
 from ._model import CreateTopic as CreateTopic
 from ._model import DeadLetterSettings as DeadLetterSettings
 from ._model import Detach as Detach
+from ._model import Done as Done
 from ._model import Failed as Failed
 from ._model import NextBatch as NextBatch
 from ._model import OpenStream as OpenStream
@@ -19,6 +20,7 @@ from ._model import PublishedIds as PublishedIds
 from ._model import PubMessage as PubMessage
 from ._model import PullMessages as PullMessages
 from ._model import RetrySettings as RetrySettings
+from ._model import Seek as Seek
 from ._model import Settle as Settle
 from ._model import SettleKind as SettleKind
 from ._model import SettleOutcome as SettleOutcome
@@ -47,6 +49,7 @@ __all__ = [
     "CreateTopic",
     "DeadLetterSettings",
     "Detach",
+    "Done",
     "Failed",
     "Filter",
     "FilterError",
@@ -61,6 +64,7 @@ __all__ = [
     "PublishedIds",
     "PullMessages",
     "RetrySettings",
+    "Seek",
     "Settle",
     "SettleKind",
     "SettleOutcome",

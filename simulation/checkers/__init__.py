@@ -61,9 +61,16 @@ from ._paging import paging_counts as paging_counts
 from ._paging import paging_no_loss as paging_no_loss
 from ._paging import paging_order as paging_order
 from ._paging import paging_ram as paging_ram
+from ._promises import ack_confirms as ack_confirms
+from ._promises import immediate_publish as immediate_publish
+from ._promises import publish_outcomes as publish_outcomes
+from ._promises import reconfigure as reconfigure
+from ._promises import stale_nack as stale_nack
 from ._pubsub import BatchReceived as BatchReceived
 from ._pubsub import PublishDone as PublishDone
 from ._pubsub import PublishSent as PublishSent
+from ._pubsub import SeekDone as SeekDone
+from ._pubsub import SeekSent as SeekSent
 from ._pubsub import SettleDone as SettleDone
 from ._pubsub import SettleSent as SettleSent
 from ._pubsub import StreamBound as StreamBound
@@ -71,6 +78,11 @@ from ._pubsub import SubscriptionTerms as SubscriptionTerms
 from ._pubsub import acks_from_receivers as acks_from_receivers
 from ._pubsub import exactly_once as exactly_once
 from ._pubsub import no_confirmed_loss as no_confirmed_loss
+from ._pubsub_promises import filter_respected as filter_respected
+from ._pubsub_promises import generation_of as generation_of
+from ._pubsub_promises import key_order as key_order
+from ._pubsub_promises import seek_effect as seek_effect
+from ._pubsub_promises import stream_flow as stream_flow
 from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
@@ -168,4 +180,16 @@ __all__ = [
     "paging_ram",
     "client_counts",
     "paging_counts",
+    "ack_confirms",
+    "immediate_publish",
+    "publish_outcomes",
+    "reconfigure",
+    "stale_nack",
+    "SeekDone",
+    "SeekSent",
+    "filter_respected",
+    "generation_of",
+    "key_order",
+    "seek_effect",
+    "stream_flow",
 ]

@@ -6,7 +6,8 @@ the topic's ids or the failure), ``StreamBound`` (a stream was given a binding),
 ``BatchReceived`` (deliveries: ack id, message, attempt), ``SettleSent`` / ``SettleDone`` (acks
 and deadline changes, then the ids an exactly-once subscription refused). The checkers compare
 that history with the subscriptions' terms (``SubscriptionTerms``): what was confirmed must be
-delivered and acked, what was refused must never be delivered, a settlement that took effect at
+delivered and acked (unless a Seek, ``SeekSent`` / ``SeekDone``, marked it acked), what was
+refused must never be delivered, a settlement that took effect at
 a subscription's queue must come from a client that was given that delivery, and an
 exactly-once subscription never gives out a message again once a client's ack of it was
 confirmed. Only ``acks_from_receivers`` reads the queues' own notes, to see which settlements
@@ -99,14 +100,34 @@ class SettleDone:
 
 @final
 @attrs.frozen
+class SeekSent:
+    """Client history: a Seek of ``subscription`` to ``time_ns`` (publish time, in ns) was sent."""
+
+    subscription: str
+    time_ns: int
+
+
+@final
+@attrs.frozen
+class SeekDone:
+    """Client history: the Seek of ``subscription`` to ``time_ns`` was answered (``failure``: refused)."""
+
+    subscription: str
+    time_ns: int
+    failure: str = ""
+
+
+@final
+@attrs.frozen
 class SubscriptionTerms:
-    """What a subscription promised, as created: its topic, filter, delivery mode and dead-letter topic."""
+    """What a subscription promised, as created: its topic, filter, delivery mode, dead-letter topic and ordering."""
 
     name: str
     topic: str
     filter: Filter = attrs.field(eq=False)
     exactly_once: bool = False
     dead_letter_topic: str | None = None
+    ordered: bool = False
 
     @property
     def short_name(self) -> str:
@@ -164,6 +185,7 @@ def no_confirmed_loss(trace: Iterable[TraceEvent], terms: Sequence[SubscriptionT
     refused: dict[bytes, str] = {}
     sent: set[bytes] = set()
     subs: dict[str, _Subscription] = defaultdict(_Subscription)
+    seeks: dict[str, int] = {}  # subscription -> the latest time a Seek of it marked everything before acked
     violations: list[str] = []
     given = 0
     for event in trace:
@@ -180,6 +202,8 @@ def no_confirmed_loss(trace: Iterable[TraceEvent], terms: Sequence[SubscriptionT
             else:
                 for message, message_id in zip(note.messages, note.ids, strict=True):
                     confirmed[message.data] = (note.topic, attrs.evolve(message, message_id=message_id))
+        elif cls is SeekSent:
+            seeks[note.subscription] = max(seeks.get(note.subscription, 0), note.time_ns)
         elif cls is BatchReceived:
             sub = subs[note.subscription]
             for ack_id, message, _ in note.received:
@@ -207,7 +231,7 @@ def no_confirmed_loss(trace: Iterable[TraceEvent], terms: Sequence[SubscriptionT
                 data_confirmed = sub.ids.get((client, ack_id))
                 if data_confirmed is not None and ack_id not in invalid:
                     sub.confirmed.add(data_confirmed)
-    lost = _report_unsettled(confirmed, terms, subs, violations)
+    lost = _report_unsettled(confirmed, terms, subs, violations, seeks)
     unconfirmed = sum(len(subs[term.name].acked - subs[term.name].confirmed)
                       for term in terms if term.exactly_once and term.name in subs)
     return CheckResult.of("no_confirmed_loss", violations, confirmed=len(confirmed), refused=len(refused),
@@ -239,9 +263,12 @@ def _given_wrongly(
 
 def _report_unsettled(
     confirmed: Mapping[bytes, tuple[str, PubMessage]], terms: Sequence[SubscriptionTerms],
-    subs: Mapping[str, _Subscription], violations: list[str],
+    subs: Mapping[str, _Subscription], violations: list[str], seeks: Mapping[str, int],
 ) -> int:
-    """Report each confirmed message a subscription accepted but no client of it acked (nor dead-lettered)."""
+    """Report each confirmed message a subscription accepted but no client of it acked (nor dead-lettered).
+
+    A message published before the time of a Seek of the subscription counts as acked there (``seeks``).
+    """
     by_topic: dict[str, list[SubscriptionTerms]] = defaultdict(list)
     for term in terms:
         by_topic[term.topic].append(term)
@@ -252,7 +279,7 @@ def _report_unsettled(
             if not term.filter.matches(attributes):
                 continue
             sub = subs.get(term.name)
-            if sub is not None and data in sub.acked:
+            if (sub is not None and data in sub.acked) or message.publish_time_ns < seeks.get(term.name, 0):
                 continue
             if term.dead_letter_topic is not None and _dead_lettered(
                 data, term.short_name, by_topic.get(term.dead_letter_topic, ()), subs

@@ -15,6 +15,7 @@ import attrs
 
 from conveyor.actors.broker import (
     Ack,
+    BatchPublished,
     ConsumerActor,
     ConsumerSettings,
     Delivery,
@@ -23,10 +24,12 @@ from conveyor.actors.broker import (
     Nack,
     Overflow,
     Publish,
+    PublishBatch,
     Published,
     PublishRejected,
     QueueActor,
     QueueConfig,
+    Reconfigure,
     Release,
     RetryPolicy,
 )
@@ -44,6 +47,7 @@ from conveyor.simulation.checkers import (
     EnqueueSent,
     SharedTrace,
     accounting,
+    ack_confirms,
     browser_completeness,
     consumer_priority,
     delivery_count,
@@ -55,10 +59,14 @@ from conveyor.simulation.checkers import (
     found_order,
     group_exclusivity,
     guarded,
+    immediate_publish,
     length_limit,
     not_before,
     priority_order,
+    publish_outcomes,
+    reconfigure,
     selector_match,
+    stale_nack,
     strict_order,
     total_queue,
     unsettled_by_clients,
@@ -84,6 +92,9 @@ class ClientPolicy:
         extend: extend the lease to ``extend_s`` from now (``ModifyAckDeadline``), then ack
             within it.
         crash_after: stop the client (and its consumer) after this many deliveries; 0 never.
+        stale_nack: given a redelivery, first nack the delivery before it (``Nack(attempts=...)``
+            naming an older attempt): a stale nack, which must change nothing.
+        confirm: ask the queue to confirm an ack (``Ack(confirm=True)``), late acks included.
     """
 
     nack: float = 0.0
@@ -94,6 +105,8 @@ class ClientPolicy:
     crash_after: int = 0
     extend: float = 0.0
     extend_s: float = 3.0
+    stale_nack: float = 0.0
+    confirm: float = 0.0
 
 
 @final
@@ -114,6 +127,13 @@ class BrokerScenario:
         durable: the queues keep their state in their journals, so a crashed queue recovers it.
         ttls, delays: each message's ``ttl_s`` / ``delay_s`` is drawn from these (empty: none).
         max_length, overflow: the queue's length limit and what it does past it.
+        immediate: the fraction of single publishes sent ``Publish(immediate=True)``.
+        batch: publish the messages in ``PublishBatch``es of this many (0 or 1: one by one).
+        max_message_bytes: the queue's limit on a message's size (None: the default).
+        oversize: the fraction of messages padded to the edge of the size limit in force (the
+            limit, one byte over it, or twice it).
+        reconfigure_at: when the publisher sends the queue a ``Reconfigure`` (None: never), with
+            ``reconfigure_ack_deadline_s`` and ``reconfigure_max_message_bytes`` (None: as before).
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
         disk: the queues journal on a simulated disk that misbehaves so (None: in memory); their
             process may crash (``ProcessCrash``), and only the clients' word judges the run.
@@ -139,6 +159,13 @@ class BrokerScenario:
     delays: tuple[float | None, ...] = ()
     max_length: int | None = None
     overflow: Overflow = Overflow.REJECT_PUBLISH
+    immediate: float = 0.0
+    batch: int = 0
+    max_message_bytes: int | None = None
+    oversize: float = 0.0
+    reconfigure_at: float | None = None
+    reconfigure_ack_deadline_s: float = 1.0
+    reconfigure_max_message_bytes: int | None = None
     draws: str = ""
     disk: DiskFaults | None = None
     confirm_timeout_s: float | None = None
@@ -164,8 +191,36 @@ class BrokerScenario:
             names.append("group_exclusivity")
         if self.browsers:
             names.append("browser_completeness")
+        names += self._promise_checkers()
         names.append("total_queue")  # last: a checker that names a cause is the one a shrink keeps failing
         return tuple(names)
+
+
+    def _promise_checkers(self) -> list[str]:
+        """The checkers of the features only a swarm draws: stale nacks, confirmed acks, immediate, limits."""
+        names = []
+        if any(policy.stale_nack for policy in self.consumers):
+            names.append("stale_nack")
+        if any(policy.confirm for policy in self.consumers):
+            names.append("ack_confirms")
+        if self.immediate:
+            names.append("immediate_publish")
+        if self.batch > 1 or self.max_message_bytes is not None or self.oversize:
+            names.append("publish_outcomes")
+        if self.reconfigure_at is not None:
+            names.append("reconfigure")
+        return names
+
+    @property
+    def per_message_draws(self) -> bool:
+        """Whether the publisher draws anything per message from its own seeded generator."""
+        return bool(self.ttls or self.delays or self.immediate or self.oversize)
+
+
+@final
+@attrs.frozen
+class _Reconfigure:
+    """The publisher's timer: send the queue its new settings."""
 
 
 @final
@@ -197,9 +252,10 @@ class ScenarioPublisher(Actor):
     ``total_queue``, which judges the queue by its clients' word alone.
     """
 
-    def __init__(self, queue: ActorRef, scenario: BrokerScenario) -> None:
+    def __init__(self, queue: ActorRef, scenario: BrokerScenario, config: QueueConfig | None = None) -> None:
         self.queue = queue
         self.scenario = scenario
+        self.config = config  # the queue's settings, which a ``Reconfigure`` changes
         self.confirmed = 0
         self.queue_path = str(queue.path)
         self.noting = False
@@ -212,54 +268,91 @@ class ScenarioPublisher(Actor):
         scenario = self.scenario
         if scenario.draws:
             self.ctx.note(scenario.draws)
-        if scenario.ttls or scenario.delays:
+        if scenario.per_message_draws:
             self.salt = self.ctx.random.getrandbits(64)
-        for index in range(scenario.messages):
+        step = scenario.batch if scenario.batch > 1 else 1
+        for index in range(0, scenario.messages, step):
             self.ctx.schedule(self.ctx.random.uniform(0, scenario.publish_span_s), _PublishNext(index))
+        if scenario.reconfigure_at is not None:
+            self.ctx.schedule(scenario.reconfigure_at, _Reconfigure())
 
     def receive(self, message: Any) -> None:
-        """Publish one message, or count a confirm."""
-        if type(message) is _PublishNext:
+        """Publish one message (or a batch), reconfigure the queue, or count a confirm."""
+        cls = type(message)
+        if cls is _PublishNext:
             scenario = self.scenario
-            rng = self.ctx.random
-            group = f"g{rng.randrange(scenario.groups)}" if scenario.groups else None
-            index = message.index
-            name = f"m{index}"
-            ttl = delay = None
-            if scenario.ttls or scenario.delays:
-                # Drawn only when the scenario asks for them (older scenarios keep their schedules), and
-                # per message, so a message keeps its TTL and delay when a shrink drops others.
-                own = seeded_random(f"{self.salt}:{index}")
-                ttl = own.choice(scenario.ttls) if scenario.ttls else None
-                delay = own.choice(scenario.delays) if scenario.delays else None
-            sent = Message(
-                name.encode(),
-                headers=(("colour", rng.choice(scenario.colours)), ("index", index)),
-                priority=rng.choice(scenario.priorities),
-                group=group,
-                message_id=name,
-                ttl_s=ttl,
-                delay_s=delay,
-            )
+            if scenario.batch > 1:
+                indices = range(message.index, min(message.index + scenario.batch, scenario.messages))
+                batch = tuple(self._message(index)[0] for index in indices)
+                if self.noting:
+                    self.ctx.note(EnqueueSent(self.queue_path, tuple(m.message_id or "" for m in batch), batch))
+                self.ctx.send(self.queue, PublishBatch(batch))
+                return
+            sent, immediate = self._message(message.index)
             if self.noting:
-                self.ctx.note(EnqueueSent(self.queue_path, (name,), (sent,)))
-            self.ctx.send(self.queue, Publish(sent))
-            if scenario.confirm_timeout_s is not None:
-                self.waiting.add(name)
-                self.ctx.schedule(scenario.confirm_timeout_s, _GiveUp(name))
-        elif type(message) is Published:
+                self.ctx.note(EnqueueSent(self.queue_path, (sent.message_id or "",), (sent,)))
+            self.ctx.send(self.queue, Publish(sent, immediate) if immediate else Publish(sent))
+            if scenario.confirm_timeout_s is not None and sent.message_id is not None:
+                self.waiting.add(sent.message_id)
+                self.ctx.schedule(scenario.confirm_timeout_s, _GiveUp(sent.message_id))
+        elif cls is Published:
             self.confirmed += 1
             self.waiting.discard(message.message_id)
             if self.noting:
                 self.ctx.note(EnqueueAnswered(self.queue_path, (message.message_id,)))
-        elif type(message) is PublishRejected:
+        elif cls is PublishRejected:
             self.waiting.discard(message.message_id)
             if self.noting:
                 self.ctx.note(EnqueueAnswered(self.queue_path, (), (message.message_id,)))
-        elif type(message) is _GiveUp and message.message_id in self.waiting:
+        elif cls is _GiveUp and message.message_id in self.waiting:
             self.waiting.discard(message.message_id)
             if self.noting:
                 self.ctx.note(EnqueueInDoubt(self.queue_path, (message.message_id,)))
+        elif cls is BatchPublished:
+            confirmed = tuple(o.message_id for o in message.outcomes if type(o) is Published)
+            self.confirmed += len(confirmed)
+            if self.noting:
+                refused = tuple(o.message_id for o in message.outcomes if type(o) is PublishRejected)
+                self.ctx.note(EnqueueAnswered(self.queue_path, confirmed, refused))
+        elif cls is _Reconfigure and self.config is not None:
+            scenario = self.scenario
+            limit = scenario.reconfigure_max_message_bytes or self.config.max_message_bytes
+            self.config = attrs.evolve(self.config, ack_deadline_s=scenario.reconfigure_ack_deadline_s,
+                                       max_message_bytes=limit)
+            self.ctx.send(self.queue, Reconfigure(self.config))
+
+    def _message(self, index: int) -> tuple[Message, bool]:
+        """Message ``index`` as drawn, and whether to publish it ``immediate``."""
+        scenario = self.scenario
+        rng = self.ctx.random
+        group = f"g{rng.randrange(scenario.groups)}" if scenario.groups else None
+        name = f"m{index}"
+        ttl = delay = None
+        if scenario.ttls or scenario.delays:
+            # Drawn only when the scenario asks for them (older scenarios keep their schedules), and
+            # per message, so a message keeps its TTL and delay when a shrink drops others.
+            own = seeded_random(f"{self.salt}:{index}")
+            ttl = own.choice(scenario.ttls) if scenario.ttls else None
+            delay = own.choice(scenario.delays) if scenario.delays else None
+        sent = Message(
+            name.encode(),
+            headers=(("colour", rng.choice(scenario.colours)), ("index", index)),
+            priority=rng.choice(scenario.priorities),
+            group=group,
+            message_id=name,
+            ttl_s=ttl,
+            delay_s=delay,
+        )
+        immediate = False
+        if scenario.immediate or scenario.oversize:
+            more = seeded_random(f"{self.salt}:{index}:promises")
+            immediate = more.random() < scenario.immediate
+            if more.random() < scenario.oversize and self.config is not None:
+                limit = self.config.max_message_bytes  # as the queue has it: a Reconfigure goes by our channel
+                pad = more.choice((limit, limit + 1, 2 * limit)) - sent.size
+                if pad > 0:
+                    sent = attrs.evolve(sent, body=sent.body + b"x" * pad)
+        return sent, immediate
 
 
 @final
@@ -332,7 +425,7 @@ class ScenarioClient(Actor):
             assert self.consumer is not None
             if self.noting:
                 self._note_answer(delivery, "ack")
-            self.ctx.send(self.consumer, Ack(delivery.consumer_id, (delivery.tag,)))
+            self.ctx.send(self.consumer, self._ack(delivery))
             return
         if cls is not Delivery:
             return
@@ -345,6 +438,9 @@ class ScenarioClient(Actor):
                                            message.message.message_id, message.delivery_count, acquiring))
         if not acquiring:
             return
+        if policy.stale_nack and message.delivery_count > 1 and self.ctx.random.random() < policy.stale_nack:
+            # the nack of the delivery before this one, late: the queue must leave this one leased
+            self.ctx.reply(Nack(message.consumer_id, (message.tag,), attempts=(message.delivery_count - 1,)))
         draw = self.ctx.random.random()
         if draw < self.below_nack:
             if noting:
@@ -364,9 +460,16 @@ class ScenarioClient(Actor):
         else:
             if noting:
                 self._note_answer(message, "ack")
-            self.ctx.reply(Ack(message.consumer_id, (message.tag,)))
+            self.ctx.reply(self._ack(message))
         if policy.crash_after and self.deliveries >= policy.crash_after:
             self.ctx.stop()  # the consumer child stops with us; the queue takes everything back
+
+    def _ack(self, delivery: Delivery) -> Ack:
+        """The ack of ``delivery``; with the policy's ``confirm`` chance, one the queue answers (``AckResult``)."""
+        confirm = self.policy.confirm
+        if confirm and self.ctx.random.random() < confirm:
+            return Ack(delivery.consumer_id, (delivery.tag,), confirm=True)
+        return Ack(delivery.consumer_id, (delivery.tag,))
 
     def _note_answer(self, delivery: Delivery, outcome: ClientAnswer) -> None:
         self.ctx.note(DeliverySettled(self.queue_path, delivery.consumer_id, delivery.tag,
@@ -408,6 +511,8 @@ def _spawn_broker_actors(
         max_length=scenario.max_length,
         overflow=scenario.overflow,
     )
+    if scenario.max_message_bytes is not None:
+        config = attrs.evolve(config, max_message_bytes=scenario.max_message_bytes)
     queue = system.spawn(lambda: queue_factory(config), name="queue")
     priorities = scenario.consumer_priorities or (0,) * len(scenario.consumers)
     selectors = scenario.selectors or (None,) * len(scenario.consumers)
@@ -423,7 +528,7 @@ def _spawn_broker_actors(
     for index in range(scenario.browsers):
         settings = ConsumerSettings(prefetch_messages=scenario.prefetch, acquiring=False)
         system.spawn(client(ClientPolicy(), settings), name=f"browser-{index}")
-    system.spawn(lambda: ScenarioPublisher(queue, scenario), name="publisher")
+    system.spawn(lambda: ScenarioPublisher(queue, scenario, config), name="publisher")
     return queue, dead_letters
 
 
@@ -543,6 +648,17 @@ def _scenario_checker(name: str, scenario: BrokerScenario) -> Callable[[SharedTr
         return lambda trace, queue: delivery_limit(trace, queue, scenario.max_deliveries, BROWSERS)
     if name == "length_limit":
         return lambda trace, queue: length_limit(trace, queue, scenario.max_length, scenario.overflow, BROWSERS)
+    if name == "stale_nack":
+        return lambda trace, queue: stale_nack(trace, queue, BROWSERS)
+    if name == "ack_confirms":
+        return lambda trace, queue: ack_confirms(trace, queue, BROWSERS)
+    if name == "immediate_publish":
+        return lambda trace, queue: immediate_publish(trace, queue, BROWSERS)
+    if name == "publish_outcomes":
+        limit = scenario.max_message_bytes or QueueConfig("default").max_message_bytes
+        return lambda trace, queue: publish_outcomes(trace, queue, limit)
+    if name == "reconfigure":
+        return lambda trace, queue: reconfigure(trace, queue, scenario.ack_deadline_s, BROWSERS)
     return _CHECKERS[name]
 
 

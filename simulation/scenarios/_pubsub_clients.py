@@ -29,6 +29,7 @@ import attrs
 from conveyor.actors.pubsub import (
     Batch,
     Detach,
+    Done,
     Failed,
     NextBatch,
     OpenStream,
@@ -36,6 +37,7 @@ from conveyor.actors.pubsub import (
     PublishedIds,
     PubMessage,
     PullMessages,
+    Seek,
     Settle,
     SettleKind,
     SettleOutcome,
@@ -49,6 +51,8 @@ from conveyor.simulation.checkers import (
     BatchReceived,
     PublishDone,
     PublishSent,
+    SeekDone,
+    SeekSent,
     SettleDone,
     SettleSent,
     StreamBound,
@@ -98,6 +102,8 @@ class ClientPlan:
         max_messages: the stream's flow control, or a pull's size.
         forge: the index of a victim subscription on which it also settles the ids it is given and
             ids it makes up (None: an honest client).
+        seek_at: when it seeks its subscription (None: never), to ``seek_back_s`` before then
+            (after, if negative).
     """
 
     subscription: int = 0
@@ -110,6 +116,8 @@ class ClientPlan:
     duplicate: float = 0.0
     stale: float = 0.0
     forge: int | None = None
+    seek_at: float | None = None
+    seek_back_s: float = 1.0
 
     @property
     def plain(self) -> bool:
@@ -231,6 +239,12 @@ class _Drain:
 
 @final
 @attrs.frozen
+class _Seek:
+    """Subscriber's timer: seek the subscription to ``ClientPlan.seek_back_s`` ago."""
+
+
+@final
+@attrs.frozen
 class StopClient:
     """Runner -> client: the run is over; end the stream and stop."""
 
@@ -268,10 +282,13 @@ class FrontSubscriber(Actor):
         self.queue: deque[Settle] = deque()
         self.in_flight: Settle | None = None
         self.ids_of: dict[str, list[tuple[str, int]]] = {}  # message id -> (ack id, attempt) given, in order
+        self.seeking: int | None = None  # the time of a Seek sent and not yet answered
 
     def on_start(self) -> None:
-        """Plan the drain, then start receiving."""
+        """Plan the drain (and a Seek), then start receiving."""
         self.ctx.schedule(self.drain_at_s, _Drain())
+        if self.plan.seek_at is not None:
+            self.ctx.schedule(self.plan.seek_at, _Seek())
         self._receive_more()
 
     def receive(self, message: Any) -> None:
@@ -306,6 +323,16 @@ class FrontSubscriber(Actor):
             if self.binding is not None:  # a fresh stream: see ``_Drain``
                 self.ctx.send(self.binding, Detach())
                 self._stream_gone()
+        elif cls is _Seek:
+            if not self.stopped:
+                now_ns = int(self.ctx.now() * 1e9)
+                self.seeking = max(0, now_ns - int(self.plan.seek_back_s * 1e9))
+                self.ctx.note(SeekSent(self.subscription, self.seeking))
+                self.ctx.send(self.registry, Seek(self.subscription, self.seeking, now_ns))
+        elif cls is Done:
+            if self.seeking is not None:
+                self.ctx.note(SeekDone(self.subscription, self.seeking))
+                self.seeking = None
         elif cls is StopClient:
             self.stopped = True
             if self.binding is not None:

@@ -192,7 +192,7 @@ def _broker_candidates(work: BrokerScenario) -> Iterator[BrokerScenario]:
     for index, policy in enumerate(work.consumers):
         if policy != plain:
             yield attrs.evolve(work, consumers=(*work.consumers[:index], plain, *work.consumers[index + 1 :]))
-        for field in ("nack", "release", "ignore", "late_ack", "crash_after"):
+        for field in ("nack", "release", "ignore", "late_ack", "crash_after", "stale_nack", "confirm"):
             if getattr(policy, field):
                 simpler = attrs.evolve(policy, **{field: 0})
                 yield attrs.evolve(work, consumers=(*work.consumers[:index], simpler, *work.consumers[index + 1 :]))
@@ -228,6 +228,14 @@ def _broker_candidates(work: BrokerScenario) -> Iterator[BrokerScenario]:
         yield attrs.evolve(work, max_length=None)
     if work.retry is not None:
         yield attrs.evolve(work, retry=None)
+    if work.immediate:
+        yield attrs.evolve(work, immediate=0.0)
+    if work.batch:
+        yield attrs.evolve(work, batch=0)
+    if work.oversize:
+        yield attrs.evolve(work, oversize=0.0)
+    if work.reconfigure_at is not None:
+        yield attrs.evolve(work, reconfigure_at=None)
 
 
 def _subscriber_candidates(work: SubscriberScenario) -> Iterator[SubscriberScenario]:
@@ -308,6 +316,8 @@ def _pubsub_cuts(work: PubSubScenario) -> Iterator[dict[str, Any]]:
                             if getattr(client, field)]
         if client.forge is not None:
             simpler_clients.append(attrs.evolve(client, forge=None))
+        if client.seek_at is not None:
+            simpler_clients.append(attrs.evolve(client, seek_at=None))
         if client.pull:
             simpler_clients.append(attrs.evolve(client, pull=False))
         simpler_clients += [attrs.evolve(client, max_messages=count) for count in _fewer(client.max_messages, floor=1)]

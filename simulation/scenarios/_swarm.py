@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import random
 
+import attrs
+
 from conveyor.actors.broker import HeaderEquals, Overflow, RetryPolicy
 from conveyor.actors.subscriber import CALLBACKS_PER_JOB, FlowControl
 from conveyor.simulation import seeded_random
@@ -94,12 +96,12 @@ def broker_swarm(seed: int) -> BrokerScenario:
     drawn.append(f"prefetch={prefetch} ack_deadline={ack_deadline_s}")
     span = 0.0 if rng.random() < 0.25 else round(rng.uniform(0.1, 2.0), 3)
     drawn.append(f"publish_span={span}")
-    return BrokerScenario(
+    return broker_promise_features(seed, BrokerScenario(
         messages=messages, consumers=consumers, consumer_priorities=consumer_priorities, selectors=selectors,
         browsers=browsers, priorities=priorities, groups=groups, publish_span_s=span,
         ack_deadline_s=ack_deadline_s, max_deliveries=max_deliveries, prefetch=prefetch, retry=retry,
         ttls=ttls, delays=delays, max_length=max_length, overflow=overflow, draws="swarm: " + " ".join(drawn),
-    )
+    ))
 
 
 def subscriber_swarm(seed: int) -> SubscriberScenario:
@@ -166,4 +168,47 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
         ack_deadline_s=deadline, max_deliveries=max_deliveries, retry=retry, burst=burst, burst_gap_s=gap,
         pause_at=pause_at, pause_s=pause_s, crash_at=crash_at, restart_after_s=restart_after_s,
         draws="swarm: " + " ".join(drawn),
+    )
+
+
+def broker_promise_features(seed: int, scenario: BrokerScenario) -> BrokerScenario:
+    """``scenario`` with the request-level features drawn for ``seed`` (issue 17, item 1).
+
+    Stale nacks, confirmed acks, immediate publishes, batches, a size limit with messages at its
+    edge, and a ``Reconfigure`` mid-run. Drawn from a generator of their own, so the draws of
+    ``broker_swarm`` before them keep their values for every seed.
+    """
+    rng = seeded_random(f"scenario:broker-swarm:{seed}:promises")
+    drawn: list[str] = []
+    stale = rng.choice((0.3, 0.6)) if rng.random() < 0.4 else 0.0
+    confirm = rng.choice((0.3, 1.0)) if rng.random() < 0.4 else 0.0
+    if stale or confirm:
+        drawn.append(f"stale_nack={stale} confirm={confirm}")
+    immediate = rng.choice((0.4, 0.8)) if rng.random() < 0.5 else 0.0
+    if immediate:
+        drawn.append(f"immediate={immediate}")
+    batch = rng.randint(2, 4) if rng.random() < 0.35 else 0
+    if batch:
+        drawn.append(f"batch={batch}")
+    limit = None
+    oversize = 0.0
+    if rng.random() < 0.4:
+        limit = rng.randint(30, 60)
+        oversize = rng.choice((0.2, 0.4))
+        drawn.append(f"max_message_bytes={limit} oversize={oversize}")
+    reconfigure_at = None
+    deadline = scenario.ack_deadline_s
+    new_limit = None
+    if rng.random() < 0.25:
+        reconfigure_at = round(rng.uniform(0.0, max(0.5, 1.5 * scenario.publish_span_s)), 3)
+        deadline = round(rng.uniform(0.3, scenario.ack_deadline_s), 3)  # longer would outlast the liveness bounds
+        new_limit = rng.randint(30, 60) if limit is not None else None
+        drawn.append(f"reconfigure at {reconfigure_at}: ack_deadline={deadline} max_message_bytes={new_limit}")
+    if not drawn:
+        return scenario
+    consumers = tuple(attrs.evolve(policy, stale_nack=stale, confirm=confirm) for policy in scenario.consumers)
+    return attrs.evolve(
+        scenario, consumers=consumers, immediate=immediate, batch=batch, max_message_bytes=limit, oversize=oversize,
+        reconfigure_at=reconfigure_at, reconfigure_ack_deadline_s=deadline, reconfigure_max_message_bytes=new_limit,
+        draws=f"{scenario.draws} {' '.join(drawn)}",
     )

@@ -47,9 +47,14 @@ def notes(trace: list[TraceEvent], kind: type) -> list[Any]:
 @pytest.mark.parametrize("name", FRONT)
 def test_the_front_scenarios_are_green_on_the_real_actors(name: str, strategy: str) -> None:
     for seed in SEEDS:
-        report = run_scenario(name, seed, strategy=strategy).report
+        run = run_scenario(name, seed, strategy=strategy)
+        report = run.report
         assert report.ok, (seed, report.violations)
-        assert report.acked + report.dead_lettered == report.published > 0
+        assert isinstance(run.workload, PubSubScenario)
+        if any(plan.seek_at is not None for plan in run.workload.clients):
+            assert report.published > 0  # a Seek enqueues again what it keeps, and drops the rest unacked
+        else:
+            assert report.acked + report.dead_lettered == report.published > 0
 
 
 @pytest.mark.parametrize("plan", FAULT_PLANS)

@@ -12,7 +12,7 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, kernel, lifecycle, promises, pubsub, storage, subscriber
+from . import broker, broker_promises, kernel, lifecycle, promises, pubsub, pubsub_promises, storage, subscriber
 
 
 @final
@@ -77,7 +77,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "backwards-batch", "a pull's entries are handed out last first", "broker-swarm",
         Variant(queue=broker.queue_with_entries(broker.BackwardsBatch)), budget=10,
-        checkers=frozenset({"strict_order", "queue_order", "priority_order"}),
+        checkers=frozenset({"strict_order", "queue_order", "priority_order", "group_exclusivity"}),
     ),
     PlantedBug(
         "amnesiac-queue", "a durable queue does not recover its journal after a crash", "queue-crash",
@@ -279,6 +279,51 @@ PLANTED: tuple[PlantedBug, ...] = (
         "q1-not-moved-to-q4", "the variable queue never moves q1 to q4 when nothing is on disk (issue 18, item 7)",
         "paging", Variant(shell=storage.keeps_q1), budget=30,
         checkers=frozenset({"paging_order", "paging_no_loss"}),
+    ),
+    PlantedBug(
+        "stale-nack-applied", "a nack's attempts are ignored: a stale nack returns the newer delivery", "broker-swarm",
+        Variant(queue=broker.queue_with_entries(broker_promises.StaleNackApplied)), budget=30,
+        checkers=frozenset({"stale_nack", "exclusive_lease", "ack_confirms"}),
+    ),
+    PlantedBug(
+        "immediate-ignored", "Publish(immediate=True) is enqueued whether a consumer can take it now or not",
+        "broker-swarm", Variant(queue=broker_promises.ImmediateIgnored), budget=30,
+        checkers=frozenset({"immediate_publish"}),
+    ),
+    PlantedBug(
+        "confirms-every-ack", "a confirmed ack reports every tag acked, also a lapsed lease's", "broker-swarm",
+        Variant(queue=broker_promises.ConfirmsEveryAck), budget=30, checkers=frozenset({"ack_confirms"}),
+    ),
+    PlantedBug(
+        "oversize-by-one", "max_message_bytes lets a message one byte over the limit in", "broker-swarm",
+        Variant(queue=broker_promises.OversizeByOne), budget=30, checkers=frozenset({"publish_outcomes"}),
+    ),
+    PlantedBug(
+        "batch-skips-size-limit", "the messages of a PublishBatch are not checked against max_message_bytes",
+        "broker-swarm", Variant(queue=broker_promises.BatchSkipsSizeLimit), budget=30,
+        checkers=frozenset({"publish_outcomes"}),
+    ),
+    PlantedBug(
+        "reconfigure-keeps-deadline", "Reconfigure takes every new setting but the ack deadline", "broker-swarm",
+        Variant(queue=broker_promises.ReconfigureKeepsDeadline), budget=30, checkers=frozenset({"reconfigure"}),
+    ),
+    PlantedBug(
+        "filter-blind-topic", "the topic routes every message to every subscription, whatever its filter",
+        "pubsub-front", Variant(topic=pubsub_promises.FilterBlindTopic), budget=10,
+        checkers=frozenset({"filter_respected"}),
+    ),
+    PlantedBug(
+        "last-first-bindings", "a binding hands its client the deliveries it buffered newest first", "pubsub-front",
+        Variant(subscription=pubsub_promises.LastFirstBindings), budget=10, checkers=frozenset({"key_order"}),
+    ),
+    PlantedBug(
+        "one-more-outstanding", "a stream's flow control lets one message more out than max_outstanding_messages",
+        "pubsub-front", Variant(subscription=pubsub_promises.OneMoreOutstanding), budget=10,
+        checkers=frozenset({"stream_flow"}),
+    ),
+    PlantedBug(
+        "timeless-seek", "a Seek ignores its time: nothing published before it is marked acked", "pubsub-front",
+        Variant(subscription=pubsub_promises.TimelessSeek), budget=15, checkers=frozenset({"seek_effect"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
