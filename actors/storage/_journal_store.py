@@ -4,7 +4,7 @@ Give it to a system (``TrioSystem(journal_store=DiskJournalStore(data_dir))``): 
 (events appended, a snapshot, a clear) is pickled in the handler that makes it and queued; one
 writer thread, the store's I/O actor, takes whatever is queued as one batch, appends it to the log
 and syncs once (group commit), then sends ``JournalSynced`` to the actors that asked
-(``Journal.when_synced``). Handlers never touch a file. Opening the store reads the log back, so a
+(``Journal.when_synced``), one answer per actor and journal for the whole batch. Handlers never touch a file. Opening the store reads the log back, so a
 journal opened at a path starts with what that path had written and synced before the process died.
 
 On disk each write is one record keyed ``path NUL seq``: ``E`` + the pickled tuple of events, ``S`` +
@@ -250,14 +250,18 @@ class DiskJournalStore:
                                  self.directory)
 
     def _write_batch(self, batch: list[object]) -> None:
-        notices: list[_Notify] = []
+        # One answer per (actor, journal) and batch, the highest asked: a queue asks after every
+        # publish, and one JournalSynced per publish cost a cross-thread wake-up and a message each.
+        notices: dict[tuple[ActorRef, str], int] = {}
         wrote = False
         for item in batch:
             if type(item) is _Write:
                 self._apply(item)
                 wrote = True
             elif type(item) is _Notify:
-                notices.append(item)
+                asker = (item.ref, item.path)
+                if notices.get(asker, 0) < item.through:
+                    notices[asker] = item.through
         if wrote:
             self._log.sync()
             self.batches += 1
@@ -265,8 +269,8 @@ class DiskJournalStore:
                 self._log.collect_garbage()
         system = self._system
         if system is not None:
-            for notice in notices:
-                system.tell_from_thread(notice.ref, JournalSynced(notice.path, notice.through))
+            for (ref, path), through in notices.items():
+                system.tell_from_thread(ref, JournalSynced(path, through))
 
     def _apply(self, write: _Write) -> None:
         log = self._log

@@ -127,6 +127,24 @@ def test_the_store_answers_a_sync_request_after_the_writes_it_waits_for(tmp_path
     assert store.batches >= 1
 
 
+def test_one_batch_answers_each_asker_once_with_the_highest_write_it_asked_for(tmp_path: Path) -> None:
+    store = DiskJournalStore(tmp_path)
+    answers: list[object] = []
+    journal_a, journal_b = Journal("/a", None, store), Journal("/b", None, store)
+    for value in range(3):  # queued before the writer starts, so it takes them all as one batch
+        journal_a.append(value)
+        journal_a.when_synced("me")  # type: ignore[arg-type]
+    journal_b.append("y")
+    journal_b.when_synced("me")  # type: ignore[arg-type]
+    journal_b.when_synced("you")  # type: ignore[arg-type]
+    store.start(FakeSystem(lambda ref, message: answers.append((ref, message))))  # type: ignore[arg-type]
+    store.close()
+    assert store.batches == 1
+    assert answers == [("me", JournalSynced("/a", journal_a.last_write)),
+                       ("me", JournalSynced("/b", journal_b.last_write)),
+                       ("you", JournalSynced("/b", journal_b.last_write))]
+
+
 # --- a durable queue on TrioSystem ------------------------------------------------------------
 
 
