@@ -6,8 +6,10 @@ effects on real files, as the broker's shell will. The loop keeps three ``Segmen
 the queue index (``QueueIndex``: one record per message, the 1 KiB bodies embedded in it, as below
 ``embed_below`` RabbitMQ does too), the message store (bodies at least ``embed_below`` long) and the
 delivery marks (one small record per delivered message, so a delivery does not rewrite its index
-record). Each run is a child process (``python -m conveyor.benchmarks._storage_core``), so its
-resident size and timings are its own; it prints one JSON line of figures.
+record; a mark waits for the next sync and is never written if its message is acked first, as
+RabbitMQ's queue-index journal cancels a publish, delivery and ack that meet in it). Each run is a
+child process (``python -m conveyor.benchmarks._storage_core``), so its resident size and timings
+are its own; it prints one JSON line of figures.
 """
 
 from __future__ import annotations
@@ -63,6 +65,11 @@ def decode_entry(data: bytes, delivered: bool) -> IndexEntry:
                       data[start:] if flags & _EMBEDDED else None)
 
 
+def distinct_body(number: int, size: int) -> bytes:
+    """A body of ``size`` bytes of its own (a shared one would make a million queued bodies cost one)."""
+    return number.to_bytes(8, "big")[:size].ljust(size, b"\0")
+
+
 def _key(seq_id: int) -> bytes:
     return seq_id.to_bytes(8, "big")
 
@@ -85,6 +92,7 @@ class CoreQueue:
         self.delivered = SegmentLog(directory / "delivered")
         self.confirmed = 0
         self.fetched: list[Fetched] = []
+        self.marks: set[int] = set()  # delivery marks not yet written: the next sync writes them
         if queue is None:
             span = self.index.span()
             if span is not None:
@@ -131,15 +139,15 @@ class CoreQueue:
 
     def _mark(self, effect: Effect) -> None:
         assert type(effect) is MarkDelivered
-        for seq_id in effect.seq_ids:
-            if _key(seq_id) not in self.delivered:
-                self.delivered.put(_key(seq_id), b"")
+        self.marks.update(effect.seq_ids)
 
     def _ack_index(self, effect: Effect) -> None:
         assert type(effect) is AckIndex
         for seq_id in effect.seq_ids:
             self.index.ack(seq_id)
-            if _key(seq_id) in self.delivered:
+            if seq_id in self.marks:
+                self.marks.discard(seq_id)
+            elif _key(seq_id) in self.delivered:
                 self.delivered.delete(_key(seq_id))
 
     def _remove(self, effect: Effect) -> None:
@@ -149,8 +157,8 @@ class CoreQueue:
 
     def _read_index(self, effect: Effect) -> None:
         assert type(effect) is ReadIndex
-        delivered = self.delivered
-        entries = [decode_entry(data, _key(seq_id) in delivered)
+        delivered, marks = self.delivered, self.marks
+        entries = [decode_entry(data, seq_id in marks or _key(seq_id) in delivered)
                    for seq_id, data in self.index.read_from(effect.start, effect.end - effect.start)
                    if seq_id < effect.end]
         self.queue.loaded_index(entries)
@@ -166,9 +174,16 @@ class CoreQueue:
 
     def _sync(self, effect: Effect) -> None:
         assert type(effect) is Sync
+        self._write_marks()
         for log in (self.index, self.store, self.delivered):
             log.sync()
         self.confirmed += len(self.queue.synced(effect.token))
+
+    def _write_marks(self) -> None:
+        for seq_id in sorted(self.marks):
+            if _key(seq_id) not in self.delivered:
+                self.delivered.put(_key(seq_id), b"")
+        self.marks.clear()
 
     def collect_garbage(self) -> None:
         """Compact every log's sparse segments."""
@@ -177,6 +192,7 @@ class CoreQueue:
 
     def close(self) -> None:
         """Sync and close the files (a clean stop: each log saves its table)."""
+        self._write_marks()
         for log in (self.index, self.store, self.delivered):
             log.close()
 
@@ -188,11 +204,10 @@ def _peak_rss() -> int:
 def fill(directory: Path, messages: int, size: int, target_ram_count: int | None, batch: int) -> dict[str, float]:
     """Publish ``messages`` persistent bodies of ``size`` bytes under the target, a sync per ``batch``."""
     core = CoreQueue(directory, VariableQueue(durable=True, target_ram_count=target_ram_count))
-    body = bytes(size)
     start = time.perf_counter()
     publish = core.queue.publish
     for number in range(messages):
-        publish(str(number), body, persistent=True)
+        publish(str(number), distinct_body(number, size), persistent=True)
         if number % batch == batch - 1:
             core.run_effects()
     core.run_effects()
@@ -253,6 +268,8 @@ def recover(directory: Path, messages: int, size: int, target_ram_count: int | N
     core.collect_garbage()
     figures["gc_s"] = time.perf_counter() - start
     figures["gc_disk_per_live_byte"] = disk_bytes(directory) / live
+    for log in LOGS:  # where the bytes are
+        figures[f"gc_{log}_per_live_byte"] = disk_bytes(directory / log) / live
     core.close()
     figures["peak_rss"] = float(_peak_rss())
     return figures

@@ -22,6 +22,7 @@ from conveyor.actors.storage import DiskJournalStore
 from conveyor.runtime import Actor, ActorRef, TrioSystem
 
 from ._common import check_equal
+from ._storage_core import distinct_body
 from .broker import BatchAckingClient, GetCount
 
 ACK_DEADLINE_S = 600.0
@@ -45,13 +46,17 @@ class _Go:
 
 
 class WindowedPublisher(Actor):
-    """Publishes ``total`` messages of ``body``, keeping at most ``window`` unconfirmed; counts confirms."""
+    """Publishes ``total`` messages of ``body``, keeping at most ``window`` unconfirmed; counts confirms.
 
-    def __init__(self, queue: ActorRef, total: int, window: int, body: bytes) -> None:
+    With ``distinct``, each message gets a body of its own of ``len(body)`` bytes.
+    """
+
+    def __init__(self, queue: ActorRef, total: int, window: int, body: bytes, distinct: bool = False) -> None:
         self.queue = queue
         self.total = total
         self.window = window
         self.body = body
+        self.distinct = distinct
         self.sent = 0
         self.confirmed = 0
 
@@ -64,7 +69,7 @@ class WindowedPublisher(Actor):
             self.confirmed += 1  # a Published (a refusal would fail the count check at the end)
         send, queue, body = self.ctx.send, self.queue, self.body
         while self.sent < self.total and self.sent - self.confirmed < self.window:
-            send(queue, Publish(Message(body)))
+            send(queue, Publish(Message(distinct_body(self.sent, len(body)) if self.distinct else body)))
             self.sent += 1
 
 
@@ -157,7 +162,8 @@ async def _fill(directory: str, messages: int, body: bytes, window: int, option:
             paging: dict[str, Any] = {option: target}  # a field this module may not know the type of
             config = attrs.evolve(config, **paging)
         queue = system.spawn(lambda: QueueActor(config), name="q")
-        publisher = system.spawn(lambda: WindowedPublisher(queue, messages, window, body), name="publisher")
+        publisher = system.spawn(lambda: WindowedPublisher(queue, messages, window, body, distinct=True),
+                                 name="publisher")
         await system.wait_quiet()
         start = time.perf_counter()
         publisher.tell(_Go())
