@@ -104,6 +104,21 @@ class RabbitNode:
         if self.process.poll() is not None:
             self.stop()
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) the node's processes have used so far (its process group)."""
+        if self.process is None:
+            return 0.0
+        ticks = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[2]) == self.process.pid:  # fields after the name: state, ppid, pgrp, ...
+                    total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / ticks
+
     def _tail(self) -> str:
         with contextlib.suppress(OSError):
             return (self.home / "server.out").read_text(errors="replace")[-600:]

@@ -129,6 +129,8 @@ def _throughput(figures: dict[str, float], messages: int, body: bytes, window: i
     figures["conveyor_consume_per_s"] = messages / ours.consume_s
     figures["conveyor_end_to_end_per_s"] = messages / (ours.publish_s + ours.consume_s)
     figures["conveyor_publishes_per_sync"] = messages / max(1, ours.syncs)
+    figures["conveyor_publish_cpu_us"] = ours.publish_cpu_s / messages * 1e6
+    figures["conveyor_consume_cpu_us"] = ours.consume_cpu_s / messages * 1e6
     figures["ratio_end_to_end_vs_target"] = figures["conveyor_end_to_end_per_s"] / END_TO_END_TARGET
     if not rabbitmq:
         return "not asked for (--no-rabbitmq)"
@@ -142,6 +144,9 @@ def _throughput(figures: dict[str, float], messages: int, body: bytes, window: i
     figures["rabbitmq_publish_per_s"] = messages / theirs.publish_s
     figures["rabbitmq_consume_per_s"] = messages / theirs.consume_s
     figures["rabbitmq_end_to_end_per_s"] = messages / (theirs.publish_s + theirs.consume_s)
+    figures["rabbitmq_publish_cpu_us"] = theirs.publish_cpu_s / messages * 1e6
+    figures["rabbitmq_consume_cpu_us"] = theirs.consume_cpu_s / messages * 1e6
+    figures["ratio_publish_cpu_vs_rabbitmq"] = figures["rabbitmq_publish_cpu_us"] / figures["conveyor_publish_cpu_us"]
     figures["ratio_publish_vs_rabbitmq"] = figures["conveyor_publish_per_s"] / figures["rabbitmq_publish_per_s"]
     figures["ratio_end_to_end_vs_rabbitmq"] = (figures["conveyor_end_to_end_per_s"]
                                                / figures["rabbitmq_end_to_end_per_s"])
@@ -191,12 +196,15 @@ def _report(figures: dict[str, float], rabbit_missing: str | None, runs: list[Rs
     f = figures
     print(f"storage benchmark: 1 KiB persistent messages; throughput over {messages:,} "
           f"(confirm window {window:,}, prefetch {PREFETCH}, acks per {ACK_EVERY})")
-    print(f"  {'':34}{'publish+confirm/s':>18}{'consume+ack/s':>15}{'end to end/s':>14}")
+    print(f"  {'':34}{'publish+confirm/s':>18}{'consume+ack/s':>15}{'end to end/s':>14}"
+          f"{'CPU us/msg: publish':>21}{'consume':>9}")
     print(f"  {'conveyor, TrioSystem + disk journal':34}{f['conveyor_publish_per_s']:>18,.0f}"
-          f"{f['conveyor_consume_per_s']:>15,.0f}{f['conveyor_end_to_end_per_s']:>14,.0f}")
+          f"{f['conveyor_consume_per_s']:>15,.0f}{f['conveyor_end_to_end_per_s']:>14,.0f}"
+          f"{f['conveyor_publish_cpu_us']:>21.1f}{f['conveyor_consume_cpu_us']:>9.1f}")
     if rabbit_missing is None:
         print(f"  {'RabbitMQ 3.x (pika), durable queue':34}{f['rabbitmq_publish_per_s']:>18,.0f}"
-              f"{f['rabbitmq_consume_per_s']:>15,.0f}{f['rabbitmq_end_to_end_per_s']:>14,.0f}")
+              f"{f['rabbitmq_consume_per_s']:>15,.0f}{f['rabbitmq_end_to_end_per_s']:>14,.0f}"
+              f"{f['rabbitmq_publish_cpu_us']:>21.1f}{f['rabbitmq_consume_cpu_us']:>9.1f}")
     else:
         print(f"  {'RabbitMQ 3.x (pika)':34} not available: {rabbit_missing}")
     e2e = f["ratio_end_to_end_vs_target"]
@@ -205,7 +213,9 @@ def _report(figures: dict[str, float], rabbit_missing: str | None, runs: list[Rs
     if rabbit_missing is None:
         ratio = f["ratio_publish_vs_rabbitmq"]
         print(f"  confirmed publishes {ratio:.2f}x RabbitMQ's (target >= {RABBITMQ_FACTOR_TARGET:.0f}x) "
-              f"{_verdict(ratio >= RABBITMQ_FACTOR_TARGET)}; end to end {f['ratio_end_to_end_vs_rabbitmq']:.2f}x")
+              f"{_verdict(ratio >= RABBITMQ_FACTOR_TARGET)}; end to end {f['ratio_end_to_end_vs_rabbitmq']:.2f}x; "
+              f"RabbitMQ (server + pika) spends {f['ratio_publish_cpu_vs_rabbitmq']:.2f}x conveyor's CPU per "
+              "confirmed publish")
     limit = target_mib + RSS_HEADROOM_MIB
     print(f"memory: {memory_messages:,} messages queued, {target_mib} MiB target, limit {limit} MiB peak RSS")
     for run, key in zip(runs, ("core", "broker"), strict=True):
