@@ -166,6 +166,7 @@ def _memory_and_recovery(figures: dict[str, float], root: Path, messages: int, s
     figures["core_fill_per_s"] = core.figures["publish_per_s"]
     figures["core_peak_rss_mib"] = core.peak / MIB
     figures["core_peak_vs_limit"] = core.peak / limit
+    figures["core_queued_peak_rss_mib"] = core.figures["queued_peak_rss"] / MIB
     broker_dir = root / "broker"
     broker_dir.mkdir()
     paging = ["--option", option, "--target", str(target_bytes)] if option is not None else []
@@ -221,6 +222,8 @@ def _report(figures: dict[str, float], rabbit_missing: str | None, runs: list[Rs
     for run, key in zip(runs, ("core", "broker"), strict=True):
         print(f"  {run.label:52} peak {f[f'{key}_peak_rss_mib']:>8,.0f} MiB = {f[f'{key}_peak_vs_limit']:.2f}x "
               f"the limit {_verdict(f[f'{key}_peak_vs_limit'] <= 1)}; filled at {f[f'{key}_fill_per_s']:,.0f}/s")
+    print(f"  the storage layer's peak before its clean close (which saves each log's table): "
+          f"{f['core_queued_peak_rss_mib']:,.0f} MiB = {f['core_queued_peak_rss_mib'] / limit:.2f}x the limit")
     print(f"  RSS over time: {png}")
     print(f"recovery: the storage layer's {memory_messages:,} queued messages")
     print(f"  reopen to the first message: {f['reopen_clean_s']:.2f} s after a clean stop, "
