@@ -280,9 +280,11 @@ def _cli() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="throughput runs per side; the best is kept")
     parser.add_argument("--no-rabbitmq", action="store_true", help="skip RabbitMQ")
     parser.add_argument("--png", default="reports/storage-rss.png", help="where the RSS picture goes")
+    parser.add_argument("--broker-memory-option", default=None,
+                        help="QueueConfig field of the broker queue's memory target (default: detected)")
     arguments = parser.parse_args()
     main(messages=arguments.messages, memory_messages=arguments.memory_messages, repeat=arguments.repeat,
-         rabbitmq=not arguments.no_rabbitmq, png=arguments.png)
+         rabbitmq=not arguments.no_rabbitmq, png=arguments.png, broker_memory_option=arguments.broker_memory_option)
 
 
 if __name__ == "__main__":

@@ -213,13 +213,19 @@ def bench_storage(
     repeat: int = typer.Option(1, min=1, help="Throughput runs per side; the best is reported."),
     rabbitmq: bool = typer.Option(True, help="Measure RabbitMQ 3.x beside conveyor (make rabbitmq installs it)."),
     png: str = typer.Option("reports/storage-rss.png", help="Where the picture of RSS over time goes."),
+    broker_memory_option: str | None = typer.Option(
+        None, help="QueueConfig field of the broker queue's memory target in bytes (default: the first field "
+        "named memory_target*, if any; none: the broker row runs without paging)."),
 ) -> None:
     """Durable storage: publish+confirm and consume+ack on disk beside RabbitMQ, RSS under a memory target,
     recovery time and bytes on disk (minutes at full size)."""
     from conveyor.benchmarks.storage import main as run
 
-    run(messages=messages, memory_messages=memory_messages, memory_target_mib=memory_target_mib, repeat=repeat,
-        rabbitmq=rabbitmq, png=png)
+    try:
+        run(messages=messages, memory_messages=memory_messages, memory_target_mib=memory_target_mib, repeat=repeat,
+            rabbitmq=rabbitmq, png=png, broker_memory_option=broker_memory_option)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from error
 
 
 def main() -> None:
