@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml $(shell find $(CODE_DIRS) -type d -not -name __pycache_
 	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=strict
 	@touch $@
 
-.PHONY: java install demo test test-slow crash-test mutants lint typecheck bench clean
+.PHONY: java install demo test test-slow crash-test mutants lint typecheck bench bench-storage rabbitmq clean
 # PySpark (the sweep, trace analysis) needs a Java runtime: install one when none is on the PATH.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 java:
@@ -61,6 +61,19 @@ mutants: install
 
 bench: install
 	$(BIN)/python benchmarks/runtime.py
+
+# RabbitMQ 3.x and pika, the peer of `conveyor bench storage` (docs/storage.md, "Benchmark"): the Debian package
+# (not started as a service: the benchmark starts and stops its own node on loopback) and the `bench` extra.
+rabbitmq: install
+	@test -x /usr/lib/rabbitmq/bin/rabbitmq-server || { \
+		echo "rabbitmq-server missing; installing the Debian package"; \
+		$(SUDO) apt-get update -qq && RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive \
+		$(SUDO) apt-get install -y -qq --no-install-recommends rabbitmq-server; }
+	$(BIN)/python -m pip install -q -e '.[dev,bench]' --config-settings editable_mode=strict
+
+# The full-size storage benchmark (minutes; not in CI): conveyor beside RabbitMQ, memory, recovery.
+bench-storage: rabbitmq
+	$(BIN)/conveyor bench storage
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .pytest_cache .ruff_cache

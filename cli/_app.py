@@ -205,6 +205,29 @@ def bench_simulation(
     run(seeds=seeds, repeat=repeat, profile=profile, spark_seeds=spark_seeds)
 
 
+@bench_app.command("storage")
+def bench_storage(
+    messages: int = typer.Option(100_000, min=100, help="Messages of the throughput row (publish, consume)."),
+    memory_messages: int = typer.Option(1_000_000, min=100, help="Messages queued in the memory and recovery rows."),
+    memory_target_mib: int = typer.Option(64, min=1, help="The memory target of the memory row, MiB."),
+    repeat: int = typer.Option(1, min=1, help="Throughput runs per side; the best is reported."),
+    rabbitmq: bool = typer.Option(True, help="Measure RabbitMQ 3.x beside conveyor (make rabbitmq installs it)."),
+    png: str = typer.Option("reports/storage-rss.png", help="Where the picture of RSS over time goes."),
+    broker_memory_option: str | None = typer.Option(
+        None, help="QueueConfig field of the broker queue's memory target in bytes (default: the first field "
+        "named memory_target*, if any; none: the broker row runs without paging)."),
+) -> None:
+    """Durable storage: publish+confirm and consume+ack on disk beside RabbitMQ, RSS under a memory target,
+    recovery time and bytes on disk (minutes at full size)."""
+    from conveyor.benchmarks.storage import main as run
+
+    try:
+        run(messages=messages, memory_messages=memory_messages, memory_target_mib=memory_target_mib, repeat=repeat,
+            rabbitmq=rabbitmq, png=png, broker_memory_option=broker_memory_option)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from error
+
+
 def main() -> None:
     """Entry point of the ``conveyor`` script."""
     app()

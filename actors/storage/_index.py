@@ -59,12 +59,23 @@ class QueueIndex:
     def seq_ids(self, start: int = 0, limit: int | None = None) -> list[int]:
         """Up to ``limit`` live ids from ``start`` on, ascending."""
         found: list[int] = []
-        for seq_id in self._ids[bisect.bisect_left(self._ids, start) :]:
+        ids = self._ids
+        for position in range(bisect.bisect_left(ids, start), len(ids)):  # no copy of the tail per read
             if limit is not None and len(found) >= limit:
                 break
+            seq_id = ids[position]
             if _key(seq_id) in self._log:
                 found.append(seq_id)
         return found
+
+    def span(self) -> tuple[int, int] | None:
+        """The first live id and one past the last (what a recovered queue's delta covers); None when empty."""
+        ids = self._ids
+        first = next((i for i in ids if _key(i) in self._log), None)
+        if first is None:
+            return None
+        last = next(i for i in reversed(ids) if _key(i) in self._log)
+        return first, last + 1
 
     def read_from(self, start: int, limit: int) -> list[tuple[int, bytes]]:
         """Up to ``limit`` (seq_id, entry) pairs from ``start`` on, ascending."""

@@ -4,13 +4,16 @@ Give it to a system (``TrioSystem(journal_store=DiskJournalStore(data_dir))``): 
 (events appended, a snapshot, a clear) is pickled in the handler that makes it and queued; one
 writer thread, the store's I/O actor, takes whatever is queued as one batch, appends it to the log
 and syncs once (group commit), then sends ``JournalSynced`` to the actors that asked
-(``Journal.when_synced``). Handlers never touch a file. Opening the store reads the log back, so a
-journal opened at a path starts with what that path had written and synced before the process died.
+(``Journal.when_synced``), one answer per actor and journal for the whole batch. Handlers never
+touch a file. Opening the store reads the log back, so a journal opened at a path starts with what
+that path had written and synced before the process died.
 
-On disk each write is one record keyed ``path NUL seq``: ``E`` + the pickled tuple of events, ``S`` +
-the pickled snapshot, or ``C`` (cleared). A snapshot or a clear is written before the deletions of
-the records it replaces, and the log keeps a crash's prefix, so recovery (the latest ``S`` or ``C``,
-then the ``E`` records after it) never sees events without the state they follow.
+On disk each batch's writes of one journal are records keyed ``path NUL seq``: ``E`` + the pickled
+tuples of events (the writer joins a journal's event writes of a batch into one record of up to
+``EVENTS_RECORD_BYTES``: one put per journal and batch, not per publish), ``S`` + the pickled
+snapshot, or ``C`` (cleared). A snapshot or a clear is written before the deletions of the records
+it replaces, and the log keeps a crash's prefix, so recovery (the latest ``S`` or ``C``, then the
+``E`` records after it) never sees events without the state they follow.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ EVENTS: Final = b"E"
 SNAPSHOT: Final = b"S"
 CLEARED: Final = b"C"
 _KINDS: Final = {"events": EVENTS, "snapshot": SNAPSHOT, "clear": CLEARED}
+EVENTS_RECORD_BYTES: Final = 1024 * 1024
+"""A journal's event writes of one batch are joined into records of about this many bytes at most."""
 GC_EVERY_SYNCS: Final = 256
 """The writer collects garbage (compacts sparse segments) once per this many batches."""
 
@@ -89,8 +94,8 @@ def encode_value(value: object) -> bytes:
 class _Unpickler(pickle.Unpickler):
     """Reads ``encode_value``'s bytes: a stored ref becomes ``gone(path)``, one object per path."""
 
-    def __init__(self, data: bytes, gone: Callable[[str], ActorRef]) -> None:
-        super().__init__(io.BytesIO(data))
+    def __init__(self, data: bytes | io.BytesIO, gone: Callable[[str], ActorRef]) -> None:
+        super().__init__(data if isinstance(data, io.BytesIO) else io.BytesIO(data))
         self._gone = gone
 
     def find_class(self, module: str, name: str) -> Any:
@@ -102,6 +107,15 @@ class _Unpickler(pickle.Unpickler):
 def decode_value(data: bytes, gone: Callable[[str], ActorRef]) -> Any:
     """The value ``encode_value`` wrote, its refs made by ``gone``."""
     return _Unpickler(data, gone).load()
+
+
+def decode_events(data: bytes, gone: Callable[[str], ActorRef]) -> list[object]:
+    """The events of one ``E`` record: each ``encode_value``'d tuple joined into it, in order."""
+    stream = io.BytesIO(data)
+    events: list[object] = []
+    while stream.tell() < len(data):
+        events.extend(_Unpickler(stream, gone).load())  # a fresh memo per pickle: each was dumped alone
+    return events
 
 
 def journal_key(path: str, seq: int) -> bytes:
@@ -203,11 +217,10 @@ class DiskJournalStore:
         if recovered is None:
             return None, ()
         snapshot, batches = recovered
-        decode = self._decode
         events: list[object] = []
         for batch in batches:
-            events.extend(decode(batch))
-        return (None if snapshot is None else decode(snapshot)), events
+            events.extend(decode_events(batch, self._gone_ref))
+        return (None if snapshot is None else self._decode(snapshot)), events
 
     def _decode(self, data: bytes) -> Any:
         return decode_value(data, self._gone_ref)
@@ -286,14 +299,33 @@ class DiskJournalStore:
             self._write_drained(batch)
 
     def _write_batch(self, batch: list[object]) -> None:
-        notices: list[_Notify] = []
+        # One answer per (actor, journal) and batch, the highest asked: a queue asks after every
+        # publish, and one JournalSynced per publish cost a cross-thread wake-up and a message each.
+        notices: dict[tuple[ActorRef, str], int] = {}
+        events: dict[str, list[bytes]] = {}  # each journal's event writes not yet put, in order
+        held_bytes: dict[str, int] = {}
         wrote = False
         for item in batch:
             if type(item) is _Write:
-                self._apply(item)
                 wrote = True
+                if item.kind == EVENTS:
+                    events.setdefault(item.path, []).append(item.value)
+                    size = held_bytes[item.path] = held_bytes.get(item.path, 0) + len(item.value)
+                    if size >= EVENTS_RECORD_BYTES:
+                        self._put_events(item.path, events.pop(item.path))
+                        del held_bytes[item.path]
+                    continue
+                held_bytes.pop(item.path, None)
+                held = events.pop(item.path, None)
+                if held is not None:  # the events before this snapshot or clear go first
+                    self._put_events(item.path, held)
+                self._apply(item)
             elif type(item) is _Notify:
-                notices.append(item)
+                asker = (item.ref, item.path)
+                if notices.get(asker, 0) < item.through:
+                    notices[asker] = item.through
+        for path, held in events.items():
+            self._put_events(path, held)
         if wrote:
             self._log.sync()
             self.batches += 1
@@ -301,19 +333,24 @@ class DiskJournalStore:
                 self._log.collect_garbage()
         system = self._system
         if system is not None:
-            for notice in notices:
-                system.tell_from_thread(notice.ref, JournalSynced(notice.path, notice.through))
+            for (ref, path), through in notices.items():
+                system.tell_from_thread(ref, JournalSynced(path, through))
+
+    def _put_events(self, path: str, values: list[bytes]) -> None:
+        """One ``E`` record for a journal's event writes of a batch (``decode_events`` splits it again)."""
+        seq = self._next_seq.get(path, 1)
+        self._next_seq[path] = seq + 1
+        self._log.put(journal_key(path, seq), EVENTS + b"".join(values))
+        self._live.setdefault(path, []).append(seq)
 
     def _apply(self, write: _Write) -> None:
+        """Put a snapshot or a clear, then delete the records it replaces."""
         log = self._log
         path = write.path
         seq = self._next_seq.get(path, 1)
         self._next_seq[path] = seq + 1
         live = self._live.setdefault(path, [])
         log.put(journal_key(path, seq), write.kind + write.value)
-        if write.kind == EVENTS:
-            live.append(seq)
-            return
         for old in live:  # the snapshot or clear is written first: a crash keeps a prefix of these
             log.delete(journal_key(path, old))
         live.clear()

@@ -290,7 +290,7 @@ class SegmentLog:
 
     def keys(self) -> list[bytes]:
         """The stored keys, in the order their records lie on disk."""
-        return sorted(self._table.keys(), key=self._table.location)
+        return sorted(self._table.keys(), key=self._table.disk_order)
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every stored (key, value), a segment at a time: each file is read once, every record checked."""

@@ -177,6 +177,10 @@ class SegmentTable:
         """Where ``key``'s value is. Raises KeyError if it is not live."""
         return _unpack(self._keys[key])
 
+    def disk_order(self, key: bytes) -> int:
+        """A sort key that orders live keys as their values lie on disk (segment, then offset): the packed location."""
+        return self._keys[key]
+
     def keys(self) -> Iterable[bytes]:
         """The live keys, in no particular order."""
         return self._keys.keys()

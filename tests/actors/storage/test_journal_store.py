@@ -21,7 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conveyor.actors.broker import GetStats, Message, Publish, Published, QueueActor, QueueConfig, QueueStats
-from conveyor.actors.storage import DiskJournalStore
+from conveyor.actors.storage import DiskJournalStore, SegmentLog, recover_journals
+from conveyor.actors.storage import _journal_store as journal_store_module
 from conveyor.runtime import ActorRef, Journal, JournalSynced, TrioSystem
 from tests.actors.broker.clients import Action, consume, received
 from tests.actors.storage.helpers import RecordingFileSystem
@@ -125,6 +126,66 @@ def test_the_store_answers_a_sync_request_after_the_writes_it_waits_for(tmp_path
     store.close()
     assert answers == [("me", JournalSynced("/a", journal.last_write))]
     assert store.batches >= 1
+
+
+def test_one_batch_answers_each_asker_once_with_the_highest_write_it_asked_for(tmp_path: Path) -> None:
+    store = DiskJournalStore(tmp_path)
+    answers: list[object] = []
+    journal_a, journal_b = Journal("/a", None, store), Journal("/b", None, store)
+    for value in range(3):  # queued before the writer starts, so it takes them all as one batch
+        journal_a.append(value)
+        journal_a.when_synced("me")  # type: ignore[arg-type]
+    journal_b.append("y")
+    journal_b.when_synced("me")  # type: ignore[arg-type]
+    journal_b.when_synced("you")  # type: ignore[arg-type]
+    store.start(FakeSystem(lambda ref, message: answers.append((ref, message))))  # type: ignore[arg-type]
+    store.close()
+    assert store.batches == 1
+    assert answers == [("me", JournalSynced("/a", journal_a.last_write)),
+                       ("me", JournalSynced("/b", journal_b.last_write)),
+                       ("you", JournalSynced("/b", journal_b.last_write))]
+
+
+def test_a_journals_event_writes_of_one_batch_are_one_record_that_reads_back_in_order(tmp_path: Path) -> None:
+    store = DiskJournalStore(tmp_path)
+    journal_a, journal_b = Journal("/a", None, store), Journal("/b", None, store)
+    for value in range(3):  # queued before the writer starts: one batch
+        journal_a.append(value)
+        journal_b.append(-value)
+    with journal_a.atomic():
+        journal_a.append(3)
+        journal_a.append(4)
+    journal_a.save_snapshot("s")
+    journal_a.append(5)
+    journal_a.append(6)
+    store.start(FakeSystem())  # type: ignore[arg-type]
+    store.close()
+    log = SegmentLog(tmp_path)
+    _, live = recover_journals(log)
+    log.close()
+    assert live == {"/a": [2, 3], "/b": [1]}  # events, snapshot (deleting them), events; and /b's events
+    reopened = DiskJournalStore(tmp_path)
+    reopened.start(FakeSystem())  # type: ignore[arg-type]
+    recovered_a, recovered_b = Journal("/a", None, reopened), Journal("/b", None, reopened)
+    assert (recovered_a.snapshot, list(recovered_a), list(recovered_b)) == ("s", [5, 6], [0, -1, -2])
+    reopened.close()
+
+
+def test_joined_event_records_stay_under_their_size_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(journal_store_module, "EVENTS_RECORD_BYTES", 1)  # every write fills a record
+    store = DiskJournalStore(tmp_path)
+    journal = Journal("/a", None, store)
+    for value in range(3):
+        journal.append(value)
+    store.start(FakeSystem())  # type: ignore[arg-type]
+    store.close()
+    log = SegmentLog(tmp_path)
+    assert recover_journals(log)[1] == {"/a": [1, 2, 3]}
+    log.close()
+    reopened = DiskJournalStore(tmp_path)
+    reopened.start(FakeSystem())  # type: ignore[arg-type]
+    assert list(Journal("/a", None, reopened)) == [0, 1, 2]
+    reopened.close()
 
 
 # --- a durable queue on TrioSystem ------------------------------------------------------------

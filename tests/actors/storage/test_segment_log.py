@@ -250,6 +250,15 @@ def test_a_tombstone_outlives_gc_while_the_put_it_cancels_is_on_disk(tmp_path: P
         assert len(log) == 49
 
 
+def test_keys_come_in_the_order_their_values_lie_on_disk(tmp_path: Path) -> None:
+    with SegmentLog(tmp_path, segment_size=200) as log:
+        for key in (b"m", b"c", b"x", b"a", b"q", b"b"):
+            log.put(key, b"v" * 40)  # a few records per segment: the order spans segments
+        log.delete(b"c")
+        log.put(b"c", b"v")  # now last on disk
+        assert log.keys() == [b"m", b"x", b"a", b"q", b"b", b"c"]
+
+
 # -- the queue index ------------------------------------------------------------------------------
 
 
@@ -260,6 +269,12 @@ def test_the_queue_index_reads_in_sequence_order_across_reopen(tmp_path: Path) -
     index.ack(3)
     index.ack(9)
     assert index.seq_ids() == [1, 2, 5, 7, 11]
+    index.ack(1)
+    index.ack(11)
+    assert index.span() == (2, 8)  # acked ids at either end are skipped
+    index.publish(1, b"entry-1")
+    index.publish(11, b"entry-11")
+    assert index.span() == (1, 12)
     assert index.read_from(4, 2) == [(5, b"entry-5"), (7, b"entry-7")]
     index.sync()
     crash_index = index
@@ -273,7 +288,11 @@ def test_the_queue_index_reads_in_sequence_order_across_reopen(tmp_path: Path) -
     for seq_id in range(100, 299):
         reopened.ack(seq_id)
     assert reopened.seq_ids(start=12) == [299]
+    assert reopened.span() == (1, 300)
     assert len(reopened) == 6
+    for seq_id in reopened.seq_ids():
+        reopened.ack(seq_id)
+    assert reopened.span() is None
     with pytest.raises(ValueError, match=r"seq_id must be an int in 0\.\.2"):
         reopened.publish(-1, b"x")
     reopened.close()
