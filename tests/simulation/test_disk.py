@@ -208,7 +208,8 @@ def test_journal_syncs_come_back_as_messages_in_virtual_time() -> None:
 
 
 def test_a_process_crash_restarts_its_actors_from_what_the_disk_kept() -> None:
-    sim = Simulation(2, journal_store=open_disk_store, process=("/writer",), faults=[ProcessCrash(at_step=6)])
+    # Step 5: after the one batched sync of all three writes (one JournalSynced per batch and journal).
+    sim = Simulation(2, journal_store=open_disk_store, process=("/writer",), faults=[ProcessCrash(at_step=5)])
     writer = sim.spawn(_Writer, name="writer")
     for word in ("one", "two", "three"):
         writer.tell(word)
