@@ -442,7 +442,7 @@ class SegmentLog:
                          if name.endswith(SEGMENT_SUFFIX) and name[: -len(SEGMENT_SUFFIX)].isdigit())
         snapshot = self._load_snapshot(names, present)
         if snapshot is not None:
-            return self._open_from(snapshot[0], snapshot[1], present, Recovery(
+            return self._open_from(snapshot[0], snapshot[1], snapshot[2], present, Recovery(
                 segments=len(present), records=0, keys=len(snapshot[0]), truncated=(), damaged=(),
                 finished_compactions=(), removed_temporary=temporary, from_snapshot=True,
             ))
@@ -475,7 +475,9 @@ class SegmentLog:
         for segment in finished:
             del sizes[segment]
         table = builder.build(sizes)
-        return self._open_from(table, builder.top + 1, present, Recovery(
+        # A compaction's output is numbered above its sources, so present segments cover every number a
+        # compaction header names; a tombstone may name a segment above every present one.
+        return self._open_from(table, builder.top + 1, builder.top_target + 1, present, Recovery(
             segments=len(table.segments()),
             records=records,
             keys=len(table),
@@ -486,13 +488,16 @@ class SegmentLog:
         ))
 
     def _open_from(
-        self, table: SegmentTable, next_seq: int, present: list[int], recovery: Recovery,
+        self, table: SegmentTable, next_seq: int, floor: int, present: list[int], recovery: Recovery,
     ) -> tuple[SegmentTable, int, int, Recovery]:
-        """Take ``table`` as recovered: pick the segment to append to (a new one if the last is full or damaged)."""
+        """Take ``table`` as recovered: pick the segment to append to (a new one if the last is full or damaged).
+
+        New segments are numbered from ``floor`` at least: a number once used is never used again.
+        """
         self._table = table
         segments = table.segments()
         last = segments[-1] if segments else 0
-        next_segment = max(present, default=0) + 1
+        next_segment = max(floor, max(present, default=0) + 1)
         if segments and last not in self._damaged and table.size(last) < self._segment_size:
             self._active, self._active_end = last, table.size(last)
             self._buffer_start = self._active_end
@@ -506,7 +511,7 @@ class SegmentLog:
                     recovery.segments)
         return table, next_seq, next_segment, recovery
 
-    def _load_snapshot(self, names: list[str], present: list[int]) -> tuple[SegmentTable, int] | None:
+    def _load_snapshot(self, names: list[str], present: list[int]) -> tuple[SegmentTable, int, int] | None:
         """The table a clean close saved, if there is one and the segments are still what it describes.
 
         The snapshot is deleted (durably) before the log writes anything, so a crash after this open
@@ -515,7 +520,7 @@ class SegmentLog:
         if SNAPSHOT_NAME not in names:
             return None
         path = os.path.join(self._directory, SNAPSHOT_NAME)
-        loaded: tuple[SegmentTable, int] | None = None
+        loaded: tuple[SegmentTable, int, int] | None = None
         try:
             loaded = SegmentTable.load(self._fs.read(path))
             found = {segment: self._fs.size(self._path(segment)) for segment in present}
@@ -595,7 +600,7 @@ class SegmentLog:
         path = os.path.join(self._directory, SNAPSHOT_NAME)
         fd = self._fs.open_append(path + ".tmp")
         try:
-            self._fs.write(fd, self._table.dump(self._next_seq))
+            self._fs.write(fd, self._table.dump(self._next_seq, self._next_segment))
             self._fs.fsync(fd)
         finally:
             self._fs.close(fd)

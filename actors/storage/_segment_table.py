@@ -247,11 +247,17 @@ class SegmentTable:
 
     # -- clean shutdown -------------------------------------------------------------------------
 
-    def dump(self, next_seq: int) -> bytes:
-        """The table (and the log's next sequence number) as bytes ending in a CRC, for a clean shutdown."""
+    def dump(self, next_seq: int, next_segment: int) -> bytes:
+        """The table, the log's next sequence number and next segment number, as bytes ending in a CRC.
+
+        The next segment number is saved because a deleted segment's number must never come back: a
+        tombstone elsewhere may still name it, and would be taken for one cancelling the newcomer's puts.
+        """
         holders = [(holder, target, count, size) for target, by_holder in self._tombstones.items()
                    for holder, (count, size) in by_holder.items() if count]
-        parts = [_SNAPSHOT_HEAD.pack(_SNAPSHOT_MAGIC, next_seq, len(self._sizes), len(holders), len(self._keys))]
+        head = _SNAPSHOT_HEAD.pack(
+            _SNAPSHOT_MAGIC, next_seq, next_segment, len(self._sizes), len(holders), len(self._keys))
+        parts = [head]
         parts.extend(_SNAPSHOT_SEGMENT.pack(segment, self._sizes[segment]) for segment in sorted(self._sizes))
         parts.extend(_SNAPSHOT_TOMBSTONES.pack(*totals) for totals in holders)
         pack = _SNAPSHOT_KEY.pack
@@ -262,8 +268,8 @@ class SegmentTable:
         return body + _SNAPSHOT_CRC.pack(zlib.crc32(body))
 
     @classmethod
-    def load(cls, data: bytes) -> tuple[SegmentTable, int]:
-        """The table and next sequence number ``dump`` wrote.
+    def load(cls, data: bytes) -> tuple[SegmentTable, int, int]:
+        """The table, next sequence number and next segment number ``dump`` wrote.
 
         Raises:
             CorruptRecord: the bytes are not a whole snapshot (wrong CRC, magic or length).
@@ -273,7 +279,7 @@ class SegmentTable:
                 _SNAPSHOT_CRC.unpack_from(view, len(view) - 4)[0]):
             msg = f"snapshot of {len(view)} bytes fails its CRC"
             raise CorruptRecord(msg)
-        magic, next_seq, segments, holders, keys = _SNAPSHOT_HEAD.unpack_from(view)
+        magic, next_seq, next_segment, segments, holders, keys = _SNAPSHOT_HEAD.unpack_from(view)
         if magic != _SNAPSHOT_MAGIC:
             msg = f"snapshot starts with {magic!r}, expected {_SNAPSHOT_MAGIC!r}"
             raise CorruptRecord(msg)
@@ -302,13 +308,13 @@ class SegmentTable:
         if offset != len(view) - _SNAPSHOT_CRC.size or len(locations) != keys:
             msg = f"snapshot holds {len(view) - offset - _SNAPSHOT_CRC.size} bytes more or fewer than it says"
             raise CorruptRecord(msg)
-        return table, next_seq
+        return table, next_seq, next_segment
 
     # -- recovery -------------------------------------------------------------------------------
 
 
-_SNAPSHOT_MAGIC: Final = b"CVSNAP01"
-_SNAPSHOT_HEAD: Final = struct.Struct("<8sQIII")  # magic, next seq, segments, tombstone totals, keys
+_SNAPSHOT_MAGIC: Final = b"CVSNAP02"  # 01 had no next segment number: it is read as no snapshot (a scan)
+_SNAPSHOT_HEAD: Final = struct.Struct("<8sQIIII")  # magic, next seq, next segment, segments, tombstone totals, keys
 _SNAPSHOT_SEGMENT: Final = struct.Struct("<IQ")  # segment, size
 _SNAPSHOT_TOMBSTONES: Final = struct.Struct("<IIQQ")  # holder, target, count, bytes
 _SNAPSHOT_KEY: Final = struct.Struct("<HIII")  # key length, segment, offset, size; then the key
@@ -332,15 +338,18 @@ class TableBuilder:
         self._tombstones: dict[tuple[int, int], list[int]] = {}
         self.top = 0
         """The highest sequence number seen."""
+        self.top_target = 0
+        """The highest segment a tombstone names (it may be gone: its number must not be used again)."""
 
     def add(self, segment: int, heads: Iterable[Head]) -> None:
         """The heads read from ``segment`` (segments may come in any order)."""
-        latest, top = self._latest, self.top
+        latest, top, top_target = self._latest, self.top, self.top_target
         base = segment << 64
         for offset, size, seq, key, target in heads:
             top = max(top, seq)
             location = base | (offset << 32) | size
             if target >= 0:
+                top_target = max(top_target, target)
                 totals = self._tombstones.setdefault((segment, target), [0, 0])
                 totals[0] += 1
                 totals[1] += size
@@ -350,7 +359,7 @@ class TableBuilder:
             best = latest.get(key)
             if best is None or value > best:
                 latest[key] = value
-        self.top = top
+        self.top, self.top_target = top, top_target
 
     def build(self, sizes: Mapping[int, int]) -> SegmentTable:
         """The table of the segments in ``sizes`` (those still present, with their valid lengths)."""
