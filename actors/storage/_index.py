@@ -39,10 +39,13 @@ class QueueIndex:
     def publish(self, seq_id: int, entry: bytes) -> int:
         """Record ``entry`` under ``seq_id`` (durable after the next sync). Returns the write's number."""
         written = self._log.put(_key(seq_id), entry)
-        if not self._ids or seq_id > self._ids[-1]:
-            self._ids.append(seq_id)
+        ids = self._ids
+        if not ids or seq_id > ids[-1]:
+            ids.append(seq_id)
         else:
-            bisect.insort(self._ids, seq_id)
+            position = bisect.bisect_left(ids, seq_id)
+            if position == len(ids) or ids[position] != seq_id:  # an id acked earlier is still listed
+                ids.insert(position, seq_id)
         return written
 
     def ack(self, seq_id: int) -> int:

@@ -356,3 +356,14 @@ def test_a_snapshot_that_no_longer_matches_the_segments_is_ignored_and_logged(
         assert not log.recovery.from_snapshot
         assert contents(log) == stored
     assert any("ignoring the clean-shutdown snapshot" in r.getMessage() for r in caplog.records)
+
+
+def test_an_index_lists_an_id_published_again_once(tmp_path: Path) -> None:
+    """Publishing an id acked earlier keeps it once in ``seq_ids`` (the paging shell had to de-duplicate)."""
+    index = QueueIndex(SegmentLog(tmp_path, segment_size=1500))
+    for seq_id in (1, 2, 3):
+        index.publish(seq_id, b"e")
+    index.ack(2)
+    index.publish(2, b"again")
+    assert index.seq_ids() == [1, 2, 3]
+    assert index.read_from(0, 10) == [(1, b"e"), (2, b"again"), (3, b"e")]
