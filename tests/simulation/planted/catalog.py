@@ -281,6 +281,10 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"paging_order", "paging_no_loss"}),
     ),
     PlantedBug(
+        "unacked-bodies-kept", "reducing memory leaves delivered, unacked bodies in RAM over the target (issue 18)",
+        "paging", Variant(shell=storage.keeps_unacked_bodies), budget=30, checkers=frozenset({"paging_ram"}),
+    ),
+    PlantedBug(
         "stale-nack-applied", "a nack's attempts are ignored: a stale nack returns the newer delivery", "broker-swarm",
         Variant(queue=broker.queue_with_entries(broker_promises.StaleNackApplied)), budget=30,
         checkers=frozenset({"stale_nack", "exclusive_lease", "ack_confirms"}),

@@ -129,3 +129,25 @@ def keeps_q1(fs: FileSystem, scenario: PagingScenario) -> PagingShell:
 def collects_live_message(fs: FileSystem, scenario: PagingScenario) -> PagingShell:
     """The paging shell whose files' garbage collection leaves a live record out of what it copies."""
     return PagingShell(DropsCopiedRecord(cast("SimDisk", fs)), scenario)
+
+
+class KeepsUnackedBodies(VariableQueue):  # type: ignore[misc]
+    """Broken: reducing memory forgets that delivered, unacked bodies count against the target too."""
+
+    def _reduce_memory_use(self) -> None:
+        target = self._target
+        if target is None:
+            return
+        over = self._ram_count() - target
+        if over > 0 and self._q1:
+            self.push_alphas_to_betas(over, 0)
+        while self._ram_count() > target and self._q4 and self.push_alphas_to_betas(0, self._ram_count() - target):
+            pass
+        betas_over = len(self._q2) + len(self._q3) - max(target, self._segment_entries)
+        if betas_over > 0:
+            self.push_betas_to_deltas(betas_over)
+
+
+def keeps_unacked_bodies(fs: FileSystem, scenario: PagingScenario) -> PagingShell:
+    """The paging shell over a core that leaves unacked bodies in RAM whatever the target."""
+    return PagingShell(fs, scenario, make_queue=KeepsUnackedBodies)
