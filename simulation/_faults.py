@@ -135,9 +135,18 @@ class ProcessCrash:
     code's own recovery), and every actor of the process (``Simulation(process=...)``) restarts
     from it. Clients, in other processes, live on. A failed fsync or a full disk crashes the process
     the same way (it panics rather than go on with a disk whose contents it no longer knows).
+
+    With ``after_sent`` (a message class name such as ``'AckResult'``), the kill waits from
+    ``at_step`` until an actor of the process sends such a message, and comes at the next step: as
+    FoundationDB's BUGGIFY puts faults where bugs hide, right after a promise leaves the process.
     """
 
     at_step: int = attrs.field(validator=non_negative_int)
+    after_sent: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.after_sent is not None and (not isinstance(self.after_sent, str) or not self.after_sent.isidentifier()):
+            fail("ProcessCrash", "after_sent", "None or a class name such as 'AckResult'", self.after_sent)
 
 
 @final

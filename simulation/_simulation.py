@@ -175,6 +175,17 @@ class _SimPromise(PromiseCell):
         super().__init__(system, uid)
 
 
+
+@final
+@attrs.frozen
+class _CrashNow:
+    """An armed ``ProcessCrash`` whose message was sent: it is applied at ``at_step``."""
+
+    fault: ProcessCrash
+    at_step: int
+    why: str
+
+
 @final
 class Simulation(ActorSystemBase):
     """A deterministic actor system on a virtual clock.
@@ -223,12 +234,13 @@ class Simulation(ActorSystemBase):
         self.faults: tuple[Fault, ...] = plan
         self.faults_applied: list[FaultApplied] = []
         """Every fault as it was applied, in order (also in the trace as FAULT events)."""
-        self._step_faults: list[Crash | CrashAmong | Delay | ProcessCrash] = sorted(
+        self._step_faults: list[Crash | CrashAmong | Delay | ProcessCrash | _CrashNow] = sorted(
             (f for f in plan if isinstance(f, (Crash, CrashAmong, Delay, ProcessCrash))),
             key=lambda f: f.at_step, reverse=True,
         )
         self._pauses: list[Pause] = sorted((f for f in plan if isinstance(f, Pause)), key=lambda f: -f.at_time)
         self._drops: tuple[Drop, ...] = tuple(f for f in plan if isinstance(f, Drop))
+        self._armed_crashes: list[ProcessCrash] = []  # waiting for their process to send ``after_sent``
         self._failing_jobs: dict[FailJob, int] = {f: 0 for f in plan if isinstance(f, FailJob)}
         self._failing_writes: dict[FailWrite, int] = {f: 0 for f in plan if isinstance(f, FailWrite)}
         self._holds: list[_Hold] = []
@@ -305,6 +317,8 @@ class Simulation(ActorSystemBase):
     def _push(self, sender_id: int, sender: CellBase | None, target: CellBase, message: object) -> None:
         if self._drops and self._dropped(sender, target, message):
             return
+        if self._armed_crashes and sender is not None:
+            self._trigger_crashes(sender, message)
         if type(sender) is _SimCell:
             outgoing = sender.outgoing
         elif sender is None:
@@ -561,11 +575,27 @@ class Simulation(ActorSystemBase):
                 cell = among[fault.pick % len(among)]
                 self._record_fault(fault, f"{'restarted' if fault.restart else 'stopped'} {cell.path}", cell)
                 self._crash(cell, fault.restart)
+            elif isinstance(fault, _CrashNow):
+                self._crash_process(fault.fault, fault.why)
             elif isinstance(fault, ProcessCrash):
+                if fault.after_sent is not None:
+                    self._armed_crashes.append(fault)
+                    continue
                 self._crash_process(fault, "killed")
             else:
                 self._record_fault(fault, f"held until {self._now + fault.duration_s:g}")
                 self._begin_hold(_Hold(self._now + fault.duration_s, fault.sender, fault.receiver, exact=True))
+
+    def _trigger_crashes(self, sender: CellBase, message: object) -> None:
+        """An armed ``ProcessCrash(after_sent=...)`` fires at the next step once its process sent such a message."""
+        name = type(message).__name__
+        for fault in self._armed_crashes:
+            if fault.after_sent == name and any(covers(top, sender.path) for top in self.process):
+                self._armed_crashes.remove(fault)
+                # The smallest step of all still to come: the list is sorted by step, last first.
+                why = f"killed right after {sender.path} sent {name}"
+                self._step_faults.append(_CrashNow(fault, self.steps + 1, why))
+                return
 
     def _crash_process(self, fault: ProcessCrash, why: str) -> None:
         """The durable actors' process dies: its disk loses what was not synced, its actors restart from the rest.

@@ -26,9 +26,11 @@ from ._deliveries import length_limit as length_limit
 from ._deliveries import not_before as not_before
 from ._deliveries import selector_match as selector_match
 from ._durable import EnqueueInDoubt as EnqueueInDoubt
+from ._durable import acked_stays_acked as acked_stays_acked
 from ._durable import client_counts as client_counts
 from ._durable import durable_total_queue as durable_total_queue
 from ._durable import found_order as found_order
+from ._history import AckConfirmed as AckConfirmed
 from ._history import ClientAnswer as ClientAnswer
 from ._history import ConsumerAsked as ConsumerAsked
 from ._history import DeliveryReceived as DeliveryReceived
@@ -107,6 +109,8 @@ __all__ = [
     "ConsumerAsked",
     "DeliveryReceived",
     "DeliverySettled",
+    "AckConfirmed",
+    "acked_stays_acked",
     "EnqueueAnswered",
     "EnqueueSent",
     "FinalBrowseStarted",

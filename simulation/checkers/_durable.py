@@ -11,6 +11,9 @@ synced), so these judge only what the clients saw, as Jepsen's total-queue check
   or not: the crash decided.
 * ``found_order``: the messages the final browse found that no client was ever given come, per
   priority, in the order they were published: recovery keeps the queue's order.
+* ``acked_stays_acked``: a message whose ack the queue confirmed (``AckResult``, sent only once the
+  ack is synced) is never given to a client again nor found at the end, crash or not; an ack not
+  confirmed may come back (at-least-once).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import attrs
 
 from conveyor.runtime import EventKind, TraceEvent
 
-from ._history import DeliveryReceived, EnqueueAnswered, EnqueueSent, FoundAtEnd, _Ledger
+from ._history import AckConfirmed, DeliveryReceived, EnqueueAnswered, EnqueueSent, FoundAtEnd, _Ledger
 from ._result import CheckResult
 
 
@@ -119,6 +122,27 @@ def found_order(trace: Iterable[TraceEvent], queue: str) -> CheckResult:
                               f"{before[1]} (published #{before[0]}), though neither was ever delivered")
         last[priority] = max(before, (order, message_id)) if before is not None else (order, message_id)
     return CheckResult.of("found_order", violations, checked=checked)
+
+
+def acked_stays_acked(trace: Iterable[TraceEvent], queue: str) -> CheckResult:
+    """A message of ``queue`` whose ack was confirmed is never received again nor found by the final browse."""
+    confirmed_at: dict[str, float] = {}
+    violations: list[str] = []
+    for event in trace:
+        if event.kind is not EventKind.NOTE:
+            continue
+        note = event.message
+        cls = type(note)
+        if cls is AckConfirmed and note.queue == queue:
+            for message_id in note.message_ids:
+                confirmed_at.setdefault(message_id, event.time)
+        elif cls is DeliveryReceived and note.queue == queue and note.acquiring and note.message_id in confirmed_at:
+            violations.append(f"t={event.time:g}: {note.message_id} was given again (delivery {note.attempt}) after "
+                              f"its ack was confirmed at t={confirmed_at[note.message_id]:g}")
+        elif cls is FoundAtEnd and note.queue == queue and note.message_id in confirmed_at:
+            violations.append(f"{note.message_id} was found at the end though its ack was confirmed at "
+                              f"t={confirmed_at[note.message_id]:g}: a confirmed ack was lost")
+    return CheckResult.of("acked_stays_acked", violations, confirmed_acks=len(confirmed_at))
 
 
 def client_counts(trace: Iterable[TraceEvent]) -> tuple[int, int, int, int]:

@@ -112,6 +112,15 @@ class DeliverySettled:
 
 @final
 @attrs.frozen
+class AckConfirmed:
+    """Client history: the queue confirmed these acks (``AckResult``), so they are on disk: never given again."""
+
+    queue: str
+    message_ids: tuple[str, ...]
+
+
+@final
+@attrs.frozen
 class FinalBrowseStarted:
     """Client history: after the run went quiet, a browser started reading what is left in ``queue``.
 

@@ -15,6 +15,7 @@ import attrs
 
 from conveyor.actors.broker import (
     Ack,
+    AckResult,
     BatchPublished,
     ConsumerActor,
     ConsumerSettings,
@@ -37,6 +38,7 @@ from conveyor.runtime import Actor, ActorRef, ActorSystemBase, TraceEvent
 from conveyor.runtime.lowlevel import register_immutable_type
 from conveyor.simulation import DiskFaults, Fault, RunResult, Simulation, Strategy, seeded_random
 from conveyor.simulation.checkers import (
+    AckConfirmed,
     CheckResult,
     ClientAnswer,
     ConsumerAsked,
@@ -48,6 +50,7 @@ from conveyor.simulation.checkers import (
     SharedTrace,
     accounting,
     ack_confirms,
+    acked_stays_acked,
     browser_completeness,
     consumer_priority,
     delivery_count,
@@ -173,7 +176,8 @@ class BrokerScenario:
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
         if self.disk is not None:  # a crash takes back what the queue had not synced: its notes are no witness
-            return ("found_order", "durable_total_queue")
+            confirmed = ("acked_stays_acked",) if any(policy.confirm for policy in self.consumers) else ()
+            return ("found_order", *confirmed, "durable_total_queue")
         names = ["accounting", "drained", "delivery_count", "delivery_limit", "exclusive_lease"]
         # the per-message promises first: they fail at the first broken delivery, so a shrink keeps them
         if any(self.ttls):
@@ -202,7 +206,7 @@ class BrokerScenario:
         if any(policy.stale_nack for policy in self.consumers):
             names.append("stale_nack")
         if any(policy.confirm for policy in self.consumers):
-            names.append("ack_confirms")
+            names += ["ack_confirms", "acked_stays_acked"]
         if self.immediate:
             names.append("immediate_publish")
         if self.batch > 1 or self.max_message_bytes is not None or self.oversize:
@@ -396,6 +400,7 @@ class ScenarioClient(Actor):
         self.below_late_ack = policy.nack + policy.release + policy.ignore + policy.late_ack
         self.below_extend = self.below_late_ack + policy.extend
         self.connection = 0  # connections lost so far: a late ack meant for an earlier one is dropped
+        self.confirming: dict[int, str] = {}  # tag -> message id of this connection's acks awaiting AckResult
 
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
@@ -416,7 +421,11 @@ class ScenarioClient(Actor):
             if self.consumer is not None:
                 self.ctx.stop(self.consumer)
             self.connection += 1
+            self.confirming.clear()  # the old consumer's answers, if any still come, are not this connection's
             self._connect(f"consumer-{self.connection}")
+            return
+        if cls is AckResult:
+            self._acks_confirmed(message)
             return
         if cls is _LateAck:
             if message.connection != self.connection:
@@ -468,8 +477,20 @@ class ScenarioClient(Actor):
         """The ack of ``delivery``; with the policy's ``confirm`` chance, one the queue answers (``AckResult``)."""
         confirm = self.policy.confirm
         if confirm and self.ctx.random.random() < confirm:
+            if delivery.message.message_id is not None:
+                self.confirming[delivery.tag] = delivery.message.message_id
             return Ack(delivery.consumer_id, (delivery.tag,), confirm=True)
         return Ack(delivery.consumer_id, (delivery.tag,))
+
+    def _acks_confirmed(self, result: AckResult) -> None:
+        """The queue confirmed acks: note the messages whose acks it says it took (``acked_stays_acked``)."""
+        if self.ctx.sender != self.consumer:
+            return  # an earlier connection's consumer: its tags are not this connection's
+        confirmed = tuple(self.confirming.pop(tag) for tag in result.acked if tag in self.confirming)
+        for tag in result.invalid:
+            self.confirming.pop(tag, None)
+        if confirmed and self.noting:
+            self.ctx.note(AckConfirmed(self.queue_path, confirmed))
 
     def _note_answer(self, delivery: Delivery, outcome: ClientAnswer) -> None:
         self.ctx.note(DeliverySettled(self.queue_path, delivery.consumer_id, delivery.tag,
@@ -626,6 +647,7 @@ _CHECKERS: dict[str, Callable[[SharedTrace, str], CheckResult]] = {
     "browser_completeness": browser_completeness,
     "durable_total_queue": _durable_total_queue,
     "found_order": found_order,
+    "acked_stays_acked": acked_stays_acked,
 }
 
 

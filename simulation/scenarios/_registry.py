@@ -275,7 +275,8 @@ def _durable_crash_workload(seed: int) -> BrokerScenario:
     """A durable queue on the simulated disk: 5-30 messages at priorities 0, 4, 9, 1-4 consumers."""
     rng = seeded_random(f"scenario:durable-crash:{seed}")
     consumers = tuple(
-        ClientPolicy(nack=rng.choice((0.0, 0.1)), release=rng.choice((0.0, 0.05)), late_ack=rng.choice((0.0, 0.1)))
+        ClientPolicy(nack=rng.choice((0.0, 0.1)), release=rng.choice((0.0, 0.05)), late_ack=rng.choice((0.0, 0.1)),
+                     confirm=rng.choice((0.5, 1.0)))  # a confirmed ack must survive the crash (acked_stays_acked)
         for _ in range(rng.randint(1, 4))
     )
     return BrokerScenario(messages=rng.randint(5, 30), consumers=consumers, priorities=(0, 4, 9), durable=True,
@@ -550,7 +551,8 @@ def _draw_process_crashes(workload: BrokerScenario, rng: random.Random) -> tuple
     """The queues' process is killed 1-3 times, on a disk that tears writes, fails fsyncs or fills, as drawn.
 
     The queues journal on a simulated disk (``SimDisk``) through the real storage code; a kill
-    loses what was not synced and the queues recover from what the disk kept. A failed fsync or a
+    (at a drawn step, or, for two kills in three, right after the queue next sends a ``Published`` or an
+    ``AckResult``) loses what was not synced and the queues recover from what the disk kept. A failed fsync or a
     full disk crashes the process as well. The publisher gives up a publish unanswered for 3 s.
     """
     full_after = rng.choice((None, None, rng.randint(2_000, 60 * workload.messages + 2_000)))
@@ -560,7 +562,10 @@ def _draw_process_crashes(workload: BrokerScenario, rng: random.Random) -> tuple
     )
     workload = attrs.evolve(workload, durable=True, disk=disk, confirm_timeout_s=workload.confirm_timeout_s or 3.0)
     steps = sorted(rng.sample(range(5, 5 + 15 * workload.messages), rng.randint(1, 3)))
-    return workload, [ProcessCrash(at_step=step) for step in steps]
+    # Half the kills wait for a promise to leave the process (a publish or an ack confirmed): the
+    # moment a confirm sent before its sync would show.
+    return workload, [ProcessCrash(at_step=step, after_sent=rng.choice((None, "Published", "AckResult")))
+                      for step in steps]
 
 
 def replay_command(name: str, seed: int, strategy: str, depth: int, faults: str) -> str:

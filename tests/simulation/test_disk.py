@@ -15,15 +15,18 @@ from hypothesis import strategies as st
 
 from conveyor.actors.broker import Message
 from conveyor.actors.storage import DiskJournalStore, SegmentLog, VariableQueueStatus
-from conveyor.runtime import Actor, EventKind, JournalSynced, TraceEvent
+from conveyor.runtime import Actor, ActorRef, EventKind, JournalSynced, TraceEvent
 from conveyor.simulation import ChoiceStream, DiskFaults, ProcessCrash, SimDisk, Simulation, choice_stream
 from conveyor.simulation.checkers import (
+    AckConfirmed,
+    DeliveryReceived,
     EnqueueAnswered,
     EnqueueInDoubt,
     EnqueueSent,
     FinalBrowseStarted,
     FoundAtEnd,
     PagingStatus,
+    acked_stays_acked,
     durable_total_queue,
     found_order,
     paging_ram,
@@ -273,6 +276,19 @@ def test_found_order_judges_only_messages_never_delivered() -> None:
     assert [line.split(":")[0] for line in result.violations] == ["priority 4"]
 
 
+def test_acked_stays_acked_finds_a_confirmed_ack_that_came_back() -> None:
+    given = _note(DeliveryReceived("/queue", 1, 1, "m0", 1))
+    confirmed = _note(AckConfirmed("/queue", ("m0",)), 1.0)
+    again = _note(DeliveryReceived("/queue", 2, 1, "m0", 2), 2.0)
+    found = _note(FoundAtEnd("/queue", 1, "m0"), 9.0, "/final")
+    assert acked_stays_acked([given, again, confirmed], "/queue").ok  # given again before the confirm: allowed
+    assert [v.split(" was")[0] for v in acked_stays_acked([given, confirmed, again], "/queue").violations] == [
+        "t=2: m0"]
+    assert "a confirmed ack was lost" in acked_stays_acked([given, confirmed, found], "/queue").violations[0]
+    browsed = _note(DeliveryReceived("/queue", 3, 1, "m0", 1, acquiring=False), 3.0)
+    assert acked_stays_acked([given, confirmed, browsed], "/other").ok
+
+
 def _status(bodies: int, target: int | None, betas: int = 0) -> VariableQueueStatus:
     return VariableQueueStatus(q1=0, q2=0, delta=0, q3=betas, q4=bodies, len=bodies + betas, unacked=0,
                                ram_msg_count=bodies, ram_ack_count=0, ram_bytes=bodies, ram_index_count=bodies,
@@ -329,3 +345,41 @@ def test_segment_numbers_are_never_reused_after_a_reopen(tmp_path: Path, clean: 
                 log.close()  # the next open reads the clean-shutdown snapshot, with its next segment number
             log = SegmentLog(tmp_path, segment_size=200)  # the process died after a sync: nothing is lost
     assert dict(log.items()) == live
+
+
+class _Echo(Actor):
+    """Journals each message, then answers its sender with the message's length once synced."""
+
+    def receive(self, message: Any) -> None:
+        if type(message) is str:
+            self.ctx.journal.append(message)
+            self.ctx.reply(len(message))
+
+
+class _Asker(Actor):
+    def __init__(self, echo: ActorRef) -> None:
+        self.echo = echo
+
+    def on_start(self) -> None:
+        for word in ("one", "three", "seven"):
+            self.ctx.send(self.echo, word)
+
+    def receive(self, message: Any) -> None:
+        self.ctx.note(("answer", message))
+
+
+def test_a_process_crash_can_wait_for_its_process_to_send_a_message() -> None:
+    """``after_sent``: the kill comes at the step after the process sends such a message, not before."""
+    sim = Simulation(4, journal_store=open_disk_store, process=("/echo",),
+                     faults=[ProcessCrash(at_step=0, after_sent="int")])
+    echo = sim.spawn(_Echo, name="echo")
+    sim.spawn(lambda: _Asker(echo), name="asker")
+    sim.run()
+    (applied,) = sim.faults_applied
+    assert applied.outcome.startswith("killed right after /echo sent int")
+    assert applied.fault == ProcessCrash(at_step=0, after_sent="int")
+
+
+def test_after_sent_must_name_a_class() -> None:
+    with pytest.raises(ValueError, match="after_sent"):
+        ProcessCrash(at_step=1, after_sent="not a name")

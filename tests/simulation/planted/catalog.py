@@ -285,6 +285,10 @@ PLANTED: tuple[PlantedBug, ...] = (
         "paging", Variant(shell=storage.keeps_unacked_bodies), budget=30, checkers=frozenset({"paging_ram"}),
     ),
     PlantedBug(
+        "ack-confirmed-before-sync", "the queue answers Ack(confirm=True) before the journal synced the ack (issue 18)",
+        "durable-crash", Variant(queue=storage.EagerAckConfirms), budget=30, checkers=frozenset({"acked_stays_acked"}),
+    ),
+    PlantedBug(
         "stale-nack-applied", "a nack's attempts are ignored: a stale nack returns the newer delivery", "broker-swarm",
         Variant(queue=broker.queue_with_entries(broker_promises.StaleNackApplied)), budget=30,
         checkers=frozenset({"stale_nack", "exclusive_lease", "ack_confirms"}),

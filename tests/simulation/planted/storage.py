@@ -6,6 +6,8 @@ the real ``DiskJournalStore`` and ``SegmentLog`` over a ``SimDisk``, one promise
 * ``EagerConfirms``: the store says a write is synced as soon as it is queued (confirm before sync);
 * ``HidesLastSegment``: recovery never sees the newest segment file (recovery skips the last segment).
 
+And a broken queue (``Variant(queue=...)``): ``EagerAckConfirms`` answers a confirmed ack before it is synced.
+
 For ``paging``, a broken shell (``Variant(shell=...)``):
 
 * ``KeepsQ1``: the variable queue never moves q1 to q4 when nothing is left on disk;
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
+from conveyor.actors.broker import AckResult, QueueActor
 from conveyor.actors.storage import FileSystem, VariableQueue, scan
 from conveyor.runtime import ActorRef, JournalSynced
 from conveyor.runtime.lowlevel import Backend, WriteKind
@@ -151,3 +154,13 @@ class KeepsUnackedBodies(VariableQueue):  # type: ignore[misc]
 def keeps_unacked_bodies(fs: FileSystem, scenario: PagingScenario) -> PagingShell:
     """The paging shell over a core that leaves unacked bodies in RAM whatever the target."""
     return PagingShell(fs, scenario, make_queue=KeepsUnackedBodies)
+
+
+class EagerAckConfirms(QueueActor):
+    """Broken: a confirmed ack is answered at once, before the journal synced it (a crash can bring it back)."""
+
+    def _confirm(self, answer: object) -> None:
+        if type(answer) is AckResult:
+            self.ctx.reply(answer)
+            return
+        super()._confirm(answer)
