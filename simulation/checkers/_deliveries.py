@@ -39,6 +39,7 @@ from conveyor.actors.broker import (
     Publish,
     PublishBatch,
     PublishRejected,
+    Reconfigure,
     Release,
     RetryPolicy,
     Selector,
@@ -247,30 +248,42 @@ def delivery_count(trace: Iterable[TraceEvent], queue_path: str, browsers: tuple
 def delivery_limit(
     trace: Iterable[TraceEvent], queue_path: str, max_deliveries: int | None, browsers: tuple[str, ...] = ()
 ) -> CheckResult:
-    """At most ``max_deliveries`` acquiring deliveries of a message; a delivery-limit dead letter had exactly that many.
+    """At most the delivery limit's acquiring deliveries of a message; a delivery-limit dead letter had that many.
 
     Counted from the ``Delivered`` batches the queue sent acquiring consumers and the dead letters it
     published (``x-dead-letter-reason`` ``delivery-limit``, whose ``x-delivery-count`` must agree).
+    A ``Reconfigure`` changes the limit from the next nack or lapse on, so a delivery or a dead letter
+    is judged against every limit in force since the message's previous delivery (``max_deliveries``
+    first): one more delivery needs a limit above the count, a dead letter one the count reached
+    (a limit lowered below a message's count dead-letters it at its next nack or lapse).
     """
     traffic = _QueueTraffic(queue_path, browsers)
+    limits: list[float] = [_limit(max_deliveries)]  # each limit in force, in the order the queue took them
     given: dict[str, int] = {}
+    since: dict[str, int] = {}  # message id -> the index in ``limits`` at its last delivery
+    reported: set[str] = set()
     violations: list[str] = []
     dead = 0
     for event, message in traffic.walk(trace):
-        if event.kind is not _SENT:
-            continue
         cls = type(message)
+        if event.kind is not _SENT:
+            if cls is Reconfigure:  # handled by the queue: in force from here on
+                limits.append(_limit(message.config.max_deliveries))  # type: ignore[attr-defined]
+            continue
         if cls is Delivered:
             for delivery in message.deliveries:  # type: ignore[attr-defined]
                 if traffic.is_browser(delivery.consumer_id):
                     continue
                 message_id = delivery.message.message_id
                 count = given[message_id] = given.get(message_id, 0) + 1
-                if max_deliveries is not None and count == max_deliveries + 1:
+                allowed = max(limits[since.get(message_id, 0):])
+                since[message_id] = len(limits) - 1
+                if count > allowed and message_id not in reported:
+                    reported.add(message_id)
                     violations.append(
                         f"t={event.time:g}: {message_id!r} (tag {delivery.tag}) given to consumer "
                         f"{delivery.consumer_id} as its acquiring delivery number {count}; "
-                        f"max_deliveries is {max_deliveries}"
+                        f"max_deliveries is {_shown(allowed)}"
                     )
         elif cls is Publish and event.receiver != queue_path:
             headers = dict(message.message.headers)  # type: ignore[attr-defined]
@@ -279,12 +292,22 @@ def delivery_limit(
             dead += 1
             message_id = message.message.message_id  # type: ignore[attr-defined]
             count = given.get(message_id, 0)
-            if count != max_deliveries or headers.get(DELIVERY_COUNT) != count:
+            in_force = limits[since.get(message_id, 0):]
+            if count < min(in_force) or headers.get(DELIVERY_COUNT) != count:  # a lowered limit may be passed
                 violations.append(
-                    f"t={event.time:g}: {message_id!r} dead-lettered for its delivery limit ({max_deliveries}) "
-                    f"after {count} acquiring deliveries (its dead letter says {headers.get(DELIVERY_COUNT)})"
+                    f"t={event.time:g}: {message_id!r} dead-lettered for its delivery limit "
+                    f"({'/'.join(_shown(limit) for limit in sorted(set(in_force)))}) after {count} acquiring "
+                    f"deliveries (its dead letter says {headers.get(DELIVERY_COUNT)})"
                 )
-    return CheckResult.of("delivery_limit", violations, dead_lettered=dead)
+    return CheckResult.of("delivery_limit", violations, dead_lettered=dead, reconfigured=len(limits) - 1)
+
+
+def _limit(max_deliveries: int | None) -> float:
+    return float("inf") if max_deliveries is None else max_deliveries
+
+
+def _shown(limit: float) -> str:
+    return "None" if limit == float("inf") else str(int(limit))
 
 
 def length_limit(

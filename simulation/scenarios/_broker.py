@@ -136,7 +136,8 @@ class BrokerScenario:
         oversize: the fraction of messages padded to the edge of the size limit in force (the
             limit, one byte over it, or twice it).
         reconfigure_at: when the publisher sends the queue a ``Reconfigure`` (None: never), with
-            ``reconfigure_ack_deadline_s`` and ``reconfigure_max_message_bytes`` (None: as before).
+            ``reconfigure_ack_deadline_s``, ``reconfigure_max_message_bytes`` and
+            ``reconfigure_max_deliveries`` (None: as before).
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
         disk: the queues journal on a simulated disk that misbehaves so (None: in memory); their
             process may crash (``ProcessCrash``), and only the clients' word judges the run.
@@ -169,6 +170,7 @@ class BrokerScenario:
     reconfigure_at: float | None = None
     reconfigure_ack_deadline_s: float = 1.0
     reconfigure_max_message_bytes: int | None = None
+    reconfigure_max_deliveries: int | None = None
     draws: str = ""
     disk: DiskFaults | None = None
     confirm_timeout_s: float | None = None
@@ -321,8 +323,9 @@ class ScenarioPublisher(Actor):
         elif cls is _Reconfigure and self.config is not None:
             scenario = self.scenario
             limit = scenario.reconfigure_max_message_bytes or self.config.max_message_bytes
+            deliveries = scenario.reconfigure_max_deliveries or self.config.max_deliveries
             self.config = attrs.evolve(self.config, ack_deadline_s=scenario.reconfigure_ack_deadline_s,
-                                       max_message_bytes=limit)
+                                       max_message_bytes=limit, max_deliveries=deliveries)
             self.ctx.send(self.queue, Reconfigure(self.config))
 
     def _message(self, index: int) -> tuple[Message, bool]:

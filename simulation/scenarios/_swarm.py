@@ -204,11 +204,16 @@ def broker_promise_features(seed: int, scenario: BrokerScenario) -> BrokerScenar
         deadline = round(rng.uniform(0.3, scenario.ack_deadline_s), 3)  # longer would outlast the liveness bounds
         new_limit = rng.randint(30, 60) if limit is not None else None
         drawn.append(f"reconfigure at {reconfigure_at}: ack_deadline={deadline} max_message_bytes={new_limit}")
+    new_deliveries = None
+    if reconfigure_at is not None and rng.random() < 0.5:  # the delivery limit too, from the next nack or lapse
+        new_deliveries = rng.randint(1, 5)
+        drawn.append(f"max_deliveries={new_deliveries}")
     if not drawn:
         return scenario
     consumers = tuple(attrs.evolve(policy, stale_nack=stale, confirm=confirm) for policy in scenario.consumers)
     return attrs.evolve(
         scenario, consumers=consumers, immediate=immediate, batch=batch, max_message_bytes=limit, oversize=oversize,
         reconfigure_at=reconfigure_at, reconfigure_ack_deadline_s=deadline, reconfigure_max_message_bytes=new_limit,
+        reconfigure_max_deliveries=new_deliveries,
         draws=f"{scenario.draws} {' '.join(drawn)}",
     )

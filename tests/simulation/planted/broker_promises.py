@@ -76,6 +76,15 @@ class ReconfigureKeepsDeadline(QueueActor):
         super()._reconfigure(attrs.evolve(config, ack_deadline_s=self.config.ack_deadline_s))
 
 
+class ReconfigureKeepsDeliveryLimit(QueueActor):
+    """Broken: ``Reconfigure`` records the new delivery limit in the queue's config but the entries keep the old one."""
+
+    def _use_config(self, config: QueueConfig) -> None:
+        limit = self.entries.max_deliveries
+        super()._use_config(config)
+        self.entries.max_deliveries = limit
+
+
 class ImmediateIgnored(QueueActor):
     """Broken: ``Publish(immediate=True)`` is enqueued like any publish, whether a consumer can take it now or not."""
 

@@ -316,6 +316,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         Variant(queue=broker_promises.ReconfigureKeepsDeadline), budget=30, checkers=frozenset({"reconfigure"}),
     ),
     PlantedBug(
+        "reconfigure-keeps-delivery-limit", "Reconfigure's delivery limit never reaches the entries: the old one stays",
+        "broker-swarm", Variant(queue=broker_promises.ReconfigureKeepsDeliveryLimit), budget=30,
+        checkers=frozenset({"delivery_limit"}),
+    ),
+    PlantedBug(
         "filter-blind-topic", "the topic routes every message to every subscription, whatever its filter",
         "pubsub-front", Variant(topic=pubsub_promises.FilterBlindTopic), budget=10,
         checkers=frozenset({"filter_respected"}),
