@@ -157,7 +157,9 @@ def not_before(
 
     A nack counts only when it reached the queue while its consumer still held that delivery by
     what the clients saw: the consumer was given it last, had not settled it, its lease had not
-    run out and it named no other attempt (a nack the queue rightly ignored sets no time).
+    run out and it named no other attempt (a nack the queue rightly ignored sets no time). Its
+    backoff is the retry policy's in force when the queue took the nack (``retry``, then each
+    ``Reconfigure``'s).
     """
     traffic = _QueueTraffic(queue_path, browsers)
     ready_at: dict[str, tuple[float, str]] = {}  # message id -> earliest next delivery, and why
@@ -201,6 +203,8 @@ def not_before(
                         del holding[tag]
             elif cls is Terminated:
                 traffic.let_go_of_the_dead(holding, message)
+            elif cls is Reconfigure:
+                retry = message.config.retry  # type: ignore[attr-defined]  # backoffs of the nacks from here on
         elif cls is Delivered:
             for delivery in message.deliveries:  # type: ignore[attr-defined]
                 if traffic.is_browser(delivery.consumer_id):

@@ -136,8 +136,8 @@ class BrokerScenario:
         oversize: the fraction of messages padded to the edge of the size limit in force (the
             limit, one byte over it, or twice it).
         reconfigure_at: when the publisher sends the queue a ``Reconfigure`` (None: never), with
-            ``reconfigure_ack_deadline_s``, ``reconfigure_max_message_bytes`` and
-            ``reconfigure_max_deliveries`` (None: as before).
+            ``reconfigure_ack_deadline_s``, ``reconfigure_max_message_bytes``,
+            ``reconfigure_max_deliveries`` and ``reconfigure_retry`` (None: as before).
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
         disk: the queues journal on a simulated disk that misbehaves so (None: in memory); their
             process may crash (``ProcessCrash``), and only the clients' word judges the run.
@@ -171,6 +171,7 @@ class BrokerScenario:
     reconfigure_ack_deadline_s: float = 1.0
     reconfigure_max_message_bytes: int | None = None
     reconfigure_max_deliveries: int | None = None
+    reconfigure_retry: RetryPolicy | None = None
     draws: str = ""
     disk: DiskFaults | None = None
     confirm_timeout_s: float | None = None
@@ -184,7 +185,7 @@ class BrokerScenario:
         # the per-message promises first: they fail at the first broken delivery, so a shrink keeps them
         if any(self.ttls):
             names.append("expiry")
-        if any(self.delays) or self.retry is not None:
+        if any(self.delays) or self.retry is not None or self.reconfigure_retry is not None:
             names.append("not_before")
         if self.max_length is not None:
             names.append("length_limit")
@@ -324,8 +325,9 @@ class ScenarioPublisher(Actor):
             scenario = self.scenario
             limit = scenario.reconfigure_max_message_bytes or self.config.max_message_bytes
             deliveries = scenario.reconfigure_max_deliveries or self.config.max_deliveries
+            retry = scenario.reconfigure_retry or self.config.retry
             self.config = attrs.evolve(self.config, ack_deadline_s=scenario.reconfigure_ack_deadline_s,
-                                       max_message_bytes=limit, max_deliveries=deliveries)
+                                       max_message_bytes=limit, max_deliveries=deliveries, retry=retry)
             self.ctx.send(self.queue, Reconfigure(self.config))
 
     def _message(self, index: int) -> tuple[Message, bool]:

@@ -199,7 +199,7 @@ def broker_promise_features(seed: int, scenario: BrokerScenario) -> BrokerScenar
     reconfigure_at = None
     deadline = scenario.ack_deadline_s
     new_limit = None
-    if rng.random() < 0.25:
+    if rng.random() < 0.35:
         reconfigure_at = round(rng.uniform(0.0, max(0.5, 1.5 * scenario.publish_span_s)), 3)
         deadline = round(rng.uniform(0.3, scenario.ack_deadline_s), 3)  # longer would outlast the liveness bounds
         new_limit = rng.randint(30, 60) if limit is not None else None
@@ -208,12 +208,19 @@ def broker_promise_features(seed: int, scenario: BrokerScenario) -> BrokerScenar
     if reconfigure_at is not None and rng.random() < 0.5:  # the delivery limit too, from the next nack or lapse
         new_deliveries = rng.randint(1, 5)
         drawn.append(f"max_deliveries={new_deliveries}")
+    new_retry: RetryPolicy | None = None
+    if reconfigure_at is not None and rng.random() < 0.7:  # and the retry policy, for the nacks from then on
+        # Longer than before: a queue that kept the old policy then redelivers too early, which shows.
+        before = scenario.retry.max_backoff_s if scenario.retry is not None else 0.0
+        low = round(min(2.0, max(0.05, before) * rng.uniform(1.2, 2.0)), 3)
+        new_retry = RetryPolicy(low, round(low * rng.choice((1, 2)), 3))
+        drawn.append(f"retry=({new_retry.min_backoff_s}, {new_retry.max_backoff_s})")
     if not drawn:
         return scenario
     consumers = tuple(attrs.evolve(policy, stale_nack=stale, confirm=confirm) for policy in scenario.consumers)
     return attrs.evolve(
         scenario, consumers=consumers, immediate=immediate, batch=batch, max_message_bytes=limit, oversize=oversize,
         reconfigure_at=reconfigure_at, reconfigure_ack_deadline_s=deadline, reconfigure_max_message_bytes=new_limit,
-        reconfigure_max_deliveries=new_deliveries,
+        reconfigure_max_deliveries=new_deliveries, reconfigure_retry=new_retry,
         draws=f"{scenario.draws} {' '.join(drawn)}",
     )

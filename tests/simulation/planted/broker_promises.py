@@ -85,6 +85,13 @@ class ReconfigureKeepsDeliveryLimit(QueueActor):
         self.entries.max_deliveries = limit
 
 
+class ReconfigureKeepsRetry(QueueActor):
+    """Broken: ``Reconfigure`` takes every new setting but the retry policy: nacks keep the old backoff."""
+
+    def _reconfigure(self, config: QueueConfig) -> None:
+        super()._reconfigure(attrs.evolve(config, retry=self.config.retry))
+
+
 class ImmediateIgnored(QueueActor):
     """Broken: ``Publish(immediate=True)`` is enqueued like any publish, whether a consumer can take it now or not."""
 

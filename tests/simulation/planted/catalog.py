@@ -321,6 +321,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"delivery_limit"}),
     ),
     PlantedBug(
+        "reconfigure-keeps-retry", "Reconfigure takes all but the retry policy: nacks keep the old backoff",
+        "broker-swarm", Variant(queue=broker_promises.ReconfigureKeepsRetry), budget=30,
+        checkers=frozenset({"not_before"}),
+    ),
+    PlantedBug(
         "filter-blind-topic", "the topic routes every message to every subscription, whatever its filter",
         "pubsub-front", Variant(topic=pubsub_promises.FilterBlindTopic), budget=10,
         checkers=frozenset({"filter_respected"}),
