@@ -31,6 +31,7 @@ DEFAULT_IDS_PER_SEGMENT: Final = 16_384
 """Sequence ids per segment file (RabbitMQ's ``SEGMENT_ENTRY_COUNT``)."""
 SEGMENT_SUFFIX: Final = ".qidx"
 _TEMPORARY_SUFFIX: Final = ".tmp"
+_CORRUPT_SUFFIX: Final = ".corrupt"
 _MAX_ID: Final = 1 << 64
 _PUBLISH: Final = 1
 _DELIVER: Final = 2
@@ -428,8 +429,9 @@ class SeqRangeIndex:
                 cut = Truncation(number, bad[0], len(data) - bad[0], bad[1])
                 damaged.append(cut)
                 logger.error("queue index %s: segment %d holds a record that is no index record at offset %d: "
-                             "cutting %d bytes (%s)", self._directory, number, cut.offset, cut.discarded, cut.reason)
-                self._fs.truncate(path, cut.offset)
+                             "moving %d bytes to %s%s (%s)", self._directory, number, cut.offset, cut.discarded,
+                             name, _CORRUPT_SUFFIX, cut.reason)
+                self._set_aside(path, data, cut.offset)
                 segment.size = cut.offset
             elif scanned.damage is not None:
                 damage = scanned.damage
@@ -438,7 +440,10 @@ class SeqRangeIndex:
                 logger.log(logging.WARNING if damage.kind == "torn" else logging.ERROR,
                            "queue index %s: segment %d has a %s record at offset %d: cutting %d bytes (%s)",
                            self._directory, number, damage.kind, damage.offset, damage.discarded, damage.reason)
-                self._fs.truncate(path, damage.offset)
+                if damage.kind == "torn":
+                    self._fs.truncate(path, damage.offset)
+                else:
+                    self._set_aside(path, data, damage.offset)
             if segment.live == 0:
                 self._fs.unlink(path)
                 emptied = True
@@ -452,6 +457,20 @@ class SeqRangeIndex:
         logger.info("queue index %s: recovered %d live ids from %d records in %d segments", self._directory,
                     recovery.keys, records, recovery.segments)
         return recovery
+
+    def _set_aside(self, path: str, data: bytes, offset: int) -> None:
+        """Copy a segment's bytes from a corrupt record on to ``path + .corrupt`` for inspection, then cut them.
+
+        Unlike ``SegmentLog``, which leaves a corrupt segment as it is and never appends to it, the index
+        must go on appending acks to the segment of their ids: the damaged tail is kept beside it."""
+        fd = self._fs.open_append(path + _CORRUPT_SUFFIX)
+        try:
+            self._fs.write(fd, data[offset:])
+            self._fs.fsync(fd)
+        finally:
+            self._fs.close(fd)
+        self._fs.fsync_dir(self._directory)
+        self._fs.truncate(path, offset)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
