@@ -156,8 +156,7 @@ class CoreQueue:
         assert type(effect) is ReadIndex
         marks = self.marks
         entries = [decode_entry(record.entry, record.delivered or record.seq_id in marks)
-                   for record in self.index.read_records(effect.start, effect.end - effect.start)
-                   if record.seq_id < effect.end]
+                   for record in self.index.read_range(effect.start, effect.end)]
         self.queue.loaded_index(entries)
 
     def _read_message(self, effect: Effect) -> None:

@@ -78,8 +78,8 @@ class _Segment:
     def clear_live(self, offset: int) -> None:
         self.bits[offset >> 3] &= ~(1 << (offset & 7)) & 0xFF
 
-    def live_offsets(self, first: int = 0) -> list[int]:
-        """The live ids' offsets from ``first`` on, ascending."""
+    def live_offsets(self, first: int = 0, limit: int | None = None) -> list[int]:
+        """Up to ``limit`` live ids' offsets from ``first`` on, ascending."""
         found: list[int] = []
         bits = self.bits
         for byte_index in range(first >> 3, len(bits)):
@@ -87,6 +87,8 @@ class _Segment:
             if byte:
                 base = byte_index << 3
                 found.extend(base + b for b in range(8) if byte >> b & 1 and base + b >= first)
+                if limit is not None and len(found) >= limit:
+                    return found[:limit]
         return found
 
 
@@ -269,7 +271,7 @@ class SeqRangeIndex:
     def read(self, seq_id: int) -> bytes:
         """The entry of ``seq_id``. Raises KeyError if there is none."""
         records = self.read_records(seq_id, 1) if seq_id in self else []
-        if not records or records[0].seq_id != seq_id:
+        if not records or records[0].seq_id != seq_id:  # the id is live, so it is the first from itself
             msg = f"seq_id {seq_id} is not in the index"
             raise KeyError(msg)
         return records[0].entry
@@ -281,20 +283,30 @@ class SeqRangeIndex:
     def read_records(self, start: int, limit: int) -> list[IndexRecord]:
         """Up to ``limit`` live records from ``start`` on, ascending, reading only the segments they are in."""
         self._check_open()
-        return self._guarded(self._read_records, start, limit)
+        return self._guarded(self._read_records, start, limit, _MAX_ID)
 
-    def _read_records(self, start: int, limit: int) -> list[IndexRecord]:
+    def read_range(self, start: int, end: int) -> list[IndexRecord]:
+        """Every live record with ``start <= seq_id < end``, ascending (what a queue's ``ReadIndex`` asks for).
+
+        Unlike ``read_records(start, end - start)``, it never reads a segment past ``end`` when ids
+        in the range are already acked."""
+        self._check_open()
+        return self._guarded(self._read_records, start, max(0, end - start), end)
+
+    def _read_records(self, start: int, limit: int, end: int) -> list[IndexRecord]:
         found: list[IndexRecord] = []
         for number in sorted(n for n, s in self._segments.items() if s.live and (n + 1) * self._ids > start):
-            if len(found) >= limit:
+            if len(found) >= limit or number * self._ids >= end:
                 break
             locations = self._locations(number)
-            wanted = [i for i in sorted(locations) if i >= start][: limit - len(found)]
+            base = number * self._ids
+            offsets = self._segments[number].live_offsets(max(0, start - base), limit - len(found))
+            wanted = [base + offset for offset in offsets if base + offset < end]  # no sort of the segment
             if not wanted:
                 continue
             first = min(locations[i][0] for i in wanted)
-            end = max(locations[i][0] + locations[i][1] for i in wanted)
-            data = self._pread(number, first, end - first)
+            last = max(locations[i][0] + locations[i][1] for i in wanted)
+            data = self._pread(number, first, last - first)
             for seq_id in wanted:
                 offset, size, delivered = locations[seq_id]
                 found.append(IndexRecord(seq_id, data[offset - first + _HEAD_SIZE : offset - first + size], delivered))

@@ -91,6 +91,8 @@ class IndexAgainstDict(RuleBasedStateMachine):
         assert got == expected
         if expected:
             assert self.index.read(expected[0][0]) == expected[0][1]
+        in_range = [(i, e, d) for i, e, d in expected if i < start + limit]
+        assert [(r.seq_id, r.entry, r.delivered) for r in self.index.read_range(start, start + limit)] == in_range
 
     @rule(threshold=st.sampled_from([0.3, 0.5, 1.0]))
     def collect_garbage(self, threshold: float) -> None:
