@@ -2,12 +2,13 @@
 
 Until the broker queue pages (issue 18 item 2), what can hold a million messages under a memory
 target is the storage layer itself: the ``VariableQueue`` core with a thin loop that carries out its
-effects on real files, as the broker's shell will. The loop keeps three ``SegmentLog`` directories:
-the queue index (``QueueIndex``: one record per message, the 1 KiB bodies embedded in it, as below
-``embed_below`` RabbitMQ does too), the message store (bodies at least ``embed_below`` long) and the
-delivery marks (one small record per delivered message, so a delivery does not rewrite its index
-record; a mark waits for the next sync and is never written if its message is acked first, as
-RabbitMQ's queue-index journal cancels a publish, delivery and ack that meet in it). Each run is a
+effects on real files, as the broker's shell will. The loop keeps two directories: the queue index
+(``SeqRangeIndex``: segment files of 16,384 seq ids, a publish record per message with the 1 KiB
+body embedded in it, as below ``embed_below`` RabbitMQ does too, and a small delivery-mark and ack
+record each; its RAM is a bitmap and counters per segment, nothing per message) and the message
+store (a ``SegmentLog`` of the bodies at least ``embed_below`` long). A delivery mark waits for the
+next sync and is never written if its message is acked first, as RabbitMQ's queue-index journal
+cancels a publish, delivery and ack that meet in it. Each run is a
 child process (``python -m conveyor.benchmarks._storage_core``), so its resident size and timings
 are its own; it prints one JSON line of figures.
 """
@@ -31,20 +32,20 @@ from conveyor.actors.storage import (
     IndexEntry,
     LoadPending,
     MarkDelivered,
-    QueueIndex,
     ReadIndex,
     ReadMessage,
     ReadPending,
     RemoveMessages,
     SegmentLog,
+    SeqRangeIndex,
     Sync,
     VariableQueue,
     WriteIndex,
     WriteMessage,
 )
 
-LOGS: Final = ("index", "store", "delivered")
-"""The three segment-log directories of a queue driven by ``CoreQueue``."""
+LOGS: Final = ("index", "store")
+"""The directories of a queue driven by ``CoreQueue``: its ``SeqRangeIndex`` and its message store."""
 _HEAD: Final = struct.Struct("<QIBH")  # seq_id, size, flags, msg_id length
 _PERSISTENT: Final = 1
 _EMBEDDED: Final = 2
@@ -87,9 +88,8 @@ class CoreQueue:
     ) -> None:
         for name in LOGS:
             (directory / name).mkdir(parents=True, exist_ok=True)
-        self.index = QueueIndex(SegmentLog(directory / "index"))
+        self.index = SeqRangeIndex(directory / "index")
         self.store = SegmentLog(directory / "store")
-        self.delivered = SegmentLog(directory / "delivered")
         self.confirmed = 0
         self.fetched: list[Fetched] = []
         self.marks: set[int] = set()  # delivery marks not yet written: the next sync writes them
@@ -145,10 +145,7 @@ class CoreQueue:
         assert type(effect) is AckIndex
         for seq_id in effect.seq_ids:
             self.index.ack(seq_id)
-            if seq_id in self.marks:
-                self.marks.discard(seq_id)
-            elif _key(seq_id) in self.delivered:
-                self.delivered.delete(_key(seq_id))
+            self.marks.discard(seq_id)
 
     def _remove(self, effect: Effect) -> None:
         assert type(effect) is RemoveMessages
@@ -157,10 +154,9 @@ class CoreQueue:
 
     def _read_index(self, effect: Effect) -> None:
         assert type(effect) is ReadIndex
-        delivered, marks = self.delivered, self.marks
-        entries = [decode_entry(data, seq_id in marks or _key(seq_id) in delivered)
-                   for seq_id, data in self.index.read_from(effect.start, effect.end - effect.start)
-                   if seq_id < effect.end]
+        marks = self.marks
+        entries = [decode_entry(record.entry, record.delivered or record.seq_id in marks)
+                   for record in self.index.read_range(effect.start, effect.end)]
         self.queue.loaded_index(entries)
 
     def _read_message(self, effect: Effect) -> None:
@@ -175,26 +171,25 @@ class CoreQueue:
     def _sync(self, effect: Effect) -> None:
         assert type(effect) is Sync
         self._write_marks()
-        for log in (self.index, self.store, self.delivered):
-            log.sync()
+        self.index.sync()
+        self.store.sync()
         self.confirmed += len(self.queue.synced(effect.token))
 
     def _write_marks(self) -> None:
         for seq_id in sorted(self.marks):
-            if _key(seq_id) not in self.delivered:
-                self.delivered.put(_key(seq_id), b"")
+            self.index.deliver(seq_id)
         self.marks.clear()
 
     def collect_garbage(self) -> None:
-        """Compact every log's sparse segments."""
-        for log in (self.index, self.store, self.delivered):
-            log.collect_garbage()
+        """Rewrite the index's sparse segments, compact the store's."""
+        self.index.collect_garbage()
+        self.store.collect_garbage()
 
     def close(self) -> None:
-        """Sync and close the files (a clean stop: each log saves its table)."""
+        """Sync and close the files (a clean stop: the store saves its table; the index has nothing to save)."""
         self._write_marks()
-        for log in (self.index, self.store, self.delivered):
-            log.close()
+        self.index.close()
+        self.store.close()
 
 
 def _peak_rss() -> int:
@@ -216,7 +211,7 @@ def fill(directory: Path, messages: int, size: int, target_ram_count: int | None
     if core.confirmed != messages or status.len != messages:
         msg = f"core queue: {core.confirmed} confirmed and {status.len} queued of {messages} published"
         raise RuntimeError(msg)
-    queued_peak = _peak_rss()  # before the clean close, whose saved tables take memory of their own
+    queued_peak = _peak_rss()  # before the clean close (the store saves its table, empty for 1 KiB bodies)
     core.close()
     return {"publish_per_s": messages / seconds, "peak_rss": float(_peak_rss()), "queued_peak_rss": float(queued_peak),
             "ram_msg_count": float(status.ram_msg_count), "ram_index_count": float(status.ram_index_count),

@@ -222,7 +222,7 @@ def _report(figures: dict[str, float], rabbit_missing: str | None, runs: list[Rs
     for run, key in zip(runs, ("core", "broker"), strict=True):
         print(f"  {run.label:52} peak {f[f'{key}_peak_rss_mib']:>8,.0f} MiB = {f[f'{key}_peak_vs_limit']:.2f}x "
               f"the limit {_verdict(f[f'{key}_peak_vs_limit'] <= 1)}; filled at {f[f'{key}_fill_per_s']:,.0f}/s")
-    print(f"  the storage layer's peak before its clean close (which saves each log's table): "
+    print(f"  the storage layer's peak before its clean close (the message store saves its table; the index has none): "
           f"{f['core_queued_peak_rss_mib']:,.0f} MiB = {f['core_queued_peak_rss_mib'] / limit:.2f}x the limit")
     print(f"  RSS over time: {png}")
     print(f"recovery: the storage layer's {memory_messages:,} queued messages")

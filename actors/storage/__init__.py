@@ -3,7 +3,8 @@
 ``VariableQueue`` is the queue's paging core (q1, q2, delta, q3, q4 under a memory target), sans-IO:
 its disk work comes out as effects (``WriteMessage``, ``ReadIndex``, ``Sync``, ...) that a shell
 carries out. ``SegmentLog`` is the message store (bodies keyed by message id) and the file layer
-under ``QueueIndex`` (a queue's entries by sequence id): append-only segments with a CRC per record,
+under ``QueueIndex`` (a queue's entries by sequence id; ``SeqRangeIndex`` is the index whose RAM is per
+segment of ids, not per message): append-only segments with a CRC per record,
 group commit, GC and recovery. Both files block on the disk: call them from a job or an I/O actor,
 never from a handler. The record codec (``frame``, ``unframe``, ``scan``) is pure.
 ``DiskJournalStore`` keeps the runtime's actor journals in a ``SegmentLog`` (``journal_store=`` on a system).
@@ -41,6 +42,9 @@ from ._segment_table import RecordLocation as RecordLocation
 from ._segment_table import SegmentTable as SegmentTable
 from ._segment_table import TableBuilder as TableBuilder
 from ._segment_table import TableStats as TableStats
+from ._seq_range_index import DEFAULT_IDS_PER_SEGMENT as DEFAULT_IDS_PER_SEGMENT
+from ._seq_range_index import IndexRecord as IndexRecord
+from ._seq_range_index import SeqRangeIndex as SeqRangeIndex
 from ._variable_queue import DEFAULT_EMBED_BELOW as DEFAULT_EMBED_BELOW
 from ._variable_queue import DEFAULT_SEGMENT_ENTRIES as DEFAULT_SEGMENT_ENTRIES
 from ._variable_queue import VariableQueue as VariableQueue
@@ -64,6 +68,7 @@ from ._vq_effects import WriteMessage as WriteMessage
 
 __all__ = [
     "DEFAULT_EMBED_BELOW",
+    "DEFAULT_IDS_PER_SEGMENT",
     "DEFAULT_SEGMENT_ENTRIES",
     "SNAPSHOT_NAME",
     "AckIndex",
@@ -79,6 +84,7 @@ __all__ = [
     "FileSystem",
     "Heads",
     "IndexEntry",
+    "IndexRecord",
     "LoadPending",
     "MarkDelivered",
     "OsFileSystem",
@@ -93,6 +99,7 @@ __all__ = [
     "Scan",
     "SegmentLog",
     "SegmentTable",
+    "SeqRangeIndex",
     "StorageFailed",
     "Sync",
     "Synced",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conveyor.actors.storage import OsFileSystem, SegmentLog
+from conveyor.actors.storage import OsFileSystem, SegmentLog, SeqRangeIndex
 
 MUTATING = ("open_append", "write", "fsync", "truncate", "rename", "unlink", "fsync_dir")
 """The operations that change the disk; a simulated crash stops before one of them."""
@@ -87,3 +87,9 @@ def crash(log: SegmentLog) -> None:
 def key(number: int) -> bytes:
     """A message id-like key."""
     return b"msg-%06d" % number
+
+
+def crash_index(index: SeqRangeIndex) -> None:
+    """Drop ``index`` as a killed process would: its unsynced buffers are lost, nothing more is written."""
+    index._failed = InjectedCrash("simulated crash")
+    index.close()
