@@ -65,6 +65,7 @@ from ._result import raised as raised
 from ._runs import runs_once as runs_once
 from ._story import delivery_steps as delivery_steps
 from ._story import story_lines as story_lines
+from ._flow_pause import flow_pause as flow_pause
 from ._subscriber import all_settled as all_settled
 from ._subscriber import flow_bound as flow_bound
 from ._subscriber import lease_validity as lease_validity
@@ -108,6 +109,7 @@ __all__ = [
     "expiry",
     "fairness",
     "flow_bound",
+    "flow_pause",
     "group_exclusivity",
     "guarded",
     "jain_index",
