@@ -27,3 +27,8 @@ EQUIVALENT: dict[str, str] = {
     "actors/broker/_consumer.py:<module>:constant:8 -> 9#1": _LONE_NOTE,
     "actors/broker/_consumer.py:<module>:constant:8 -> 7#1": _LONE_NOTE,
 }
+
+UNREACHABLE: dict[str, str] = {}
+"""Mutants in code that no simulated system runs (a query only unit tests call, the gRPC server's own
+parsing, a disk store the simulator never has): the sweep cannot kill them, so they are judged by the
+tests alone and reported apart from the score (and in a second score that counts them as survivors)."""

@@ -65,6 +65,7 @@ from ._result import raised as raised
 from ._runs import runs_once as runs_once
 from ._story import delivery_steps as delivery_steps
 from ._story import story_lines as story_lines
+from ._early_expiry import expiry_not_early as expiry_not_early
 from ._flow_pause import flow_pause as flow_pause
 from ._subscriber import all_settled as all_settled
 from ._subscriber import flow_bound as flow_bound
@@ -107,6 +108,7 @@ __all__ = [
     "drained",
     "exclusive_lease",
     "expiry",
+    "expiry_not_early",
     "fairness",
     "flow_bound",
     "flow_pause",

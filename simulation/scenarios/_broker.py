@@ -50,6 +50,7 @@ from conveyor.simulation.checkers import (
     drained,
     exclusive_lease,
     expiry,
+    expiry_not_early,
     group_exclusivity,
     guarded,
     length_limit,
@@ -139,6 +140,7 @@ class BrokerScenario:
         # the per-message promises first: they fail at the first broken delivery, so a shrink keeps them
         if any(self.ttls):
             names.append("expiry")
+            names.append("expiry_not_early")
         if any(self.delays) or self.retry is not None:
             names.append("not_before")
         if self.max_length is not None:
@@ -452,6 +454,7 @@ _CHECKERS: dict[str, Callable[[SharedTrace, str], CheckResult]] = {
     "consumer_priority": consumer_priority,
     "group_exclusivity": group_exclusivity,
     "browser_completeness": browser_completeness,
+    "expiry_not_early": expiry_not_early,
 }
 
 
