@@ -877,7 +877,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             chosen = sample(args.modules, args.count, args.seed, tree)
         if args.list:
             for mutant in chosen:
-                mark = "  [equivalent]" if mutant.ident in known else "  [unreachable]" if mutant.ident in unreached else ""
+                mark = ("  [equivalent]" if mutant.ident in known
+                        else "  [unreachable]" if mutant.ident in unreached else "")
                 print(f"{mutant.ident}  (line {mutant.line}){mark}")
             print(f"{len(chosen)} mutants")
             return 0

@@ -25,6 +25,8 @@ from ._deliveries import expiry as expiry
 from ._deliveries import length_limit as length_limit
 from ._deliveries import not_before as not_before
 from ._deliveries import selector_match as selector_match
+from ._early_expiry import expiry_not_early as expiry_not_early
+from ._flow_pause import flow_pause as flow_pause
 from ._history import ClientAnswer as ClientAnswer
 from ._history import ConsumerAsked as ConsumerAsked
 from ._history import DeliveryReceived as DeliveryReceived
@@ -65,8 +67,6 @@ from ._result import raised as raised
 from ._runs import runs_once as runs_once
 from ._story import delivery_steps as delivery_steps
 from ._story import story_lines as story_lines
-from ._early_expiry import expiry_not_early as expiry_not_early
-from ._flow_pause import flow_pause as flow_pause
 from ._subscriber import all_settled as all_settled
 from ._subscriber import flow_bound as flow_bound
 from ._subscriber import lease_validity as lease_validity

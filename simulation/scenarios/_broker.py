@@ -14,6 +14,7 @@ from typing import Any, final
 import attrs
 
 from conveyor.actors.broker import (
+    COMPACT_AFTER_EVENTS,
     Ack,
     ConsumerActor,
     ConsumerSettings,
@@ -112,6 +113,8 @@ class BrokerScenario:
         ttls, delays: each message's ``ttl_s`` / ``delay_s`` is drawn from these (empty: none).
         max_length, overflow: the queue's length limit and what it does past it.
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
+        compact_after_events: the durable queues' ``QueueConfig.compact_after_events`` (the fault plans
+            that make them durable draw a small one, so runs compact and recover from snapshots).
     """
 
     messages: int = 50
@@ -133,6 +136,7 @@ class BrokerScenario:
     max_length: int | None = None
     overflow: Overflow = Overflow.REJECT_PUBLISH
     draws: str = ""
+    compact_after_events: int = COMPACT_AFTER_EVENTS
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
@@ -350,7 +354,8 @@ def _spawn_broker_actors(
 ) -> tuple[ActorRef, ActorRef]:
     """Spawn the scenario's actors; return the queue's and the dead-letter queue's refs."""
     dead_letters = system.spawn(
-        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable)), name="dead-letters"
+        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable,
+                                       compact_after_events=scenario.compact_after_events)), name="dead-letters"
     )
     config = QueueConfig(
         "queue",
@@ -359,6 +364,7 @@ def _spawn_broker_actors(
         retry=scenario.retry,
         dead_letter=dead_letters,
         durable=scenario.durable,
+        compact_after_events=scenario.compact_after_events,
         max_length=scenario.max_length,
         overflow=scenario.overflow,
     )

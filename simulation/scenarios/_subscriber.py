@@ -20,6 +20,7 @@ from typing import Any, final
 import attrs
 
 from conveyor.actors.broker import (
+    COMPACT_AFTER_EVENTS,
     BatchPublished,
     EntrySettled,
     Message,
@@ -103,6 +104,8 @@ class SubscriberScenario:
         horizon_s: virtual time after which the run stops waiting for everything to settle.
         durable: the queues keep their state in their journals, so a crashed queue recovers it.
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
+        compact_after_events: the durable queues' ``QueueConfig.compact_after_events`` (the fault plans
+            that make them durable draw a small one, so runs compact and recover from snapshots).
     """
 
     messages: int = 30
@@ -128,6 +131,7 @@ class SubscriberScenario:
     horizon_s: float = 3600.0
     durable: bool = False
     draws: str = ""
+    compact_after_events: int = COMPACT_AFTER_EVENTS
 
     def subscription_paths(self) -> tuple[str, ...]:
         """The managers' paths this scenario starts: ``/sub``, and ``/sub-2`` after a crash."""
@@ -331,7 +335,8 @@ def run_subscriber_simulation(
     sim = system(seed=seed, strategy=strategy, job_duration=durations, faults=faults)  # planted kernel bugs swap it
     durations.now = sim.now
     dead_letters = sim.spawn(
-        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable)), name="dead-letters"
+        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable,
+                                       compact_after_events=scenario.compact_after_events)), name="dead-letters"
     )
     config = QueueConfig(
         "queue",
@@ -340,6 +345,7 @@ def run_subscriber_simulation(
         retry=scenario.retry,
         dead_letter=dead_letters,
         durable=scenario.durable,
+        compact_after_events=scenario.compact_after_events,
     )
     queue = sim.spawn(lambda: QueueActor(config), name="queue")
     history = CallbackHistory(sim)
