@@ -82,6 +82,8 @@ class ClientPolicy:
         extend: extend the lease to ``extend_s`` from now (``ModifyAckDeadline``), then ack
             within it.
         crash_after: stop the client (and its consumer) after this many deliveries; 0 never.
+        zero_deadline: answer with ``ModifyAckDeadline(seconds=0)``, Pub/Sub's nack: the lease
+            ends now and the queue takes the message back as nacked.
     """
 
     nack: float = 0.0
@@ -92,6 +94,7 @@ class ClientPolicy:
     crash_after: int = 0
     extend: float = 0.0
     extend_s: float = 3.0
+    zero_deadline: float = 0.0
 
 
 @final
@@ -272,6 +275,7 @@ class ScenarioClient(Actor):
         self.below_ignore = policy.nack + policy.release + policy.ignore
         self.below_late_ack = policy.nack + policy.release + policy.ignore + policy.late_ack
         self.below_extend = self.below_late_ack + policy.extend
+        self.below_zero_deadline = self.below_extend + policy.zero_deadline
 
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
@@ -319,6 +323,10 @@ class ScenarioClient(Actor):
         elif draw < self.below_extend:
             self.ctx.reply(ModifyAckDeadline(message.consumer_id, (message.tag,), policy.extend_s))
             self.ctx.schedule(self.ctx.random.uniform(0.5, 0.9) * policy.extend_s, _LateAck(message))
+        elif draw < self.below_zero_deadline:
+            if noting:
+                self._note_answer(message, "nack")
+            self.ctx.reply(ModifyAckDeadline(message.consumer_id, (message.tag,), 0.0))
         else:
             if noting:
                 self._note_answer(message, "ack")

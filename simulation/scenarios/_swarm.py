@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import random
 
+import attrs
+
 from conveyor.actors.broker import HeaderEquals, Overflow, RetryPolicy
 from conveyor.actors.subscriber import CALLBACKS_PER_JOB, FlowControl
 from conveyor.simulation import seeded_random
@@ -38,7 +40,7 @@ def broker_swarm(seed: int) -> BrokerScenario:
 
     Features: message priorities, consumer priorities, selectors, groups, browsers, TTLs,
     delays, a retry policy, a delivery limit, a length limit (either overflow policy), prefetch,
-    ack deadlines, and clients that nack, release, ignore, ack late or crash. Client 0 never
+    ack deadlines, and clients that nack, release, ignore, ack late, crash or nack by a zero deadline. Client 0 never
     crashes and takes everything, so the queue can drain.
     """
     rng = seeded_random(f"scenario:broker-swarm:{seed}")
@@ -94,6 +96,10 @@ def broker_swarm(seed: int) -> BrokerScenario:
     drawn.append(f"prefetch={prefetch} ack_deadline={ack_deadline_s}")
     span = 0.0 if rng.random() < 0.25 else round(rng.uniform(0.1, 2.0), 3)
     drawn.append(f"publish_span={span}")
+    if rng.random() < 0.3:  # drawn last, so the draws above stay what they were for every seed
+        zero = rng.choice((0.1, 0.3))
+        consumers = tuple(attrs.evolve(policy, zero_deadline=zero) for policy in consumers)
+        drawn.append(f"zero_deadline={zero}")
     return BrokerScenario(
         messages=messages, consumers=consumers, consumer_priorities=consumer_priorities, selectors=selectors,
         browsers=browsers, priorities=priorities, groups=groups, publish_span_s=span,
