@@ -7,8 +7,8 @@ refused for being too late (``DEAD_LETTER``), and the lifecycle (``FAILED``, ``R
 
 * ``mailbox_fifo``: messages from one sender to one receiver arrive in the order sent.
 * ``nothing_vanishes``: every message sent to an actor is handled or becomes a dead letter.
-* ``supervision``: a failed actor is restarted or stopped before it handles anything else; a
-  restart stops its children; a stopped actor's watchers are sent its ``Terminated``.
+* ``supervision``: a failed actor is restarted or stopped before it handles anything else, as its
+  restart budget says; a restart stops its children; a stopped actor's watchers are sent its ``Terminated``.
 
 Only pairs with an actor on both ends are followed: timers, finished jobs and code outside any
 actor have no sender, and an ask's answer goes to a promise (``/ask-N``), which traces nothing
@@ -27,6 +27,7 @@ from typing import final
 from conveyor.runtime import EventKind, Terminated, TraceEvent
 from conveyor.simulation import Drop, FaultApplied
 
+from ._restart_budget import RestartBudgetWatch
 from ._result import CheckResult
 
 _ASK_PREFIX = "/ask-"
@@ -271,6 +272,7 @@ class _Lifecycles:
         self.owed: list[tuple[str, str, str, float]] = []  # (from, to, message type name, since) due this step
         self.violations: list[str] = []
         self.failures = self.restarts = self.stops = 0
+        self.budget = RestartBudgetWatch()
 
     def observe(self, event: TraceEvent) -> None:
         kind = event.kind
@@ -308,14 +310,17 @@ class _Lifecycles:
         if kind is EventKind.FAILED:
             self.failures += 1
             self.failing[receiver] = event.time
+            self.budget.failed(receiver, event.time)
         elif kind is EventKind.RESTARTED:
             self.restarts += 1
             self.failing.pop(receiver, None)
+            self.budget.restarted_at(receiver, event.time)
             for child in self.children.pop(receiver, {}):
                 self.owed.append((receiver, child, _STOP, event.time))
         elif kind is EventKind.STOPPED:
             self.stops += 1
             self.failing.pop(receiver, None)
+            self.budget.stopped(receiver, event.time)
             for watcher in self.watchers.pop(receiver, {}):
                 self.owed.append((receiver, watcher, _TERMINATED, event.time))
             parent = receiver.rpartition("/")[0]
@@ -341,6 +346,8 @@ class _Lifecycles:
 
     def finish(self) -> None:
         self._settle_step(0.0)
+        self.budget.finish()
+        self.violations += self.budget.violations
 
 
 def supervision(trace: Iterable[TraceEvent]) -> CheckResult:
@@ -355,8 +362,9 @@ def supervision(trace: Iterable[TraceEvent]) -> CheckResult:
       stopped is answered with its ``Terminated`` too. That is how a queue takes back what a
       consumer that died held (ephemeral ownership, docs/architecture.md).
 
-    The restart budget (``max_restarts`` within ``within_s``) is each parent's own strategy,
-    which the trace does not show; it is not judged here.
+    * The restart budget: a failure is answered by a restart while the actor has restarts left
+      (3 within 60 s, the default ``SupervisorStrategy`` that every scenario actor keeps), by a stop
+      once it has none (``RestartBudgetWatch``); a ``Crash`` fault's restart spends nothing.
     """
     lives = _Lifecycles()
     for event in trace:

@@ -64,6 +64,7 @@ from conveyor.simulation.checkers import (
 )
 
 from ._final_browse import browse_what_is_left
+from ._flaky import FLAKY, FlakyActor, Poker
 
 QUEUE = "/queue"
 DEAD_LETTERS = "/dead-letters"
@@ -118,6 +119,8 @@ class BrokerScenario:
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
         compact_after_events: the durable queues' ``QueueConfig.compact_after_events`` (the fault plans
             that make them durable draw a small one, so runs compact and recover from snapshots).
+        pokes: times at which a flaky actor beside the broker is made to fail (``_flaky.py``), to
+            spend the kernel's restart budget; empty: no flaky actor.
     """
 
     messages: int = 50
@@ -140,6 +143,7 @@ class BrokerScenario:
     overflow: Overflow = Overflow.REJECT_PUBLISH
     draws: str = ""
     compact_after_events: int = COMPACT_AFTER_EVENTS
+    pokes: tuple[float, ...] = ()
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
@@ -392,6 +396,9 @@ def _spawn_broker_actors(
         settings = ConsumerSettings(prefetch_messages=scenario.prefetch, acquiring=False)
         system.spawn(client(ClientPolicy(), settings), name=f"browser-{index}")
     system.spawn(lambda: ScenarioPublisher(queue, scenario), name="publisher")
+    if scenario.pokes:
+        flaky = system.spawn(FlakyActor, name=FLAKY)
+        system.spawn(lambda: Poker(flaky, scenario.pokes), name="poker")
     return queue, dead_letters
 
 

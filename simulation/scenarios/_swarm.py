@@ -100,11 +100,16 @@ def broker_swarm(seed: int) -> BrokerScenario:
         zero = rng.choice((0.1, 0.3))
         consumers = tuple(attrs.evolve(policy, zero_deadline=zero) for policy in consumers)
         drawn.append(f"zero_deadline={zero}")
+    pokes: tuple[float, ...] = ()
+    if rng.random() < 0.3:  # a flaky actor beside the broker: 4 or more failures spend its restart budget
+        pokes = tuple(sorted(round(rng.uniform(0.0, 2.0), 3) for _ in range(rng.randint(2, 6))))
+        drawn.append(f"pokes={len(pokes)}")
     return BrokerScenario(
         messages=messages, consumers=consumers, consumer_priorities=consumer_priorities, selectors=selectors,
         browsers=browsers, priorities=priorities, groups=groups, publish_span_s=span,
         ack_deadline_s=ack_deadline_s, max_deliveries=max_deliveries, prefetch=prefetch, retry=retry,
         ttls=ttls, delays=delays, max_length=max_length, overflow=overflow, draws="swarm: " + " ".join(drawn),
+        pokes=pokes,
     )
 
 
