@@ -37,6 +37,10 @@ EQUIVALENT: dict[str, str] = {
         "a 13-byte seal instead of 12: issue and read use the same length, so every id issued still "
         "reads back and a forged one still fails (with odds 2**-104 instead of 2**-96)"
     ),
+    "actors/subscriber/_leases.py:LeaseTable.add:remove:remove `self._advance(now, f'add lease {ack_id!r}')`#1": (
+        "_advance only checks that time does not go back and remembers it for the next check; the leaser "
+        "passes ctx.now(), which never goes back, so every valid call behaves the same"
+    ),
     "runtime/_cell.py:ActorCell.__init__:remove:remove `self.termination: Terminated | None = None`#1": (
         "terminate sets it before anything reads it directly (a dead letter's Watch answer needs a "
         "stopped cell), and ActorRef.termination reads it with getattr(cell, 'termination', None)"
@@ -57,6 +61,11 @@ UNREACHABLE: dict[str, str] = {
     ),
     "actors/broker/_queue.py:QueueActor._confirm:remove:remove `self.sync_asked = journal.last_write`#1": (
         "answers wait for JournalSynced only when the journal is on disk; the simulator's journals never are"
+    ),
+    "actors/broker/_queue.py:QueueActor._unsubscribe:remove:remove `del self.by_ref[record.ref]`#1": (
+        "the stale ref entry matters only to a consumer that sends Unsubscribe and subscribes again from the "
+        "same ref; no actor sends Unsubscribe (a ConsumerActor leaves by stopping, and a stopped ref never "
+        "subscribes again)"
     ),
     "actors/subscriber/_leases.py:LeaseTable.on_hold:return:return x -> return not x#1": _TESTS_ONLY,
     "actors/subscriber/_flow.py:LoadTracker.flow:remove:remove `return self._flow`#1": _TESTS_ONLY,

@@ -121,6 +121,8 @@ class BrokerScenario:
             that make them durable draw a small one, so runs compact and recover from snapshots).
         pokes: times at which a flaky actor beside the broker is made to fail (``_flaky.py``), to
             spend the kernel's restart budget; empty: no flaky actor.
+        hand_over_waits: the queue's ``hand_over_timeout_s`` is None: a consumer told of work keeps
+            it until it pulls or loses interest, however long (Qpid's behaviour).
     """
 
     messages: int = 50
@@ -144,6 +146,7 @@ class BrokerScenario:
     draws: str = ""
     compact_after_events: int = COMPACT_AFTER_EVENTS
     pokes: tuple[float, ...] = ()
+    hand_over_waits: bool = False
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
@@ -380,6 +383,8 @@ def _spawn_broker_actors(
         max_length=scenario.max_length,
         overflow=scenario.overflow,
     )
+    if scenario.hand_over_waits:
+        config = attrs.evolve(config, hand_over_timeout_s=None)
     queue = system.spawn(lambda: queue_factory(config), name="queue")
     priorities = scenario.consumer_priorities or (0,) * len(scenario.consumers)
     selectors = scenario.selectors or (None,) * len(scenario.consumers)

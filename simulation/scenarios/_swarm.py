@@ -104,12 +104,15 @@ def broker_swarm(seed: int) -> BrokerScenario:
     if rng.random() < 0.3:  # a flaky actor beside the broker: 4 or more failures spend its restart budget
         pokes = tuple(sorted(round(rng.uniform(0.0, 2.0), 3) for _ in range(rng.randint(2, 6))))
         drawn.append(f"pokes={len(pokes)}")
+    hand_over_waits = rng.random() < 0.2
+    if hand_over_waits:
+        drawn.append("hand_over_timeout=None")
     return BrokerScenario(
         messages=messages, consumers=consumers, consumer_priorities=consumer_priorities, selectors=selectors,
         browsers=browsers, priorities=priorities, groups=groups, publish_span_s=span,
         ack_deadline_s=ack_deadline_s, max_deliveries=max_deliveries, prefetch=prefetch, retry=retry,
         ttls=ttls, delays=delays, max_length=max_length, overflow=overflow, draws="swarm: " + " ".join(drawn),
-        pokes=pokes,
+        pokes=pokes, hand_over_waits=hand_over_waits,
     )
 
 
