@@ -61,6 +61,7 @@ from ._pubsub import no_confirmed_loss as no_confirmed_loss
 from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
+from ._restart_budget import SupervisionDeclared as SupervisionDeclared
 from ._result import CheckResult as CheckResult
 from ._result import guarded as guarded
 from ._result import raised as raised
@@ -92,6 +93,7 @@ __all__ = [
     "SettleSent",
     "SharedTrace",
     "StreamBound",
+    "SupervisionDeclared",
     "SubscriptionTerms",
     "acks_from_receivers",
     "exactly_once",

@@ -27,7 +27,7 @@ from typing import final
 from conveyor.runtime import EventKind, Terminated, TraceEvent
 from conveyor.simulation import Drop, FaultApplied
 
-from ._restart_budget import RestartBudgetWatch
+from ._restart_budget import RestartBudgetWatch, SupervisionDeclared
 from ._result import CheckResult
 
 _ASK_PREFIX = "/ask-"
@@ -304,6 +304,9 @@ class _Lifecycles:
             elif name == "Unwatch" and kind is EventKind.DELIVERED:
                 watcher = str(getattr(getattr(message, "watcher", None), "path", event.sender))
                 self.watchers.get(receiver, {}).pop(watcher, None)
+            return
+        if kind is EventKind.NOTE and type(message) is SupervisionDeclared and event.sender is not None:
+            self.budget.declare(event.sender, message)
             return
         if receiver is None:
             return

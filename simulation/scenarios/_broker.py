@@ -120,7 +120,8 @@ class BrokerScenario:
         compact_after_events: the durable queues' ``QueueConfig.compact_after_events`` (the fault plans
             that make them durable draw a small one, so runs compact and recover from snapshots).
         pokes: times at which a flaky actor beside the broker is made to fail (``_flaky.py``), to
-            spend the kernel's restart budget; empty: no flaky actor.
+            spend the kernel's restart budget; empty: no flaky actor. ``pokes_stop``: the flaky actor is
+            the poker's child, supervised with ``Directive.STOP``.
         hand_over_waits: the queue's ``hand_over_timeout_s`` is None: a consumer told of work keeps
             it until it pulls or loses interest, however long (Qpid's behaviour).
     """
@@ -147,6 +148,7 @@ class BrokerScenario:
     compact_after_events: int = COMPACT_AFTER_EVENTS
     pokes: tuple[float, ...] = ()
     hand_over_waits: bool = False
+    pokes_stop: bool = False
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
@@ -402,7 +404,7 @@ def _spawn_broker_actors(
         system.spawn(client(ClientPolicy(), settings), name=f"browser-{index}")
     system.spawn(lambda: ScenarioPublisher(queue, scenario), name="publisher")
     if scenario.pokes:
-        flaky = system.spawn(FlakyActor, name=FLAKY)
+        flaky = None if scenario.pokes_stop else system.spawn(FlakyActor, name=FLAKY)
         system.spawn(lambda: Poker(flaky, scenario.pokes), name="poker")
     return queue, dead_letters
 

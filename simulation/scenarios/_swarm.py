@@ -107,12 +107,15 @@ def broker_swarm(seed: int) -> BrokerScenario:
     hand_over_waits = rng.random() < 0.2
     if hand_over_waits:
         drawn.append("hand_over_timeout=None")
+    pokes_stop = bool(pokes) and rng.random() < 0.4
+    if pokes_stop:
+        drawn.append("pokes under stop")
     return BrokerScenario(
         messages=messages, consumers=consumers, consumer_priorities=consumer_priorities, selectors=selectors,
         browsers=browsers, priorities=priorities, groups=groups, publish_span_s=span,
         ack_deadline_s=ack_deadline_s, max_deliveries=max_deliveries, prefetch=prefetch, retry=retry,
         ttls=ttls, delays=delays, max_length=max_length, overflow=overflow, draws="swarm: " + " ".join(drawn),
-        pokes=pokes, hand_over_waits=hand_over_waits,
+        pokes=pokes, hand_over_waits=hand_over_waits, pokes_stop=pokes_stop,
     )
 
 

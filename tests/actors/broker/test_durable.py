@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conveyor.actors.broker import (
+    COMPACT_AFTER_EVENTS,
     Ack,
     ConsumerActor,
     ConsumerSettings,
@@ -42,7 +43,6 @@ from conveyor.actors.broker import (
 )
 from conveyor.actors.broker._durable import (
     COMPACT_AFTER_BYTES,
-    COMPACT_AFTER_EVENTS,
     CoreCall,
     journal_calls,
     published_bytes,
