@@ -1,0 +1,135 @@
+"""The checkers written against the default sweep's surviving mutants: flow_pause, expiry_not_early, the restart budget.
+
+Each is shown a hand-made trace that keeps its promise and one that breaks it (the break the
+mutant made), and the flaky actor of ``broker-swarm`` is shown to spend a real restart budget.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from conveyor.actors.broker import (
+    Delivery,
+    EntryEnqueued,
+    EntrySettled,
+    Message,
+    Publish,
+    Resume,
+    Suspend,
+)
+from conveyor.actors.subscriber import Done, FlowControl, FlowNote, Received
+from conveyor.runtime import EventKind, TraceEvent
+from conveyor.simulation.checkers import SupervisionDeclared, expiry_not_early, flow_pause, supervision
+from conveyor.simulation.scenarios import run_portfolio
+
+LOAD = "/sub/load"
+CONSUMER = "/sub/consumer"
+MANAGER = "/sub"
+
+
+@pytest.fixture(autouse=True)
+def _quiet_logs(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    caplog.set_level(logging.CRITICAL, logger="conveyor")
+    yield
+
+
+def _received(ack_id: str, size: int = 10) -> Received:
+    return Received(ack_id, size, None, Delivery("q", int(ack_id), Message(b"x"), 1, 100.0, 1))
+
+
+def _handled(time: float, message: object, *, sends: tuple[object, ...] = (), paused: bool) -> list[TraceEvent]:
+    """The load controller handles ``message``: its sends, then its FlowNote."""
+    events = [TraceEvent(EventKind.DELIVERED, time, MANAGER, LOAD, message)]
+    events += [TraceEvent(EventKind.SENT, time, LOAD, CONSUMER, sent) for sent in sends]
+    events.append(TraceEvent(EventKind.NOTE, time, LOAD, None, FlowNote(0, 0, paused)))
+    return events
+
+
+FLOW = FlowControl(max_messages=2, min_duration_per_lease_extension_s=2, resume_threshold=0.5)
+
+
+def test_flow_pause_accepts_a_suspend_at_full_load_and_a_resume_below_the_threshold() -> None:
+    trace = [
+        *_handled(0.0, _received("1"), paused=False),
+        *_handled(0.1, _received("2"), sends=(Suspend(),), paused=True),  # load 1.0
+        *_handled(0.2, Done("1"), paused=True),  # load 0.5: not below the threshold
+        *_handled(0.3, Done("2"), sends=(Resume(),), paused=False),  # load 0
+    ]
+    result = flow_pause(trace, MANAGER, FLOW)
+    assert result.ok, result.violations
+    assert dict(result.metrics) == {"suspends": 1, "resumes": 1}
+
+
+def test_flow_pause_finds_a_missing_suspend_a_spurious_resume_and_a_false_note() -> None:
+    missing = [*_handled(0.0, _received("1"), paused=False), *_handled(0.1, _received("2"), paused=True)]
+    assert any("did not send Suspend" in line for line in flow_pause(missing, MANAGER, FLOW).violations)
+    spurious = _handled(0.0, _received("1"), sends=(Resume(),), paused=False)
+    assert any("sent Resume" in line for line in flow_pause(spurious, MANAGER, FLOW).violations)
+    lying = [*_handled(0.0, _received("1"), paused=False),
+             *_handled(0.1, _received("2"), sends=(Suspend(),), paused=False)]
+    assert any("noted paused=False" in line for line in flow_pause(lying, MANAGER, FLOW).violations)
+
+
+def _expiry_trace(expired_at: float) -> list[TraceEvent]:
+    message = Message(b"x", ttl_s=2.0, message_id="m1")
+    return [
+        TraceEvent(EventKind.DELIVERED, 1.0, "/publisher", "/queue", Publish(message)),
+        TraceEvent(EventKind.NOTE, 1.0, "/queue", None, EntryEnqueued("queue", 0, message)),
+        TraceEvent(EventKind.NOTE, expired_at, "/queue", None, EntrySettled("queue", 0, "expired")),
+    ]
+
+
+def test_expiry_not_early_times_an_expiry_from_the_queues_receipt_of_the_publish() -> None:
+    on_time = expiry_not_early(_expiry_trace(3.0), "/queue")
+    assert on_time.ok and dict(on_time.metrics) == {"judged": 1}
+    early = expiry_not_early(_expiry_trace(2.5), "/queue")
+    assert early.violations == ("t=2.5: 'm1' (tag 0) expired before its TTL ran out at t=3",)
+
+
+def _life(kind: EventKind, time: float, path: str = "/flaky") -> TraceEvent:
+    return TraceEvent(kind, time, None, path, None, error="FlakyFailure('poked')")
+
+
+def _failures(times: list[float], answers: list[EventKind], path: str = "/flaky") -> list[TraceEvent]:
+    return [event for time, answer in zip(times, answers, strict=True)
+            for event in (_life(EventKind.FAILED, time, path), _life(answer, time, path))]
+
+
+R, S = EventKind.RESTARTED, EventKind.STOPPED
+
+
+def test_the_default_budget_restarts_three_times_within_a_minute_then_stops() -> None:
+    assert supervision(_failures([1, 2, 3, 4], [R, R, R, S])).ok
+    # past the window, the oldest restarts no longer count
+    assert supervision(_failures([1, 2, 3, 62], [R, R, R, R])).ok
+    # a Crash fault's restart follows no failure and spends nothing
+    assert supervision([_life(R, 0.5), _life(R, 0.6), *_failures([1, 2, 3, 4], [R, R, R, S])]).ok
+
+
+def test_a_restart_past_the_budget_or_a_stop_within_it_is_a_violation() -> None:
+    past = supervision(_failures([1, 2, 3, 4], [R, R, R, R]))
+    assert any("restarted after its failure at t=4" in line for line in past.violations), past.violations
+    early = supervision(_failures([1, 2], [R, S]))
+    assert any("stopped after its failure at t=2, with restarts left" in line for line in early.violations)
+    lingering = supervision([*_failures([1, 2, 3], [R, R, R]), _life(EventKind.FAILED, 4)])
+    assert any("neither restarted nor stopped" in line for line in lingering.violations), lingering.violations
+
+
+def test_a_declared_stop_strategy_stops_its_childrens_first_failure() -> None:
+    declared = TraceEvent(EventKind.NOTE, 0.0, "/poker", None, SupervisionDeclared("stop", 3, 60.0))
+    assert supervision([declared, *_failures([1], [S], "/poker/flaky")]).ok
+    restarted = supervision([declared, *_failures([1], [R], "/poker/flaky")])
+    assert not restarted.ok
+
+
+@pytest.mark.parametrize(("seed", "flaky", "failures", "restarts"), [(11, "/flaky", 4, 3), (6, "/poker/flaky", 1, 0)])
+def test_broker_swarm_flaky_actor_spends_its_budget(seed: int, flaky: str, failures: int, restarts: int) -> None:
+    run = run_portfolio("broker-swarm", seed, hash_trace=False)
+    assert run.report.ok, run.report.violations
+    kinds = [event.kind for event in run.sim.trace if event.receiver == flaky and event.kind in (
+        EventKind.FAILED, EventKind.RESTARTED, EventKind.STOPPED)]
+    assert (kinds.count(EventKind.FAILED), kinds.count(EventKind.RESTARTED), kinds[-1]) == (
+        failures, restarts, EventKind.STOPPED)
