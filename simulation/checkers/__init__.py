@@ -42,6 +42,7 @@ from ._kernel import kernel_checks as kernel_checks
 from ._kernel import mailbox_fifo as mailbox_fifo
 from ._kernel import nothing_vanishes as nothing_vanishes
 from ._kernel import supervision as supervision
+from ._lease_extension import lease_extension as lease_extension
 from ._liveness import liveness as liveness
 from ._liveness import prompt_delivery as prompt_delivery
 from ._liveness import queue_order as queue_order
@@ -118,6 +119,7 @@ __all__ = [
     "guarded",
     "jain_index",
     "kernel_checks",
+    "lease_extension",
     "lease_validity",
     "mailbox_fifo",
     "length_limit",

@@ -52,6 +52,7 @@ from conveyor.simulation.checkers import (
     flow_bound,
     flow_pause,
     guarded,
+    lease_extension,
     lease_validity,
     no_loss,
     ordering_keys,
@@ -393,6 +394,7 @@ def check_subscriber_run(trace: list[TraceEvent], scenario: SubscriberScenario) 
     for path in scenario.subscription_paths():
         results += guarded("flow_bound", flow_bound, trace, path, scenario.flow)
         results += guarded("flow_pause", flow_pause, trace, path, scenario.flow)
+        results += guarded("lease_extension", lease_extension, trace, path, scenario.flow)
         results += guarded("ordering_keys", ordering_keys, trace, path)
         results += guarded("lease_validity", lease_validity, trace, QUEUE, path, scenario.flow)
         results += guarded("runs_once", runs_once, trace, path, QUEUE)

@@ -177,9 +177,18 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
         crash_at = round(rng.uniform(0.05, 1.5), 3)
         restart_after_s = round(rng.uniform(0.0, 2.0 * deadline), 3)
         drawn.append(f"crash at {crash_at}, restart after {restart_after_s}")
+    slow_factor = (1.2, 4.0)
+    if rng.random() < 0.3:  # drawn last, so the draws above stay what they were for every seed
+        # Extensions up to a minute and some callbacks of 11-16 s: the processing-time percentile
+        # (whole seconds, at least 10) then sets the extension, where a cap of two ack deadlines (at
+        # most 10 s) always would.
+        flow = attrs.evolve(flow, max_duration_per_lease_extension_s=60.0)
+        slow = max(slow, 0.2)
+        slow_factor = (11.0 / deadline, 16.0 / deadline)
+        drawn.append(f"max_extension=60 slow={slow} for 11-16 s")
     return SubscriberScenario(
         messages=messages, keys=keys, sizes=sizes, fail=fail, nack=nack, fast_s=rng.choice((0.05, 0.5)),
-        slow=slow, slow_factor=(1.2, 4.0), flow=flow, workers=workers, callbacks_per_job=per_job,
+        slow=slow, slow_factor=slow_factor, flow=flow, workers=workers, callbacks_per_job=per_job,
         ack_deadline_s=deadline, max_deliveries=max_deliveries, retry=retry, burst=burst, burst_gap_s=gap,
         pause_at=pause_at, pause_s=pause_s, crash_at=crash_at, restart_after_s=restart_after_s,
         draws="swarm: " + " ".join(drawn),

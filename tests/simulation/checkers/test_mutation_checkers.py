@@ -133,3 +133,34 @@ def test_broker_swarm_flaky_actor_spends_its_budget(seed: int, flaky: str, failu
         EventKind.FAILED, EventKind.RESTARTED, EventKind.STOPPED)]
     assert (kinds.count(EventKind.FAILED), kinds.count(EventKind.RESTARTED), kinds[-1]) == (
         failures, restarts, EventKind.STOPPED)
+
+
+def _extension_trace(asked: float, took: float) -> list[TraceEvent]:
+    """A message leased at 0 and acked ``took`` seconds later, then a message leased with an extension of ``asked``."""
+    from conveyor.actors.subscriber import Part
+
+    leaser = f"{MANAGER}/{Part.LEASER}"
+    ask = type("Extend", (), {"seconds": asked})()  # the leaser's request, as the checker reads it
+    return [
+        TraceEvent(EventKind.DELIVERED, 0.0, MANAGER, leaser, _received("1")),
+        TraceEvent(EventKind.DELIVERED, took, MANAGER, leaser, Done("1", acked=True)),
+        TraceEvent(EventKind.DELIVERED, took, MANAGER, leaser, _received("2")),
+        TraceEvent(EventKind.SENT, took, leaser, f"{MANAGER}/dispatcher", ask),
+    ]
+
+
+LONG = FlowControl(min_duration_per_lease_extension_s=2, max_duration_per_lease_extension_s=60)
+
+
+def test_lease_extension_is_the_clamped_99th_percentile_of_processing_times() -> None:
+    from conveyor.simulation.checkers import lease_extension
+
+    assert lease_extension(_extension_trace(14.0, 14.7), MANAGER, LONG).ok  # 14.7 s counts as 14
+    assert lease_extension(_extension_trace(10.0, 3.2), MANAGER, LONG).ok  # at least 10
+    capped = FlowControl(min_duration_per_lease_extension_s=2, max_duration_per_lease_extension_s=4)
+    assert lease_extension(_extension_trace(4.0, 14.7), MANAGER, capped).ok
+    ignored = lease_extension(_extension_trace(10.0, 14.7), MANAGER, LONG)  # as if no time had been recorded
+    assert ignored.violations == (
+        "t=14.7: /sub/leaser asked for 10 s; the 99th percentile of 1 processing times, clamped into [2, 60], "
+        "is 14 s",
+    )
