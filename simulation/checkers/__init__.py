@@ -18,6 +18,7 @@ from ._broker import group_exclusivity as group_exclusivity
 from ._broker import jain_index as jain_index
 from ._broker import priority_order as priority_order
 from ._broker import strict_order as strict_order
+from ._consumer_credit import consumer_credit as consumer_credit
 from ._deliveries import delivery_count as delivery_count
 from ._deliveries import delivery_limit as delivery_limit
 from ._deliveries import exclusive_lease as exclusive_lease
@@ -104,6 +105,7 @@ __all__ = [
     "before_final_browse",
     "browser_completeness",
     "client_view",
+    "consumer_credit",
     "consumer_priority",
     "delivery_count",
     "delivery_limit",

@@ -45,6 +45,7 @@ from conveyor.simulation.checkers import (
     SharedTrace,
     accounting,
     browser_completeness,
+    consumer_credit,
     consumer_priority,
     delivery_count,
     delivery_limit,
@@ -85,6 +86,8 @@ class ClientPolicy:
         crash_after: stop the client (and its consumer) after this many deliveries; 0 never.
         zero_deadline: answer with ``ModifyAckDeadline(seconds=0)``, Pub/Sub's nack: the lease
             ends now and the queue takes the message back as nacked.
+        late_nack: nack within ``late_nack_s``, naming the delivery's attempt; if the lease lapsed
+            and the message came back meanwhile, the nack is stale and the queue ignores it.
     """
 
     nack: float = 0.0
@@ -96,6 +99,8 @@ class ClientPolicy:
     extend: float = 0.0
     extend_s: float = 3.0
     zero_deadline: float = 0.0
+    late_nack: float = 0.0
+    late_nack_s: float = 2.0
 
 
 @final
@@ -152,7 +157,7 @@ class BrokerScenario:
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
-        names = ["accounting", "drained", "delivery_count", "delivery_limit", "exclusive_lease"]
+        names = ["accounting", "drained", "delivery_count", "delivery_limit", "exclusive_lease", "consumer_credit"]
         # the per-message promises first: they fail at the first broken delivery, so a shrink keeps them
         if any(self.ttls):
             names.append("expiry")
@@ -258,6 +263,12 @@ class _LateAck:
 
 
 @final
+@attrs.frozen
+class _LateNack:
+    delivery: Delivery
+
+
+@final
 class ScenarioClient(Actor):
     """A client that owns its ConsumerActor (as a child) and answers deliveries by its policy.
 
@@ -284,7 +295,8 @@ class ScenarioClient(Actor):
         self.below_ignore = policy.nack + policy.release + policy.ignore
         self.below_late_ack = policy.nack + policy.release + policy.ignore + policy.late_ack
         self.below_extend = self.below_late_ack + policy.extend
-        self.below_zero_deadline = self.below_extend + policy.zero_deadline
+        self.below_late_nack = self.below_extend + policy.late_nack
+        self.below_zero_deadline = self.below_late_nack + policy.zero_deadline
 
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
@@ -298,6 +310,14 @@ class ScenarioClient(Actor):
     def receive(self, message: Any) -> None:
         """Answer one delivery."""
         cls = type(message)
+        if cls is _LateNack:
+            delivery = message.delivery
+            assert self.consumer is not None
+            if self.noting:
+                self._note_answer(delivery, "nack")
+            nack = Nack(delivery.consumer_id, (delivery.tag,), attempts=(delivery.delivery_count,))
+            self.ctx.send(self.consumer, nack)
+            return
         if cls is _LateAck:
             delivery = message.delivery
             assert self.consumer is not None
@@ -332,6 +352,8 @@ class ScenarioClient(Actor):
         elif draw < self.below_extend:
             self.ctx.reply(ModifyAckDeadline(message.consumer_id, (message.tag,), policy.extend_s))
             self.ctx.schedule(self.ctx.random.uniform(0.5, 0.9) * policy.extend_s, _LateAck(message))
+        elif draw < self.below_late_nack:
+            self.ctx.schedule(self.ctx.random.uniform(0, policy.late_nack_s), _LateNack(message))
         elif draw < self.below_zero_deadline:
             if noting:
                 self._note_answer(message, "nack")
@@ -495,6 +517,8 @@ def _scenario_checker(name: str, scenario: BrokerScenario) -> Callable[[SharedTr
     """The checker called ``name``, given what it needs of the scenario's settings."""
     if name == "expiry":
         return lambda trace, queue: expiry(trace, queue, BROWSERS)
+    if name == "consumer_credit":
+        return lambda trace, queue: consumer_credit(trace, scenario.prefetch, BROWSERS)
     if name == "not_before":
         return lambda trace, queue: not_before(trace, queue, scenario.retry, BROWSERS)
     if name == "delivery_count":

@@ -108,6 +108,10 @@ def broker_swarm(seed: int) -> BrokerScenario:
     if hand_over_waits:
         drawn.append("hand_over_timeout=None")
     pokes_stop = bool(pokes) and rng.random() < 0.4
+    if rng.random() < 0.3:  # late nacks naming their attempt: some are stale (the lease lapsed meanwhile)
+        late = rng.choice((0.1, 0.3))
+        consumers = tuple(attrs.evolve(policy, late_nack=late, late_nack_s=3 * ack_deadline_s) for policy in consumers)
+        drawn.append(f"late_nack={late}")
     if pokes_stop:
         drawn.append("pokes under stop")
     return BrokerScenario(

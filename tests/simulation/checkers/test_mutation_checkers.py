@@ -164,3 +164,31 @@ def test_lease_extension_is_the_clamped_99th_percentile_of_processing_times() ->
         "t=14.7: /sub/leaser asked for 10 s; the 99th percentile of 1 processing times, clamped into [2, 60], "
         "is 14 s",
     )
+
+
+def _pull_after(*settlements: object, asked: int) -> list[TraceEvent]:
+    """A consumer given tags 1 (attempt 2) and 2, its client's settlements, then a Pull asking for ``asked``."""
+    from conveyor.actors.broker import Delivered, Pull
+
+    consumer, client = "/client-0/consumer", "/client-0"
+    deliveries = tuple(Delivery("queue", tag, Message(b"x"), count, 9.0, 0) for tag, count in ((1, 2), (2, 1)))
+    return [
+        TraceEvent(EventKind.DELIVERED, 0.0, "/queue", consumer, Delivered("queue", deliveries, exhausted=False)),
+        *(TraceEvent(EventKind.DELIVERED, 0.1, client, consumer, settled) for settled in settlements),
+        TraceEvent(EventKind.SENT, 0.2, consumer, "/queue", Pull(0, asked, 1 << 20)),
+    ]
+
+
+def test_consumer_credit_frees_what_the_client_settled_and_not_a_stale_nack() -> None:
+    from conveyor.actors.broker import Ack, ModifyAckDeadline, Nack
+    from conveyor.simulation.checkers import consumer_credit
+
+    assert consumer_credit(_pull_after(asked=3), prefetch=5).ok
+    assert consumer_credit(_pull_after(Ack(0, (2,)), ModifyAckDeadline(0, (1,), 0.0), asked=5), prefetch=5).ok
+    assert consumer_credit(_pull_after(Nack(0, (1,), attempts=(1,)), asked=3), prefetch=5).ok  # stale: ignored
+    kept = consumer_credit(_pull_after(ModifyAckDeadline(0, (1,), 0.0), asked=3), prefetch=5)
+    assert kept.violations == (
+        "t=0.2: /client-0/consumer pulled for 3 with its client holding 1 unsettled deliveries of a prefetch of 5",
+    )
+    freed = consumer_credit(_pull_after(Nack(0, (1,), attempts=(1,)), asked=4), prefetch=5)
+    assert not freed.ok
