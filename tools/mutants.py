@@ -23,7 +23,9 @@ For each mutant it reports:
   (``tests/actors/broker/test_entries.py``) where there is one, ``--tests none`` no tests.
 
 Mutants listed in ``mutants_equivalent.py`` (each with why it cannot change what the code does)
-are not run; the score is the sweep's kills over the mutants that are not equivalent.
+are not run; those listed there as unreachable (code no simulated system runs) are judged by the
+tests alone. The score is the sweep's kills over the mutants that are neither; a second score
+counts the unreachable ones as survivors.
 
 What is not mutated, and why: docstrings, annotations, decorators, imports, f-strings, ``assert``
 statements and logging (they state or report, they do not decide), ``__repr__`` / ``__str__``,
