@@ -60,12 +60,27 @@ def test_a_sample_is_deterministic_and_spread_over_every_module() -> None:
     assert len(mutants.sample(modules, 0, seed=3)) == sum(len(mutants.mutants_of(path)) for path in modules)
 
 
-def test_every_reviewed_equivalent_mutant_still_exists() -> None:
-    paths = {ident.split(":", 1)[0] for ident in mutants.equivalents()}
+def test_every_reviewed_equivalent_or_unreachable_mutant_still_exists() -> None:
+    reviewed = {**mutants.equivalents(), **mutants.unreachables()}
+    assert not set(mutants.equivalents()) & set(mutants.unreachables()), "a mutant is in one list only"
+    paths = {ident.split(":", 1)[0] for ident in reviewed}
     every = {mutant.ident for path in paths for mutant in mutants.mutants_of(path)}
-    stale = sorted(set(mutants.equivalents()) - every)
+    stale = sorted(set(reviewed) - every)
     assert stale == [], "tools/mutants_equivalent.py names mutants that no longer exist"
-    assert all(why.strip() for why in mutants.equivalents().values()), "each equivalent mutant says why"
+    assert all(why.strip() for why in reviewed.values()), "each reviewed mutant says why"
+
+
+def test_unreachable_mutants_are_scored_apart_and_counted_as_survivors_in_the_second_score() -> None:
+    reached = mutants.sample(("runtime/_supervision.py",), 2, seed=3)
+    killed = mutants.Verdict(True, "failed", 1.0, "FAILED x seed 0 (random, faults none)")
+    survived = mutants.Verdict(False, "survived", 1.0)
+    outcomes = [mutants.Outcome(reached[0], sweep=killed), mutants.Outcome(reached[1], sweep=survived),
+                mutants.Outcome(reached[1], unreachable="a query no actor calls")]
+    lines = mutants.summary(outcomes, 60.0)
+    assert "1 unreachable" in lines[0]
+    assert any(line.startswith("killed by the sweep: 1/2 = 50.0%") for line in lines)
+    assert any(line.startswith("counting the unreachable as survivors: 1/3 = 33.3%") for line in lines)
+    assert "unreachable: a query no actor calls" in "\n".join(mutants.table(outcomes))
 
 
 def test_the_tests_side_runs_the_package_or_the_modules_own_file() -> None:

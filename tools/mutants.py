@@ -23,7 +23,9 @@ For each mutant it reports:
   (``tests/actors/broker/test_entries.py``) where there is one, ``--tests none`` no tests.
 
 Mutants listed in ``mutants_equivalent.py`` (each with why it cannot change what the code does)
-are not run; the score is the sweep's kills over the mutants that are not equivalent.
+are not run; those listed there as unreachable (code no simulated system runs) are judged by the
+tests alone. The score is the sweep's kills over the mutants that are neither; a second score
+counts the unreachable ones as survivors.
 
 What is not mutated, and why: docstrings, annotations, decorators, imports, f-strings, ``assert``
 statements and logging (they state or report, they do not decide), ``__repr__`` / ``__str__``,
@@ -476,6 +478,16 @@ def equivalents() -> dict[str, str]:
     return dict(EQUIVALENT)
 
 
+def unreachables() -> dict[str, str]:
+    """The reviewed list of mutants in code no simulated system runs: id -> which code, and who does run it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from mutants_equivalent import UNREACHABLE
+    finally:
+        sys.path.pop(0)
+    return dict(UNREACHABLE)
+
+
 # --- the tree judged: a frozen copy ---------------------------------------------------------------------
 
 
@@ -575,6 +587,7 @@ class Outcome:
     equivalent: str | None = None
     invalid: str | None = None
     shrunk: str | None = None
+    unreachable: str | None = None
 
 
 def _run(
@@ -694,9 +707,10 @@ def baseline(tree: Path, paths: Sequence[str], tests: str) -> dict[str, float]:
 
 
 def judge(
-    tree: Path, mutant: Mutant, times: dict[str, float], factor: float, tests: str, *, shrink: bool = False
+    tree: Path, mutant: Mutant, times: dict[str, float], factor: float, tests: str, *, shrink: bool = False,
+    sweep: bool = True,
 ) -> Outcome:
-    """Write the mutant to a temporary file and run the sweep, then the tests, against it.
+    """Write the mutant to a temporary file and run the sweep (unless ``sweep`` is False), then the tests, against it.
 
     With ``shrink``, the sweep's first failing run is shrunk too (``conveyor simulate --shrink``).
     """
@@ -711,8 +725,9 @@ def judge(
     with tempfile.TemporaryDirectory(prefix="conveyor-mutant-") as folder:
         file = str(Path(folder) / Path(mutant.path).name)
         Path(file).write_bytes(source)
-        outcome.sweep = _judge(tree, name, file, sweep_argv(), factor * times["sweep"] + 30, FINDINGS)
-        found = FAILED_RUN.match(outcome.sweep.detail)
+        if sweep:
+            outcome.sweep = _judge(tree, name, file, sweep_argv(), factor * times["sweep"] + 30, FINDINGS)
+        found = FAILED_RUN.match(outcome.sweep.detail) if outcome.sweep is not None else None
         if shrink and found is not None:
             outcome.shrunk = _shrunk(tree, name, file, found, factor * times["sweep"] + 120)
         target = test_target(mutant.path, tests, tree)
@@ -765,6 +780,8 @@ def table(outcomes: Sequence[Outcome]) -> list[str]:
         if outcome.equivalent is not None or outcome.invalid is not None:
             why = f"equivalent: {outcome.equivalent}" if outcome.equivalent is not None else outcome.invalid
             row = f"| {what} | {where} | {why} | - |"
+        elif outcome.unreachable is not None:
+            row = f"| {what} | {where} | unreachable: {outcome.unreachable} | {_cell(outcome.tests)} |"
         else:
             row = f"| {what} | {where} | {_cell(outcome.sweep)} | {_cell(outcome.tests)} |"
         lines.append(row + (f" {outcome.shrunk or '-'} |" if shrunk else ""))
@@ -772,18 +789,31 @@ def table(outcomes: Sequence[Outcome]) -> list[str]:
 
 
 def summary(outcomes: Sequence[Outcome], seconds: float) -> list[str]:
-    """Counts and the score: the sweep's kills over the mutants that are not equivalent."""
+    """Counts and the score: the sweep's kills over the mutants that are neither equivalent nor unreachable.
+
+    The unreachable ones (code no simulated system runs) are counted apart, and a second score
+    counts them as survivors, so that leaving them out hides nothing.
+    """
     judged = [o for o in outcomes if o.equivalent is None and o.sweep is not None]
     equivalent = sum(1 for o in outcomes if o.equivalent is not None)
+    unreachable = [o for o in outcomes if o.unreachable is not None]
     by_sweep = sum(1 for o in judged if o.sweep is not None and o.sweep.killed)
     tested = [o for o in judged if o.tests is not None]
     by_tests = sum(1 for o in tested if o.tests is not None and o.tests.killed)
     either = sum(1 for o in judged if (o.sweep is not None and o.sweep.killed) or (o.tests is not None
                                                                                     and o.tests.killed))
-    lines = [f"{len(outcomes)} mutants: {equivalent} equivalent, {len(judged)} judged, in {seconds / 60:.1f} min"]
+    lines = [f"{len(outcomes)} mutants: {equivalent} equivalent, {len(unreachable)} unreachable, {len(judged)} judged, "
+             f"in {seconds / 60:.1f} min"]
     if judged:
         lines.append(f"killed by the sweep: {by_sweep}/{len(judged)} = {100 * by_sweep / len(judged):.1f}% "
                      "(the score; target >= 90%)")
+        if unreachable:
+            every = len(judged) + len(unreachable)
+            lines.append(f"counting the unreachable as survivors: {by_sweep}/{every} = {100 * by_sweep / every:.1f}%")
+            tested_apart = [o for o in unreachable if o.tests is not None]
+            if tested_apart:
+                killed_apart = sum(1 for o in tested_apart if o.tests is not None and o.tests.killed)
+                lines.append(f"unreachable ones killed by the tests: {killed_apart}/{len(tested_apart)}")
         if tested:
             lines.append(f"killed by the tests (own directory): {by_tests}/{len(tested)} = "
                          f"{100 * by_tests / len(tested):.1f}%")
@@ -800,6 +830,8 @@ def _progress(index: int, total: int, outcome: Outcome) -> str:
     head = f"[{index}/{total}] {mutant.path}:{mutant.line} {mutant.operator} `{mutant.change}`"
     if outcome.equivalent is not None:
         return f"{head}: equivalent ({outcome.equivalent})"
+    if outcome.unreachable is not None and outcome.tests is None:
+        return f"{head}: unreachable ({outcome.unreachable})"
     if outcome.invalid is not None:
         return f"{head}: {outcome.invalid}"
     parts = []
@@ -835,6 +867,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"--modules: no such module {unknown[0]!r}; give files under {', '.join(FOLDERS)}")
     known = equivalents()
+    unreached = unreachables()
     with frozen_tree() as tree:
         if args.only:
             everything = {m.ident: m for path in args.modules for m in mutants_of(path, tree)}
@@ -846,7 +879,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             chosen = sample(args.modules, args.count, args.seed, tree)
         if args.list:
             for mutant in chosen:
-                mark = "  [equivalent]" if mutant.ident in known else ""
+                mark = ("  [equivalent]" if mutant.ident in known
+                        else "  [unreachable]" if mutant.ident in unreached else "")
                 print(f"{mutant.ident}  (line {mutant.line}){mark}")
             print(f"{len(chosen)} mutants")
             return 0
@@ -859,6 +893,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for index, mutant in enumerate(chosen, 1):
             if mutant.ident in known:
                 outcome = Outcome(mutant, equivalent=known[mutant.ident])
+            elif mutant.ident in unreached:  # the sweep cannot reach it: only the tests judge it
+                outcome = judge(tree, mutant, times, args.timeout_factor, args.tests, sweep=False)
+                outcome.unreachable = unreached[mutant.ident]
             else:
                 outcome = judge(tree, mutant, times, args.timeout_factor, args.tests, shrink=args.shrink)
             outcomes.append(outcome)

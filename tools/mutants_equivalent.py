@@ -26,4 +26,67 @@ EQUIVALENT: dict[str, str] = {
     ),
     "actors/broker/_consumer.py:<module>:constant:8 -> 9#1": _LONE_NOTE,
     "actors/broker/_consumer.py:<module>:constant:8 -> 7#1": _LONE_NOTE,
+    "actors/broker/_queue.py:QueueActor._compact_if_long:constant:0 -> -1#1": (
+        "the default of held_bytes: its one caller (journal_calls' after) always passes it"
+    ),
+    "actors/subscriber/_ordering.py:OrderingKeyHolds.__init__:constant:0 -> -1#3": (
+        "fences are numbered from 0 instead of 1: a fence number is only compared for equality with "
+        "another, and the shell tests it against None, never for truth"
+    ),
+    "actors/pubsub/_ackid.py:<module>:constant:12 -> 13#1": (
+        "a 13-byte seal instead of 12: issue and read use the same length, so every id issued still "
+        "reads back and a forged one still fails (with odds 2**-104 instead of 2**-96)"
+    ),
+    "actors/subscriber/_leases.py:LeaseTable.add:remove:remove `self._advance(now, f'add lease {ack_id!r}')`#1": (
+        "_advance only checks that time does not go back and remembers it for the next check; the leaser "
+        "passes ctx.now(), which never goes back, so every valid call behaves the same"
+    ),
+    "runtime/_cell.py:ActorCell.__init__:remove:remove `self.termination: Terminated | None = None`#1": (
+        "terminate sets it before anything reads it directly (a dead letter's Watch answer needs a "
+        "stopped cell), and ActorRef.termination reads it with getattr(cell, 'termination', None)"
+    ),
 }
+
+_TESTS_ONLY = "a query no actor calls (only its unit tests and __repr__ do)"
+_SERVER_SHAPE = (
+    "only looks_like_ack_id, which only the gRPC server calls, sees the change; AckIdCodec.read, which the "
+    "actors call, refuses the same texts by their seal"
+)
+_GONE_CELL = "GoneCell: made only by a journal store on disk (Backend.gone_ref), which the simulator never has"
+
+UNREACHABLE: dict[str, str] = {
+    "actors/broker/_consumer_lists.py:ConsumerLists.is_acquiring:return:return x -> return not x#1": _TESTS_ONLY,
+    "actors/broker/_consumer_lists.py:ConsumerLists.awaiting_ids:remove:remove `return tuple(self._awaiting)`#1": (
+        _TESTS_ONLY
+    ),
+    "actors/broker/_queue.py:QueueActor._confirm:remove:remove `self.sync_asked = journal.last_write`#1": (
+        "answers wait for JournalSynced only when the journal is on disk; the simulator's journals never are"
+    ),
+    "actors/broker/_queue.py:QueueActor._unsubscribe:remove:remove `del self.by_ref[record.ref]`#1": (
+        "the stale ref entry matters only to a consumer that sends Unsubscribe and subscribes again from the "
+        "same ref; no actor sends Unsubscribe (a ConsumerActor leaves by stopping, and a stopped ref never "
+        "subscribes again)"
+    ),
+    "actors/subscriber/_leases.py:LeaseTable.on_hold:return:return x -> return not x#1": _TESTS_ONLY,
+    "actors/subscriber/_flow.py:LoadTracker.flow:remove:remove `return self._flow`#1": _TESTS_ONLY,
+    "actors/subscriber/_ledger.py:AckLedger.snapshot:remove:remove `return LedgerSnapshot(pending=len(self._pend"
+    "ing), expired=le`#1": _TESTS_ONLY,
+    "actors/pubsub/_ackid.py:_split:boolop:or -> and#2": _SERVER_SHAPE,
+    "actors/pubsub/_ackid.py:_split:remove:remove `return None`#3": _SERVER_SHAPE,
+    "actors/pubsub/_ackid.py:looks_like_ack_id:remove:remove `return _split(text) is not None`#1": (
+        "looks_like_ack_id: only the gRPC server calls it"
+    ),
+    "actors/pubsub/_ackid.py:looks_like_ack_id:return:return x -> return not x#1": (
+        "looks_like_ack_id: only the gRPC server calls it"
+    ),
+    "actors/pubsub/_subscription.py:<module>:constant:31 -> 30#1": (
+        "a subscription queue's bound of 2 GiB per message (1 GiB mutated): the server refuses publishes over "
+        "10 MB before they reach the actors, and no simulated client sends one near either bound"
+    ),
+    "runtime/_cell.py:GoneCell.__init__:constant:1 -> 0#1": _GONE_CELL,
+    "runtime/_cell.py:GoneCell.__init__:constant:1 -> 0#2": _GONE_CELL,
+    "runtime/_cell.py:GoneCell.__init__:remove:remove `self.error = None`#1": _GONE_CELL,
+}
+"""Mutants in code that no simulated system runs (a query only unit tests call, the gRPC server's own
+parsing, a disk store the simulator never has): the sweep cannot kill them, so they are judged by the
+tests alone and reported apart from the score (and in a second score that counts them as survivors)."""

@@ -61,6 +61,7 @@ from ._selectors import Not as Not
 from ._selectors import Selector as Selector
 from ._selectors import SelectorError as SelectorError
 from ._selectors import parse_selector as parse_selector
+from ._values import COMPACT_AFTER_EVENTS as COMPACT_AFTER_EVENTS
 from ._values import DEAD_LETTER_QUEUE as DEAD_LETTER_QUEUE
 from ._values import DEAD_LETTER_REASON as DEAD_LETTER_REASON
 from ._values import DELIVERY_COUNT as DELIVERY_COUNT
@@ -75,6 +76,7 @@ from ._values import Reconfigure as Reconfigure
 from ._values import RetryPolicy as RetryPolicy
 
 __all__ = [
+    "COMPACT_AFTER_EVENTS",
     "BrokerActor",
     "DeclareQueue",
     "LookupQueue",

@@ -31,7 +31,7 @@ from conveyor.runtime import Journal
 
 from ._client_protocol import Subscribe
 from ._entries import EntryList, EntryListSnapshot
-from ._values import Message, QueueConfig
+from ._values import COMPACT_AFTER_EVENTS, Message, QueueConfig
 
 REGISTRY_CALLS = frozenset({"add_consumer", "remove_consumer", "set_interest"})
 """Core calls a queue makes only while its consumer registry changes: the registry's event (one
@@ -52,8 +52,6 @@ RECORDED_CALLS = frozenset({
 })
 """The other ``EntryList`` methods that change its state, each journaled as a ``CoreCall``."""
 
-COMPACT_AFTER_EVENTS = 1024
-"""A journal is compacted once it holds this many events and ``COMPACT_FACTOR`` times the state's size."""
 COMPACT_AFTER_BYTES = 4 * 1024 * 1024
 """... or once the messages its events hold pass this many bytes and ``COMPACT_FACTOR`` times the live ones'.
 
@@ -153,7 +151,9 @@ def _frozen(value: object) -> object:
     return value
 
 
-def journal_calls(core: EntryList, journal: Journal, after: Callable[[int], None]) -> None:
+def journal_calls(
+    core: EntryList, journal: Journal, after: Callable[[int], None], after_events: int = COMPACT_AFTER_EVENTS
+) -> None:
     """Make ``core`` record each of its state-changing calls in ``journal`` once the call returns.
 
     Each method named in ``RECORDED_CALLS`` is wrapped on this instance only (reads are not
@@ -162,7 +162,8 @@ def journal_calls(core: EntryList, journal: Journal, after: Callable[[int], None
     outermost call is recorded: a call the core makes to itself (``remove_consumer`` gives back
     what the consumer held) is part of the outer one and replays with it. ``REGISTRY_CALLS`` are
     wrapped too, but record nothing: the queue's registry event replays them. ``after`` runs after
-    every recorded call once the journal is long (the queue compacts it there).
+    every recorded call once the journal is long (``after_events`` events, or ``COMPACT_AFTER_BYTES``
+    of published messages): the queue compacts it there.
     """
     append = journal.append
     depth = [0]  # calls of this core in progress: only the outermost one is recorded
@@ -185,7 +186,7 @@ def journal_calls(core: EntryList, journal: Journal, after: Callable[[int], None
                     published: Message = frozen[0]
                     held[0] += published.size
                 # Below both thresholds compaction is never due: skip the call.
-                if len(journal) >= COMPACT_AFTER_EVENTS or held[0] >= COMPACT_AFTER_BYTES:
+                if len(journal) >= after_events or held[0] >= COMPACT_AFTER_BYTES:
                     after(held[0])
                     if journal.snapshots_saved != held[1]:
                         held[:] = [0, journal.snapshots_saved]
@@ -207,13 +208,16 @@ def published_bytes(journal: Journal) -> int:
     return total
 
 
-def needs_compaction(journal: Journal, core: EntryList, held_bytes: int = 0) -> bool:
+def needs_compaction(
+    journal: Journal, core: EntryList, held_bytes: int = 0, after_events: int = COMPACT_AFTER_EVENTS
+) -> bool:
     """Whether the journal's events outgrow the state they describe: in number, or in the message bytes they hold.
 
-    ``held_bytes`` is what ``published_bytes`` would say, kept up to date by ``journal_calls``.
+    ``held_bytes`` is what ``published_bytes`` would say, kept up to date by ``journal_calls``;
+    ``after_events`` the queue's ``QueueConfig.compact_after_events``.
     """
     events = len(journal)
-    if events >= COMPACT_AFTER_EVENTS:
+    if events >= after_events:
         size = core.available + core.acquired + core.consumer_count
         if events > COMPACT_FACTOR * size:
             return True

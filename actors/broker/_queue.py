@@ -623,7 +623,8 @@ class QueueActor(Actor):
     def _reconfigure(self, config: QueueConfig) -> None:
         """Take new settings in place (``Reconfigure``), keeping the queue's name, levels and durability."""
         own = self.config
-        config = attrs.evolve(config, name=own.name, priorities=own.priorities, durable=own.durable)
+        config = attrs.evolve(config, name=own.name, priorities=own.priorities, durable=own.durable,
+                              compact_after_events=own.compact_after_events)
         if self.journal is not None:
             self.journal.append(QueueReconfigured(config))  # a failed write changes nothing
         self._use_config(config)
@@ -703,7 +704,7 @@ class QueueActor(Actor):
             else:
                 msg = f"journal of durable queue {self.name!r} holds {event!r}, which it never writes"
                 raise TypeError(msg)
-        journal_calls(core, journal, self._compact_if_long)
+        journal_calls(core, journal, self._compact_if_long, self.config.compact_after_events)
         self.journal = journal
         self.on_disk = journal.on_disk
         return found
@@ -730,7 +731,9 @@ class QueueActor(Actor):
     def _compact_if_long(self, held_bytes: int = 0) -> None:
         """Replace the journal's events by a snapshot once they outgrow the state they describe."""
         journal = self.journal
-        if journal is None or journal.in_atomic or not needs_compaction(journal, self.entries, held_bytes):
+        if journal is None or journal.in_atomic or not needs_compaction(
+            journal, self.entries, held_bytes, self.config.compact_after_events
+        ):
             return  # inside a group the snapshot would count its events twice: a later call compacts
         consumers = tuple(
             RegisteredConsumer(cid, record.request, record.interested, record.delivered, record.acked)

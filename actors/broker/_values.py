@@ -204,6 +204,10 @@ class Overflow(enum.Enum):
     DROP_HEAD = "drop-head"
 
 
+COMPACT_AFTER_EVENTS: Final = 1024
+"""A journal is compacted once it holds this many events and ``COMPACT_FACTOR`` times the state's size."""
+
+
 @final
 @attrs.frozen
 class QueueConfig:
@@ -222,6 +226,10 @@ class QueueConfig:
         dead_letter: the queue actor that receives dead-lettered messages.
         durable: keep the queue's state in its journal (``ctx.journal``), so that after a
             crash the restarted queue rebuilds it exactly: messages, leases, consumers.
+        compact_after_events: a durable queue replaces its journal's events by a snapshot once
+            they number this many (and ``COMPACT_FACTOR`` times its state's size); kept across
+            ``Reconfigure``. Small values make the simulator's runs compact and recover from
+            snapshots (BUGGIFY's small constants); the default suits production.
         hand_over_timeout_s: how long a consumer told of work (``NotifyWork``) may stay silent,
             neither pulling until exhausted nor losing interest, before the consumer manager
             passes the work on to the next interested consumer (the silent one stays notified;
@@ -240,6 +248,7 @@ class QueueConfig:
     dead_letter: ActorRef | None = attrs.field(default=None)
     durable: bool = attrs.field(default=False)
     hand_over_timeout_s: float | None = attrs.field(default=DEFAULT_HAND_OVER_TIMEOUT_S)
+    compact_after_events: int = attrs.field(default=COMPACT_AFTER_EVENTS, validator=positive_int)
 
     @priorities.validator
     def _check_priorities(self, attribute: attrs.Attribute[int], value: int) -> None:

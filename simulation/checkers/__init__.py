@@ -18,6 +18,7 @@ from ._broker import group_exclusivity as group_exclusivity
 from ._broker import jain_index as jain_index
 from ._broker import priority_order as priority_order
 from ._broker import strict_order as strict_order
+from ._consumer_credit import consumer_credit as consumer_credit
 from ._deliveries import delivery_count as delivery_count
 from ._deliveries import delivery_limit as delivery_limit
 from ._deliveries import exclusive_lease as exclusive_lease
@@ -30,6 +31,8 @@ from ._durable import acked_stays_acked as acked_stays_acked
 from ._durable import client_counts as client_counts
 from ._durable import durable_total_queue as durable_total_queue
 from ._durable import found_order as found_order
+from ._early_expiry import expiry_not_early as expiry_not_early
+from ._flow_pause import flow_pause as flow_pause
 from ._history import AckConfirmed as AckConfirmed
 from ._history import ClientAnswer as ClientAnswer
 from ._history import ConsumerAsked as ConsumerAsked
@@ -47,6 +50,7 @@ from ._kernel import mailbox_fifo as mailbox_fifo
 from ._kernel import nothing_vanishes as nothing_vanishes
 from ._kernel import supervision as supervision
 from ._lease_cap import lease_cap as lease_cap
+from ._lease_extension import lease_extension as lease_extension
 from ._liveness import liveness as liveness
 from ._liveness import prompt_delivery as prompt_delivery
 from ._liveness import queue_order as queue_order
@@ -88,6 +92,7 @@ from ._pubsub_promises import stream_flow as stream_flow
 from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
+from ._restart_budget import SupervisionDeclared as SupervisionDeclared
 from ._result import CheckResult as CheckResult
 from ._result import guarded as guarded
 from ._result import raised as raised
@@ -122,6 +127,7 @@ __all__ = [
     "SettleSent",
     "SharedTrace",
     "StreamBound",
+    "SupervisionDeclared",
     "SubscriptionTerms",
     "acks_from_receivers",
     "exactly_once",
@@ -131,6 +137,7 @@ __all__ = [
     "before_final_browse",
     "browser_completeness",
     "client_view",
+    "consumer_credit",
     "consumer_priority",
     "delivery_count",
     "delivery_limit",
@@ -138,12 +145,15 @@ __all__ = [
     "drained",
     "exclusive_lease",
     "expiry",
+    "expiry_not_early",
     "fairness",
     "flow_bound",
+    "flow_pause",
     "group_exclusivity",
     "guarded",
     "jain_index",
     "kernel_checks",
+    "lease_extension",
     "lease_validity",
     "mailbox_fifo",
     "length_limit",

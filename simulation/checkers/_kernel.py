@@ -7,9 +7,10 @@ refused for being too late (``DEAD_LETTER``), and the lifecycle (``FAILED``, ``R
 
 * ``mailbox_fifo``: messages from one sender to one receiver arrive in the order sent.
 * ``nothing_vanishes``: every message sent to an actor is handled or becomes a dead letter.
-* ``supervision``: a failed actor is restarted or stopped before it handles anything else; a
-  restart stops its children; a stopped actor's watchers are sent its ``Terminated``; ``Start``
-  comes first; a failed message is retried only when ``retry_failed`` asked, and once.
+* ``supervision``: a failed actor is restarted or stopped before it handles anything else, as its
+  restart budget says; a restart stops its children; a stopped actor's watchers are sent its
+  ``Terminated``; ``Start`` comes first; a failed message is retried only when ``retry_failed``
+  asked, and once.
 
 Only pairs with an actor on both ends are followed: timers, finished jobs and code outside any
 actor have no sender, and an ask's answer goes to a promise (``/ask-N``), which traces nothing
@@ -28,6 +29,7 @@ from typing import final
 from conveyor.runtime import EventKind, Terminated, TraceEvent
 from conveyor.simulation import Drop, FaultApplied
 
+from ._restart_budget import RestartBudgetWatch, SupervisionDeclared
 from ._result import CheckResult
 from ._timers import _Timers
 
@@ -288,6 +290,7 @@ class _Lifecycles:
         self.alive: dict[str, int] = {}  # path -> actors started there and not stopped
         self.violations: list[str] = []
         self.failures = self.restarts = self.stops = self.retries = self.starts = 0
+        self.budget = RestartBudgetWatch()
 
     def observe(self, event: TraceEvent) -> None:
         kind = event.kind
@@ -319,14 +322,19 @@ class _Lifecycles:
                 watcher = str(getattr(getattr(message, "watcher", None), "path", event.sender))
                 self.watchers.get(receiver, {}).pop(watcher, None)
             return
+        if kind is EventKind.NOTE and type(message) is SupervisionDeclared and event.sender is not None:
+            self.budget.declare(event.sender, message)
+            return
         if receiver is None:
             return
         if kind is EventKind.FAILED:
             self.failures += 1
             self.failing[receiver] = event.time
+            self.budget.failed(receiver, event.time)
         elif kind is EventKind.RESTARTED:
             self.restarts += 1
             self.failing.pop(receiver, None)
+            self.budget.restarted_at(receiver, event.time)
             for child in self.children.pop(receiver, {}):
                 self.owed.append((receiver, child, _STOP, event.time))
             if message is not None:  # retry_failed asked to hand the failed message to the fresh instance
@@ -345,6 +353,7 @@ class _Lifecycles:
                 self.unstarted.pop(receiver, None)
             if living > 0:
                 self.alive[receiver] = living - 1
+            self.budget.stopped(receiver, event.time)
             for watcher in self.watchers.pop(receiver, {}):
                 self.owed.append((receiver, watcher, _TERMINATED, event.time))
             parent = receiver.rpartition("/")[0]
@@ -414,6 +423,8 @@ class _Lifecycles:
             self.violations.append(f"t={since:g}: {actor} restarted and its retry_failed asked to handle "
                                    f"{type(message).__name__} once more, which it never was")
         self.retry_owed.clear()
+        self.budget.finish()
+        self.violations += self.budget.violations
 
 
 def supervision(trace: Iterable[TraceEvent]) -> CheckResult:
@@ -435,8 +446,9 @@ def supervision(trace: Iterable[TraceEvent]) -> CheckResult:
       the next thing the fresh instance handles, nothing else comes first, and a retry that fails
       again is not retried. A failed message handed again unasked is reported too.
 
-    The restart budget (``max_restarts`` within ``within_s``) is each parent's own strategy,
-    which the trace does not show; it is not judged here.
+    * The restart budget: a failure is answered by a restart while the actor has restarts left
+      (3 within 60 s, the default ``SupervisorStrategy`` that every scenario actor keeps), by a stop
+      once it has none (``RestartBudgetWatch``); a ``Crash`` fault's restart spends nothing.
     """
     boxes = _Mailboxes()
     lives = _Lifecycles()

@@ -14,6 +14,7 @@ from typing import Any, final
 import attrs
 
 from conveyor.actors.broker import (
+    COMPACT_AFTER_EVENTS,
     Ack,
     AckResult,
     BatchPublished,
@@ -52,6 +53,7 @@ from conveyor.simulation.checkers import (
     ack_confirms,
     acked_stays_acked,
     browser_completeness,
+    consumer_credit,
     consumer_priority,
     delivery_count,
     delivery_limit,
@@ -98,6 +100,10 @@ class ClientPolicy:
         stale_nack: given a redelivery, first nack the delivery before it (``Nack(attempts=...)``
             naming an older attempt): a stale nack, which must change nothing.
         confirm: ask the queue to confirm an ack (``Ack(confirm=True)``), late acks included.
+        zero_deadline: answer with ``ModifyAckDeadline(seconds=0)``, Pub/Sub's nack: the lease
+            ends now and the queue takes the message back as nacked.
+        late_nack: nack within ``late_nack_s``, naming the delivery's attempt; if the lease lapsed
+            and the message came back meanwhile, the nack is stale and the queue ignores it.
     """
 
     nack: float = 0.0
@@ -110,6 +116,9 @@ class ClientPolicy:
     extend_s: float = 3.0
     stale_nack: float = 0.0
     confirm: float = 0.0
+    zero_deadline: float = 0.0
+    late_nack: float = 0.0
+    late_nack_s: float = 2.0
 
 
 @final
@@ -143,6 +152,13 @@ class BrokerScenario:
             process may crash (``ProcessCrash``), and only the clients' word judges the run.
         confirm_timeout_s: the publisher gives up a publish unanswered this long (notes it
             ``EnqueueInDoubt``, as a client whose connection died tells its user); None waits for ever.
+        compact_after_events: the durable queues' ``QueueConfig.compact_after_events`` (the fault plans
+            that make them durable draw a small one, so runs compact and recover from snapshots).
+        pokes: times at which a flaky actor beside the broker is made to fail (``_flaky.py``), to
+            spend the kernel's restart budget; empty: no flaky actor. ``pokes_stop``: the flaky actor is
+            the poker's child, supervised with ``Directive.STOP``.
+        hand_over_waits: the queue's ``hand_over_timeout_s`` is None: a consumer told of work keeps
+            it until it pulls or loses interest, however long (Qpid's behaviour).
     """
 
     messages: int = 50
@@ -175,16 +191,21 @@ class BrokerScenario:
     draws: str = ""
     disk: DiskFaults | None = None
     confirm_timeout_s: float | None = None
+    compact_after_events: int = COMPACT_AFTER_EVENTS
+    pokes: tuple[float, ...] = ()
+    hand_over_waits: bool = False
+    pokes_stop: bool = False
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
         if self.disk is not None:  # a crash takes back what the queue had not synced: its notes are no witness
             confirmed = ("acked_stays_acked",) if any(policy.confirm for policy in self.consumers) else ()
             return ("found_order", *confirmed, "durable_total_queue")
-        names = ["accounting", "drained", "delivery_count", "delivery_limit", "exclusive_lease"]
+        names = ["accounting", "drained", "delivery_count", "delivery_limit", "exclusive_lease", "consumer_credit"]
         # the per-message promises first: they fail at the first broken delivery, so a shrink keeps them
         if any(self.ttls):
             names.append("expiry")
+            names.append("expiry_not_early")
         if any(self.delays) or self.retry is not None or self.reconfigure_retry is not None:
             names.append("not_before")
         if self.max_length is not None:
@@ -378,6 +399,13 @@ class ConnectionLost:
 
 
 @final
+@attrs.frozen
+class _LateNack:
+    delivery: Delivery
+    connection: int = 0
+
+
+@final
 class ScenarioClient(Actor):
     """A client that owns its ConsumerActor (as a child) and answers deliveries by its policy.
 
@@ -406,6 +434,8 @@ class ScenarioClient(Actor):
         self.below_extend = self.below_late_ack + policy.extend
         self.connection = 0  # connections lost so far: a late ack meant for an earlier one is dropped
         self.confirming: dict[int, str] = {}  # tag -> message id of this connection's acks awaiting AckResult
+        self.below_late_nack = self.below_extend + policy.late_nack
+        self.below_zero_deadline = self.below_late_nack + policy.zero_deadline
 
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
@@ -431,6 +461,16 @@ class ScenarioClient(Actor):
             return
         if cls is AckResult:
             self._acks_confirmed(message)
+            return
+        if cls is _LateNack:
+            if message.connection != self.connection:
+                return  # meant for an earlier connection's delivery
+            delivery = message.delivery
+            assert self.consumer is not None
+            if self.noting:
+                self._note_answer(delivery, "nack")
+            nack = Nack(delivery.consumer_id, (delivery.tag,), attempts=(delivery.delivery_count,))
+            self.ctx.send(self.consumer, nack)
             return
         if cls is _LateAck:
             if message.connection != self.connection:
@@ -471,6 +511,12 @@ class ScenarioClient(Actor):
         elif draw < self.below_extend:
             self.ctx.reply(ModifyAckDeadline(message.consumer_id, (message.tag,), policy.extend_s))
             self.ctx.schedule(self.ctx.random.uniform(0.5, 0.9) * policy.extend_s, _LateAck(message, self.connection))
+        elif draw < self.below_late_nack:
+            self.ctx.schedule(self.ctx.random.uniform(0, policy.late_nack_s), _LateNack(message, self.connection))
+        elif draw < self.below_zero_deadline:
+            if noting:
+                self._note_answer(message, "nack")
+            self.ctx.reply(ModifyAckDeadline(message.consumer_id, (message.tag,), 0.0))
         else:
             if noting:
                 self._note_answer(message, "ack")
@@ -525,7 +571,8 @@ def _spawn_broker_actors(
 ) -> tuple[ActorRef, ActorRef]:
     """Spawn the scenario's actors; return the queue's and the dead-letter queue's refs."""
     dead_letters = system.spawn(
-        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable)), name="dead-letters"
+        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable,
+                                       compact_after_events=scenario.compact_after_events)), name="dead-letters"
     )
     config = QueueConfig(
         "queue",
@@ -534,11 +581,14 @@ def _spawn_broker_actors(
         retry=scenario.retry,
         dead_letter=dead_letters,
         durable=scenario.durable,
+        compact_after_events=scenario.compact_after_events,
         max_length=scenario.max_length,
         overflow=scenario.overflow,
     )
     if scenario.max_message_bytes is not None:
         config = attrs.evolve(config, max_message_bytes=scenario.max_message_bytes)
+    if scenario.hand_over_waits:
+        config = attrs.evolve(config, hand_over_timeout_s=None)
     queue = system.spawn(lambda: queue_factory(config), name="queue")
     priorities = scenario.consumer_priorities or (0,) * len(scenario.consumers)
     selectors = scenario.selectors or (None,) * len(scenario.consumers)
@@ -555,6 +605,8 @@ def _spawn_broker_actors(
         settings = ConsumerSettings(prefetch_messages=scenario.prefetch, acquiring=False)
         system.spawn(client(ClientPolicy(), settings), name=f"browser-{index}")
     system.spawn(lambda: ScenarioPublisher(queue, scenario, config), name="publisher")
+    if scenario.hand_over_waits:
+        config = attrs.evolve(config, hand_over_timeout_s=None)
     return queue, dead_letters
 
 
@@ -665,6 +717,8 @@ def _scenario_checker(name: str, scenario: BrokerScenario) -> Callable[[SharedTr
     """The checker called ``name``, given what it needs of the scenario's settings."""
     if name == "expiry":
         return lambda trace, queue: expiry(trace, queue, BROWSERS)
+    if name == "consumer_credit":
+        return lambda trace, queue: consumer_credit(trace, scenario.prefetch, BROWSERS)
     if name == "not_before":
         return lambda trace, queue: not_before(trace, queue, scenario.retry, BROWSERS)
     if name == "delivery_count":

@@ -18,6 +18,7 @@ from typing import Any, Literal, final
 import attrs
 
 from conveyor.actors.broker import (
+    COMPACT_AFTER_EVENTS,
     ConsumerActor,
     Delivered,
     EntryEnqueued,
@@ -97,6 +98,10 @@ starts with this), never a checker's violation; the shrinker refuses to shrink t
 FAULT_PLANS = ("none", "crash", "pause", "delay", "never-ack", "failing-job", "queue-crash", "disk-error",
                "process-crash")
 """Fault plans a scenario can run under; each draws its concrete faults from the seed."""
+
+COMPACTIONS = (8, 64, COMPACT_AFTER_EVENTS)
+"""``compact_after_events`` drawn for a durable broker or subscriber queue: BUGGIFY's small constants, so
+that runs compact their journals and a crashed queue recovers from a snapshot, not only from events."""
 
 Family = Literal["broker", "subscriber", "pubsub", "storage"]
 Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario
@@ -530,6 +535,9 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
         elif name == "process-crash" and isinstance(workload, BrokerScenario):
             workload, crashes = _draw_process_crashes(workload, rng)
             faults.extend(crashes)
+    if workload.durable:  # from its own generator: the draws above stay what they were
+        compaction = seeded_random(f"compaction:{spec.name}:{seed}").choice(COMPACTIONS)
+        workload = attrs.evolve(workload, compact_after_events=compaction)
     return workload, tuple(faults)
 
 

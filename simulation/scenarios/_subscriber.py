@@ -20,6 +20,7 @@ from typing import Any, final
 import attrs
 
 from conveyor.actors.broker import (
+    COMPACT_AFTER_EVENTS,
     BatchPublished,
     EntrySettled,
     Message,
@@ -49,8 +50,10 @@ from conveyor.simulation.checkers import (
     all_settled,
     exclusive_lease,
     flow_bound,
+    flow_pause,
     guarded,
     lease_cap,
+    lease_extension,
     lease_validity,
     no_loss,
     ordering_keys,
@@ -110,6 +113,8 @@ class SubscriberScenario:
         horizon_s: virtual time after which the run stops waiting for everything to settle.
         durable: the queues keep their state in their journals, so a crashed queue recovers it.
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
+        compact_after_events: the durable queues' ``QueueConfig.compact_after_events`` (the fault plans
+            that make them durable draw a small one, so runs compact and recover from snapshots).
     """
 
     messages: int = 30
@@ -136,6 +141,7 @@ class SubscriberScenario:
     horizon_s: float = 3600.0
     durable: bool = False
     draws: str = ""
+    compact_after_events: int = COMPACT_AFTER_EVENTS
 
     def subscription_paths(self) -> tuple[str, ...]:
         """The managers' paths this scenario starts: ``/sub``, and ``/sub-2`` after a crash."""
@@ -342,7 +348,8 @@ def run_subscriber_simulation(
     sim = system(seed=seed, strategy=strategy, job_duration=durations, faults=faults)  # planted kernel bugs swap it
     durations.now = sim.now
     dead_letters = sim.spawn(
-        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable)), name="dead-letters"
+        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable,
+                                       compact_after_events=scenario.compact_after_events)), name="dead-letters"
     )
     config = QueueConfig(
         "queue",
@@ -351,6 +358,7 @@ def run_subscriber_simulation(
         retry=scenario.retry,
         dead_letter=dead_letters,
         durable=scenario.durable,
+        compact_after_events=scenario.compact_after_events,
     )
     queue = sim.spawn(lambda: QueueActor(config), name="queue")
     history = CallbackHistory(sim)
@@ -400,6 +408,8 @@ def check_subscriber_run(trace: list[TraceEvent], scenario: SubscriberScenario) 
     results: list[CheckResult] = []
     for path in scenario.subscription_paths():
         results += guarded("flow_bound", flow_bound, trace, path, scenario.flow)
+        results += guarded("flow_pause", flow_pause, trace, path, scenario.flow)
+        results += guarded("lease_extension", lease_extension, trace, path, scenario.flow)
         results += guarded("ordering_keys", ordering_keys, trace, path)
         results += guarded("lease_validity", lease_validity, trace, QUEUE, path, scenario.flow)
         results += guarded("runs_once", runs_once, trace, path, QUEUE)

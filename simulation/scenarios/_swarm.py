@@ -40,7 +40,7 @@ def broker_swarm(seed: int) -> BrokerScenario:
 
     Features: message priorities, consumer priorities, selectors, groups, browsers, TTLs,
     delays, a retry policy, a delivery limit, a length limit (either overflow policy), prefetch,
-    ack deadlines, and clients that nack, release, ignore, ack late or crash. Client 0 never
+    ack deadlines, and clients that nack, release, ignore, ack late, crash or nack by a zero deadline. Client 0 never
     crashes and takes everything, so the queue can drain.
     """
     rng = seeded_random(f"scenario:broker-swarm:{seed}")
@@ -96,11 +96,30 @@ def broker_swarm(seed: int) -> BrokerScenario:
     drawn.append(f"prefetch={prefetch} ack_deadline={ack_deadline_s}")
     span = 0.0 if rng.random() < 0.25 else round(rng.uniform(0.1, 2.0), 3)
     drawn.append(f"publish_span={span}")
+    if rng.random() < 0.3:  # drawn last, so the draws above stay what they were for every seed
+        zero = rng.choice((0.1, 0.3))
+        consumers = tuple(attrs.evolve(policy, zero_deadline=zero) for policy in consumers)
+        drawn.append(f"zero_deadline={zero}")
+    pokes: tuple[float, ...] = ()
+    if rng.random() < 0.3:  # a flaky actor beside the broker: 4 or more failures spend its restart budget
+        pokes = tuple(sorted(round(rng.uniform(0.0, 2.0), 3) for _ in range(rng.randint(2, 6))))
+        drawn.append(f"pokes={len(pokes)}")
+    hand_over_waits = rng.random() < 0.2
+    if hand_over_waits:
+        drawn.append("hand_over_timeout=None")
+    pokes_stop = bool(pokes) and rng.random() < 0.4
+    if rng.random() < 0.3:  # late nacks naming their attempt: some are stale (the lease lapsed meanwhile)
+        late = rng.choice((0.1, 0.3))
+        consumers = tuple(attrs.evolve(policy, late_nack=late, late_nack_s=3 * ack_deadline_s) for policy in consumers)
+        drawn.append(f"late_nack={late}")
+    if pokes_stop:
+        drawn.append("pokes under stop")
     return broker_promise_features(seed, BrokerScenario(
         messages=messages, consumers=consumers, consumer_priorities=consumer_priorities, selectors=selectors,
         browsers=browsers, priorities=priorities, groups=groups, publish_span_s=span,
         ack_deadline_s=ack_deadline_s, max_deliveries=max_deliveries, prefetch=prefetch, retry=retry,
         ttls=ttls, delays=delays, max_length=max_length, overflow=overflow, draws="swarm: " + " ".join(drawn),
+        pokes=pokes, hand_over_waits=hand_over_waits, pokes_stop=pokes_stop,
     ))
 
 
@@ -162,9 +181,18 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
         crash_at = round(rng.uniform(0.05, 1.5), 3)
         restart_after_s = round(rng.uniform(0.0, 2.0 * deadline), 3)
         drawn.append(f"crash at {crash_at}, restart after {restart_after_s}")
+    slow_factor = (1.2, 4.0)
+    if rng.random() < 0.3:  # drawn last, so the draws above stay what they were for every seed
+        # Extensions up to a minute and some callbacks of 11-16 s: the processing-time percentile
+        # (whole seconds, at least 10) then sets the extension, where a cap of two ack deadlines (at
+        # most 10 s) always would.
+        flow = attrs.evolve(flow, max_duration_per_lease_extension_s=60.0)
+        slow = max(slow, 0.2)
+        slow_factor = (11.0 / deadline, 16.0 / deadline)
+        drawn.append(f"max_extension=60 slow={slow} for 11-16 s")
     return SubscriberScenario(
         messages=messages, keys=keys, sizes=sizes, fail=fail, nack=nack, fast_s=rng.choice((0.05, 0.5)),
-        slow=slow, slow_factor=(1.2, 4.0), flow=flow, workers=workers, callbacks_per_job=per_job,
+        slow=slow, slow_factor=slow_factor, flow=flow, workers=workers, callbacks_per_job=per_job,
         ack_deadline_s=deadline, max_deliveries=max_deliveries, retry=retry, burst=burst, burst_gap_s=gap,
         pause_at=pause_at, pause_s=pause_s, crash_at=crash_at, restart_after_s=restart_after_s,
         draws="swarm: " + " ".join(drawn),

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conveyor.actors.broker import (
+    COMPACT_AFTER_EVENTS,
     Ack,
     ConsumerActor,
     ConsumerSettings,
@@ -42,7 +43,6 @@ from conveyor.actors.broker import (
 )
 from conveyor.actors.broker._durable import (
     COMPACT_AFTER_BYTES,
-    COMPACT_AFTER_EVENTS,
     CoreCall,
     journal_calls,
     published_bytes,
@@ -267,6 +267,26 @@ def test_a_rejoined_answering_an_earlier_incarnation_voids_no_pull() -> None:
     delivered = [d for m in sim.ask(consumer, "heard") if type(m) is Delivered for d in m.deliveries]
     assert [d.message.body for d in delivered] == [b"m0"]
     assert sim.ask(queue, GetStats()).delivered == 1  # (the lease has lapsed since: the run went on to quiet)
+
+
+def test_a_small_compaction_threshold_compacts_early_and_recovers_exactly() -> None:
+    sim = Simulation(seed=3, trace=False)
+    queue = sim.spawn(lambda: CrashableQueue(QueueConfig("q", durable=True, compact_after_events=8)), name="q")
+    for n in range(40):
+        queue.tell(Publish(Message(b"x", message_id=str(n))))
+    client = sim.spawn(Client, name="client")  # acks every delivery
+    sim.spawn(lambda: ConsumerActor(queue, client, ConsumerSettings(prefetch_messages=3)), name="consumer")
+    for _ in range(3):  # the restart budget: three in a minute
+        sim.run(max_steps=40)
+        queue.tell(CrashNow())
+    sim.run()
+    assert sim.journals["/q"].snapshots_saved >= 1
+    assert sim.ask(queue, GetStats()).acked == 40
+
+
+def test_compact_after_events_must_be_a_positive_int() -> None:
+    with pytest.raises(ValueError, match=r"compact_after_events"):
+        QueueConfig("q", compact_after_events=0)
 
 
 def test_durable_must_be_a_bool() -> None:

@@ -147,7 +147,7 @@ PLANTED: tuple[PlantedBug, ...] = (
         "group-releasing-consumer",
         "a consumer releases a group's message behind its client's back (issue 17, item 3)", "groups",
         Variant(consumer=broker.GroupReleasingConsumer), budget=5,
-        checkers=frozenset({"group_exclusivity"}), shrink_runs=1500,
+        checkers=frozenset({"group_exclusivity", "consumer_credit"}), shrink_runs=1500,
     ),
     PlantedBug(
         "selector-dropping-consumer",
@@ -176,7 +176,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "never-resumes", "flow control pauses the stream and never resumes it", "flow-control",
         Variant(manager=subscriber.manager_with(load=subscriber.NeverResumes)), budget=5,
-        checkers=frozenset({"all_settled", "stall", "prompt_delivery"}),
+        checkers=frozenset({"all_settled", "stall", "prompt_delivery", "flow_pause"}),
     ),
     PlantedBug(
         "refused-ack-run-again", "a message whose ack the queue refused is run again when it comes back",
