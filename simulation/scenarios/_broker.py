@@ -61,6 +61,7 @@ from conveyor.simulation.checkers import (
     durable_total_queue,
     exclusive_lease,
     expiry,
+    expiry_not_early,
     found_order,
     group_exclusivity,
     guarded,
@@ -79,6 +80,7 @@ from conveyor.simulation.checkers import (
 
 from ._disk_store import open_disk_store
 from ._final_browse import browse_what_is_left
+from ._flaky import FLAKY, FlakyActor, Poker
 
 QUEUE = "/queue"
 DEAD_LETTERS = "/dead-letters"
@@ -605,8 +607,9 @@ def _spawn_broker_actors(
         settings = ConsumerSettings(prefetch_messages=scenario.prefetch, acquiring=False)
         system.spawn(client(ClientPolicy(), settings), name=f"browser-{index}")
     system.spawn(lambda: ScenarioPublisher(queue, scenario, config), name="publisher")
-    if scenario.hand_over_waits:
-        config = attrs.evolve(config, hand_over_timeout_s=None)
+    if scenario.pokes:
+        flaky = None if scenario.pokes_stop else system.spawn(FlakyActor, name=FLAKY)
+        system.spawn(lambda: Poker(flaky, scenario.pokes), name="poker")
     return queue, dead_letters
 
 
@@ -705,6 +708,7 @@ _CHECKERS: dict[str, Callable[[SharedTrace, str], CheckResult]] = {
     "durable_total_queue": _durable_total_queue,
     "found_order": found_order,
     "acked_stays_acked": acked_stays_acked,
+    "expiry_not_early": expiry_not_early,
 }
 
 
