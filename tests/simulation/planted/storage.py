@@ -164,3 +164,4 @@ class EagerAckConfirms(QueueActor):
             self.ctx.reply(answer)
             return
         super()._confirm(answer)
+
