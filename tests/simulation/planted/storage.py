@@ -164,4 +164,3 @@ class EagerAckConfirms(QueueActor):
             self.ctx.reply(answer)
             return
         super()._confirm(answer)
-
