@@ -594,6 +594,8 @@ def shrink(
         raise ValueError(msg)
     runner.cap(report.steps)
     best = _Shrinker(runner, target).shrink(original)
+    if best.deliveries > original.deliveries:  # a simpler workload that tells a longer story is no shrink
+        best = original
     work, rest = runner.split(best.choices) if best.workload is None else (best.workload, best.choices)
     return ShrinkResult(
         workload=work, choices=rest, schedule=_normal(best.run.sim.schedule), report=best.run.report,
