@@ -1,5 +1,10 @@
 """The broker: a strictly ordered queue, its consumer manager and consumers, as actors (seeds 000, 001)."""
 
+from ._body_store import BodyStore as BodyStore
+from ._body_store import DiskBodyStore as DiskBodyStore
+from ._body_store import MemoryBodyStore as MemoryBodyStore
+from ._body_store import PageBatch as PageBatch
+from ._body_store import run_page_batch as run_page_batch
 from ._broker import BrokerActor as BrokerActor
 from ._broker import DeclareQueue as DeclareQueue
 from ._broker import LookupQueue as LookupQueue
@@ -50,6 +55,8 @@ from ._notes import EntrySettled as EntrySettled
 from ._notes import QueueClosed as QueueClosed
 from ._notes import QueueRecovered as QueueRecovered
 from ._notes import StaleNackIgnored as StaleNackIgnored
+from ._paging import BodyPager as BodyPager
+from ._queue import PagingFailed as PagingFailed
 from ._queue import QueueActor as QueueActor
 from ._selectors import AllOf as AllOf
 from ._selectors import AnyOf as AnyOf
@@ -92,6 +99,8 @@ __all__ = [
     "AllOf",
     "AnyOf",
     "BatchPublished",
+    "BodyPager",
+    "BodyStore",
     "ConsumerExhausted",
     "ConsumerActor",
     "ConsumerListStats",
@@ -103,6 +112,7 @@ __all__ = [
     "Delivered",
     "Delivery",
     "DeliveryError",
+    "DiskBodyStore",
     "EntryEnqueued",
     "EntryList",
     "EntryReturned",
@@ -114,11 +124,14 @@ __all__ = [
     "HeaderIn",
     "InterestChanged",
     "MatchAll",
+    "MemoryBodyStore",
     "Message",
     "ModifyAckDeadline",
     "Nack",
     "Not",
     "Overflow",
+    "PageBatch",
+    "PagingFailed",
     "Publish",
     "PublishBatch",
     "PublishRejected",
@@ -147,5 +160,6 @@ __all__ = [
     "Unsubscribe",
     "WorkAvailable",
     "parse_selector",
+    "run_page_batch",
     "priority_level",
 ]

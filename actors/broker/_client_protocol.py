@@ -414,6 +414,10 @@ class QueueStats:
     expired: int
     rejected: int
     consumers: tuple[ConsumerStats, ...]
+    body_bytes_in_ram: int | None = None
+    """A paged queue (``memory_target_bytes``): bytes of live entries' bodies held in RAM; None if not paged."""
+    bodies_paged: int = 0
+    """A paged queue: bodies written to its body store so far."""
 
 
 # Traces name these by their module of record, ``_model`` (see ``RECORDED_MODULE``).

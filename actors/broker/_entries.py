@@ -84,10 +84,12 @@ class Entry:
         "last_error",
         "lease",
         "message",
+        "paged",
         "position",
         "seq",
         "size",
         "state",
+        "stored",
     )
 
     def __init__(self, seq: int, rank: int, message: Message, now: float) -> None:
@@ -104,6 +106,10 @@ class Entry:
         self.lease = 0  # bumped on every acquire / extend, so stale lease-heap items are ignored
         self.available_at = now + message.delay_s if message.delay_s else 0.0
         self.expires_at = now + message.ttl_s if message.ttl_s is not None else None
+        # Paging (``EntryList.page_out``): the body is in the queue's body store, and ``message``
+        # holds it no more (it keeps headers and options, what the list's rules read).
+        self.paged = False
+        self.stored = False  # a copy of the body is in the body store (written once, kept until final)
 
     def __repr__(self) -> str:
         return f"<Entry {self.seq} {self.state.value} at {self.position}>"
@@ -255,6 +261,10 @@ class EntryList:
         self.acquired = 0
         self.live_bytes = 0
         """Bytes (``Message.size``) of every entry not yet in a final state."""
+        self.paged_bytes = 0
+        """Bytes of the live entries whose body is paged out (``page_out``): not held in RAM."""
+        self.unstored: list[int] = []
+        """Seqs of entries that reached a final state with a body in the store, to delete (``take_unstored``)."""
         # counters
         self.published = 0
         self.delivered = 0
@@ -693,6 +703,52 @@ class EntryList:
                     return entry
         return None
 
+    # --- paging ---------------------------------------------------------------------------
+
+    def page_out(self, entry: Entry) -> bytes | None:
+        """Drop a live entry's body from RAM; returns the body to write if the store has no copy yet.
+
+        ``entry.message`` keeps its headers and options (selectors, groups and priorities read
+        them) with an empty body; ``entry.size`` keeps the full size. ``page_in`` brings it back.
+        """
+        if entry.paged:
+            msg = f"entry {entry.seq} is paged out already"
+            raise ValueError(msg)
+        message = entry.message
+        entry.message = attrs.evolve(message, body=b"")
+        entry.paged = True
+        self.paged_bytes += entry.size
+        if entry.stored:
+            return None
+        entry.stored = True
+        return message.body
+
+    def page_in(self, entry: Entry, body: bytes) -> None:
+        """Give a paged-out entry its body back (read from the store, which keeps its copy)."""
+        if not entry.paged:
+            msg = f"entry {entry.seq} is not paged out"
+            raise ValueError(msg)
+        entry.message = attrs.evolve(entry.message, body=body)
+        entry.paged = False
+        if entry.state is _AVAILABLE or entry.state is _ACQUIRED:
+            self.paged_bytes -= entry.size
+
+    def take_unstored(self) -> list[int]:
+        """Seqs whose entries reached a final state with a body in the store since the last call."""
+        unstored = self.unstored
+        self.unstored = []
+        return unstored
+
+    def _settle_stored(self, entry: Entry) -> None:
+        """A final entry's stored body is no longer needed once read (dead letters read it first)."""
+        self.unstored.append(entry.seq)
+        if entry.paged:
+            self.paged_bytes -= entry.size
+
+    def live_in_order(self) -> Iterator[Entry]:
+        """Every live entry in queue order (the order a consumer with no selector is given them)."""
+        return self._after(_BEFORE_ALL)
+
     # --- internals --------------------------------------------------------------------------
 
     def _note_used(self, rank: int) -> None:
@@ -836,7 +892,9 @@ class EntryList:
         if state is _EXPIRED:
             self.expired += 1
         del self._live[entry.seq]
-        self.live_bytes -= entry.message.size
+        self.live_bytes -= entry.size
+        if entry.stored:
+            self._settle_stored(entry)
         self._levels[entry.position[0]].removed()
 
     def _move_pointers_back(self, entry: Entry) -> None:

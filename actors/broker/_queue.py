@@ -10,14 +10,15 @@ a concurrent delivery) cannot happen: the check and the enqueue are one step.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, final
 
 import attrs
 
-from conveyor.runtime import Actor, ActorRef, Journal, JournalSynced, Terminated, TimerHandle
+from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Journal, JournalSynced, Terminated, TimerHandle
 
+from ._body_store import BodyStore, DiskBodyStore, run_page_batch
 from ._client_protocol import (
     Ack,
     AckResult,
@@ -59,6 +60,7 @@ from ._entries import Entry, EntryList, Returned
 from ._manager import ConsumerManagerActor
 from ._manager_protocol import AddConsumer, ConsumerExhausted, InterestChanged, RemoveConsumer, WorkAvailable
 from ._notes import EntryEnqueued, EntryReturned, EntrySettled, QueueClosed, QueueRecovered, StaleNackIgnored
+from ._paging import BodyPager
 from ._values import (
     DEAD_LETTER_QUEUE,
     DEAD_LETTER_REASON,
@@ -74,6 +76,26 @@ from ._values import (
 )
 
 _WORK = WorkAvailable()
+
+
+class PagingFailed(RuntimeError):
+    """A paged queue's body store failed a job: the bodies it holds cannot be trusted any more."""
+
+
+@final
+class _Held:
+    """A send that needs bodies paged out of RAM: it waits until they are read, and for every earlier one."""
+
+    __slots__ = ("build", "messages", "missing", "target")
+
+    def __init__(
+        self, target: ActorRef, missing: set[int], messages: dict[int, Message],
+        build: Callable[[dict[int, Message]], object],
+    ) -> None:
+        self.target = target
+        self.missing = missing  # seqs whose bodies are still being read
+        self.messages = messages  # seq -> message as taken (without its body while missing)
+        self.build = build  # the message to send, from the complete messages
 
 
 @final
@@ -142,10 +164,26 @@ class QueueActor(Actor):
         self.sync_asked = 0  # the latest write number a JournalSynced was asked for
         self.synced_through = 0  # the latest write number the store said is synced
         self.on_disk = False  # durable on a disk store: confirms wait for JournalSynced
+        # Paging (``memory_target_bytes``): the pager core, its store, the job running its batch,
+        # and the sends waiting for bodies being read (in the order they were made), by seq too.
+        target = config.memory_target_bytes
+        self.pager = None if target is None else BodyPager(self.entries, target)
+        self.body_store: BodyStore | None = None if target is None else self.make_body_store()
+        self.page_job: int | None = None
+        self.outbox: deque[_Held] = deque()
+        self.waiting: dict[int, list[_Held]] = {}
 
     def make_entries(self, config: QueueConfig) -> EntryList:
         """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
         return EntryList(config.priorities, config.max_deliveries)
+
+    def make_body_store(self) -> BodyStore:
+        """Where a paged queue keeps bodies out of RAM: a segment log in a temporary directory.
+
+        A subclass may supply another (a simulated disk, or ``MemoryBodyStore``); it is only ever
+        called from the queue's jobs.
+        """
+        return DiskBodyStore()
 
     def make_manager(self) -> ConsumerManagerActor:
         """The consumer manager child; a subclass may supply a variant."""
@@ -164,7 +202,12 @@ class QueueActor(Actor):
             self.ctx.note(QueueClosed(self.name, self.entries.live_tags()))
 
     def receive(self, message: Any) -> None:
-        """Dispatch one request."""
+        """Dispatch one request; a paged queue then balances its bodies against its memory target."""
+        self._handle(message)
+        if self.pager is not None:
+            self._page()
+
+    def _handle(self, message: Any) -> None:
         if self.journal is not None:
             self.writes_before = self.journal.writes  # see retry_failed
         cls = type(message)
@@ -224,6 +267,12 @@ class QueueActor(Actor):
                 self._wake()
             case JournalSynced(through=through):
                 self._synced(through)
+            case JobDone(job_id=job_id, result=result) if job_id == self.page_job:
+                self.page_job = None
+                self._loaded(result)
+            case JobFailed(job_id=job_id, error=error) if job_id == self.page_job:
+                msg = f"queue {self.name!r}: its body store failed ({error!r})"
+                raise PagingFailed(msg) from error
             case GetStats():
                 self.ctx.reply(self.stats())
             case Published() | PublishRejected() | ConsumerListStats():
@@ -290,6 +339,8 @@ class QueueActor(Actor):
         # The clock matters to an entry only for its TTL or delay; reading it costs a call per publish.
         now = self.ctx.now() if payload.ttl_s is not None or payload.delay_s else 0.0
         entry = self.entries.publish(payload, now)
+        if self.pager is not None:
+            self.pager.published(entry)
         if self.ctx.tracing:
             note = EntryEnqueued(self.name, entry.seq, payload)
             if self.after_write is None:
@@ -390,24 +441,24 @@ class QueueActor(Actor):
             return
         entries = self.entries
         now = self.ctx.now()
+        deadline: float | None = None
         if record.acquiring:
             deadline = now + self.config.ack_deadline_s
             taken, expired, limited = entries.take(consumer_id, now, max_messages, max_bytes, deadline)
             for entry in expired:
                 self._settled(entry, "expired", None)
-            name = self.name
-            deliveries = tuple(
-                [Delivery(name, e.seq, e.message, e.delivery_count, deadline, consumer_id) for e in taken]
-            )
         else:
             taken = entries.browse(consumer_id, max_messages, max_bytes)
             limited = len(taken) >= max_messages
-            deliveries = tuple(Delivery(self.name, e.seq, e.message, e.delivery_count, None, consumer_id)
-                               for e in taken)
-        record.delivered += len(deliveries)
+        record.delivered += len(taken)
         exhausted = not limited
         record.pulling = not exhausted
-        if deliveries or not exhausted:
+        if self.pager is not None:
+            self._deliver_paged(taken, now, deadline, consumer_id, exhausted, record.acquiring)
+        elif taken or not exhausted:
+            name = self.name
+            deliveries = tuple([Delivery(name, e.seq, e.message, e.delivery_count, deadline, consumer_id)
+                                for e in taken])
             self.ctx.reply(Delivered(self.name, deliveries, exhausted))
         else:
             nothing = record.nothing
@@ -421,7 +472,7 @@ class QueueActor(Actor):
                     ConsumerExhausted(consumer_id, False), ConsumerExhausted(consumer_id, True)
                 )
             self._tell_manager(notices[entries.available > 0])
-        if deliveries and record.acquiring and (self.wake_at is None or self.wake_at > deadline):
+        if taken and deadline is not None and (self.wake_at is None or self.wake_at > deadline):
             self._arm_wake()  # the new leases end at ``deadline``; a timer armed no later covers them
 
     # --- settling -------------------------------------------------------------------------
@@ -495,6 +546,8 @@ class QueueActor(Actor):
                 self.ctx.note(StaleNackIgnored(self.name, tag, consumer_id, attempt, entry.delivery_count))
 
     def _returned(self, returned: Returned, consumer_id: int, reason: str) -> None:
+        if self.pager is not None:
+            self.pager.available_again(returned.available)
         if self.ctx.tracing:
             for entry in returned.available:
                 self.ctx.note(EntryReturned(self.name, entry.seq, consumer_id, reason, entry.available_at))
@@ -516,8 +569,7 @@ class QueueActor(Actor):
         target = self.config.dead_letter
         if target is None:
             return
-        original = entry.message
-        headers = dict(original.headers)
+        headers = dict(entry.message.headers)
         headers[DEAD_LETTER_REASON] = reason
         headers[DEAD_LETTER_QUEUE] = self.name
         headers[DELIVERY_COUNT] = entry.delivery_count
@@ -525,8 +577,15 @@ class QueueActor(Actor):
         if error is not None:
             headers[LAST_ERROR_TYPE] = error.error_type
             headers[LAST_ERROR] = error.text
-        forwarded = attrs.evolve(original, headers=headers, ttl_s=None, delay_s=None)
-        self.ctx.send(target, Publish(forwarded))
+        seq = entry.seq
+
+        def forward(messages: dict[int, Message]) -> Publish:
+            return Publish(attrs.evolve(messages[seq], headers=headers, ttl_s=None, delay_s=None))
+
+        if self.pager is None:
+            self.ctx.send(target, forward({seq: entry.message}))
+        else:
+            self._send_when_loaded(target, (entry,), forward)
 
     # --- time -----------------------------------------------------------------------------
 
@@ -536,6 +595,8 @@ class QueueActor(Actor):
         now = self.ctx.now()
         entries = self.entries
         returned = entries.expire_leases(now)
+        if self.pager is not None:
+            self.pager.available_again(returned.available)
         if self.ctx.tracing:
             for entry in returned.available:
                 self.ctx.note(EntryReturned(self.name, entry.seq, entry.last_consumer, "lease lapsed"))
@@ -739,6 +800,79 @@ class QueueActor(Actor):
         journal.save_snapshot(QueueSnapshot(self.entries.snapshot(), consumers, self.rejected, self.next_consumer_id,
                                             self.config))
 
+    # --- paging ---------------------------------------------------------------------------
+
+    def _deliver_paged(
+        self, taken: list[Entry], now: float, deadline: float | None, consumer_id: int, exhausted: bool,
+        acquiring: bool,
+    ) -> None:
+        """Answer a pull on a paged queue: at once if every body is in RAM and nothing waits before it.
+
+        An answer that waited for bodies restarts the leases it hands over: the consumer gets its
+        whole ack deadline from the moment the deliveries leave.
+        """
+        pager = self.pager
+        assert pager is not None
+        if acquiring:
+            pager.delivered(taken)
+        sender = self.ctx.sender
+        if sender is None:
+            return
+        name = self.name
+        shape = tuple([(entry.seq, entry.delivery_count) for entry in taken])
+
+        def answer(messages: dict[int, Message]) -> Delivered:
+            lease_end = deadline
+            if deadline is not None and (sent_at := self.ctx.now()) > now:
+                lease_end = sent_at + self.config.ack_deadline_s
+                self.entries.extend(consumer_id, [seq for seq, _ in shape], lease_end)
+            deliveries = tuple([Delivery(name, seq, messages[seq], count, lease_end, consumer_id)
+                                for seq, count in shape])
+            return Delivered(name, deliveries, exhausted)
+
+        self._send_when_loaded(sender, taken, answer)
+
+    def _send_when_loaded(
+        self, target: ActorRef, entries: Iterable[Entry], build: Callable[[dict[int, Message]], object]
+    ) -> None:
+        """Send ``build(messages)`` once the bodies of ``entries`` are in RAM, after every send held before."""
+        pager = self.pager
+        assert pager is not None
+        entries = tuple(entries)
+        messages = {entry.seq: entry.message for entry in entries}
+        missing = pager.need(entries)
+        if not missing and not self.outbox:
+            self.ctx.send(target, build(messages))
+            return
+        held = _Held(target, set(missing), messages, build)
+        for seq in missing:
+            self.waiting.setdefault(seq, []).append(held)
+        self.outbox.append(held)
+
+    def _loaded(self, bodies: tuple[tuple[int, bytes], ...]) -> None:
+        """The body store's job is done: complete the sends waiting for its bodies, in order."""
+        waiting = self.waiting
+        for seq, body in bodies:
+            for held in waiting.pop(seq, ()):
+                held.messages[seq] = attrs.evolve(held.messages[seq], body=body)
+                held.missing.discard(seq)
+        assert self.pager is not None
+        self.pager.loaded(bodies)
+        outbox = self.outbox
+        while outbox and not outbox[0].missing:
+            held = outbox.popleft()
+            self.ctx.send(held.target, held.build(held.messages))
+
+    def _page(self) -> None:
+        """After a handler: balance bodies against the target and start the store's next job if none runs."""
+        pager = self.pager
+        assert pager is not None
+        pager.balance()
+        if self.page_job is None:
+            batch = pager.take_batch()
+            if batch is not None:
+                self.page_job = self.ctx.run_job(run_page_batch, self.body_store, batch)
+
     # --- statistics -----------------------------------------------------------------------
 
     def stats(self) -> QueueStats:
@@ -760,4 +894,6 @@ class QueueActor(Actor):
             expired=entries.expired,
             rejected=self.rejected,
             consumers=consumers,
+            body_bytes_in_ram=None if self.pager is None else self.pager.held_bytes,
+            bodies_paged=0 if self.pager is None else self.pager.written,
         )
