@@ -263,6 +263,8 @@ class EntryList:
         """Bytes (``Message.size``) of every entry not yet in a final state."""
         self.paged_bytes = 0
         """Bytes of the live entries whose body is paged out (``page_out``): not held in RAM."""
+        self.blocked: Entry | None = None
+        """The entry whose paged-out body stopped the last ``take`` or ``browse`` (None: nothing did)."""
         self.unstored: list[int] = []
         """Seqs of entries that reached a final state with a body in the store, to delete (``take_unstored``)."""
         # counters
@@ -434,10 +436,15 @@ class EntryList:
 
         The first entry may exceed ``max_bytes`` alone (else a large message could never go).
 
+        The walk stops in front of an entry it would acquire whose body is paged out
+        (``page_out``): ``blocked`` names it, and the caller reads the body and asks again, so
+        every entry is acquired with its body in RAM, at the moment it is handed over.
+
         Returns:
             (entries acquired, entries found expired on the way, whether a limit stopped the
             walk, i.e. more might be there for this consumer).
         """
+        self.blocked = None
         cursor = self._cursors[consumer_id]
         selector = cursor.selector
         match_all = type(selector) is MatchAll
@@ -478,6 +485,10 @@ class EntryList:
                     if len(taken) >= max_messages or (taken and taken_bytes + entry.size > max_bytes):
                         limited = True
                         break
+                    if entry.paged:  # its body is in the store: the queue reads it, then asks again
+                        self.blocked = entry
+                        limited = True
+                        break
                     self._acquire(entry, consumer_id, cursor, deadline)
                     taken.append(entry)
                     taken_bytes += entry.size
@@ -490,6 +501,7 @@ class EntryList:
 
     def browse(self, consumer_id: int, max_messages: int, max_bytes: int) -> list[Entry]:
         """The next live entries after a browser's pointer, in publish order, without acquiring."""
+        self.blocked = None
         cursor = self._cursors[consumer_id]
         selector = cursor.selector
         match_all = type(selector) is MatchAll
@@ -500,6 +512,9 @@ class EntryList:
             seq = entry.seq
             if match_all or selector.matches(entry.message.header_map()):
                 if len(seen) >= max_messages or (seen and seen_bytes + entry.size > max_bytes):
+                    break
+                if entry.paged:  # as in ``take``
+                    self.blocked = entry
                     break
                 seen.append(entry)
                 seen_bytes += entry.size

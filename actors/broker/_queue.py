@@ -84,7 +84,7 @@ class PagingFailed(RuntimeError):
 
 @final
 class _Held:
-    """A send that needs bodies paged out of RAM: it waits until they are read, and for every earlier one."""
+    """A dead letter whose body is paged out: it waits until the body is read, and for every earlier one."""
 
     __slots__ = ("build", "messages", "missing", "target")
 
@@ -172,6 +172,7 @@ class QueueActor(Actor):
         self.page_job: int | None = None
         self.outbox: deque[_Held] = deque()
         self.waiting: dict[int, list[_Held]] = {}
+        self.held_pulls: list[tuple[int, int, int, ActorRef | None]] = []  # waiting for a body, in arrival order
 
     def make_entries(self, config: QueueConfig) -> EntryList:
         """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
@@ -435,11 +436,23 @@ class QueueActor(Actor):
             # lower-priority consumer serve what it would have taken.
             self._tell_manager(_WORK)
 
-    def _pull(self, consumer_id: int, max_messages: int, max_bytes: int) -> None:
+    def _pull(self, consumer_id: int, max_messages: int, max_bytes: int, reply_to: ActorRef | None = None) -> None:
+        """Answer a consumer's pull (to ``reply_to``, or the sender); a paged queue may hold it for a body.
+
+        On a paged queue, a walk that reaches an entry whose body is paged out stops in front of it
+        (``EntryList.blocked``). With something taken, the answer says more is there (the consumer
+        pulls again); with nothing, the pull waits, unanswered, for the body and is then handled
+        anew (``_loaded``), so entries are chosen when they are handed over, as without paging.
+        """
         record = self.consumers.get(consumer_id)
         if record is None:
             return
         entries = self.entries
+        pager = self.pager
+        if pager is not None and any(held[0] == consumer_id for held in self.held_pulls):
+            sender = reply_to if reply_to is not None else self.ctx.sender
+            self.held_pulls.append((consumer_id, max_messages, max_bytes, sender))  # after the one held
+            return
         now = self.ctx.now()
         deadline: float | None = None
         if record.acquiring:
@@ -450,21 +463,35 @@ class QueueActor(Actor):
         else:
             taken = entries.browse(consumer_id, max_messages, max_bytes)
             limited = len(taken) >= max_messages
+        if pager is not None:
+            blocked = entries.blocked
+            if blocked is not None:
+                pager.need((blocked,))
+                if not taken:
+                    self.held_pulls.append(
+                        (consumer_id, max_messages, max_bytes, reply_to if reply_to is not None else self.ctx.sender)
+                    )
+                    return
+                limited = True
+            if record.acquiring:
+                pager.delivered(taken)
+        name = self.name
         record.delivered += len(taken)
         exhausted = not limited
         record.pulling = not exhausted
-        if self.pager is not None:
-            self._deliver_paged(taken, now, deadline, consumer_id, exhausted, record.acquiring)
-        elif taken or not exhausted:
-            name = self.name
+        if taken or not exhausted:
             deliveries = tuple([Delivery(name, e.seq, e.message, e.delivery_count, deadline, consumer_id)
                                 for e in taken])
-            self.ctx.reply(Delivered(self.name, deliveries, exhausted))
+            answer = Delivered(name, deliveries, exhausted)
         else:
             nothing = record.nothing
             if nothing is None:
-                nothing = record.nothing = Delivered(self.name, (), True)
-            self.ctx.reply(nothing)
+                nothing = record.nothing = Delivered(name, (), True)
+            answer = nothing
+        if reply_to is None:
+            self.ctx.reply(answer)
+        else:
+            self.ctx.send(reply_to, answer)
         if exhausted:
             notices = record.exhausted_notices
             if notices is None:
@@ -802,36 +829,6 @@ class QueueActor(Actor):
 
     # --- paging ---------------------------------------------------------------------------
 
-    def _deliver_paged(
-        self, taken: list[Entry], now: float, deadline: float | None, consumer_id: int, exhausted: bool,
-        acquiring: bool,
-    ) -> None:
-        """Answer a pull on a paged queue: at once if every body is in RAM and nothing waits before it.
-
-        An answer that waited for bodies restarts the leases it hands over: the consumer gets its
-        whole ack deadline from the moment the deliveries leave.
-        """
-        pager = self.pager
-        assert pager is not None
-        if acquiring:
-            pager.delivered(taken)
-        sender = self.ctx.sender
-        if sender is None:
-            return
-        name = self.name
-        shape = tuple([(entry.seq, entry.delivery_count) for entry in taken])
-
-        def answer(messages: dict[int, Message]) -> Delivered:
-            lease_end = deadline
-            if deadline is not None and (sent_at := self.ctx.now()) > now:
-                lease_end = sent_at + self.config.ack_deadline_s
-                self.entries.extend(consumer_id, [seq for seq, _ in shape], lease_end)
-            deliveries = tuple([Delivery(name, seq, messages[seq], count, lease_end, consumer_id)
-                                for seq, count in shape])
-            return Delivered(name, deliveries, exhausted)
-
-        self._send_when_loaded(sender, taken, answer)
-
     def _send_when_loaded(
         self, target: ActorRef, entries: Iterable[Entry], build: Callable[[dict[int, Message]], object]
     ) -> None:
@@ -862,6 +859,11 @@ class QueueActor(Actor):
         while outbox and not outbox[0].missing:
             held = outbox.popleft()
             self.ctx.send(held.target, held.build(held.messages))
+        pulls = self.held_pulls
+        self.held_pulls = []
+        for consumer_id, max_messages, max_bytes, reply_to in pulls:  # their bodies are in RAM until the next balance
+            if reply_to is not None:
+                self._pull(consumer_id, max_messages, max_bytes, reply_to)
 
     def _page(self) -> None:
         """After a handler: balance bodies against the target and start the store's next job if none runs."""
