@@ -417,7 +417,7 @@ class QueueStats:
     body_bytes_in_ram: int | None = None
     """A paged queue (``memory_target_bytes``): bytes of live entries' bodies held in RAM; None if not paged."""
     bodies_paged: int = 0
-    """A paged queue: bodies written to its body store so far."""
+    """A paged queue: how many live entries have their body out of RAM (in its body store, or on the way)."""
 
 
 # Traces name these by their module of record, ``_model`` (see ``RECORDED_MODULE``).

@@ -263,6 +263,8 @@ class EntryList:
         """Bytes (``Message.size``) of every entry not yet in a final state."""
         self.paged_bytes = 0
         """Bytes of the live entries whose body is paged out (``page_out``): not held in RAM."""
+        self.paged = 0
+        """How many live entries have their body paged out."""
         self.blocked: Entry | None = None
         """The entry whose paged-out body stopped the last ``take`` or ``browse`` (None: nothing did)."""
         self.unstored: list[int] = []
@@ -732,6 +734,7 @@ class EntryList:
         message = entry.message
         entry.message = attrs.evolve(message, body=b"")
         entry.paged = True
+        self.paged += 1
         self.paged_bytes += entry.size
         if entry.stored:
             return None
@@ -746,6 +749,7 @@ class EntryList:
         entry.message = attrs.evolve(entry.message, body=body)
         entry.paged = False
         if entry.state is _AVAILABLE or entry.state is _ACQUIRED:
+            self.paged -= 1
             self.paged_bytes -= entry.size
 
     def take_unstored(self) -> list[int]:
@@ -758,6 +762,7 @@ class EntryList:
         """A final entry's stored body is no longer needed once read (dead letters read it first)."""
         self.unstored.append(entry.seq)
         if entry.paged:
+            self.paged -= 1
             self.paged_bytes -= entry.size
 
     def live_in_order(self) -> Iterator[Entry]:

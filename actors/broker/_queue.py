@@ -897,5 +897,5 @@ class QueueActor(Actor):
             rejected=self.rejected,
             consumers=consumers,
             body_bytes_in_ram=None if self.pager is None else self.pager.held_bytes,
-            bodies_paged=0 if self.pager is None else self.pager.written,
+            bodies_paged=entries.paged,
         )
