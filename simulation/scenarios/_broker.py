@@ -111,6 +111,8 @@ class BrokerScenario:
         ttls, delays: each message's ``ttl_s`` / ``delay_s`` is drawn from these (empty: none).
         max_length, overflow: the queue's length limit and what it does past it.
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
+        memory_target_bytes: the queues page their bodies under this target (``QueueConfig``); None
+            keeps every body in RAM. Ignored for a durable scenario (a durable queue cannot page yet).
     """
 
     messages: int = 50
@@ -132,6 +134,7 @@ class BrokerScenario:
     max_length: int | None = None
     overflow: Overflow = Overflow.REJECT_PUBLISH
     draws: str = ""
+    memory_target_bytes: int | None = None
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
@@ -347,8 +350,10 @@ def _spawn_broker_actors(
     consumer_factory: ConsumerFactory = ConsumerActor,
 ) -> tuple[ActorRef, ActorRef]:
     """Spawn the scenario's actors; return the queue's and the dead-letter queue's refs."""
+    target = None if scenario.durable else scenario.memory_target_bytes
     dead_letters = system.spawn(
-        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable)), name="dead-letters"
+        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable, memory_target_bytes=target)),
+        name="dead-letters",
     )
     config = QueueConfig(
         "queue",
@@ -359,6 +364,7 @@ def _spawn_broker_actors(
         durable=scenario.durable,
         max_length=scenario.max_length,
         overflow=scenario.overflow,
+        memory_target_bytes=target,
     )
     queue = system.spawn(lambda: queue_factory(config), name="queue")
     priorities = scenario.consumer_priorities or (0,) * len(scenario.consumers)
