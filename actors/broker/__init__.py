@@ -4,6 +4,7 @@ from ._body_store import BodyStore as BodyStore
 from ._body_store import DiskBodyStore as DiskBodyStore
 from ._body_store import MemoryBodyStore as MemoryBodyStore
 from ._body_store import PageBatch as PageBatch
+from ._body_store import PageDone as PageDone
 from ._body_store import run_page_batch as run_page_batch
 from ._broker import BrokerActor as BrokerActor
 from ._broker import DeclareQueue as DeclareQueue
@@ -39,6 +40,7 @@ from ._consumer import Suspend as Suspend
 from ._consumer_lists import ConsumerLists as ConsumerLists
 from ._consumer_lists import ConsumerListStats as ConsumerListStats
 from ._consumer_lists import ConsumerState as ConsumerState
+from ._entries import DeltaChunk as DeltaChunk
 from ._entries import EntryList as EntryList
 from ._entries import EntryState as EntryState
 from ._entries import priority_level as priority_level
@@ -112,6 +114,7 @@ __all__ = [
     "Delivered",
     "Delivery",
     "DeliveryError",
+    "DeltaChunk",
     "DiskBodyStore",
     "EntryEnqueued",
     "EntryList",
@@ -131,6 +134,7 @@ __all__ = [
     "Not",
     "Overflow",
     "PageBatch",
+    "PageDone",
     "PagingFailed",
     "Publish",
     "PublishBatch",

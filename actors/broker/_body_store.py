@@ -12,6 +12,7 @@ simulated disk plugs in as ``DiskBodyStore(fs=...)`` (the segment log's ``FileSy
 from __future__ import annotations
 
 import contextlib
+import pickle
 import shutil
 import tempfile
 import weakref
@@ -22,9 +23,11 @@ import attrs
 
 from conveyor.actors.storage import FileSystem, OsFileSystem, SegmentLog
 
+from ._values import Message
+
 
 class BodyStore(Protocol):
-    """Bodies by entry seq; blocking, so called only from a job (``run_page_batch``)."""
+    """Bytes by int key (an entry's seq, or a delta chunk's negative key); blocking, so called only from a job."""
 
     def write(self, bodies: Sequence[tuple[int, bytes]]) -> None:
         """Keep each (seq, body); a seq is written at most once."""
@@ -36,24 +39,53 @@ class BodyStore(Protocol):
         """Forget the bodies of ``seqs`` (each written before)."""
 
 
+DeltaRecord = tuple[int, Message, int]
+"""An entry of a delta chunk as the store keeps it: (seq, message without its body, size)."""
+
+
 @final
 @attrs.frozen
 class PageBatch:
-    """One job's work for a queue's body store, run in this order: writes, reads, deletes."""
+    """One job's work for a queue's body store, run in this order: writes, reads, deletes.
+
+    Bodies are keyed by their entry's seq (> 0); delta chunks (``chunk_writes``: key and records)
+    by their chunk key (< 0), pickled in the job.
+    """
 
     writes: tuple[tuple[int, bytes], ...] = ()
     reads: tuple[int, ...] = ()
     deletes: tuple[int, ...] = ()
+    chunk_writes: tuple[tuple[int, tuple[DeltaRecord, ...]], ...] = ()
+    chunk_reads: tuple[int, ...] = ()
+    chunk_deletes: tuple[int, ...] = ()
 
 
-def run_page_batch(store: BodyStore, batch: PageBatch) -> tuple[tuple[int, bytes], ...]:
-    """Carry out ``batch`` on ``store`` (in a job); returns the bodies read as (seq, body)."""
-    if batch.writes:
-        store.write(batch.writes)
-    bodies = store.read(batch.reads) if batch.reads else []
-    if batch.deletes:
-        store.delete(batch.deletes)
-    return tuple(zip(batch.reads, bodies, strict=True))
+@final
+@attrs.frozen
+class PageDone:
+    """What a batch read: bodies as (seq, body), delta chunks as (key, records)."""
+
+    bodies: tuple[tuple[int, bytes], ...] = ()
+    chunks: tuple[tuple[int, tuple[DeltaRecord, ...]], ...] = ()
+
+
+def run_page_batch(store: BodyStore, batch: PageBatch) -> PageDone:
+    """Carry out ``batch`` on ``store`` (in a job); returns what it read."""
+    writes = batch.writes
+    if batch.chunk_writes:
+        writes += tuple((key, pickle.dumps(records, pickle.HIGHEST_PROTOCOL)) for key, records in batch.chunk_writes)
+    if writes:
+        store.write(writes)
+    keys = batch.reads + batch.chunk_reads
+    values = store.read(keys) if keys else []
+    deletes = batch.deletes + batch.chunk_deletes
+    if deletes:
+        store.delete(deletes)
+    split = len(batch.reads)
+    return PageDone(
+        tuple(zip(batch.reads, values[:split], strict=True)),
+        tuple((key, pickle.loads(value)) for key, value in zip(batch.chunk_reads, values[split:], strict=True)),
+    )
 
 
 @final
@@ -179,18 +211,18 @@ class DiskBodyStore:
         """Append each (seq, body) to the log."""
         log = self._log()
         for seq, body in bodies:
-            log.put(seq.to_bytes(_KEY, "big"), body)
+            log.put(seq.to_bytes(_KEY, "big", signed=True), body)
 
     def read(self, seqs: Sequence[int]) -> list[bytes]:
         """The bodies of ``seqs``, each checked against its CRC."""
         log = self._log()
-        return [log.get(seq.to_bytes(_KEY, "big")) for seq in seqs]
+        return [log.get(seq.to_bytes(_KEY, "big", signed=True)) for seq in seqs]
 
     def delete(self, seqs: Sequence[int]) -> None:
         """Drop the bodies of ``seqs``; now and then compact the segments they leave sparse."""
         log = self._log()
         for seq in seqs:
-            log.delete(seq.to_bytes(_KEY, "big"))
+            log.delete(seq.to_bytes(_KEY, "big", signed=True))
         self._deleted += len(seqs)
         if self._deleted >= self._collect_every:
             self._deleted = 0

@@ -27,7 +27,7 @@ import heapq
 from collections.abc import Iterable
 from typing import final
 
-from ._body_store import PageBatch
+from ._body_store import DeltaRecord, PageBatch, PageDone
 from ._entries import Entry, EntryList, EntryState
 
 _AVAILABLE = EntryState.AVAILABLE
@@ -41,14 +41,37 @@ class BodyPager:
     Args:
         entries: the queue's entry list (the pager swaps bodies in and out of its entries).
         target_bytes: bytes of bodies the queue may hold in RAM, live entries only; 0 pages every body.
+        chunk_entries: with delta on, entries move out of RAM (into a level's delta) this many at a
+            time; None keeps every entry in RAM.
+        keep_entries: available entries kept in RAM: chunks go to delta while more than this and a
+            chunk are, and come back once no more than this are.
     """
 
-    def __init__(self, entries: EntryList, target_bytes: int) -> None:
+    def __init__(
+        self, entries: EntryList, target_bytes: int, chunk_entries: int | None = None, keep_entries: int = 0
+    ) -> None:
         if type(target_bytes) is not int or target_bytes < 0:
             msg = f"BodyPager.target_bytes must be an int >= 0, got {target_bytes!r}"
             raise ValueError(msg)
+        if chunk_entries is not None and (type(chunk_entries) is not int or chunk_entries < 1):
+            msg = f"BodyPager.chunk_entries must be None or an int >= 1, got {chunk_entries!r}"
+            raise ValueError(msg)
+        if type(keep_entries) is not int or keep_entries < 0:
+            msg = f"BodyPager.keep_entries must be an int >= 0, got {keep_entries!r}"
+            raise ValueError(msg)
         self.entries = entries
         self.target_bytes = target_bytes
+        self.chunk_entries = chunk_entries
+        self.keep_entries = keep_entries
+        self._chunk_writes: list[tuple[int, tuple[DeltaRecord, ...]]] = []
+        self._chunk_reads: list[int] = []
+        self._chunk_deletes: list[int] = []
+        self.loading: dict[int, int] = {}
+        """Delta chunks being read back: key -> level."""
+        self._next_chunk = -1  # chunk keys count down from -1: bodies have the positive keys
+        # Entries read back from a delta never go to one again: a walk that had to load them (and
+        # passed them) would otherwise meet them again after a push, and so on without end.
+        self.came_back: set[int] = set()
         # Lazy heaps of seqs (stale items skipped when met, rebuilt when they dominate):
         self._deepest: list[tuple[int, int, int]] = []  # (-rank, -seq, seq): available bodies in RAM, deepest first
         self._shallowest: list[tuple[int, int]] = []  # (rank, seq): available bodies paged out, shallowest first
@@ -88,6 +111,13 @@ class BodyPager:
             if not entry.paged:
                 delivered.append(entry.seq)
 
+    def need_delta(self, rank: int) -> None:
+        """A walk met level ``rank``'s delta: read its first chunk back (once)."""
+        chunk = self.entries.first_delta_chunk(rank)
+        if chunk is not None and chunk.key not in self.loading:
+            self.loading[chunk.key] = rank
+            self._chunk_reads.append(chunk.key)
+
     def need(self, entries: Iterable[Entry]) -> list[int]:
         """Ask for the paged-out bodies of ``entries`` (an answer waits for them); returns their seqs."""
         missing = []
@@ -122,29 +152,70 @@ class BodyPager:
             heapq.heappop(self._deepest)
             self._page_out(deeper)
             held -= deeper.size
+        if self.chunk_entries is not None:
+            self._push_deltas(self.chunk_entries)
         self._compact()
+
+    def _push_deltas(self, count: int) -> None:
+        """Move runs of entries out of RAM, deepest level first, while more than ``keep_entries`` + a
+        chunk are available in RAM; read the first delta back once no more than ``keep_entries`` are.
+
+        The gap of a chunk between the two thresholds keeps a load from being pushed straight back.
+        """
+        entries = self.entries
+        reading = self.reading
+        ranks = tuple(reversed(entries.ranks_in_use()))
+        while entries.available - entries.delta_count > self.keep_entries + count:
+            for rank in ranks:
+                run = entries.delta_candidates(rank, count)
+                came_back = self.came_back
+                if run is not None and not any(entry.seq in reading or entry.seq in came_back for entry in run):
+                    key = self._next_chunk
+                    self._next_chunk -= 1
+                    self._chunk_writes.append((key, entries.push_delta(rank, run, key)))
+                    break
+            else:
+                break
+        if entries.delta_count and entries.available - entries.delta_count <= self.keep_entries:
+            for rank in entries.delta_ranks()[:1]:  # the queue's head is near: read the first delta back
+                self.need_delta(rank)
 
     def take_batch(self) -> PageBatch | None:
         """The store's next job, if there is work and none in flight (then one is, until ``loaded``)."""
         if self.in_flight:
             return None
         deletes = self.entries.take_unstored()
-        if not self._writes and not self._reads and not deletes:
+        if not (self._writes or self._reads or deletes or self._chunk_writes or self._chunk_reads
+                or self._chunk_deletes):
             return None
-        batch = PageBatch(tuple(self._writes), tuple(self._reads), tuple(deletes))
+        batch = PageBatch(tuple(self._writes), tuple(self._reads), tuple(deletes), tuple(self._chunk_writes),
+                          tuple(self._chunk_reads), tuple(self._chunk_deletes))
         self._writes = []
         self._reads = []
+        self._chunk_writes = []
+        self._chunk_reads = []
+        self._chunk_deletes = []
         self.written += len(batch.writes)
         self.deleted += len(deletes)
         self.in_flight = True
         return batch
 
-    def loaded(self, bodies: Iterable[tuple[int, bytes]]) -> None:
-        """The batch in flight is done; put the bodies it read back into their live entries."""
+    def loaded(self, done: PageDone) -> None:
+        """The batch in flight is done; put the bodies and delta chunks it read back in RAM."""
         self.in_flight = False
         entries = self.entries
+        for key, records in done.chunks:
+            rank = self.loading.pop(key)
+            chunk = entries.first_delta_chunk(rank)
+            if chunk is None or chunk.key != key:
+                msg = f"delta chunk {key} of level {rank} came back, but it is not the level's first"
+                raise ValueError(msg)
+            for back in entries.load_delta(rank, records):
+                heapq.heappush(self._shallowest, back.position)
+                self.came_back.add(back.seq)
+            self._chunk_deletes.append(key)
         reading = self.reading
-        for seq, body in bodies:
+        for seq, body in done.bodies:
             self.read += 1
             self.reading_bytes -= reading.pop(seq, 0)
             entry = entries.get(seq)
@@ -231,6 +302,8 @@ class BodyPager:
                 if (e := get(item[1])) is not None and e.state is _AVAILABLE and e.paged
             ]
             heapq.heapify(self._shallowest)
+        if len(self.came_back) > limit:
+            self.came_back = {seq for seq in self.came_back if get(seq) is not None}
         if len(self._delivered) > limit:
             self._delivered = [
                 seq for seq in self._delivered

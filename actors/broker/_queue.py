@@ -18,7 +18,7 @@ import attrs
 
 from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Journal, JournalSynced, Terminated, TimerHandle
 
-from ._body_store import BodyStore, DiskBodyStore, run_page_batch
+from ._body_store import BodyStore, DiskBodyStore, PageDone, run_page_batch
 from ._client_protocol import (
     Ack,
     AckResult,
@@ -76,6 +76,10 @@ from ._values import (
 )
 
 _WORK = WorkAvailable()
+
+
+DELTA_CHUNK_ENTRIES = 256
+"""A paged queue moves the entries of its deep tail out of RAM this many at a time."""
 
 
 class PagingFailed(RuntimeError):
@@ -167,7 +171,7 @@ class QueueActor(Actor):
         # Paging (``memory_target_bytes``): the pager core, its store, the job running its batch,
         # and the sends waiting for bodies being read (in the order they were made), by seq too.
         target = config.memory_target_bytes
-        self.pager = None if target is None else BodyPager(self.entries, target)
+        self.pager = None if target is None else self.make_pager(target)
         self.body_store: BodyStore | None = None if target is None else self.make_body_store()
         self.page_job: int | None = None
         self.outbox: deque[_Held] = deque()
@@ -177,6 +181,16 @@ class QueueActor(Actor):
     def make_entries(self, config: QueueConfig) -> EntryList:
         """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
         return EntryList(config.priorities, config.max_deliveries)
+
+    def make_pager(self, target_bytes: int) -> BodyPager:
+        """The paging core of a queue with ``memory_target_bytes``; a subclass may tune it.
+
+        Entries move out of RAM (delta) in chunks of one per KiB of the target, 2 to
+        ``DELTA_CHUNK_ENTRIES``, keeping twice that many available in RAM (a small target keeps few
+        entries too), unless the queue has a length limit (the ring's victim may be in the delta).
+        """
+        chunk = min(DELTA_CHUNK_ENTRIES, max(2, target_bytes // 1024))
+        return BodyPager(self.entries, target_bytes, None if self.config.max_length is not None else chunk, 2 * chunk)
 
     def make_body_store(self) -> BodyStore:
         """Where a paged queue keeps bodies out of RAM: a segment log in a temporary directory.
@@ -465,8 +479,14 @@ class QueueActor(Actor):
             limited = len(taken) >= max_messages
         if pager is not None:
             blocked = entries.blocked
-            if blocked is not None:
-                pager.need((blocked,))
+            rank = entries.blocked_rank
+            if blocked is not None or rank is not None:
+                if blocked is not None:
+                    # Held, the pull is handled again as soon as the job is done: read what it will hand over.
+                    pager.need(entries.paged_run(blocked, max_messages) if not taken else (blocked,))
+                else:
+                    assert rank is not None
+                    pager.need_delta(rank)
                 if not taken:
                     self.held_pulls.append(
                         (consumer_id, max_messages, max_bytes, reply_to if reply_to is not None else self.ctx.sender)
@@ -719,6 +739,8 @@ class QueueActor(Actor):
     def _use_config(self, config: QueueConfig) -> None:
         self.config = config
         self.entries.max_deliveries = config.max_deliveries
+        if self.pager is not None and config.max_length is not None:
+            self.pager.chunk_entries = None  # a ring's victim must be in RAM: no new delta (see make_pager)
 
     # --- durability -----------------------------------------------------------------------
 
@@ -846,15 +868,15 @@ class QueueActor(Actor):
             self.waiting.setdefault(seq, []).append(held)
         self.outbox.append(held)
 
-    def _loaded(self, bodies: tuple[tuple[int, bytes], ...]) -> None:
+    def _loaded(self, done: PageDone) -> None:
         """The body store's job is done: complete the sends waiting for its bodies, in order."""
         waiting = self.waiting
-        for seq, body in bodies:
+        for seq, body in done.bodies:
             for held in waiting.pop(seq, ()):
                 held.messages[seq] = attrs.evolve(held.messages[seq], body=body)
                 held.missing.discard(seq)
         assert self.pager is not None
-        self.pager.loaded(bodies)
+        self.pager.loaded(done)
         outbox = self.outbox
         while outbox and not outbox[0].missing:
             held = outbox.popleft()
@@ -898,4 +920,5 @@ class QueueActor(Actor):
             consumers=consumers,
             body_bytes_in_ram=None if self.pager is None else self.pager.held_bytes,
             bodies_paged=entries.paged,
+            entries_out_of_ram=entries.delta_count,
         )

@@ -1,8 +1,9 @@
 """Forced paging for tests: every queue that is not durable pages under a tiny memory target.
 
 ``pytest --force-paging=BYTES`` (tests/conftest.py) applies ``force_paging`` to every test, so
-the existing broker suites and scenarios run on paged queues: bodies leave RAM at once and each
-delivery, browse and dead letter waits for its body to be read back. In the simulator the body
+the existing broker suites and scenarios run on paged queues: bodies leave RAM at once, entries
+beyond the first two paged ones leave it two at a time (delta), and each delivery, browse and dead
+letter waits for its body (and its entry) to be read back. In the simulator the body
 store's jobs then take no virtual time: the suites' ``quiet()`` runs only until the clock's
 present, and a test that never lets time pass would otherwise wait for a body forever.
 """
@@ -14,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 
-from conveyor.actors.broker import QueueActor, QueueConfig, run_page_batch
+from conveyor.actors.broker import BodyPager, QueueActor, QueueConfig, run_page_batch
 from conveyor.simulation import Simulation
 
 
@@ -28,6 +29,12 @@ def force_paging(monkeypatch: pytest.MonkeyPatch, target_bytes: int) -> None:
         original(self, config, *args, **kwargs)
 
     monkeypatch.setattr(QueueActor, "__init__", paged_init)
+
+    def small_deltas(self: QueueActor, target: int) -> BodyPager:
+        chunk = None if self.config.max_length is not None else 2
+        return BodyPager(self.entries, target, chunk, 2)
+
+    monkeypatch.setattr(QueueActor, "make_pager", small_deltas)
 
     start_job = Simulation.start_job
 

@@ -81,6 +81,7 @@ async def test_a_backlog_is_paged_and_delivered_whole_and_in_order(backend: Harn
     assert before.depth == 40
     assert before.body_bytes_in_ram is not None and before.body_bytes_in_ram <= 3 * BODY
     assert before.bodies_paged >= 37  # all but what fits in the target went to the store
+    assert before.entries_out_of_ram >= 30  # chunks of 2 entries, 4 to 6 kept in RAM
     client, _ = consume(backend, queue, settings=ConsumerSettings(prefetch_messages=5))
     await backend.quiet()
     for _ in range(100):
@@ -89,7 +90,8 @@ async def test_a_backlog_is_paged_and_delivered_whole_and_in_order(backend: Harn
         await backend.elapse(0.05)
     assert await received(backend, client) == [(body(n), 1) for n in range(40)]
     after = await stats(backend, queue)
-    assert (after.depth, after.in_flight, after.acked, after.body_bytes_in_ram) == (0, 0, 40, 0)
+    assert (after.depth, after.in_flight, after.acked, after.body_bytes_in_ram, after.entries_out_of_ram) == (
+        0, 0, 40, 0, 0)
 
 
 async def test_priorities_hold_on_a_paged_queue(backend: Harness) -> None:
@@ -121,15 +123,15 @@ async def test_a_released_message_keeps_its_place_with_its_body(backend: Harness
 
 async def test_a_browser_sees_every_paged_body(backend: Harness) -> None:
     queue = paged_queue(backend, target=0)
-    await publish_all(backend, queue, 6)
+    await publish_all(backend, queue, 12)
     browser, _ = consume(backend, queue, Action.IGNORE, settings=ConsumerSettings(acquiring=False))
     await backend.quiet()
     for _ in range(100):
-        if len(await received(backend, browser)) == 6:
+        if len(await received(backend, browser)) == 12:
             break
         await backend.elapse(0.05)
-    assert await received(backend, browser) == [(body(n), 0) for n in range(6)]  # browsed, never delivered
-    assert (await stats(backend, queue)).depth == 6
+    assert await received(backend, browser) == [(body(n), 0) for n in range(12)]  # browsed, never delivered
+    assert (await stats(backend, queue)).depth == 12
 
 
 async def test_a_paged_message_is_dead_lettered_with_its_body(backend: Harness) -> None:
@@ -159,11 +161,14 @@ async def test_a_paged_message_is_dead_lettered_with_its_body(backend: Harness) 
 @pytest.mark.parametrize("make", [MemoryBodyStore, lambda: DiskBodyStore(collect_every=4)], ids=["memory", "disk"])
 def test_a_store_runs_writes_then_reads_then_deletes(make: Callable[[], BodyStore]) -> None:
     store = make()
-    assert run_page_batch(store, PageBatch(writes=((1, b"one"), (2, b"two")), reads=(2,))) == ((2, b"two"),)
+    assert run_page_batch(store, PageBatch(writes=((1, b"one"), (2, b"two")), reads=(2,))).bodies == ((2, b"two"),)
     # A read in the batch that deletes its body still sees it: reads run before deletes.
-    assert run_page_batch(store, PageBatch(writes=((3, b""),), reads=(1, 3), deletes=(1, 2))) == (
+    assert run_page_batch(store, PageBatch(writes=((3, b""),), reads=(1, 3), deletes=(1, 2))).bodies == (
         (1, b"one"), (3, b""),
     )
+    shell = Message(b"", headers={"colour": "red"}, message_id="m4")
+    done = run_page_batch(store, PageBatch(chunk_writes=((-1, ((4, shell, 30),)),), chunk_reads=(-1,)))
+    assert done.chunks == ((-1, ((4, shell, 30),)),)
     with pytest.raises(KeyError):
         run_page_batch(store, PageBatch(reads=(1,)))
 
@@ -171,8 +176,8 @@ def test_a_store_runs_writes_then_reads_then_deletes(make: Callable[[], BodyStor
 def test_a_disk_store_keeps_bodies_across_garbage_collection_and_removes_its_directory() -> None:
     store = DiskBodyStore(collect_every=4)
     run_page_batch(store, PageBatch(writes=tuple((n, body(n)) for n in range(10))))
-    assert run_page_batch(store, PageBatch(reads=(3,), deletes=(0, 1, 2, 3, 4, 5))) == ((3, body(3)),)
-    assert run_page_batch(store, PageBatch(reads=(9, 6))) == ((9, body(9)), (6, body(6)))
+    assert run_page_batch(store, PageBatch(reads=(3,), deletes=(0, 1, 2, 3, 4, 5))).bodies == ((3, body(3)),)
+    assert run_page_batch(store, PageBatch(reads=(9, 6))).bodies == ((9, body(9)), (6, body(6)))
     directory = store.directory
     assert directory is not None and os.path.isdir(directory)
     del store
