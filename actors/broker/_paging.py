@@ -287,7 +287,7 @@ class BodyPager:
     def _compact(self) -> None:
         """Rebuild a heap whose stale items (settled, taken, moved) outnumber the live entries."""
         entries = self.entries
-        live = entries.available + entries.acquired
+        live = entries.available + entries.acquired - entries.delta_count  # the live entries in RAM
         limit = 2 * live + 256
         get = entries.get
         if len(self._deepest) > limit:
