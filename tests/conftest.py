@@ -19,6 +19,23 @@ from conveyor.simulation import Simulation
 BACKENDS = ("trio", "threads", "simulation")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--force-paging", type=int, default=None, metavar="BYTES",
+        help="every queue that is not durable pages its bodies under this memory target (0: all of them)",
+    )
+
+
+@pytest.fixture(autouse=True)
+def forced_paging(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``--force-paging=BYTES``, every queue built in the test pages (tests/actors/broker/paging.py)."""
+    target = request.config.getoption("--force-paging")
+    if target is not None:
+        from tests.actors.broker.paging import force_paging
+
+        force_paging(monkeypatch, target)
+
+
 class Harness:
     """Drives one actor system from an async test."""
 

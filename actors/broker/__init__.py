@@ -1,5 +1,11 @@
 """The broker: a strictly ordered queue, its consumer manager and consumers, as actors (seeds 000, 001)."""
 
+from ._body_store import BodyStore as BodyStore
+from ._body_store import DiskBodyStore as DiskBodyStore
+from ._body_store import MemoryBodyStore as MemoryBodyStore
+from ._body_store import PageBatch as PageBatch
+from ._body_store import PageDone as PageDone
+from ._body_store import run_page_batch as run_page_batch
 from ._broker import BrokerActor as BrokerActor
 from ._broker import DeclareQueue as DeclareQueue
 from ._broker import LookupQueue as LookupQueue
@@ -34,6 +40,7 @@ from ._consumer import Suspend as Suspend
 from ._consumer_lists import ConsumerLists as ConsumerLists
 from ._consumer_lists import ConsumerListStats as ConsumerListStats
 from ._consumer_lists import ConsumerState as ConsumerState
+from ._entries import DeltaChunk as DeltaChunk
 from ._entries import EntryList as EntryList
 from ._entries import EntryState as EntryState
 from ._entries import priority_level as priority_level
@@ -50,6 +57,8 @@ from ._notes import EntrySettled as EntrySettled
 from ._notes import QueueClosed as QueueClosed
 from ._notes import QueueRecovered as QueueRecovered
 from ._notes import StaleNackIgnored as StaleNackIgnored
+from ._paging import BodyPager as BodyPager
+from ._queue import PagingFailed as PagingFailed
 from ._queue import QueueActor as QueueActor
 from ._selectors import AllOf as AllOf
 from ._selectors import AnyOf as AnyOf
@@ -94,6 +103,8 @@ __all__ = [
     "AllOf",
     "AnyOf",
     "BatchPublished",
+    "BodyPager",
+    "BodyStore",
     "ConsumerExhausted",
     "ConsumerActor",
     "ConsumerListStats",
@@ -105,6 +116,8 @@ __all__ = [
     "Delivered",
     "Delivery",
     "DeliveryError",
+    "DeltaChunk",
+    "DiskBodyStore",
     "EntryEnqueued",
     "EntryList",
     "EntryReturned",
@@ -116,11 +129,15 @@ __all__ = [
     "HeaderIn",
     "InterestChanged",
     "MatchAll",
+    "MemoryBodyStore",
     "Message",
     "ModifyAckDeadline",
     "Nack",
     "Not",
     "Overflow",
+    "PageBatch",
+    "PageDone",
+    "PagingFailed",
     "Publish",
     "PublishBatch",
     "PublishRejected",
@@ -149,5 +166,6 @@ __all__ = [
     "Unsubscribe",
     "WorkAvailable",
     "parse_selector",
+    "run_page_batch",
     "priority_level",
 ]

@@ -414,6 +414,12 @@ class QueueStats:
     expired: int
     rejected: int
     consumers: tuple[ConsumerStats, ...]
+    body_bytes_in_ram: int | None = None
+    """A paged queue (``memory_target_bytes``): bytes of live entries' bodies held in RAM; None if not paged."""
+    bodies_paged: int = 0
+    """A paged queue: how many live entries have their body out of RAM (in its body store, or on the way)."""
+    entries_out_of_ram: int = 0
+    """A paged queue: how many of those are out of RAM themselves (in its levels' deltas)."""
 
 
 # Traces name these by their module of record, ``_model`` (see ``RECORDED_MODULE``).

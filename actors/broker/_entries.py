@@ -27,7 +27,9 @@ from __future__ import annotations
 import bisect
 import enum
 import heapq
+from array import array
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, final
 
@@ -84,10 +86,12 @@ class Entry:
         "last_error",
         "lease",
         "message",
+        "paged",
         "position",
         "seq",
         "size",
         "state",
+        "stored",
     )
 
     def __init__(self, seq: int, rank: int, message: Message, now: float) -> None:
@@ -104,6 +108,10 @@ class Entry:
         self.lease = 0  # bumped on every acquire / extend, so stale lease-heap items are ignored
         self.available_at = now + message.delay_s if message.delay_s else 0.0
         self.expires_at = now + message.ttl_s if message.ttl_s is not None else None
+        # Paging (``EntryList.page_out``): the body is in the queue's body store, and ``message``
+        # holds it no more (it keeps headers and options, what the list's rules read).
+        self.paged = False
+        self.stored = False  # a copy of the body is in the body store (written once, kept until final)
 
     def __repr__(self) -> str:
         return f"<Entry {self.seq} {self.state.value} at {self.position}>"
@@ -138,16 +146,45 @@ class Returned:
     expired: tuple[Entry, ...] = ()
 
 
-class _Level:
-    """One priority level: entries in seq order, with lazily removed final ones."""
+@final
+class DeltaChunk:
+    """A run of a level's entries that live in the body store, not in RAM: only their seqs stay.
 
-    __slots__ = ("dead", "entries", "head", "seqs")
+    ``key`` names the chunk's record in the store; ``sizes`` are the entries' ``size``.
+    """
+
+    __slots__ = ("key", "seqs", "sizes")
+
+    def __init__(self, key: int, seqs: array[int], sizes: array[int]) -> None:
+        self.key = key
+        self.seqs = seqs
+        self.sizes = sizes
+
+
+class _Level:
+    """One priority level: entries in seq order, with lazily removed final ones.
+
+    ``delta``, when not empty, is a run of the level's entries (seqs ``delta[0].seqs[0]`` to
+    ``delta[-1].seqs[-1]``) kept out of RAM: ``entries`` holds the level's entries before it and
+    after it. A walk that reaches it stops (``EntryList.blocked_rank``) until its first chunk is
+    loaded back (``load_delta``).
+    """
+
+    __slots__ = ("dead", "delta", "entries", "head", "seqs")
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self.seqs: list[int] = []
         self.head = 0
         self.dead = 0
+        self.delta: deque[DeltaChunk] = deque()
+
+    def gap_after(self, seq: int) -> int | None:
+        """The first seq of the delta if some of it lies after ``seq`` (a walk from there meets it)."""
+        delta = self.delta
+        if delta and delta[-1].seqs[-1] > seq:
+            return delta[0].seqs[0]
+        return None
 
     def append(self, entry: Entry) -> None:
         self.entries.append(entry)
@@ -255,6 +292,19 @@ class EntryList:
         self.acquired = 0
         self.live_bytes = 0
         """Bytes (``Message.size``) of every entry not yet in a final state."""
+        self.paged_bytes = 0
+        """Bytes of the live entries whose body is paged out (``page_out``): not held in RAM."""
+        self.paged = 0
+        """How many live entries have their body paged out."""
+        self.blocked: Entry | None = None
+        """The entry whose paged-out body stopped the last ``take`` or ``browse`` (None: nothing did)."""
+        self.blocked_rank: int | None = None
+        """The level whose delta stopped the last ``take`` or ``browse`` (``load_delta`` it; None: none did)."""
+        self.delta_count = 0
+        """How many live entries are in the levels' deltas (out of RAM; counted as available and paged)."""
+        self.delta_used = False  # once entries left RAM and came back, ``_live`` is no longer in publish order
+        self.unstored: list[int] = []
+        """Seqs of entries that reached a final state with a body in the store, to delete (``take_unstored``)."""
         # counters
         self.published = 0
         self.delivered = 0
@@ -377,8 +427,15 @@ class EntryList:
         self.live_bytes = sum(entry.message.size for entry in self._live.values())
 
     def live_tags(self) -> tuple[int, ...]:
-        """Tags of every entry not yet in a final state, in publish order."""
-        return tuple(self._live)
+        """Tags of every entry not yet in a final state, in publish order (the deltas' included)."""
+        if not self.delta_used:
+            return tuple(self._live)
+        tags = list(self._live)
+        for level in self._levels:
+            for chunk in level.delta:
+                tags.extend(chunk.seqs)
+        tags.sort()
+        return tuple(tags)
 
     def get(self, tag: int) -> Entry | None:
         """The live entry with this tag (seq), if any."""
@@ -424,10 +481,15 @@ class EntryList:
 
         The first entry may exceed ``max_bytes`` alone (else a large message could never go).
 
+        The walk stops in front of an entry it would acquire whose body is paged out
+        (``page_out``): ``blocked`` names it, and the caller reads the body and asks again, so
+        every entry is acquired with its body in RAM, at the moment it is handed over.
+
         Returns:
             (entries acquired, entries found expired on the way, whether a limit stopped the
             walk, i.e. more might be there for this consumer).
         """
+        self.blocked = self.blocked_rank = None
         cursor = self._cursors[consumer_id]
         selector = cursor.selector
         match_all = type(selector) is MatchAll
@@ -468,6 +530,10 @@ class EntryList:
                     if len(taken) >= max_messages or (taken and taken_bytes + entry.size > max_bytes):
                         limited = True
                         break
+                    if entry.paged:  # its body is in the store: the queue reads it, then asks again
+                        self.blocked = entry
+                        limited = True
+                        break
                     self._acquire(entry, consumer_id, cursor, deadline)
                     taken.append(entry)
                     taken_bytes += entry.size
@@ -480,6 +546,7 @@ class EntryList:
 
     def browse(self, consumer_id: int, max_messages: int, max_bytes: int) -> list[Entry]:
         """The next live entries after a browser's pointer, in publish order, without acquiring."""
+        self.blocked = self.blocked_rank = None
         cursor = self._cursors[consumer_id]
         selector = cursor.selector
         match_all = type(selector) is MatchAll
@@ -490,6 +557,9 @@ class EntryList:
             seq = entry.seq
             if match_all or selector.matches(entry.message.header_map()):
                 if len(seen) >= max_messages or (seen and seen_bytes + entry.size > max_bytes):
+                    break
+                if entry.paged:  # as in ``take``
+                    self.blocked = entry
                     break
                 seen.append(entry)
                 seen_bytes += entry.size
@@ -693,6 +763,168 @@ class EntryList:
                     return entry
         return None
 
+    # --- paging ---------------------------------------------------------------------------
+
+    def page_out(self, entry: Entry) -> bytes | None:
+        """Drop a live entry's body from RAM; returns the body to write if the store has no copy yet.
+
+        ``entry.message`` keeps its headers and options (selectors, groups and priorities read
+        them) with an empty body; ``entry.size`` keeps the full size. ``page_in`` brings it back.
+        """
+        if entry.paged:
+            msg = f"entry {entry.seq} is paged out already"
+            raise ValueError(msg)
+        message = entry.message
+        entry.message = attrs.evolve(message, body=b"")
+        entry.paged = True
+        self.paged += 1
+        self.paged_bytes += entry.size
+        if entry.stored:
+            return None
+        entry.stored = True
+        return message.body
+
+    def page_in(self, entry: Entry, body: bytes) -> None:
+        """Give a paged-out entry its body back (read from the store, which keeps its copy)."""
+        if not entry.paged:
+            msg = f"entry {entry.seq} is not paged out"
+            raise ValueError(msg)
+        entry.message = attrs.evolve(entry.message, body=body)
+        entry.paged = False
+        if entry.state is _AVAILABLE or entry.state is _ACQUIRED:
+            self.paged -= 1
+            self.paged_bytes -= entry.size
+
+    def take_unstored(self) -> list[int]:
+        """Seqs whose entries reached a final state with a body in the store since the last call."""
+        unstored = self.unstored
+        self.unstored = []
+        return unstored
+
+    def _settle_stored(self, entry: Entry) -> None:
+        """A final entry's stored body is no longer needed once read (dead letters read it first)."""
+        self.unstored.append(entry.seq)
+        if entry.paged:
+            self.paged -= 1
+            self.paged_bytes -= entry.size
+
+    def delta_candidates(self, rank: int, count: int) -> list[Entry] | None:
+        """``count`` entries of level ``rank`` that may join its delta, or None if there are none.
+
+        They must be the level's last ``count`` entries in RAM (no delta yet) or the ``count`` right
+        after its delta, so the delta stays one run; each available, never delivered, without TTL,
+        delay or error, its body paged out; and no consumer's pointer may lie among them (a pointer
+        before them meets the delta and waits for it; one after them has passed them for good).
+        """
+        level = self._levels[rank]
+        if level.delta:
+            start = level.after(level.delta[-1].seqs[-1])
+            run = level.entries[start:start + count]
+        else:
+            run = level.entries[max(level.head, len(level.entries) - count):]
+        if len(run) < count:
+            return None
+        for entry in run:
+            if (entry.state is not _AVAILABLE or not entry.paged or entry.delivery_count or entry.expires_at is not None
+                    or entry.available_at or entry.last_error is not None):
+                return None
+        first, last = run[0].seq, run[-1].seq
+        for cursor in self._cursors.values():
+            pointer_rank, pointer_seq = cursor.pointer
+            if cursor.acquiring:
+                if pointer_rank == rank and first <= pointer_seq < last:
+                    return None
+            elif first <= pointer_seq < last:
+                return None
+        return run
+
+    def push_delta(self, rank: int, run: list[Entry], key: int) -> tuple[tuple[int, Message, int], ...]:
+        """Move ``run`` (from ``delta_candidates``) out of RAM into level ``rank``'s delta as chunk ``key``.
+
+        Returns what the store must keep for the chunk: (seq, body-less message, size) per entry.
+        """
+        level = self._levels[rank]
+        start = bisect.bisect_left(level.seqs, run[0].seq, level.head)
+        end = start + len(run)
+        if level.entries[start:end] != run:
+            msg = f"entries {run[0].seq}..{run[-1].seq} are not a run of level {rank}"
+            raise ValueError(msg)
+        del level.entries[start:end]
+        del level.seqs[start:end]
+        live = self._live
+        for entry in run:
+            del live[entry.seq]
+        chunk = DeltaChunk(key, array("q", [e.seq for e in run]), array("q", [e.size for e in run]))
+        if level.delta and run[0].seq < level.delta[0].seqs[0]:
+            level.delta.appendleft(chunk)
+        else:
+            level.delta.append(chunk)
+        self.delta_count += len(run)
+        self.delta_used = True
+        return tuple((entry.seq, entry.message, entry.size) for entry in run)
+
+    def paged_run(self, entry: Entry, limit: int) -> list[Entry]:
+        """``entry`` and the live entries after it on its level whose bodies are paged out, up to ``limit``.
+
+        What a pull stopped by ``entry`` would most likely hand over once their bodies are read: the
+        queue reads them in one job. Stops at the level's delta.
+        """
+        level = self._levels[entry.position[0]]
+        gap = level.gap_after(entry.seq) if level.delta else None
+        run = [entry]
+        entries = level.entries
+        for index in range(level.after(entry.seq), len(entries)):
+            if len(run) >= limit:
+                break
+            following = entries[index]
+            if gap is not None and following.seq > gap:
+                break
+            if following.paged and (following.state is _AVAILABLE or following.state is _ACQUIRED):
+                run.append(following)
+        return run
+
+    def first_delta_chunk(self, rank: int) -> DeltaChunk | None:
+        """The chunk of level ``rank``'s delta to load next (the first), if any."""
+        delta = self._levels[rank].delta
+        return delta[0] if delta else None
+
+    def load_delta(self, rank: int, records: Iterable[tuple[int, Message, int]]) -> list[Entry]:
+        """Put level ``rank``'s first delta chunk back in RAM, from what the store kept; returns its entries.
+
+        They come back as they left: available, never delivered, bodies paged out.
+        """
+        level = self._levels[rank]
+        chunk = level.delta.popleft()
+        loaded: list[Entry] = []
+        for seq, message, size in records:
+            entry = Entry(seq, rank, message, 0.0)
+            entry.size = size
+            entry.paged = entry.stored = True
+            loaded.append(entry)
+        if [entry.seq for entry in loaded] != list(chunk.seqs):
+            msg = f"a delta chunk of level {rank} came back with other entries than it held"
+            raise ValueError(msg)
+        start = bisect.bisect_left(level.seqs, loaded[0].seq, level.head)
+        level.entries[start:start] = loaded
+        level.seqs[start:start] = [entry.seq for entry in loaded]
+        live = self._live
+        for entry in loaded:
+            live[entry.seq] = entry
+        self.delta_count -= len(loaded)
+        return loaded
+
+    def delta_ranks(self) -> list[int]:
+        """The levels that have a delta, highest priority first."""
+        return [rank for rank in self._used_ranks if self._levels[rank].delta]
+
+    def ranks_in_use(self) -> tuple[int, ...]:
+        """The levels that ever held an entry, highest priority (rank 0) first."""
+        return tuple(self._used_ranks)
+
+    def live_in_order(self) -> Iterator[Entry]:
+        """Every live entry in queue order (the order a consumer with no selector is given them)."""
+        return self._after(_BEFORE_ALL)
+
     # --- internals --------------------------------------------------------------------------
 
     def _note_used(self, rank: int) -> None:
@@ -709,12 +941,15 @@ class EntryList:
                 continue
             level = levels[level_rank]
             entries = level.entries
-            if level.head >= len(entries):
+            gap = level.gap_after(seq if level_rank == rank else -1) if level.delta else None
+            if level.head >= len(entries) and gap is None:
                 continue  # nothing live on this level now
             start = level.after(seq) if level_rank == rank else level.head
             index = start
             while index < len(entries):
                 entry = entries[index]
+                if gap is not None and entry.seq > gap:
+                    break  # the level's delta comes first
                 index += 1
                 state = entry.state
                 if state is _AVAILABLE or state is _ACQUIRED:
@@ -722,6 +957,9 @@ class EntryList:
                 if entries is not level.entries:  # compacted while iterating: resume by seq
                     entries = level.entries
                     index = level.after(entry.seq)
+            if gap is not None:
+                self.blocked_rank = level_rank  # its delta must be loaded before the walk goes on
+                return
 
     def _live_after_seq(self, seq: int) -> Iterator[Entry]:
         """Live entries with a larger seq, in publish order across levels (lazily merged)."""
@@ -733,7 +971,21 @@ class EntryList:
                 if entry.state is _AVAILABLE or entry.state is _ACQUIRED:
                     yield entry
 
-        return heapq.merge(*(level_entries(level) for level in self._levels), key=lambda entry: entry.seq)
+        merged = heapq.merge(*(level_entries(level) for level in self._levels), key=lambda entry: entry.seq)
+        gaps = [(gap, rank) for rank, level in enumerate(self._levels)
+                if level.delta and (gap := level.gap_after(seq)) is not None]
+        if not gaps:
+            return merged
+        return self._before_gap(merged, min(gaps))
+
+    def _before_gap(self, merged: Iterator[Entry], gap: tuple[int, int]) -> Iterator[Entry]:
+        """Entries of ``merged`` before the first seq of a level's delta; then the walk is blocked on it."""
+        first, rank = gap
+        for entry in merged:
+            if entry.seq > first:
+                break
+            yield entry
+        self.blocked_rank = rank
 
     def _group_allows(self, entry: Entry, consumer_id: int) -> bool:
         group = entry.message.group
@@ -836,7 +1088,9 @@ class EntryList:
         if state is _EXPIRED:
             self.expired += 1
         del self._live[entry.seq]
-        self.live_bytes -= entry.message.size
+        self.live_bytes -= entry.size
+        if entry.stored:
+            self._settle_stored(entry)
         self._levels[entry.position[0]].removed()
 
     def _move_pointers_back(self, entry: Entry) -> None:

@@ -10,14 +10,15 @@ a concurrent delivery) cannot happen: the check and the enqueue are one step.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any, final
 
 import attrs
 
-from conveyor.runtime import Actor, ActorRef, Journal, JournalSynced, Terminated, TimerHandle
+from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Journal, JournalSynced, Terminated, TimerHandle
 
+from ._body_store import BodyStore, DiskBodyStore, PageDone, run_page_batch
 from ._client_protocol import (
     Ack,
     AckResult,
@@ -59,6 +60,7 @@ from ._entries import Entry, EntryList, Returned
 from ._manager import ConsumerManagerActor
 from ._manager_protocol import AddConsumer, ConsumerExhausted, InterestChanged, RemoveConsumer, WorkAvailable
 from ._notes import EntryEnqueued, EntryReturned, EntrySettled, QueueClosed, QueueRecovered, StaleNackIgnored
+from ._paging import BodyPager
 from ._values import (
     DEAD_LETTER_QUEUE,
     DEAD_LETTER_REASON,
@@ -74,6 +76,30 @@ from ._values import (
 )
 
 _WORK = WorkAvailable()
+
+
+DELTA_CHUNK_ENTRIES = 256
+"""A paged queue moves the entries of its deep tail out of RAM this many at a time."""
+
+
+class PagingFailed(RuntimeError):
+    """A paged queue's body store failed a job: the bodies it holds cannot be trusted any more."""
+
+
+@final
+class _Held:
+    """A dead letter whose body is paged out: it waits until the body is read, and for every earlier one."""
+
+    __slots__ = ("build", "messages", "missing", "target")
+
+    def __init__(
+        self, target: ActorRef, missing: set[int], messages: dict[int, Message],
+        build: Callable[[dict[int, Message]], object],
+    ) -> None:
+        self.target = target
+        self.missing = missing  # seqs whose bodies are still being read
+        self.messages = messages  # seq -> message as taken (without its body while missing)
+        self.build = build  # the message to send, from the complete messages
 
 
 @final
@@ -142,10 +168,37 @@ class QueueActor(Actor):
         self.sync_asked = 0  # the latest write number a JournalSynced was asked for
         self.synced_through = 0  # the latest write number the store said is synced
         self.on_disk = False  # durable on a disk store: confirms wait for JournalSynced
+        # Paging (``memory_target_bytes``): the pager core, its store, the job running its batch,
+        # and the sends waiting for bodies being read (in the order they were made), by seq too.
+        target = config.memory_target_bytes
+        self.pager = None if target is None else self.make_pager(target)
+        self.body_store: BodyStore | None = None if target is None else self.make_body_store()
+        self.page_job: int | None = None
+        self.outbox: deque[_Held] = deque()
+        self.waiting: dict[int, list[_Held]] = {}
+        self.held_pulls: list[tuple[int, int, int, ActorRef | None]] = []  # waiting for a body, in arrival order
 
     def make_entries(self, config: QueueConfig) -> EntryList:
         """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
         return EntryList(config.priorities, config.max_deliveries)
+
+    def make_pager(self, target_bytes: int) -> BodyPager:
+        """The paging core of a queue with ``memory_target_bytes``; a subclass may tune it.
+
+        Entries move out of RAM (delta) in chunks of one per KiB of the target, 2 to
+        ``DELTA_CHUNK_ENTRIES``, keeping twice that many available in RAM (a small target keeps few
+        entries too), unless the queue has a length limit (the ring's victim may be in the delta).
+        """
+        chunk = min(DELTA_CHUNK_ENTRIES, max(2, target_bytes // 1024))
+        return BodyPager(self.entries, target_bytes, None if self.config.max_length is not None else chunk, 2 * chunk)
+
+    def make_body_store(self) -> BodyStore:
+        """Where a paged queue keeps bodies out of RAM: a segment log in a temporary directory.
+
+        A subclass may supply another (a simulated disk, or ``MemoryBodyStore``); it is only ever
+        called from the queue's jobs.
+        """
+        return DiskBodyStore()
 
     def make_manager(self) -> ConsumerManagerActor:
         """The consumer manager child; a subclass may supply a variant."""
@@ -164,7 +217,12 @@ class QueueActor(Actor):
             self.ctx.note(QueueClosed(self.name, self.entries.live_tags()))
 
     def receive(self, message: Any) -> None:
-        """Dispatch one request."""
+        """Dispatch one request; a paged queue then balances its bodies against its memory target."""
+        self._handle(message)
+        if self.pager is not None:
+            self._page()
+
+    def _handle(self, message: Any) -> None:
         if self.journal is not None:
             self.writes_before = self.journal.writes  # see retry_failed
         cls = type(message)
@@ -224,6 +282,12 @@ class QueueActor(Actor):
                 self._wake()
             case JournalSynced(through=through):
                 self._synced(through)
+            case JobDone(job_id=job_id, result=result) if job_id == self.page_job:
+                self.page_job = None
+                self._loaded(result)
+            case JobFailed(job_id=job_id, error=error) if job_id == self.page_job:
+                msg = f"queue {self.name!r}: its body store failed ({error!r})"
+                raise PagingFailed(msg) from error
             case GetStats():
                 self.ctx.reply(self.stats())
             case Published() | PublishRejected() | ConsumerListStats():
@@ -290,6 +354,8 @@ class QueueActor(Actor):
         # The clock matters to an entry only for its TTL or delay; reading it costs a call per publish.
         now = self.ctx.now() if payload.ttl_s is not None or payload.delay_s else 0.0
         entry = self.entries.publish(payload, now)
+        if self.pager is not None:
+            self.pager.published(entry)
         if self.ctx.tracing:
             note = EntryEnqueued(self.name, entry.seq, payload)
             if self.after_write is None:
@@ -384,36 +450,68 @@ class QueueActor(Actor):
             # lower-priority consumer serve what it would have taken.
             self._tell_manager(_WORK)
 
-    def _pull(self, consumer_id: int, max_messages: int, max_bytes: int) -> None:
+    def _pull(self, consumer_id: int, max_messages: int, max_bytes: int, reply_to: ActorRef | None = None) -> None:
+        """Answer a consumer's pull (to ``reply_to``, or the sender); a paged queue may hold it for a body.
+
+        On a paged queue, a walk that reaches an entry whose body is paged out stops in front of it
+        (``EntryList.blocked``). With something taken, the answer says more is there (the consumer
+        pulls again); with nothing, the pull waits, unanswered, for the body and is then handled
+        anew (``_loaded``), so entries are chosen when they are handed over, as without paging.
+        """
         record = self.consumers.get(consumer_id)
         if record is None:
             return
         entries = self.entries
+        pager = self.pager
+        if pager is not None and any(held[0] == consumer_id for held in self.held_pulls):
+            sender = reply_to if reply_to is not None else self.ctx.sender
+            self.held_pulls.append((consumer_id, max_messages, max_bytes, sender))  # after the one held
+            return
         now = self.ctx.now()
+        deadline: float | None = None
         if record.acquiring:
             deadline = now + self.config.ack_deadline_s
             taken, expired, limited = entries.take(consumer_id, now, max_messages, max_bytes, deadline)
             for entry in expired:
                 self._settled(entry, "expired", None)
-            name = self.name
-            deliveries = tuple(
-                [Delivery(name, e.seq, e.message, e.delivery_count, deadline, consumer_id) for e in taken]
-            )
         else:
             taken = entries.browse(consumer_id, max_messages, max_bytes)
             limited = len(taken) >= max_messages
-            deliveries = tuple(Delivery(self.name, e.seq, e.message, e.delivery_count, None, consumer_id)
-                               for e in taken)
-        record.delivered += len(deliveries)
+        if pager is not None:
+            blocked = entries.blocked
+            rank = entries.blocked_rank
+            if blocked is not None or rank is not None:
+                if blocked is not None:
+                    # Held, the pull is handled again as soon as the job is done: read what it will hand over.
+                    pager.need(entries.paged_run(blocked, max_messages) if not taken else (blocked,))
+                else:
+                    assert rank is not None
+                    pager.need_delta(rank)
+                if not taken:
+                    self.held_pulls.append(
+                        (consumer_id, max_messages, max_bytes, reply_to if reply_to is not None else self.ctx.sender)
+                    )
+                    return
+                limited = True
+            if record.acquiring:
+                pager.delivered(taken)
+        name = self.name
+        record.delivered += len(taken)
         exhausted = not limited
         record.pulling = not exhausted
-        if deliveries or not exhausted:
-            self.ctx.reply(Delivered(self.name, deliveries, exhausted))
+        if taken or not exhausted:
+            deliveries = tuple([Delivery(name, e.seq, e.message, e.delivery_count, deadline, consumer_id)
+                                for e in taken])
+            answer = Delivered(name, deliveries, exhausted)
         else:
             nothing = record.nothing
             if nothing is None:
-                nothing = record.nothing = Delivered(self.name, (), True)
-            self.ctx.reply(nothing)
+                nothing = record.nothing = Delivered(name, (), True)
+            answer = nothing
+        if reply_to is None:
+            self.ctx.reply(answer)
+        else:
+            self.ctx.send(reply_to, answer)
         if exhausted:
             notices = record.exhausted_notices
             if notices is None:
@@ -421,7 +519,7 @@ class QueueActor(Actor):
                     ConsumerExhausted(consumer_id, False), ConsumerExhausted(consumer_id, True)
                 )
             self._tell_manager(notices[entries.available > 0])
-        if deliveries and record.acquiring and (self.wake_at is None or self.wake_at > deadline):
+        if taken and deadline is not None and (self.wake_at is None or self.wake_at > deadline):
             self._arm_wake()  # the new leases end at ``deadline``; a timer armed no later covers them
 
     # --- settling -------------------------------------------------------------------------
@@ -495,6 +593,8 @@ class QueueActor(Actor):
                 self.ctx.note(StaleNackIgnored(self.name, tag, consumer_id, attempt, entry.delivery_count))
 
     def _returned(self, returned: Returned, consumer_id: int, reason: str) -> None:
+        if self.pager is not None:
+            self.pager.available_again(returned.available)
         if self.ctx.tracing:
             for entry in returned.available:
                 self.ctx.note(EntryReturned(self.name, entry.seq, consumer_id, reason, entry.available_at))
@@ -516,8 +616,7 @@ class QueueActor(Actor):
         target = self.config.dead_letter
         if target is None:
             return
-        original = entry.message
-        headers = dict(original.headers)
+        headers = dict(entry.message.headers)
         headers[DEAD_LETTER_REASON] = reason
         headers[DEAD_LETTER_QUEUE] = self.name
         headers[DELIVERY_COUNT] = entry.delivery_count
@@ -525,8 +624,15 @@ class QueueActor(Actor):
         if error is not None:
             headers[LAST_ERROR_TYPE] = error.error_type
             headers[LAST_ERROR] = error.text
-        forwarded = attrs.evolve(original, headers=headers, ttl_s=None, delay_s=None)
-        self.ctx.send(target, Publish(forwarded))
+        seq = entry.seq
+
+        def forward(messages: dict[int, Message]) -> Publish:
+            return Publish(attrs.evolve(messages[seq], headers=headers, ttl_s=None, delay_s=None))
+
+        if self.pager is None:
+            self.ctx.send(target, forward({seq: entry.message}))
+        else:
+            self._send_when_loaded(target, (entry,), forward)
 
     # --- time -----------------------------------------------------------------------------
 
@@ -536,6 +642,8 @@ class QueueActor(Actor):
         now = self.ctx.now()
         entries = self.entries
         returned = entries.expire_leases(now)
+        if self.pager is not None:
+            self.pager.available_again(returned.available)
         if self.ctx.tracing:
             for entry in returned.available:
                 self.ctx.note(EntryReturned(self.name, entry.seq, entry.last_consumer, "lease lapsed"))
@@ -632,6 +740,8 @@ class QueueActor(Actor):
     def _use_config(self, config: QueueConfig) -> None:
         self.config = config
         self.entries.max_deliveries = config.max_deliveries
+        if self.pager is not None and config.max_length is not None:
+            self.pager.chunk_entries = None  # a ring's victim must be in RAM: no new delta (see make_pager)
 
     # --- durability -----------------------------------------------------------------------
 
@@ -742,6 +852,54 @@ class QueueActor(Actor):
         journal.save_snapshot(QueueSnapshot(self.entries.snapshot(), consumers, self.rejected, self.next_consumer_id,
                                             self.config))
 
+    # --- paging ---------------------------------------------------------------------------
+
+    def _send_when_loaded(
+        self, target: ActorRef, entries: Iterable[Entry], build: Callable[[dict[int, Message]], object]
+    ) -> None:
+        """Send ``build(messages)`` once the bodies of ``entries`` are in RAM, after every send held before."""
+        pager = self.pager
+        assert pager is not None
+        entries = tuple(entries)
+        messages = {entry.seq: entry.message for entry in entries}
+        missing = pager.need(entries)
+        if not missing and not self.outbox:
+            self.ctx.send(target, build(messages))
+            return
+        held = _Held(target, set(missing), messages, build)
+        for seq in missing:
+            self.waiting.setdefault(seq, []).append(held)
+        self.outbox.append(held)
+
+    def _loaded(self, done: PageDone) -> None:
+        """The body store's job is done: complete the sends waiting for its bodies, in order."""
+        waiting = self.waiting
+        for seq, body in done.bodies:
+            for held in waiting.pop(seq, ()):
+                held.messages[seq] = attrs.evolve(held.messages[seq], body=body)
+                held.missing.discard(seq)
+        assert self.pager is not None
+        self.pager.loaded(done)
+        outbox = self.outbox
+        while outbox and not outbox[0].missing:
+            held = outbox.popleft()
+            self.ctx.send(held.target, held.build(held.messages))
+        pulls = self.held_pulls
+        self.held_pulls = []
+        for consumer_id, max_messages, max_bytes, reply_to in pulls:  # their bodies are in RAM until the next balance
+            if reply_to is not None:
+                self._pull(consumer_id, max_messages, max_bytes, reply_to)
+
+    def _page(self) -> None:
+        """After a handler: balance bodies against the target and start the store's next job if none runs."""
+        pager = self.pager
+        assert pager is not None
+        pager.balance()
+        if self.page_job is None:
+            batch = pager.take_batch()
+            if batch is not None:
+                self.page_job = self.ctx.run_job(run_page_batch, self.body_store, batch)
+
     # --- statistics -----------------------------------------------------------------------
 
     def stats(self) -> QueueStats:
@@ -763,4 +921,7 @@ class QueueActor(Actor):
             expired=entries.expired,
             rejected=self.rejected,
             consumers=consumers,
+            body_bytes_in_ram=None if self.pager is None else self.pager.held_bytes,
+            bodies_paged=entries.paged,
+            entries_out_of_ram=entries.delta_count,
         )

@@ -235,6 +235,10 @@ class QueueConfig:
             passes the work on to the next interested consumer (the silent one stays notified;
             the queue still gives each entry to one consumer). None waits forever, as Qpid
             does, so one frozen consumer can hold work that others with credit could take.
+        memory_target_bytes: most message bytes (``Message.size``) the queue keeps in RAM; past it
+            the bodies of the entries deepest in the queue are written to a body store and read
+            back ahead of need (docs/storage.md, "Paging the broker's queue"). None keeps every
+            body in RAM. Not with ``durable`` yet: a durable queue's journal holds its bodies.
     """
 
     name: str = attrs.field(validator=non_empty_str)
@@ -249,6 +253,7 @@ class QueueConfig:
     durable: bool = attrs.field(default=False)
     hand_over_timeout_s: float | None = attrs.field(default=DEFAULT_HAND_OVER_TIMEOUT_S)
     compact_after_events: int = attrs.field(default=COMPACT_AFTER_EVENTS, validator=positive_int)
+    memory_target_bytes: int | None = attrs.field(default=None)
 
     @priorities.validator
     def _check_priorities(self, attribute: attrs.Attribute[int], value: int) -> None:
@@ -268,6 +273,16 @@ class QueueConfig:
     @hand_over_timeout_s.validator
     def _check_hand_over_timeout(self, attribute: attrs.Attribute[float | None], value: float | None) -> None:
         check_hand_over_timeout("QueueConfig", value)
+
+    @memory_target_bytes.validator
+    def _check_memory_target(self, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+        if value is None:
+            return
+        if type(value) is not int or value < 0:
+            fail("QueueConfig", "memory_target_bytes", "None or an int >= 0 (bytes of bodies kept in RAM)", value)
+        if self.durable:
+            fail("QueueConfig", "memory_target_bytes", "None when durable=True (a durable queue's journal holds "
+                 "every body in RAM, so it cannot page yet)", value)
 
     @dead_letter.validator
     def _check_dead_letter(self, attribute: attrs.Attribute[ActorRef | None], value: ActorRef | None) -> None:

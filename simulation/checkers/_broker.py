@@ -513,6 +513,7 @@ def group_exclusivity(
     holds: dict[int, Receipt] = {}  # tag -> the acquiring receipt that holds it
     holders: dict[str, Counter[tuple[str, int]]] = defaultdict(Counter)  # group -> (client, consumer) -> tags
     taken_back: set[int] = set()  # tags the queue took back by its own act since their last receipt
+    settled: set[int] = set()  # tags settled for good (acked, expired, dead-lettered)
     latest: dict[int, int] = {}  # tag -> the newest attempt any client received
     violations: list[str] = []
     checked = 0
@@ -541,14 +542,17 @@ def group_exclusivity(
             if event.outcome != "acked":  # expired or dead-lettered: the queue's act; an ack is the client's
                 release(event.tag)
                 taken_back.add(event.tag)
+            settled.add(event.tag)
             continue
         assert type(event) is Receipt
         message = event.message
         if not event.acquiring or message is None or message.group is None:
             continue
         group, tag = message.group, event.tag
-        if event.attempt < latest.get(tag, 0) and tag in taken_back:
-            continue  # an attempt the queue had taken back (its lease lapsed) before its client got it
+        if event.attempt < latest.get(tag, 0) and (tag in taken_back or tag in settled):
+            # an attempt the queue had taken back (its lease lapsed) before its client got it, or that a
+            # paused client gets after a later attempt was settled (paged-swarm seed 298 under pause)
+            continue
         latest[tag] = max(latest.get(tag, 0), event.attempt)
         taken_back.discard(tag)
         release(tag)  # given out again: the earlier holder's lease is over

@@ -161,6 +161,8 @@ class BrokerScenario:
             the poker's child, supervised with ``Directive.STOP``.
         hand_over_waits: the queue's ``hand_over_timeout_s`` is None: a consumer told of work keeps
             it until it pulls or loses interest, however long (Qpid's behaviour).
+        memory_target_bytes: the queues page their bodies under this target (``QueueConfig``); None
+            keeps every body in RAM. Ignored for a durable scenario (a durable queue cannot page yet).
     """
 
     messages: int = 50
@@ -197,6 +199,7 @@ class BrokerScenario:
     pokes: tuple[float, ...] = ()
     hand_over_waits: bool = False
     pokes_stop: bool = False
+    memory_target_bytes: int | None = None
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
@@ -572,9 +575,11 @@ def _spawn_broker_actors(
     consumer_factory: ConsumerFactory = ConsumerActor,
 ) -> tuple[ActorRef, ActorRef]:
     """Spawn the scenario's actors; return the queue's and the dead-letter queue's refs."""
+    target = None if scenario.durable else scenario.memory_target_bytes
     dead_letters = system.spawn(
-        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable,
-                                       compact_after_events=scenario.compact_after_events)), name="dead-letters"
+        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable, memory_target_bytes=target,
+                                       compact_after_events=scenario.compact_after_events)),
+        name="dead-letters",
     )
     config = QueueConfig(
         "queue",
@@ -586,6 +591,7 @@ def _spawn_broker_actors(
         compact_after_events=scenario.compact_after_events,
         max_length=scenario.max_length,
         overflow=scenario.overflow,
+        memory_target_bytes=target,
     )
     if scenario.max_message_bytes is not None:
         config = attrs.evolve(config, max_message_bytes=scenario.max_message_bytes)

@@ -292,6 +292,14 @@ def _durable_crash_workload(seed: int) -> BrokerScenario:
                           confirm_timeout_s=3.0)
 
 
+def _paged_swarm_workload(seed: int) -> BrokerScenario:
+    """``broker-swarm``'s draw, its queues paged under a target of no body, one body or a few."""
+    base = broker_swarm(seed)
+    target = seeded_random(f"scenario:paged-swarm:{seed}").choice((0, 0, 8, 40))
+    draws = f"{base.draws}, memory_target_bytes={target}" if base.draws else f"memory_target_bytes={target}"
+    return attrs.evolve(base, memory_target_bytes=target, draws=draws)
+
+
 def _consumer_priorities_workload(seed: int) -> BrokerScenario:
     base = random_broker_scenario(seed, "priorities")
     return attrs.evolve(base, selectors=())
@@ -330,6 +338,10 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
         ScenarioSpec(
             "broker-swarm", "each seed draws its features (TTLs, delays, limits, priorities, groups, browsers, "
             "selectors, retries) and their settings", "broker", broker_swarm,
+        ),
+        ScenarioSpec(
+            "paged-swarm", "broker-swarm's draws on queues that page their bodies out of RAM (memory_target_bytes "
+            "0-40): every delivery, browse and dead letter may wait for a read", "broker", _paged_swarm_workload,
         ),
         ScenarioSpec(
             "leases", "subscriber callbacks slower than the ack deadline: the leaser extends", "subscriber",

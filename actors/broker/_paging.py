@@ -1,0 +1,311 @@
+"""BodyPager: which bodies of a queue's entries stay in RAM under a memory target (sans-IO).
+
+The ``EntryList`` keeps every entry, its order and its state exactly; the pager only decides
+where each live entry's body is: in RAM, or in the queue's body store with ``entry.paged`` set
+(the entry keeps its headers and options, which is all the list's rules read). Its disk work is
+data: ``take_batch`` hands the shell a ``PageBatch`` (writes, reads, deletes) to run in a job,
+and ``loaded`` takes the bodies the job read. Rules, after every handler (``balance``):
+
+* Over the target, bodies leave RAM: first those of acquired entries, the most recently
+  delivered first (their delivery already carries the body; they are needed again only if given
+  back, as RabbitMQ pages unacknowledged messages first), then those of available entries deepest
+  in the queue (lowest priority level, latest seq): the ones needed last.
+* Under the target, the shallowest paged-out available bodies are read back ahead of need
+  (read-ahead), as many as fit beside what is held and being read; a shallower paged body may
+  push out a deeper one, so what RAM holds tends to be the queue's head.
+* A delivery, a browse or a dead letter whose body is paged out asks for it (``need``): the
+  shell holds that answer back until ``loaded`` brings the body, and sends in order.
+
+A body is written to the store once, the first time it is paged out, and deleted once its
+entry reaches a final state (``EntryList.take_unstored``); reads in a batch run before its
+deletes, so a dead letter can still read the body of the entry it settles.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import final
+
+from ._body_store import DeltaRecord, PageBatch, PageDone
+from ._entries import Entry, EntryList, EntryState
+
+_AVAILABLE = EntryState.AVAILABLE
+_ACQUIRED = EntryState.ACQUIRED
+
+
+@final
+class BodyPager:
+    """Keeps the bodies of ``entries`` in RAM within ``target_bytes`` (``Message.size`` counted).
+
+    Args:
+        entries: the queue's entry list (the pager swaps bodies in and out of its entries).
+        target_bytes: bytes of bodies the queue may hold in RAM, live entries only; 0 pages every body.
+        chunk_entries: with delta on, entries move out of RAM (into a level's delta) this many at a
+            time; None keeps every entry in RAM.
+        keep_entries: available entries kept in RAM: chunks go to delta while more than this and a
+            chunk are, and come back once no more than this are.
+    """
+
+    def __init__(
+        self, entries: EntryList, target_bytes: int, chunk_entries: int | None = None, keep_entries: int = 0
+    ) -> None:
+        if type(target_bytes) is not int or target_bytes < 0:
+            msg = f"BodyPager.target_bytes must be an int >= 0, got {target_bytes!r}"
+            raise ValueError(msg)
+        if chunk_entries is not None and (type(chunk_entries) is not int or chunk_entries < 1):
+            msg = f"BodyPager.chunk_entries must be None or an int >= 1, got {chunk_entries!r}"
+            raise ValueError(msg)
+        if type(keep_entries) is not int or keep_entries < 0:
+            msg = f"BodyPager.keep_entries must be an int >= 0, got {keep_entries!r}"
+            raise ValueError(msg)
+        self.entries = entries
+        self.target_bytes = target_bytes
+        self.chunk_entries = chunk_entries
+        self.keep_entries = keep_entries
+        self._chunk_writes: list[tuple[int, tuple[DeltaRecord, ...]]] = []
+        self._chunk_reads: list[int] = []
+        self._chunk_deletes: list[int] = []
+        self.loading: dict[int, int] = {}
+        """Delta chunks being read back: key -> level."""
+        self._next_chunk = -1  # chunk keys count down from -1: bodies have the positive keys
+        # Entries read back from a delta never go to one again: a walk that had to load them (and
+        # passed them) would otherwise meet them again after a push, and so on without end.
+        self.came_back: set[int] = set()
+        # Lazy heaps of seqs (stale items skipped when met, rebuilt when they dominate):
+        self._deepest: list[tuple[int, int, int]] = []  # (-rank, -seq, seq): available bodies in RAM, deepest first
+        self._shallowest: list[tuple[int, int]] = []  # (rank, seq): available bodies paged out, shallowest first
+        self._delivered: list[int] = []  # seqs acquired with a body in RAM, latest last
+        self._writes: list[tuple[int, bytes]] = []
+        self._reads: list[int] = []
+        self.reading: dict[int, int] = {}
+        """Seqs asked of the store and not yet ``loaded``, with their sizes."""
+        self.reading_bytes = 0
+        self.in_flight = False
+        """Whether a batch is with the store (the shell runs one at a time)."""
+        self.written = 0
+        self.read = 0
+        self.deleted = 0
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the live entries' bodies in RAM."""
+        entries = self.entries
+        return entries.live_bytes - entries.paged_bytes
+
+    # --- what happened to entries ----------------------------------------------------------
+
+    def published(self, entry: Entry) -> None:
+        """A new entry, its body in RAM."""
+        heapq.heappush(self._deepest, (-entry.position[0], -entry.seq, entry.seq))
+
+    def available_again(self, entries: Iterable[Entry]) -> None:
+        """Entries given back (released, nacked, lapsed) at their positions."""
+        for entry in entries:
+            self._track(entry)
+
+    def delivered(self, entries: Iterable[Entry]) -> None:
+        """Entries acquired by a consumer (their deliveries have their bodies, or wait for them)."""
+        delivered = self._delivered
+        for entry in entries:
+            if not entry.paged:
+                delivered.append(entry.seq)
+
+    def need_delta(self, rank: int) -> None:
+        """A walk met level ``rank``'s delta: read its first chunk back (once)."""
+        chunk = self.entries.first_delta_chunk(rank)
+        if chunk is not None and chunk.key not in self.loading:
+            self.loading[chunk.key] = rank
+            self._chunk_reads.append(chunk.key)
+
+    def need(self, entries: Iterable[Entry]) -> list[int]:
+        """Ask for the paged-out bodies of ``entries`` (an answer waits for them); returns their seqs."""
+        missing = []
+        for entry in entries:
+            if entry.paged:
+                missing.append(entry.seq)
+                self._read(entry)
+        return missing
+
+    # --- decisions ----------------------------------------------------------------------------
+
+    def balance(self) -> None:
+        """Page bodies out past the target, and read the shallowest back while they fit."""
+        target = self.target_bytes
+        held = self.held_bytes
+        while held > target:
+            victim = self._victim()
+            if victim is None:
+                break
+            self._page_out(victim)
+            held -= victim.size
+        while True:
+            wanted = self._next_wanted()
+            if wanted is None or self.reading_bytes + wanted.size > target:
+                break
+            if held + self.reading_bytes + wanted.size <= target:
+                self._read(wanted)
+                continue
+            deeper = self._deepest_in_ram()
+            if deeper is None or deeper.position <= wanted.position:
+                break
+            heapq.heappop(self._deepest)
+            self._page_out(deeper)
+            held -= deeper.size
+        if self.chunk_entries is not None:
+            self._push_deltas(self.chunk_entries)
+        self._compact()
+
+    def _push_deltas(self, count: int) -> None:
+        """Move runs of entries out of RAM, deepest level first, while more than ``keep_entries`` + a
+        chunk are available in RAM; read the first delta back once no more than ``keep_entries`` are.
+
+        The gap of a chunk between the two thresholds keeps a load from being pushed straight back.
+        """
+        entries = self.entries
+        reading = self.reading
+        ranks = tuple(reversed(entries.ranks_in_use()))
+        while entries.available - entries.delta_count > self.keep_entries + count:
+            for rank in ranks:
+                run = entries.delta_candidates(rank, count)
+                came_back = self.came_back
+                if run is not None and not any(entry.seq in reading or entry.seq in came_back for entry in run):
+                    key = self._next_chunk
+                    self._next_chunk -= 1
+                    self._chunk_writes.append((key, entries.push_delta(rank, run, key)))
+                    break
+            else:
+                break
+        if entries.delta_count and entries.available - entries.delta_count <= self.keep_entries:
+            for rank in entries.delta_ranks()[:1]:  # the queue's head is near: read the first delta back
+                self.need_delta(rank)
+
+    def take_batch(self) -> PageBatch | None:
+        """The store's next job, if there is work and none in flight (then one is, until ``loaded``)."""
+        if self.in_flight:
+            return None
+        deletes = self.entries.take_unstored()
+        if not (self._writes or self._reads or deletes or self._chunk_writes or self._chunk_reads
+                or self._chunk_deletes):
+            return None
+        batch = PageBatch(tuple(self._writes), tuple(self._reads), tuple(deletes), tuple(self._chunk_writes),
+                          tuple(self._chunk_reads), tuple(self._chunk_deletes))
+        self._writes = []
+        self._reads = []
+        self._chunk_writes = []
+        self._chunk_reads = []
+        self._chunk_deletes = []
+        self.written += len(batch.writes)
+        self.deleted += len(deletes)
+        self.in_flight = True
+        return batch
+
+    def loaded(self, done: PageDone) -> None:
+        """The batch in flight is done; put the bodies and delta chunks it read back in RAM."""
+        self.in_flight = False
+        entries = self.entries
+        for key, records in done.chunks:
+            rank = self.loading.pop(key)
+            chunk = entries.first_delta_chunk(rank)
+            if chunk is None or chunk.key != key:
+                msg = f"delta chunk {key} of level {rank} came back, but it is not the level's first"
+                raise ValueError(msg)
+            for back in entries.load_delta(rank, records):
+                heapq.heappush(self._shallowest, back.position)
+                self.came_back.add(back.seq)
+            self._chunk_deletes.append(key)
+        reading = self.reading
+        for seq, body in done.bodies:
+            self.read += 1
+            self.reading_bytes -= reading.pop(seq, 0)
+            entry = entries.get(seq)
+            if entry is None or not entry.paged:
+                continue  # settled while read (a dead letter or a browse had it read)
+            entries.page_in(entry, body)
+            if entry.state is _ACQUIRED:
+                self._delivered.append(seq)
+            else:
+                self._track(entry)
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _track(self, entry: Entry) -> None:
+        if entry.paged:
+            heapq.heappush(self._shallowest, entry.position)
+        else:
+            heapq.heappush(self._deepest, (-entry.position[0], -entry.seq, entry.seq))
+
+    def _read(self, entry: Entry) -> None:
+        seq = entry.seq
+        if seq not in self.reading:
+            self.reading[seq] = entry.size
+            self.reading_bytes += entry.size
+            self._reads.append(seq)
+
+    def _page_out(self, entry: Entry) -> None:
+        body = self.entries.page_out(entry)
+        if body is not None:
+            self._writes.append((entry.seq, body))
+        if entry.state is _AVAILABLE:
+            heapq.heappush(self._shallowest, entry.position)
+
+    def _victim(self) -> Entry | None:
+        """The next body to page out: the latest delivered one still in RAM, else the deepest available."""
+        delivered = self._delivered
+        get = self.entries.get
+        while delivered:
+            entry = get(delivered.pop())
+            if entry is not None and entry.state is _ACQUIRED and not entry.paged:
+                return entry
+        entry = self._deepest_in_ram()
+        if entry is not None:
+            heapq.heappop(self._deepest)
+        return entry
+
+    def _deepest_in_ram(self) -> Entry | None:
+        """The deepest available entry whose body is in RAM (left at the heap's top), if any."""
+        deepest = self._deepest
+        get = self.entries.get
+        while deepest:
+            entry = get(deepest[0][2])
+            if entry is not None and entry.state is _AVAILABLE and not entry.paged:
+                return entry
+            heapq.heappop(deepest)
+        return None
+
+    def _next_wanted(self) -> Entry | None:
+        """The shallowest available entry whose body is paged out and not being read, if any."""
+        shallowest = self._shallowest
+        get = self.entries.get
+        while shallowest:
+            entry = get(shallowest[0][1])
+            if entry is not None and entry.state is _AVAILABLE and entry.paged and entry.seq not in self.reading:
+                return entry
+            heapq.heappop(shallowest)
+        return None
+
+    def _compact(self) -> None:
+        """Rebuild a heap whose stale items (settled, taken, moved) outnumber the live entries."""
+        entries = self.entries
+        live = entries.available + entries.acquired - entries.delta_count  # the live entries in RAM
+        limit = 2 * live + 256
+        get = entries.get
+        if len(self._deepest) > limit:
+            self._deepest = [
+                item for item in self._deepest
+                if (e := get(item[2])) is not None and e.state is _AVAILABLE and not e.paged
+            ]
+            heapq.heapify(self._deepest)
+        if len(self._shallowest) > limit:
+            self._shallowest = [
+                item for item in self._shallowest
+                if (e := get(item[1])) is not None and e.state is _AVAILABLE and e.paged
+            ]
+            heapq.heapify(self._shallowest)
+        if len(self.came_back) > limit:
+            self.came_back = {seq for seq in self.came_back if get(seq) is not None}
+        if len(self._delivered) > limit:
+            self._delivered = [
+                seq for seq in self._delivered
+                if (e := get(seq)) is not None and e.state is _ACQUIRED and not e.paged
+            ]

@@ -1,0 +1,115 @@
+"""RAM per queued message, with and without paging: a backlog on ``QueueActor`` measured by tracemalloc.
+
+A queue on ``TrioSystem`` takes ``messages`` bodies of ``size`` bytes (``PublishBatch`` of ``batch``),
+once with every body in RAM and once with ``memory_target_bytes`` (bodies written to a
+``DiskBodyStore`` in a job); once the system is quiet (the store's last job done), the Python heap
+the backlog holds is read with tracemalloc (every thread's allocations: the store's table too) and
+divided by ``messages``. Then the queue is drained by one consumer and every body checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import tracemalloc
+
+import trio
+
+from conveyor.actors.broker import (
+    Ack,
+    ConsumerActor,
+    ConsumerSettings,
+    Delivery,
+    GetStats,
+    Message,
+    PublishBatch,
+    QueueActor,
+    QueueConfig,
+    QueueStats,
+)
+from conveyor.runtime import Actor, TrioSystem
+
+from ._common import check_equal
+
+
+class _Drain(Actor):
+    """Acks every delivery and checks its body against the one published."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.received = 0
+        self.wrong = 0
+
+    def receive(self, message: object) -> None:
+        if type(message) is Delivery:
+            if message.message.body != _body(int(message.message.message_id), self.size):
+                self.wrong += 1
+            self.received += 1
+            assert self.ctx.sender is not None
+            self.ctx.send(self.ctx.sender, Ack(message.consumer_id, (message.tag,)))
+
+
+def _body(number: int, size: int) -> bytes:
+    return number.to_bytes(8, "big") * (size // 8) + bytes(size % 8)
+
+
+async def _backlog(messages: int, size: int, batch: int, target: int | None) -> dict[str, float]:
+    gc.collect()
+    async with TrioSystem() as system:
+        queue = system.spawn(lambda: QueueActor(QueueConfig("backlog", memory_target_bytes=target)), name="q")
+        await system.ask(queue, GetStats())
+        await system.wait_quiet()
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for start in range(0, messages, batch):
+            numbers = range(start, min(messages, start + batch))
+            payloads = tuple(Message(_body(n, size), message_id=str(n)) for n in numbers)
+            await system.ask(queue, PublishBatch(payloads), 60.0)
+        await system.wait_quiet()
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+        stats: QueueStats = await system.ask(queue, GetStats())
+        check_equal("paging", "depth", messages, stats.depth)
+        drain = _Drain(size)
+        client = system.spawn(lambda: drain, name="drain")
+        system.spawn(lambda: ConsumerActor(queue, client, ConsumerSettings(prefetch_messages=500)), name="consumer")
+        with trio.fail_after(600):
+            while drain.received < messages:
+                await trio.sleep(0.05)
+        check_equal("paging", "bodies intact", 0, drain.wrong)
+        system.shutdown()
+    return {"bytes_per_message": held / messages, "bodies_in_ram": float(stats.body_bytes_in_ram or messages * size)}
+
+
+def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: int = 1024 * 1024) -> dict[str, float]:
+    """Measure the backlog's heap without and with paging; print and return the figures."""
+    tracemalloc.start()
+    try:
+        plain = trio.run(_backlog, messages, size, batch, None)
+        paged = trio.run(_backlog, messages, size, batch, target)
+    finally:
+        tracemalloc.stop()
+    figures = {
+        "ram_per_message_bytes": plain["bytes_per_message"],
+        "paged_ram_per_message_bytes": paged["bytes_per_message"],
+        "paged_bodies_in_ram_bytes": paged["bodies_in_ram"],
+    }
+    print(f"paging: {messages:,} queued messages of {size:,} bytes (tracemalloc, after quiet)")
+    print(f"  every body in RAM:                 {figures['ram_per_message_bytes']:>10,.0f} bytes a message")
+    print(f"  memory_target_bytes={target:,}: {figures['paged_ram_per_message_bytes']:>10,.0f} bytes a message "
+          f"({figures['paged_bodies_in_ram_bytes']:,.0f} bytes of bodies held)")
+    return figures
+
+
+def cli() -> None:
+    """``python -m conveyor.benchmarks.paging``."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--target", type=int, default=1024 * 1024)
+    args = parser.parse_args()
+    main(messages=args.messages, size=args.size, target=args.target)
+
+
+if __name__ == "__main__":
+    cli()
