@@ -159,6 +159,7 @@ class QueueActor(Actor):
         self.incarnation = 0  # this instance's id in its Rejoin handshakes (drawn at recovery)
         self.journal: Journal | None = None  # a durable queue's, once recovered
         self.writes_before = 0  # the journal's writes when the message being handled arrived
+        self.compaction_asked: int | None = None  # held bytes of a compaction asked for during this handler
         # Inside ``_one_write``: what the writes announce (trace notes, dead letters), held until
         # the group is written; None outside.
         self.after_write: list[Callable[[], None]] | None = None
@@ -217,8 +218,16 @@ class QueueActor(Actor):
             self.ctx.note(QueueClosed(self.name, self.entries.live_tags()))
 
     def receive(self, message: Any) -> None:
-        """Dispatch one request; a paged queue then balances its bodies against its memory target."""
+        """Dispatch one request; a paged queue then balances its bodies against its memory target.
+
+        A compaction the handler's journal calls asked for comes after the whole handler: a snapshot
+        taken between two of its writes would keep half its work if the second write failed, and
+        the restarted queue would neither have the rest nor be handed the request again.
+        """
         self._handle(message)
+        if self.compaction_asked is not None:
+            held_bytes, self.compaction_asked = self.compaction_asked, None
+            self._compact_now(held_bytes)
         if self.pager is not None:
             self._page()
 
@@ -839,6 +848,11 @@ class QueueActor(Actor):
         self._work_and_wake()
 
     def _compact_if_long(self, held_bytes: int = 0) -> None:
+        """After a journaled call: compact when the handler is done (``receive``), if events outgrow the state."""
+        asked = self.compaction_asked
+        self.compaction_asked = held_bytes if asked is None else max(asked, held_bytes)
+
+    def _compact_now(self, held_bytes: int = 0) -> None:
         """Replace the journal's events by a snapshot once they outgrow the state they describe."""
         journal = self.journal
         if journal is None or journal.in_atomic or not needs_compaction(
