@@ -286,6 +286,19 @@ PLANTED: tuple[PlantedBug, ...] = (
         "paging", Variant(shell=storage.keeps_unacked_bodies), budget=30, checkers=frozenset({"paging_ram"}),
     ),
     PlantedBug(
+        "endless-restart-budget", "the restart budget is never spent: a failing actor is restarted for ever",
+        "broker-swarm", Variant(simulation=lifecycle.EndlessBudget), budget=30, checkers=frozenset({"supervision"}),
+    ),
+    PlantedBug(
+        "early-expiry", "a message expires half way through its time to live", "broker-swarm",
+        Variant(queue=broker.queue_with_entries(promises.EarlyExpiry)), budget=30,
+        checkers=frozenset({"expiry_not_early"}),
+    ),
+    PlantedBug(
+        "greedy-consumer", "each pull asks for one message more than the client has room for", "fairness",
+        Variant(consumer=promises.GreedyConsumer), budget=10, checkers=frozenset({"consumer_credit"}),
+    ),
+    PlantedBug(
         "ack-confirmed-before-sync", "the queue answers Ack(confirm=True) before the journal synced the ack (issue 18)",
         "durable-crash", Variant(queue=storage.EagerAckConfirms), budget=30, checkers=frozenset({"acked_stays_acked"}),
     ),

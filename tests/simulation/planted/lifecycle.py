@@ -104,12 +104,26 @@ class KeepsTimers(_SimCell):  # type: ignore[misc]
             super()._cancel_all_timers()
 
 
+class EndlessBudgetCell(_SimCell):  # type: ignore[misc]
+    """Broken: the restart budget is never spent: a failing actor is restarted for ever, never stopped."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.budget = _EndlessBudget()
+
+
+class _EndlessBudget:
+    def try_spend(self, now: float, strategy: object) -> bool:
+        return True
+
+
 Resuming = _simulation_with(ResumingCell)
 Orphaning = _simulation_with(OrphaningCell)
 ForgetfulRetry = _simulation_with(ForgetsRetry)
 TwiceRetried = _simulation_with(RetriesTwice)
 StartOvertaken = _simulation_with(NoEarlyBuffer)
 TimersSurviveRestart = _simulation_with(KeepsTimers)
+EndlessBudget = _simulation_with(EndlessBudgetCell)
 
 
 class MailboxLosing(_WithCell):  # type: ignore[misc]

@@ -8,12 +8,13 @@ Each is the real class with one rule broken, plugged in through ``Variant`` as `
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 import attrs
 
-from conveyor.actors.broker import ConsumerLists, EntryList
-from conveyor.actors.broker._entries import Returned
+from conveyor.actors.broker import ConsumerActor, ConsumerLists, EntryList, Message
+from conveyor.actors.broker._entries import Entry, Returned
 from conveyor.actors.subscriber import FlowControl, Leaser, StreamingPullManager
 from conveyor.actors.subscriber._protocol import Settlement, SettlementKind
 from conveyor.runtime import ActorRef
@@ -110,3 +111,22 @@ class AcksOnShutdown(StreamingPullManager):
             for ack_id in tuple(self.ledger.pending):
                 self._settle(Settlement(SettlementKind.ACK, ack_id))
         super()._cancel()
+
+
+class EarlyExpiry(EntryList):
+    """Broken: a message expires half way through its time to live."""
+
+    def publish(self, message: Message, now: float) -> Entry:
+        entry = super().publish(message, now)
+        if message.ttl_s is not None and entry.expires_at is not None:
+            entry.expires_at = now + message.ttl_s / 2
+            heapq.heappush(self._ttls, (entry.expires_at, entry.seq))
+        return entry
+
+
+class GreedyConsumer(ConsumerActor):  # type: ignore[misc]
+    """Broken: each pull asks for one message more than the client has room for."""
+
+    def _credit(self) -> tuple[int, int]:
+        messages, byte_credit = super()._credit()
+        return (messages + 1 if messages > 0 else messages), byte_credit
