@@ -299,6 +299,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         Variant(consumer=promises.GreedyConsumer), budget=10, checkers=frozenset({"consumer_credit"}),
     ),
     PlantedBug(
+        "short-extensions", "the leaser asks for the shortest extension allowed, not the processing times' p99",
+        "subscriber-swarm", Variant(manager=promises.ShortExtensions), budget=30,
+        checkers=frozenset({"lease_extension"}),
+    ),
+    PlantedBug(
         "ack-confirmed-before-sync", "the queue answers Ack(confirm=True) before the journal synced the ack (issue 18)",
         "durable-crash", Variant(queue=storage.EagerAckConfirms), budget=30, checkers=frozenset({"acked_stays_acked"}),
     ),

@@ -16,6 +16,7 @@ import attrs
 from conveyor.actors.broker import ConsumerActor, ConsumerLists, EntryList, Message
 from conveyor.actors.broker._entries import Entry, Returned
 from conveyor.actors.subscriber import FlowControl, Leaser, StreamingPullManager
+from conveyor.actors.subscriber._leases import LeaseTable
 from conveyor.actors.subscriber._protocol import Settlement, SettlementKind
 from conveyor.runtime import ActorRef
 
@@ -99,8 +100,22 @@ class EarlyClockLeaser(Leaser):  # type: ignore[misc]
                 self._arm(self.table.next_check_at)
 
 
+class ShortExtensionLeaser(Leaser):  # type: ignore[misc]
+    """Broken: always asks for the shortest extension the flow allows, whatever the callbacks take (no p99)."""
+
+    def __init__(self, manager: ActorRef, dispatcher: ActorRef, flow: FlowControl) -> None:
+        super().__init__(manager, dispatcher, flow)
+        self.table = _ShortTable(flow)
+
+
+class _ShortTable(LeaseTable):  # type: ignore[misc]
+    def deadline_for(self, histogram: Any) -> float:
+        return float(self._flow.min_duration_per_lease_extension_s)
+
+
 EndlessLeases = manager_with(leaser=EndlessLeaser)
 EarlyClocks = manager_with(leaser=EarlyClockLeaser)
+ShortExtensions = manager_with(leaser=ShortExtensionLeaser)
 
 
 class AcksOnShutdown(StreamingPullManager):
