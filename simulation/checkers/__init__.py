@@ -19,6 +19,7 @@ from ._broker import jain_index as jain_index
 from ._broker import priority_order as priority_order
 from ._broker import strict_order as strict_order
 from ._consumer_credit import consumer_credit as consumer_credit
+from ._dead_letter_target import dead_letter_target as dead_letter_target
 from ._deliveries import delivery_count as delivery_count
 from ._deliveries import delivery_limit as delivery_limit
 from ._deliveries import exclusive_lease as exclusive_lease
@@ -116,6 +117,7 @@ __all__ = [
     "DeliverySettled",
     "AckConfirmed",
     "acked_stays_acked",
+    "dead_letter_target",
     "EnqueueAnswered",
     "EnqueueSent",
     "FinalBrowseStarted",

@@ -55,6 +55,7 @@ from conveyor.simulation.checkers import (
     browser_completeness,
     consumer_credit,
     consumer_priority,
+    dead_letter_target,
     delivery_count,
     delivery_limit,
     drained,
@@ -148,7 +149,8 @@ class BrokerScenario:
             limit, one byte over it, or twice it).
         reconfigure_at: when the publisher sends the queue a ``Reconfigure`` (None: never), with
             ``reconfigure_ack_deadline_s``, ``reconfigure_max_message_bytes``,
-            ``reconfigure_max_deliveries`` and ``reconfigure_retry`` (None: as before).
+            ``reconfigure_max_deliveries`` and ``reconfigure_retry`` (None: as before); with
+            ``reconfigure_dead_letter`` it also switches the dead letters to a second queue.
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
         disk: the queues journal on a simulated disk that misbehaves so (None: in memory); their
             process may crash (``ProcessCrash``), and only the clients' word judges the run.
@@ -192,6 +194,7 @@ class BrokerScenario:
     reconfigure_max_message_bytes: int | None = None
     reconfigure_max_deliveries: int | None = None
     reconfigure_retry: RetryPolicy | None = None
+    reconfigure_dead_letter: bool = False
     draws: str = ""
     disk: DiskFaults | None = None
     confirm_timeout_s: float | None = None
@@ -241,7 +244,7 @@ class BrokerScenario:
         if self.batch > 1 or self.max_message_bytes is not None or self.oversize:
             names.append("publish_outcomes")
         if self.reconfigure_at is not None:
-            names.append("reconfigure")
+            names += ["reconfigure", "dead_letter_target"]
         return names
 
     @property
@@ -285,10 +288,12 @@ class ScenarioPublisher(Actor):
     ``total_queue``, which judges the queue by its clients' word alone.
     """
 
-    def __init__(self, queue: ActorRef, scenario: BrokerScenario, config: QueueConfig | None = None) -> None:
+    def __init__(self, queue: ActorRef, scenario: BrokerScenario, config: QueueConfig | None = None,
+                 next_dead_letter: ActorRef | None = None) -> None:
         self.queue = queue
         self.scenario = scenario
         self.config = config  # the queue's settings, which a ``Reconfigure`` changes
+        self.next_dead_letter = next_dead_letter  # where a Reconfigure sends the dead letters from then on
         self.confirmed = 0
         self.queue_path = str(queue.path)
         self.noting = False
@@ -352,8 +357,10 @@ class ScenarioPublisher(Actor):
             limit = scenario.reconfigure_max_message_bytes or self.config.max_message_bytes
             deliveries = scenario.reconfigure_max_deliveries or self.config.max_deliveries
             retry = scenario.reconfigure_retry or self.config.retry
+            dead_letter = self.next_dead_letter or self.config.dead_letter
             self.config = attrs.evolve(self.config, ack_deadline_s=scenario.reconfigure_ack_deadline_s,
-                                       max_message_bytes=limit, max_deliveries=deliveries, retry=retry)
+                                       max_message_bytes=limit, max_deliveries=deliveries, retry=retry,
+                                       dead_letter=dead_letter)
             self.ctx.send(self.queue, Reconfigure(self.config))
 
     def _message(self, index: int) -> tuple[Message, bool]:
@@ -573,14 +580,20 @@ def spawn_broker_scenario(
 def _spawn_broker_actors(
     system: ActorSystemBase, scenario: BrokerScenario, queue_factory: QueueFactory,
     consumer_factory: ConsumerFactory = ConsumerActor,
-) -> tuple[ActorRef, ActorRef]:
-    """Spawn the scenario's actors; return the queue's and the dead-letter queue's refs."""
+) -> tuple[ActorRef, tuple[ActorRef, ...]]:
+    """Spawn the scenario's actors; return the queue's ref and the dead-letter queues' (the second one a
+    ``Reconfigure`` switches to, if the scenario draws one)."""
     target = None if scenario.durable else scenario.memory_target_bytes
-    dead_letters = system.spawn(
-        lambda: QueueActor(QueueConfig("dead-letters", durable=scenario.durable, memory_target_bytes=target,
-                                       compact_after_events=scenario.compact_after_events)),
-        name="dead-letters",
-    )
+
+    def dead_letter_queue(name: str) -> ActorRef:
+        return system.spawn(
+            lambda: QueueActor(QueueConfig(name, durable=scenario.durable, memory_target_bytes=target,
+                                           compact_after_events=scenario.compact_after_events)),
+            name=name,
+        )
+
+    dead_letters = dead_letter_queue("dead-letters")
+    later = dead_letter_queue("dead-letters-2") if scenario.reconfigure_dead_letter else None
     config = QueueConfig(
         "queue",
         ack_deadline_s=scenario.ack_deadline_s,
@@ -612,11 +625,11 @@ def _spawn_broker_actors(
     for index in range(scenario.browsers):
         settings = ConsumerSettings(prefetch_messages=scenario.prefetch, acquiring=False)
         system.spawn(client(ClientPolicy(), settings), name=f"browser-{index}")
-    system.spawn(lambda: ScenarioPublisher(queue, scenario, config), name="publisher")
+    system.spawn(lambda: ScenarioPublisher(queue, scenario, config, later), name="publisher")
     if scenario.pokes:
         flaky = None if scenario.pokes_stop else system.spawn(FlakyActor, name=FLAKY)
         system.spawn(lambda: Poker(flaky, scenario.pokes), name="poker")
-    return queue, dead_letters
+    return queue, (dead_letters,) if later is None else (dead_letters, later)
 
 
 def random_broker_scenario(seed: int, kind: str = "mixed") -> BrokerScenario:
@@ -678,7 +691,7 @@ def run_broker_simulation(
         sim.process_crash_listeners.append(lambda: _connections_lost(sim, paths))
     result = sim.run(max_steps=max_steps)
     if result.quiet and sim.tracer is not None and unsettled_by_clients(sim.trace):
-        browse_what_is_left(sim, ((queue, False), (dead_letters, True)))
+        browse_what_is_left(sim, ((queue, False), *((dead, True) for dead in dead_letters)))
         more = sim.run(max_steps=max_steps - result.steps)
         result = RunResult(steps=result.steps + more.steps, time=more.time, quiet=more.quiet)
     sim.shutdown()
@@ -748,6 +761,8 @@ def _scenario_checker(name: str, scenario: BrokerScenario) -> Callable[[SharedTr
     if name == "publish_outcomes":
         limit = scenario.max_message_bytes or QueueConfig("default").max_message_bytes
         return lambda trace, queue: publish_outcomes(trace, queue, limit)
+    if name == "dead_letter_target":
+        return lambda trace, queue: dead_letter_target(trace, queue, DEAD_LETTERS)
     if name == "reconfigure":
         return lambda trace, queue: reconfigure(trace, queue, scenario.ack_deadline_s, BROWSERS)
     return _CHECKERS[name]

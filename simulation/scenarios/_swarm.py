@@ -243,6 +243,9 @@ def broker_promise_features(seed: int, scenario: BrokerScenario) -> BrokerScenar
         low = round(min(2.0, max(0.05, before) * rng.uniform(1.2, 2.0)), 3)
         new_retry = RetryPolicy(low, round(low * rng.choice((1, 2)), 3))
         drawn.append(f"retry=({new_retry.min_backoff_s}, {new_retry.max_backoff_s})")
+    switch_dead_letters = reconfigure_at is not None and rng.random() < 0.5  # to a second dead-letter queue
+    if switch_dead_letters:
+        drawn.append("dead_letter=/dead-letters-2")
     if not drawn:
         return scenario
     consumers = tuple(attrs.evolve(policy, stale_nack=stale, confirm=confirm) for policy in scenario.consumers)
@@ -250,5 +253,6 @@ def broker_promise_features(seed: int, scenario: BrokerScenario) -> BrokerScenar
         scenario, consumers=consumers, immediate=immediate, batch=batch, max_message_bytes=limit, oversize=oversize,
         reconfigure_at=reconfigure_at, reconfigure_ack_deadline_s=deadline, reconfigure_max_message_bytes=new_limit,
         reconfigure_max_deliveries=new_deliveries, reconfigure_retry=new_retry,
+        reconfigure_dead_letter=switch_dead_letters,
         draws=f"{scenario.draws} {' '.join(drawn)}",
     )

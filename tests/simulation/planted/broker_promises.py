@@ -92,6 +92,13 @@ class ReconfigureKeepsRetry(QueueActor):
         super()._reconfigure(attrs.evolve(config, retry=self.config.retry))
 
 
+class ReconfigureKeepsDeadLetter(QueueActor):
+    """Broken: ``Reconfigure`` takes every new setting but the dead-letter queue: dead letters go where they went."""
+
+    def _reconfigure(self, config: QueueConfig) -> None:
+        super()._reconfigure(attrs.evolve(config, dead_letter=self.config.dead_letter))
+
+
 class ImmediateIgnored(QueueActor):
     """Broken: ``Publish(immediate=True)`` is enqueued like any publish, whether a consumer can take it now or not."""
 

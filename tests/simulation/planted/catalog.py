@@ -345,6 +345,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"not_before"}),
     ),
     PlantedBug(
+        "reconfigure-keeps-dead-letter", "Reconfigure takes all but the dead-letter queue, which stays the old one",
+        "broker-swarm", Variant(queue=broker_promises.ReconfigureKeepsDeadLetter), budget=30,
+        checkers=frozenset({"dead_letter_target"}),
+    ),
+    PlantedBug(
         "filter-blind-topic", "the topic routes every message to every subscription, whatever its filter",
         "pubsub-front", Variant(topic=pubsub_promises.FilterBlindTopic), budget=10,
         checkers=frozenset({"filter_respected"}),
