@@ -147,7 +147,7 @@ def rabbitmq_phases(messages: int, body: bytes, window: int, prefetch: int, ack_
     return Phases(publish_s, consume_s, publish_cpu_s, consume_cpu_s)
 
 
-# --- the memory row's broker path: a durable queue filled in a child process -----------------------
+# --- the memory row's broker path: a queue filled in a child process (durable, or paged when it can) ------
 
 
 def memory_option(explicit: str | None = None) -> str | None:
@@ -167,8 +167,8 @@ def memory_option(explicit: str | None = None) -> str | None:
 
 async def _fill(directory: str, messages: int, body: bytes, window: int, option: str | None, target: int) -> float:
     async with TrioSystem(journal_store=DiskJournalStore(directory)) as system:
-        config = QueueConfig("bench", ack_deadline_s=ACK_DEADLINE_S, durable=True)
-        if option is not None:
+        config = QueueConfig("bench", ack_deadline_s=ACK_DEADLINE_S, durable=option is None)
+        if option is not None:  # a durable queue cannot page yet (its journal holds every body): a transient one
             paging: dict[str, Any] = {option: target}  # a field this module may not know the type of
             config = attrs.evolve(config, **paging)
         queue = system.spawn(lambda: QueueActor(config), name="q")
