@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterator
-from typing import Final, ParamSpec, TypeVar, final
+from typing import ClassVar, Final, ParamSpec, TypeVar, final
 
 import attrs
 
@@ -59,6 +59,36 @@ DEFAULT_FLUSH_BYTES: Final = 1024 * 1024
 
 class StorageFailed(ConveyorError):
     """A file operation failed, so what is on disk is no longer known: reopen the log to recover."""
+
+
+class FailStop:
+    """Fail-stop for a set of files: after one failed file operation nothing more is done until reopened.
+
+    A failed write or fsync leaves the files in a state the process no longer knows (the page cache
+    may or may not hold them), so the owner refuses every later call; reopening reads back what the
+    disk kept. ``_what`` names the files in errors.
+    """
+
+    _what: ClassVar[str]
+    _directory: str
+    _closed: bool
+    _failed: BaseException | None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = f"{self._what} {self._directory} is closed"
+            raise StorageFailed(msg)
+        if self._failed is not None:
+            msg = f"{self._what} {self._directory} failed earlier ({self._failed!r}): reopen it to recover"
+            raise StorageFailed(msg) from self._failed
+
+    def _guarded(self, operation: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """Run ``operation``; a failed file operation leaves the files unusable until they are reopened."""
+        try:
+            return operation(*args, **kwargs)
+        except OSError as error:
+            self._failed = error
+            raise
 
 
 @final
@@ -123,7 +153,7 @@ def segment_name(segment: int) -> str:
 
 
 @final
-class SegmentLog:
+class SegmentLog(FailStop):
     """A durable map from bytes keys to bytes values, as append-only segment files in ``directory``.
 
     Opening recovers what the directory holds (``recovery`` says what was found and repaired).
@@ -134,6 +164,8 @@ class SegmentLog:
         flush_bytes: buffered appends are handed to the kernel once this many wait.
         fs: the file operations to use (tests inject failures through it).
     """
+
+    _what = "segment log"
 
     def __init__(
         self,
@@ -616,18 +648,3 @@ class SegmentLog:
     def _path(self, segment: int) -> str:
         return os.path.join(self._directory, segment_name(segment))
 
-    def _check_open(self) -> None:
-        if self._closed:
-            msg = f"segment log {self._directory} is closed"
-            raise StorageFailed(msg)
-        if self._failed is not None:
-            msg = f"segment log {self._directory} failed earlier ({self._failed!r}): reopen it to recover"
-            raise StorageFailed(msg) from self._failed
-
-    def _guarded(self, operation: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        """Run ``operation``; a failed file operation leaves the log unusable until it is reopened."""
-        try:
-            return operation(*args, **kwargs)
-        except OSError as error:
-            self._failed = error
-            raise

@@ -16,14 +16,13 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Callable
 from typing import Final, ParamSpec, TypeVar, final
 
 import attrs
 
 from ._segment_codec import HEADER, frame, scan
 from ._segment_files import FileSystem, OsFileSystem
-from ._segment_log import Collected, Recovery, StorageFailed, Synced, Truncation
+from ._segment_log import Collected, FailStop, Recovery, Synced, Truncation
 
 logger = logging.getLogger("conveyor.storage")
 
@@ -99,13 +98,15 @@ def _check_id(seq_id: int) -> None:
 
 
 @final
-class SeqRangeIndex:
+class SeqRangeIndex(FailStop):
     """A queue's entries by sequence id in ``directory``, in segment files of ``ids_per_segment`` ids each.
 
     Same public shape as ``QueueIndex`` (``publish``, ``ack``, ``read``, ``read_from``, ``seq_ids``,
     ``span``, ``sync``, ``collect_garbage``, ``close``), plus ``deliver`` and ``read_records`` for
     delivery marks. Blocking file calls: use it from a job or an I/O actor, never from a handler.
     """
+
+    _what = "queue index"
 
     def __init__(self, directory: str | os.PathLike[str], *, fs: FileSystem | None = None,
                  ids_per_segment: int = DEFAULT_IDS_PER_SEGMENT) -> None:
@@ -515,18 +516,3 @@ class SeqRangeIndex:
     def _path(self, number: int) -> str:
         return os.path.join(self._directory, f"{number:010d}{SEGMENT_SUFFIX}")
 
-    def _check_open(self) -> None:
-        if self._closed:
-            msg = f"queue index {self._directory} is closed"
-            raise StorageFailed(msg)
-        if self._failed is not None:
-            msg = f"queue index {self._directory} failed earlier ({self._failed!r}): reopen it to recover"
-            raise StorageFailed(msg) from self._failed
-
-    def _guarded(self, operation: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        """Run ``operation``; a failed file operation leaves the index unusable until it is reopened."""
-        try:
-            return operation(*args, **kwargs)
-        except OSError as error:
-            self._failed = error
-            raise
