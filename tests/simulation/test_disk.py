@@ -282,6 +282,8 @@ def test_acked_stays_acked_finds_a_confirmed_ack_that_came_back() -> None:
     again = _note(DeliveryReceived("/queue", 2, 1, "m0", 2), 2.0)
     found = _note(FoundAtEnd("/queue", 1, "m0"), 9.0, "/final")
     assert acked_stays_acked([given, again, confirmed], "/queue").ok  # given again before the confirm: allowed
+    late = _note(DeliveryReceived("/queue", 2, 1, "m0", 1), 2.0)  # the first delivery, reaching a paused client late
+    assert acked_stays_acked([given, confirmed, late], "/queue").ok
     assert [v.split(" was")[0] for v in acked_stays_acked([given, confirmed, again], "/queue").violations] == [
         "t=2: m0"]
     assert "a confirmed ack was lost" in acked_stays_acked([given, confirmed, found], "/queue").violations[0]
