@@ -120,4 +120,4 @@ def test_a_mutant_is_killed_by_its_tests_and_the_tree_is_untouched() -> None:
     assert outcome.sweep.how != "not imported"
     assert _tree_digest() == before
     lines = mutants.summary([outcome], 1.0)
-    assert lines[0].startswith("1 mutants: 0 equivalent, 1 judged")
+    assert lines[0].startswith("1 mutants: 0 equivalent, 0 unreachable, 1 judged")
