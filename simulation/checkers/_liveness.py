@@ -65,6 +65,7 @@ from conveyor.actors.broker import (
 from conveyor.runtime import EventKind, TraceEvent
 from conveyor.simulation import Delay, FaultApplied, Pause, covers
 
+from ._history import DeliveryReceived, DeliverySettled
 from ._queue_view import ConsumerInfo, ConsumerRoster, Observation, is_available_at, queue_story
 from ._result import CheckResult
 
@@ -133,6 +134,8 @@ class _Board(ConsumerRoster):
         self.pulls: Counter[int] = Counter()  # consumer id -> Pulls the queue received from it
         self.progress = 0
         """Enqueues, deliveries and settlements so far: the work the queue did."""
+        self.unanswered: Counter[int] = Counter()
+        """Consumer id -> deliveries its client noted receiving and never answered, over the whole run."""
 
     # --- feeding it -------------------------------------------------------------------------------
 
@@ -285,12 +288,23 @@ class _Board(ConsumerRoster):
         return max([after, *(trigger for trigger in triggers if after < trigger <= until)])
 
     def wanted(self) -> dict[int, int]:
-        """Entries not held that a subscribed acquiring consumer matches (credit or not), with one such."""
+        """Entries not held that a subscribed acquiring consumer matches (credit or not), with one such.
+
+        A consumer that wants nothing (``SetInterest(False)``) while the queue holds nothing for it,
+        and whose client never answered deliveries it received, waits on that client: its credit is
+        spent on deliveries whose leases lapsed (the queue took them back), so no queue step serves it.
+        """
         found: dict[int, int] = {}
+        waiting_on_client = {
+            consumer_id for consumer_id, count in self.unanswered.items()
+            if count > 0 and not self.interested.get(consumer_id, True) and self.holding[consumer_id] <= 0
+        }
         for tag, entry in self.entries.items():
             if tag in self.held:
                 continue
             for consumer_id, info in self.consumers.items():
+                if consumer_id in waiting_on_client:
+                    continue
                 if info.acquiring and info.selector.matches(entry.headers) and self.group_free_for(entry, consumer_id):
                     found[tag] = consumer_id
                     break
@@ -376,10 +390,25 @@ def _run(
 ) -> list[CheckResult]:
     events = trace if isinstance(trace, list) else list(trace)
     board = _Board(priorities, prefetch, _freezes(events))
+    board.unanswered = _unanswered(events, queue_path)
     for point in _replay(events, queue_path, board):
         for monitor in monitors:
             monitor.see(point, board)
     return [monitor.result() for monitor in monitors]
+
+
+def _unanswered(events: list[TraceEvent], queue_path: str) -> Counter[int]:
+    """Per consumer id: acquired deliveries of ``queue_path`` its client noted and never answered."""
+    open_by: dict[tuple[int, int, int], int] = {}
+    for event in events:
+        if event.kind is not EventKind.NOTE:
+            continue
+        note = event.message
+        if isinstance(note, DeliveryReceived) and note.queue == queue_path and note.acquiring:
+            open_by[note.consumer_id, note.tag, note.attempt] = note.consumer_id
+        elif isinstance(note, DeliverySettled) and note.queue == queue_path:
+            open_by.pop((note.consumer_id, note.tag, note.attempt), None)
+    return Counter(open_by.values())
 
 
 # --- the hot / cold monitor ------------------------------------------------------------------------

@@ -243,3 +243,17 @@ async def test_liveness_holds_on_a_trio_trace() -> None:
     results = liveness(system.trace, QUEUE, 5.0, prefetch=scenario.prefetch)
     assert not _failed(results), "\n".join(_failed(results))
 
+
+
+def test_stall_spares_consumers_whose_own_clients_hold_their_credit() -> None:
+    """Clients that never answer keep their credit after their leases lapse: the queue took the
+    messages back, but no consumer will pull again, so the run goes quiet with work left. That is
+    the clients' doing, not a stalled queue (broker-swarm seeds 431, 886 and 948 of 2026-11-26)."""
+    scenario = BrokerScenario(messages=6, consumers=(ClientPolicy(ignore=1.0),) * 2, prefetch=1, ack_deadline_s=0.5)
+    sim, _ = run_broker_simulation(scenario, 1)
+    assert stall(sim.trace, QUEUE, 0.1, prefetch=1).ok  # quiet for 0.17 s at the end, work left
+    # without the clients' own notes nothing says who holds the credit: the queue is blamed
+    unnoted = [event for event in sim.trace if type(event.message).__name__ != "DeliveryReceived"]
+    verdict = stall(unnoted, QUEUE, 0.1, prefetch=1)
+    assert not verdict.ok
+    assert "no progress for" in verdict.violations[0]
