@@ -287,27 +287,30 @@ class _Board(ConsumerRoster):
             triggers.extend(w.end for w in self.freezes if w.covers(info.path))
         return max([after, *(trigger for trigger in triggers if after < trigger <= until)])
 
-    def wanted(self) -> dict[int, int]:
-        """Entries not held that a subscribed acquiring consumer matches (credit or not), with one such.
-
-        A consumer that wants nothing (``SetInterest(False)``) while the queue holds nothing for it,
-        and whose client never answered deliveries it received, waits on that client: its credit is
-        spent on deliveries whose leases lapsed (the queue took them back), so no queue step serves it.
-        """
-        found: dict[int, int] = {}
-        waiting_on_client = {
+    def waiting_on_client(self) -> set[int]:
+        """Consumers that want nothing (``SetInterest(False)``) while the queue holds nothing for them and
+        whose clients never answered deliveries they received: their credit is spent on deliveries whose
+        leases lapsed (the queue took them back), so no queue step serves them until their clients answer."""
+        return {
             consumer_id for consumer_id, count in self.unanswered.items()
             if count > 0 and not self.interested.get(consumer_id, True) and self.holding[consumer_id] <= 0
         }
+
+    def wanted(self) -> dict[int, tuple[int, ...]]:
+        """Entries not held that subscribed acquiring consumers match (credit or not), with every such
+        consumer but those waiting on their own clients."""
+        found: dict[int, tuple[int, ...]] = {}
+        exempt = self.waiting_on_client()
         for tag, entry in self.entries.items():
             if tag in self.held:
                 continue
-            for consumer_id, info in self.consumers.items():
-                if consumer_id in waiting_on_client:
-                    continue
-                if info.acquiring and info.selector.matches(entry.headers) and self.group_free_for(entry, consumer_id):
-                    found[tag] = consumer_id
-                    break
+            wanting = tuple(
+                consumer_id for consumer_id, info in self.consumers.items()
+                if consumer_id not in exempt and info.acquiring and info.selector.matches(entry.headers)
+                and self.group_free_for(entry, consumer_id)
+            )
+            if wanting:
+                found[tag] = wanting
         return found
 
 
@@ -597,7 +600,7 @@ class _StallMonitor(_Monitor):
         self.violations: list[str] = []
         self.progress = -1
         self.progress_at: float | None = None
-        self.waiting: dict[int, int] = {}  # wanted entries at the end of the last instant with progress
+        self.waiting: dict[int, tuple[int, ...]] = {}  # wanted entries (and by whom) at the last instant with progress
         self.closed = False
         self.idle = 0.0
 
@@ -621,7 +624,11 @@ class _StallMonitor(_Monitor):
             remaining = set(point.remaining)
             since = now if self.progress_at is None else self.progress_at
             self.idle = now - since
-            left = [(tag, cid) for tag, cid in self.waiting.items() if tag in remaining]
+            exempt = board.waiting_on_client()  # some may have come to wait on their own clients since
+            left = [
+                (tag, wanting[0]) for tag, cids in self.waiting.items() if tag in remaining
+                for wanting in [[cid for cid in cids if cid not in exempt]] if wanting
+            ]
             if self.idle > self.within_s and left:
                 shown = ", ".join(str(tag) for tag, _ in left[:10]) + (" ..." if len(left) > 10 else "")
                 self.violations.append(
