@@ -543,6 +543,23 @@ class Simulation(ActorSystemBase):
 
     # --- faults -------------------------------------------------------------------------
 
+    def end_faults(self) -> None:
+        """The run is over: a fault not applied yet never will be, and the disk behaves from now on.
+
+        What runs after (the final browse) measures the state the run left; a crash or a full disk
+        then would fault the measurement, not the system (durable-crash seed 319: a process crash
+        during the final browse forgot the browser's subscription, and the browse found nothing).
+        A pause already holding an actor runs to its end.
+        """
+        self._step_faults.clear()
+        self._pauses.clear()
+        self._armed_crashes.clear()
+        self._drops = ()
+        self._failing_jobs.clear()
+        self._failing_writes.clear()
+        if self.disk is not None:
+            self.disk.faults = DiskFaults()
+
     def _record_fault(self, fault: Fault, outcome: str, cell: CellBase | None = None) -> None:
         applied = FaultApplied(fault, outcome)
         self.faults_applied.append(applied)
@@ -702,6 +719,8 @@ class Simulation(ActorSystemBase):
 
         def before_write() -> None:
             for fault in faults:
+                if fault not in self._failing_writes:
+                    continue  # the run is over (``end_faults``)
                 self._failing_writes[fault] += 1
                 if self._failing_writes[fault] == fault.nth:
                     self._record_fault(fault, f"write {fault.nth} to the journal of {path} fails", self._current)

@@ -691,6 +691,7 @@ def run_broker_simulation(
         sim.process_crash_listeners.append(lambda: _connections_lost(sim, paths))
     result = sim.run(max_steps=max_steps)
     if result.quiet and sim.tracer is not None and unsettled_by_clients(sim.trace):
+        sim.end_faults()
         browse_what_is_left(sim, ((queue, False), *((dead, True) for dead in dead_letters)))
         more = sim.run(max_steps=max_steps - result.steps)
         result = RunResult(steps=result.steps + more.steps, time=more.time, quiet=more.quiet)

@@ -393,6 +393,7 @@ def run_subscriber_simulation(
     final = sim.run(max_steps=max(0, max_steps - steps))
     steps += final.steps
     if final.quiet and unsettled_by_clients(sim.trace):  # the clients left something open: read what is left
+        sim.end_faults()
         browse_what_is_left(sim, ((queue, False), (dead_letters, True)))
         final = sim.run(max_steps=max(0, max_steps - steps))
         steps += final.steps

@@ -18,10 +18,30 @@ FOUND = [
     ("broker-swarm", 231, "random", "disk-error"),
     ("broker-swarm", 254, "random", "disk-error"),
     ("broker-swarm", 261, "random", "disk-error"),
+    # Not the system's bugs but the judges' (2026-11-26), each now fixed in the checker or harness:
+    # stall blamed the queue for consumers whose own clients held their credit (ignored deliveries
+    # whose leases lapsed); dead_letter_target judged a paged queue's dead letter by its send, not its
+    # decision; and a process crash during the final browse forgot the browser, which found nothing.
+    ("broker-swarm", 431, "pct", "pause"),
+    ("broker-swarm", 948, "random", "queue-crash"),
+    ("paged-swarm", 948, "random", "queue-crash"),
+    ("paged-swarm", 830, "random", "pause"),
+    ("durable-crash", 319, "pct", "process-crash,pause"),
+    ("durable-crash", 167, "pct", "process-crash,disk-error"),
 ]
 
 
 @pytest.mark.parametrize(("scenario", "seed", "strategy", "faults"), FOUND)
 def test_the_run_now_passes(scenario: str, seed: int, strategy: str, faults: str | None) -> None:
-    report = run_scenario(scenario, seed, strategy=strategy, faults=faults, hash_trace=False).report
+    depth = 5 if strategy == "pct" else 3
+    report = run_scenario(scenario, seed, strategy=strategy, depth=depth, faults=faults, hash_trace=False).report
     assert not report.violations, report.violations
+
+
+def test_no_fault_strikes_the_final_browse() -> None:
+    """The final browse measures the state the run left: faults end with the run (``Simulation.end_faults``)."""
+    trace = run_scenario("durable-crash", 319, strategy="pct", depth=5, faults="process-crash,pause").sim.trace
+    started = next(event.time for event in trace if type(event.message).__name__ == "FinalBrowseStarted")
+    faults = [event for event in trace if event.kind.value == "fault"]
+    assert faults, "the run had its crashes"
+    assert all(event.time < started for event in faults)
