@@ -54,14 +54,22 @@ def _modack_tags(value: Iterable[int]) -> tuple[int, ...]:
     return _tags("ModifyAckDeadline", value)
 
 
-def _attempts(value: Iterable[int]) -> tuple[int, ...]:
+def _checked_attempts(owner: str, value: Iterable[int]) -> tuple[int, ...]:
     if value == ():
         return ()
-    attempts = _iterated("Nack", "attempts", "delivery counts (ints >= 1), one per tag", value)
+    attempts = _iterated(owner, "attempts", "delivery counts (ints >= 1), one per tag", value)
     for attempt in attempts:
         if type(attempt) is not int or attempt < 1:
-            fail("Nack", "attempts", "delivery counts (ints >= 1), one per tag", attempt)
+            fail(owner, "attempts", "delivery counts (ints >= 1), one per tag", attempt)
     return attempts
+
+
+def _attempts(value: Iterable[int]) -> tuple[int, ...]:
+    return _checked_attempts("Nack", value)
+
+
+def _ack_attempts(value: Iterable[int]) -> tuple[int, ...]:
+    return _checked_attempts("Ack", value)
 
 
 # --- publisher <-> queue --------------------------------------------------------------------
@@ -285,19 +293,29 @@ register_immutable_type(Delivered)
 @final
 @attrs.frozen
 class Ack:
-    """Settle deliveries; with ``confirm`` the queue answers ``AckResult``."""
+    """Settle deliveries; with ``confirm`` the queue answers ``AckResult``.
+
+    ``attempts``, when given, is parallel to ``tags``, as ``Nack``'s: each the ``delivery_count``
+    of the delivery acked. The queue gives a lapsed message back under the same tag, so an ack of
+    an older delivery, arriving after the message went out again, would otherwise settle the newer
+    one, which its client has not seen yet; with its attempt the queue counts it invalid instead
+    (an exactly-once ack must not settle a delivery it does not name).
+    """
 
     consumer_id: int
     tags: tuple[int, ...] = attrs.field(converter=_ack_tags)
     confirm: bool = False
+    attempts: tuple[int, ...] = attrs.field(default=(), converter=_ack_attempts)
 
     def __attrs_post_init__(self) -> None:
-        # With ``tags`` made a tuple of ints by its converter, these two checks make an Ack an
+        # With ``tags`` made a tuple of ints by its converter, these checks make an Ack an
         # immutable leaf: a client sends one per delivery, and sends then skip walking it.
         if type(self.consumer_id) is not int:
             fail("Ack", "consumer_id", "an int (the Delivery's consumer_id)", self.consumer_id)
         if type(self.confirm) is not bool:
             fail("Ack", "confirm", "True or False", self.confirm)
+        if self.attempts and len(self.attempts) != len(self.tags):
+            fail("Ack", "attempts", f"empty or one delivery_count per tag ({len(self.tags)})", self.attempts)
 
 
 register_immutable_type(Ack)

@@ -186,7 +186,9 @@ class ConsumerActor(Actor):
         """Handle the queue's, the manager's and the client's messages."""
         cls = type(message)
         if cls is Ack:  # the hot path first: one per delivery
-            if message.confirm or self.consumer_id is None:
+            if message.attempts:  # names its deliveries: an older one's ack frees no credit (see ``_current``)
+                self._forward_settlement(message, self._current(message.tags, message.attempts))
+            elif message.confirm or self.consumer_id is None:
                 self._forward_settlement(message, message.tags)  # answered by AckResult: not coalesced
             else:
                 self._coalesce(message)
@@ -411,7 +413,7 @@ class ConsumerActor(Actor):
                 attempts.pop(tag, None)
 
     def _current(self, tags: tuple[int, ...], attempts: tuple[int, ...]) -> tuple[int, ...]:
-        """The tags of a nack that name the latest delivery seen here; the queue ignores the others.
+        """The tags of a nack (or an ack with attempts) naming the latest delivery seen here; the queue drops the rest.
 
         A nack for an older delivery than one this consumer has since passed on leaves that tag
         outstanding. If the redelivery comes after the nack went, the tag is no longer outstanding

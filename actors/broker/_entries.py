@@ -607,6 +607,13 @@ class EntryList:
             self._compact_leases()
         return tuple(acked), tuple(invalid)
 
+    def current_tags(self, consumer_id: int, tags: Iterable[int], attempts: tuple[int, ...]) -> tuple[int, ...]:
+        """The ``tags`` the consumer holds whose delivery is still the one ``attempts`` names (parallel)."""
+        cursor = self._cursors.get(consumer_id)
+        if cursor is None:
+            return ()
+        return tuple(entry.seq for entry in _current(cursor.held, tags, attempts))
+
     @property
     def consumer_count(self) -> int:
         """How many consumers are registered (browsers included)."""

@@ -253,7 +253,7 @@ class QueueActor(Actor):
             self._pull(message.consumer_id, message.max_messages, message.max_bytes)
             return
         if cls is Ack:
-            self._ack(message.consumer_id, message.tags, message.confirm)
+            self._ack(message.consumer_id, message.tags, message.confirm, message.attempts)
             return
         if cls is SetInterest:  # one or two per message: ahead of the match's class patterns
             self._set_interest(message.consumer_id, message.interested)
@@ -533,12 +533,26 @@ class QueueActor(Actor):
 
     # --- settling -------------------------------------------------------------------------
 
-    def _ack(self, consumer_id: int, tags: tuple[int, ...], confirm: bool) -> None:
+    def _ack(self, consumer_id: int, tags: tuple[int, ...], confirm: bool, attempts: tuple[int, ...] = ()) -> None:
+        """Settle what an ack names; with ``attempts``, only the deliveries still current (see ``Ack``).
+
+        A stale tag is left out of the core's call (so the journal's ``ack`` is unchanged) and
+        counted invalid in the answer, as a tag the consumer no longer holds is.
+        """
         entries = self.entries
+        stale: tuple[int, ...] = ()
+        if attempts:
+            current = entries.current_tags(consumer_id, tags, attempts)
+            if len(current) != len(tags):
+                kept = set(current)
+                stale = tuple(tag for tag in tags if tag not in kept)
+                tags = current
         grouped = entries.groups_held and any(
             (e := entries.get(tag)) is not None and e.message.group is not None for tag in tags
         )
         acked, invalid = entries.ack(consumer_id, tags)
+        if stale:
+            invalid = (*invalid, *stale)
         record = self.consumers.get(consumer_id)
         if record is not None:
             record.acked += len(acked)

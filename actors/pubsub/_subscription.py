@@ -425,7 +425,8 @@ class Binding(Actor):
             return
         outstanding = self.outstanding
         named = tuple(dict.fromkeys(zip(request.tags, request.attempts, strict=True)))  # an id sent twice: once
-        held = tuple(tag for tag, attempt in named if outstanding.get(tag) == attempt)
+        current = [(tag, attempt) for tag, attempt in named if outstanding.get(tag) == attempt]
+        held = tuple(tag for tag, _ in current)
         if request.kind is SettleKind.ACK:
             for tag in held:
                 del outstanding[tag]
@@ -436,8 +437,10 @@ class Binding(Actor):
                 taken = set(held)
                 refused = tuple(tag for tag, attempt in named if tag not in taken and (tag, attempt) not in self.acked)
                 if held:
-                    self.confirms.append((request.confirm_id, refused, {tag: a for tag, a in named if tag in taken}))
-                    self.ctx.send(consumer, Ack(0, held, confirm=True))
+                    self.confirms.append((request.confirm_id, refused, dict(current)))
+                    # Named by attempt: the queue may have given a lapsed message out again under the
+                    # same tag (its Delivered still on its way here); this ack must not settle that one.
+                    self.ctx.send(consumer, Ack(0, held, confirm=True, attempts=tuple(a for _, a in current)))
                 else:
                     self.ctx.send(self.subscription, Confirmed(request.confirm_id, self.number, refused))
         elif held:

@@ -334,6 +334,31 @@ async def test_an_ack_after_the_lease_lapsed_is_reported_invalid(backend: Harnes
     assert await received(backend, client) == [(b"late", 1), (b"on-time", 1), (b"late", 2)]
 
 
+async def test_an_ack_naming_an_older_delivery_leaves_the_newer_one_alone(backend: Harness) -> None:
+    """A lapsed message comes back under its tag; an ack naming the first delivery arrives after the
+    second went out (an exactly-once ack on a slow link): it is invalid, and the second stays leased."""
+    queue = queue_of(backend, ack_deadline_s=0.3)
+    client, _ = consume(backend, queue, Action.IGNORE, Action.IGNORE)
+    await backend.quiet()
+    await publish(backend, queue, msg("x"))
+    await backend.quiet()
+    assert await eventually(backend, client, [(b"x", 1), (b"x", 2)]) == [(b"x", 1), (b"x", 2)]
+    first, second = (s.delivery for s in await seen(backend, client))
+    assert first.tag == second.tag
+    stale = Ack(first.consumer_id, (first.tag,), confirm=True, attempts=(1,))
+    assert await backend.ask(client, Send(stale)) == "sent"
+    await backend.quiet()
+    assert await backend.ask(client, GetAckResults()) == (AckResult((), (first.tag,)),)
+    result = await stats(backend, queue)
+    assert (result.in_flight, result.acked) == (1, 0)  # the second delivery is still leased
+    current = Ack(second.consumer_id, (second.tag,), confirm=True, attempts=(2,))
+    assert await backend.ask(client, Send(current)) == "sent"
+    await backend.quiet()
+    assert await backend.ask(client, GetAckResults()) == (AckResult((), (first.tag,)), AckResult((second.tag,), ()))
+    result = await stats(backend, queue)
+    assert (result.depth, result.in_flight, result.acked) == (0, 0, 1)
+
+
 # --- 5. delivery limit and dead-letter queue ----------------------------------------------------------
 
 
@@ -1004,6 +1029,11 @@ async def test_byte_credit_limits_what_a_consumer_holds(backend: Harness) -> Non
             r"ModifyAckDeadline\.seconds must be a number from 0 to 600, got 601",
         ),
         (lambda: Ack(1, (0,)), r"Ack\.tags must be delivery tags \(ints >= 1\), got 0"),
+        (
+            lambda: Ack(1, (1, 2), attempts=(1,)),
+            r"Ack\.attempts must be empty or one delivery_count per tag \(2\), got \(1,\)",
+        ),
+        (lambda: Ack(1, (1,), attempts=(0,)), r"Ack\.attempts must be delivery counts \(ints >= 1\), one per tag, got 0"),
         (lambda: Nack(1, (1,), delay_s=-1), r"Nack\.delay_s must be None or a finite number of seconds >= 0"),
         (
             lambda: Nack(1, (1, 2), attempts=(1,)),
