@@ -12,6 +12,7 @@ simulated disk plugs in as ``DiskBodyStore(fs=...)`` (the segment log's ``FileSy
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import shutil
 import tempfile
@@ -64,6 +65,9 @@ class PageBatch:
     forget_from: int | None = None
     """A durable queue's first batch after recovery: first forget the bodies of seqs the journal does not
     have (published, their body synced, but their journal write lost), as new publishes reuse the seqs."""
+    generation: int = 0
+    """A durable store's generation when the batch was made: a batch of an instance that died (its store
+    recovered since by a new one) does nothing, so it cannot undo the new instance's work."""
 
 
 @final
@@ -77,7 +81,9 @@ class PageDone:
 
 
 def run_page_batch(store: BodyStore, batch: PageBatch) -> PageDone:
-    """Carry out ``batch`` on ``store`` (in a job); returns what it read."""
+    """Carry out ``batch`` on ``store`` (in a job); returns what it read (nothing, if the batch is stale)."""
+    if batch.generation != getattr(store, "generation", 0):
+        return PageDone()
     if batch.forget_from is not None:
         store.forget_from(batch.forget_from)
     writes = batch.writes
@@ -109,6 +115,7 @@ class MemoryBodyStore:
     def __init__(self, durable: bool = False) -> None:
         self.bodies: dict[int, bytes] = {}
         self.durable = durable
+        self.generation = 0  # bumped by each queue instance that recovers with this store (``PageBatch``)
 
     def write(self, bodies: Sequence[tuple[int, bytes]]) -> None:
         """Keep each (seq, body)."""
@@ -200,6 +207,19 @@ def _remove(log: list[SegmentLog], directory: str, owned: bool) -> None:
             opened.close()
 
 
+def _sync_all(fs: FileSystem, directory: str) -> None:
+    """Make durable every file and name a durable store finds at open: an earlier store in this process
+    may have failed before its sync (the log would append to a file whose name a crash still loses)."""
+    for name in fs.listdir(directory):
+        fd = fs.open_append(os.path.join(directory, name))
+        try:
+            fs.fsync(fd)
+        finally:
+            fs.close(fd)
+    fs.fsync_dir(directory)
+    fs.fsync_dir(os.path.dirname(directory.rstrip(os.sep)))
+
+
 @final
 class DiskBodyStore:
     """Bodies in a ``SegmentLog``: paged-out messages cost RAM only for their entries.
@@ -229,6 +249,7 @@ class DiskBodyStore:
             raise ValueError(msg)
         self._directory = directory
         self.durable = durable
+        self.generation = 0  # bumped by each queue instance that recovers with this store (``PageBatch``)
         real = OsFileSystem() if fs is None else fs
         self._fs: FileSystem = real if durable else _Unsynced(real)
         self._collect_every = collect_every
@@ -242,7 +263,11 @@ class DiskBodyStore:
         directory = tempfile.mkdtemp(prefix="conveyor-pages-") if self._directory is None else self._directory
         self._directory = directory
         self._opened.append(SegmentLog(directory, fs=self._fs))
-        weakref.finalize(self, _remove, self._opened, directory, owned)
+        if self.durable:
+            _sync_all(self._fs, directory)
+        if not self.durable:  # a durable store lives as long as its journal: the process (a simulated crash
+            # invalidates its descriptors, whose numbers a new store may hold by the time this one is collected)
+            weakref.finalize(self, _remove, self._opened, directory, owned)
         return self._opened[0]
 
     def write(self, bodies: Sequence[tuple[int, bytes]]) -> None:
@@ -267,8 +292,8 @@ class DiskBodyStore:
     def delete(self, seqs: Sequence[int]) -> None:
         """Drop the bodies of ``seqs``; now and then compact the segments they leave sparse.
 
-        Durable: a body not stored is skipped, and deletes are not synced (one lost in a crash
-        leaves a body no entry names, which only costs its disk space).
+        Durable: a body not stored is skipped, and the deletes are synced (what a crash would keep
+        of them is only disk space: each entry's settle was synced before its delete was asked).
         """
         log = self._log()
         durable = self.durable
@@ -277,6 +302,8 @@ class DiskBodyStore:
             if durable and key not in log:
                 continue
             log.delete(key)
+        if durable and seqs:
+            log.sync()
         self._count_deletes(len(seqs))
 
     def forget_from(self, seq: int) -> None:

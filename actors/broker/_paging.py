@@ -106,6 +106,8 @@ class BodyPager:
         self._ready_deletes: list[int] = []
         self.forget_from: int | None = None
         """Durable, after a recovery: the next batch first forgets the store's bodies from this seq on."""
+        self.generation = 0
+        """Durable: the store's generation this instance recovered with (its batches carry it)."""
 
     @property
     def held_bytes(self) -> int:
@@ -265,7 +267,7 @@ class BodyPager:
                 or self._chunk_deletes or self.forget_from is not None):
             return None
         batch = PageBatch(tuple(self._writes), tuple(self._reads), tuple(deletes), tuple(self._chunk_writes),
-                          tuple(self._chunk_reads), tuple(self._chunk_deletes), self.forget_from)
+                          tuple(self._chunk_reads), tuple(self._chunk_deletes), self.forget_from, self.generation)
         self.forget_from = None
         if self.durable:
             self._in_flight_writes = len(self._writes)

@@ -322,6 +322,8 @@ class QueueActor(Actor):
                 self.page_job = None
                 self._loaded(result)
             case JobFailed(job_id=job_id, error=error) if job_id == self.page_job:
+                if self.journal is not None:  # durable: the restart reopens the store on what the disk kept
+                    self.journal.attached.pop("bodies", None)
                 msg = f"queue {self.name!r}: its body store failed ({error!r})"
                 raise PagingFailed(msg) from error
             case GetStats():
@@ -872,7 +874,9 @@ class QueueActor(Actor):
         self.journal = journal
         self.on_disk = journal.on_disk
         if pager is not None:
-            self.body_store = self.make_durable_body_store(journal)
+            store = self.body_store = self.make_durable_body_store(journal)
+            # A job of a dead instance may still come: its batch is stale from now on (PageBatch.generation).
+            pager.generation = store.generation = getattr(store, "generation", 0) + 1  # type: ignore[attr-defined]
             self.bodies_now = not journal.on_disk
             # Bodies of publishes the journal lost (written, their journal write not): their seqs come again.
             if self.bodies_now:

@@ -80,7 +80,7 @@ from conveyor.simulation.checkers import (
 )
 
 from ._disk_store import open_disk_store
-from ._final_browse import browse_what_is_left
+from ._final_browse import BrowseAgain, browse_what_is_left
 from ._flaky import FLAKY, FlakyActor, Poker
 
 QUEUE = "/queue"
@@ -583,7 +583,7 @@ def _spawn_broker_actors(
 ) -> tuple[ActorRef, tuple[ActorRef, ...]]:
     """Spawn the scenario's actors; return the queue's ref and the dead-letter queues' (the second one a
     ``Reconfigure`` switches to, if the scenario draws one)."""
-    target = None if scenario.durable else scenario.memory_target_bytes
+    target = scenario.memory_target_bytes
 
     def dead_letter_queue(name: str) -> ActorRef:
         return system.spawn(
@@ -691,7 +691,9 @@ def run_broker_simulation(
         sim.process_crash_listeners.append(lambda: _connections_lost(sim, paths))
     result = sim.run(max_steps=max_steps)
     if result.quiet and sim.tracer is not None and unsettled_by_clients(sim.trace):
-        browse_what_is_left(sim, ((queue, False), *((dead, True) for dead in dead_letters)))
+        browsers = browse_what_is_left(sim, ((queue, False), *((dead, True) for dead in dead_letters)))
+        if scenario.disk is not None:  # a crash still due kills the browsers' subscriptions too
+            sim.process_crash_listeners.append(lambda: [sim.tell_from_thread(b, BrowseAgain()) for b in browsers])
         more = sim.run(max_steps=max_steps - result.steps)
         result = RunResult(steps=result.steps + more.steps, time=more.time, quiet=more.quiet)
     sim.shutdown()

@@ -15,12 +15,21 @@ import functools
 from collections.abc import Iterable
 from typing import Any, final
 
+import attrs
+
 from conveyor.actors.broker import ConsumerActor, ConsumerSettings, Delivery
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase
 from conveyor.simulation.checkers import FinalBrowseStarted, FoundAtEnd
 
 BROWSE_PREFETCH = 1000
 """Messages a final browser is shown per pull (a browser's credit is its whole prefetch)."""
+
+
+@final
+@attrs.frozen
+class BrowseAgain:
+    """The harness tells a final browser the queue's process died (a crash still due when the run went
+    quiet): its subscription went with the connection, so it browses anew through a new consumer."""
 
 
 @final
@@ -31,21 +40,37 @@ class FinalBrowser(Actor):
         self.queue = queue
         self.queue_path = str(queue.path)
         self.dead_letters = dead_letters
+        self.connections = 0  # browses begun anew (BrowseAgain)
+        self.consumer: ActorRef | None = None
 
     def on_start(self) -> None:
         """Note the browse, then start browsing (the note comes first, so it precedes every delivery)."""
         self.ctx.note(FinalBrowseStarted(self.queue_path, self.dead_letters))
+        self.consumer = self._browse()
+
+    def _browse(self) -> ActorRef:
         settings = ConsumerSettings(prefetch_messages=BROWSE_PREFETCH, acquiring=False)
-        self.ctx.spawn(lambda: ConsumerActor(self.queue, self.ctx.self_ref, settings), name="consumer")
+        name = "consumer" if not self.connections else f"consumer-{self.connections}"
+        return self.ctx.spawn(lambda: ConsumerActor(self.queue, self.ctx.self_ref, settings), name=name)
 
     def receive(self, message: Any) -> None:
-        """Note a message shown; nothing else is expected."""
+        """Note a message shown; browse anew when told the connection died."""
         if type(message) is Delivery:
             self.ctx.note(FoundAtEnd(self.queue_path, message.tag, message.message.message_id))
+        elif type(message) is BrowseAgain:
+            if self.consumer is not None:
+                self.ctx.stop(self.consumer)
+            self.connections += 1
+            self.consumer = self._browse()
 
 
-def browse_what_is_left(system: ActorSystemBase, queues: Iterable[tuple[ActorRef, bool]]) -> None:
-    """Spawn a ``FinalBrowser`` on each (queue, is a dead-letter queue); run the system to quiet afterwards."""
+def browse_what_is_left(system: ActorSystemBase, queues: Iterable[tuple[ActorRef, bool]]) -> list[ActorRef]:
+    """Spawn a ``FinalBrowser`` on each (queue, is a dead-letter queue); run the system to quiet afterwards.
+
+    Returns the browsers (a harness whose queues' process may still crash tells them ``BrowseAgain``).
+    """
+    browsers = []
     for queue, dead_letters in queues:
         name = str(queue.path).strip("/").replace("/", "-")
-        system.spawn(functools.partial(FinalBrowser, queue, dead_letters), name=f"final-browse-{name}")
+        browsers.append(system.spawn(functools.partial(FinalBrowser, queue, dead_letters), name=f"final-browse-{name}"))
+    return browsers
