@@ -42,6 +42,7 @@ from ._manager_protocol import (
     WorkAvailable,
 )
 from ._notes import (
+    BodiesInRam,
     EntryEnqueued,
     EntryReturned,
     EntrySettled,
@@ -73,6 +74,7 @@ from ._values import (
 )
 
 __all__ = [
+    "BodiesInRam",
     "Ack",
     "AckResult",
     "AddConsumer",

@@ -59,7 +59,15 @@ from ._durable import (
 from ._entries import Entry, EntryList, Returned
 from ._manager import ConsumerManagerActor
 from ._manager_protocol import AddConsumer, ConsumerExhausted, InterestChanged, RemoveConsumer, WorkAvailable
-from ._notes import EntryEnqueued, EntryReturned, EntrySettled, QueueClosed, QueueRecovered, StaleNackIgnored
+from ._notes import (
+    BodiesInRam,
+    EntryEnqueued,
+    EntryReturned,
+    EntrySettled,
+    QueueClosed,
+    QueueRecovered,
+    StaleNackIgnored,
+)
 from ._paging import BodyPager
 from ._values import (
     DEAD_LETTER_QUEUE,
@@ -179,6 +187,7 @@ class QueueActor(Actor):
         # A durable queue's store lives beside its journal: found or made when it recovers (``_recover``).
         self.body_store: BodyStore | None = None if target is None or config.durable else self.make_body_store()
         self.bodies_now = False  # durable with its journal in memory: bodies go to the store in the handler
+        self.noted_held = 0  # the bytes of bodies in RAM the last BodiesInRam note said
         self.page_job: int | None = None
         self.outbox: deque[_Held] = deque()
         self.waiting: dict[int, list[_Held]] = {}
@@ -512,6 +521,10 @@ class QueueActor(Actor):
         """
         record = self.consumers.get(consumer_id)
         if record is None:
+            return
+        if reply_to is None and self.ctx.sender is not None and self.ctx.sender != record.ref:
+            # A consumer whose subscription a crash took back (never synced) while its id went to another:
+            # its pull would move the other's pointer and hand the other's entries to it.
             return
         entries = self.entries
         pager = self.pager
@@ -995,6 +1008,9 @@ class QueueActor(Actor):
         pager = self.pager
         assert pager is not None
         pager.balance()
+        if self.ctx.tracing and pager.held_bytes != self.noted_held:
+            self.noted_held = pager.held_bytes
+            self.ctx.note(BodiesInRam(self.name, self.noted_held, pager.target_bytes))
         if pager.durable and self.on_disk and self.journal is not None:
             self._hold_deletes(pager, self.journal)
         if self.page_job is None:

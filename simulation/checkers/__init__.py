@@ -106,6 +106,7 @@ from ._subscriber import lease_validity as lease_validity
 from ._subscriber import no_loss as no_loss
 from ._subscriber import ordering_keys as ordering_keys
 from ._timers import timers as timers
+from ._ram_target import ram_under_target as ram_under_target
 
 __all__ = [
     "BatchReceived",
@@ -148,6 +149,7 @@ __all__ = [
     "exclusive_lease",
     "expiry",
     "expiry_not_early",
+    "ram_under_target",
     "fairness",
     "flow_bound",
     "flow_pause",

@@ -63,6 +63,7 @@ from conveyor.simulation.checkers import (
     exclusive_lease,
     expiry,
     expiry_not_early,
+    ram_under_target,
     found_order,
     group_exclusivity,
     guarded,
@@ -208,7 +209,8 @@ class BrokerScenario:
         """Names of the checkers whose preconditions this scenario meets."""
         if self.disk is not None:  # a crash takes back what the queue had not synced: its notes are no witness
             confirmed = ("acked_stays_acked",) if any(policy.confirm for policy in self.consumers) else ()
-            return ("found_order", *confirmed, "durable_total_queue")
+            paged = ("ram_under_target",) if self.memory_target_bytes is not None else ()
+            return ("found_order", *confirmed, *paged, "durable_total_queue")
         names = ["accounting", "drained", "delivery_count", "delivery_limit", "exclusive_lease", "consumer_credit"]
         # the per-message promises first: they fail at the first broken delivery, so a shrink keeps them
         if any(self.ttls):
@@ -228,6 +230,8 @@ class BrokerScenario:
         if self.browsers:
             names.append("browser_completeness")
         names += self._promise_checkers()
+        if self.memory_target_bytes is not None:
+            names.append("ram_under_target")
         names.append("total_queue")  # last: a checker that names a cause is the one a shrink keeps failing
         return tuple(names)
 
@@ -692,7 +696,7 @@ def run_broker_simulation(
     result = sim.run(max_steps=max_steps)
     if result.quiet and sim.tracer is not None and unsettled_by_clients(sim.trace):
         browsers = browse_what_is_left(sim, ((queue, False), *((dead, True) for dead in dead_letters)))
-        if scenario.disk is not None:  # a crash still due kills the browsers' subscriptions too
+        if scenario.disk is not None:  # a crash during the browse takes the browsers' subscriptions too
             sim.process_crash_listeners.append(lambda: [sim.tell_from_thread(b, BrowseAgain()) for b in browsers])
         more = sim.run(max_steps=max_steps - result.steps)
         result = RunResult(steps=result.steps + more.steps, time=more.time, quiet=more.quiet)
@@ -730,6 +734,7 @@ _CHECKERS: dict[str, Callable[[SharedTrace, str], CheckResult]] = {
     "found_order": found_order,
     "acked_stays_acked": acked_stays_acked,
     "expiry_not_early": expiry_not_early,
+    "ram_under_target": ram_under_target,
 }
 
 
