@@ -587,7 +587,9 @@ def _spawn_broker_actors(
 ) -> tuple[ActorRef, tuple[ActorRef, ...]]:
     """Spawn the scenario's actors; return the queue's ref and the dead-letter queues' (the second one a
     ``Reconfigure`` switches to, if the scenario draws one)."""
-    target = scenario.memory_target_bytes
+    # A durable queue pages only on the simulated disk (durable-crash): elsewhere (a queue-crash fault makes
+    # a swarm's queues durable) a dead letter waiting for its body's read dies with the queue (docs/storage.md).
+    target = None if scenario.durable and scenario.disk is None else scenario.memory_target_bytes
 
     def dead_letter_queue(name: str) -> ActorRef:
         return system.spawn(
