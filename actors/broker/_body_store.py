@@ -99,8 +99,17 @@ def run_page_batch(store: BodyStore, batch: PageBatch) -> PageDone:
     split = len(batch.reads)
     return PageDone(
         tuple(zip(batch.reads, values[:split], strict=True)),
-        tuple((key, pickle.loads(value)) for key, value in zip(batch.chunk_reads, values[split:], strict=True)),
+        tuple((key, _chunk(key, value)) for key, value in zip(batch.chunk_reads, values[split:], strict=True)),
     )
+
+
+def _chunk(key: int, value: bytes | None) -> tuple[DeltaRecord, ...]:
+    """A delta chunk's records (deltas are a transient queue's, whose store never loses a value)."""
+    if value is None:
+        msg = f"delta chunk {key} is missing from the body store"
+        raise KeyError(msg)
+    records: tuple[DeltaRecord, ...] = pickle.loads(value)
+    return records
 
 
 @final
@@ -309,7 +318,8 @@ class DiskBodyStore:
     def forget_from(self, seq: int) -> None:
         """Drop every body keyed ``seq`` or above (synced: new bodies will reuse these keys)."""
         log = self._log()
-        doomed = [key for key in log.keys() if int.from_bytes(key, "big", signed=True) >= seq]
+        stored = log.keys()  # a SegmentLog's keys: a list, not a dict's view
+        doomed = [key for key in stored if int.from_bytes(key, "big", signed=True) >= seq]
         for key in doomed:
             log.delete(key)
         if doomed:

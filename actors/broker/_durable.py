@@ -170,8 +170,8 @@ def journal_calls(
 
     ``bodies_elsewhere`` (a durable paged queue, whose body store keeps every body): a publish is
     recorded as ``publish_stored`` with the message's body left out, so the journal holds no body,
-    and a take or browse with the seq whose paged body stopped it (``stop_at``), as replay
-    (``EntryList.replaying``) pages nothing.
+    and a take or browse with one more argument, the seq whose paged body stopped it (replay sets
+    ``EntryList.stop_at`` from it, as ``EntryList.replaying`` pages nothing).
     """
     append = journal.append
     depth = [0]  # calls of this core in progress: only the outermost one is recorded
@@ -192,7 +192,7 @@ def journal_calls(
                 if bodies_elsewhere and name == "publish":
                     full: Message = frozen[0]
                     append(CoreCall("publish_stored", (attrs.evolve(full, body=b""), frozen[1], full.size)))
-                elif bodies_elsewhere and (name == "take" or name == "browse"):
+                elif bodies_elsewhere and name in {"take", "browse"}:
                     # Which body stopped the walk depends on paging, which replay does not redo: say it.
                     blocked = core.blocked
                     append(CoreCall(name, (*frozen, 0 if blocked is None else blocked.seq)))
@@ -240,10 +240,23 @@ def needs_compaction(
     return held_bytes >= COMPACT_AFTER_BYTES and held_bytes > COMPACT_FACTOR * core.live_bytes
 
 
+_WALK_ARGS = {"take": 5, "browse": 3}
+"""The arguments of the walks; one more recorded is the seq that stopped it (``journal_calls``)."""
+
+
 def replay_call(core: EntryList, call: CoreCall) -> Any:
     """Make one recorded call again on ``core`` and return its result."""
-    if call.method not in RECORDED_CALLS and call.method not in REGISTRY_CALLS:
+    method = call.method
+    if method not in RECORDED_CALLS and method not in REGISTRY_CALLS:
         allowed = sorted(RECORDED_CALLS | REGISTRY_CALLS)
-        msg = f"journal holds a call to EntryList.{call.method}, which is not one of {allowed}"
+        msg = f"journal holds a call to EntryList.{method}, which is not one of {allowed}"
         raise ValueError(msg)
-    return getattr(type(core), call.method)(core, *call.args)
+    args = call.args
+    walk = _WALK_ARGS.get(method)
+    if walk is not None and len(args) > walk:  # a durable paged queue's: where a paged body stopped it
+        core.stop_at = args[walk]
+        try:
+            return getattr(type(core), method)(core, *args[:walk])
+        finally:
+            core.stop_at = 0
+    return getattr(type(core), method)(core, *args)

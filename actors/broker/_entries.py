@@ -310,6 +310,8 @@ class EntryList:
         """Seqs of entries that reached a final state with a body in the store, to delete (``take_unstored``)."""
         self.replaying = False
         """A durable paged queue's recovery replays its calls: a paged body blocks a walk only where it did."""
+        self.stop_at = 0
+        """While replaying, the seq whose paged body stopped the take or browse being replayed (0: none)."""
         # counters
         self.published = 0
         self.delivered = 0
@@ -538,7 +540,7 @@ class EntryList:
     # --- taking ---------------------------------------------------------------------------
 
     def take(
-        self, consumer_id: int, now: float, max_messages: int, max_bytes: int, deadline: float, stop_at: int = 0
+        self, consumer_id: int, now: float, max_messages: int, max_bytes: int, deadline: float
     ) -> tuple[list[Entry], list[Entry], bool]:
         """Acquire up to ``max_messages`` / ``max_bytes`` for an acquiring consumer, in queue order.
 
@@ -548,7 +550,7 @@ class EntryList:
         (``page_out``): ``blocked`` names it, and the caller reads the body and asks again, so
         every entry is acquired with its body in RAM, at the moment it is handed over. While
         ``replaying`` (a durable paged queue's recovery) bodies block nothing but ``stop_at``, the
-        seq that blocked the call recorded.
+        seq that blocked the call being replayed.
 
         Returns:
             (entries acquired, entries found expired on the way, whether a limit stopped the
@@ -595,7 +597,7 @@ class EntryList:
                     if len(taken) >= max_messages or (taken and taken_bytes + entry.size > max_bytes):
                         limited = True
                         break
-                    if (entry.paged and not self.replaying) or entry.seq == stop_at:
+                    if (entry.paged and not self.replaying) or entry.seq == self.stop_at:
                         self.blocked = entry  # its body is in the store: the queue reads it, then asks again
                         limited = True
                         break
@@ -609,8 +611,11 @@ class EntryList:
                 break
         return taken, expired, limited
 
-    def browse(self, consumer_id: int, max_messages: int, max_bytes: int, stop_at: int = 0) -> list[Entry]:
-        """The next live entries after a browser's pointer, in publish order, without acquiring (``stop_at``: see ``take``)."""
+    def browse(self, consumer_id: int, max_messages: int, max_bytes: int) -> list[Entry]:
+        """The next live entries after a browser's pointer, in publish order, without acquiring.
+
+        ``stop_at``: as in ``take``.
+        """
         self.blocked = self.blocked_rank = None
         cursor = self._cursors[consumer_id]
         selector = cursor.selector
@@ -623,7 +628,7 @@ class EntryList:
             if match_all or selector.matches(entry.message.header_map()):
                 if len(seen) >= max_messages or (seen and seen_bytes + entry.size > max_bytes):
                     break
-                if (entry.paged and not self.replaying) or seq == stop_at:  # as in ``take``
+                if (entry.paged and not self.replaying) or seq == self.stop_at:  # as in ``take``
                     self.blocked = entry
                     break
                 seen.append(entry)

@@ -158,7 +158,7 @@ class BodyPager:
         return not order or order[0] > seq
 
     def hold_deletes(self, journal_write: int) -> None:
-        """Durable on disk: the entries settled so far must keep their bodies until write ``journal_write`` is synced."""
+        """Durable on disk: the entries settled so far keep their bodies until write ``journal_write`` is synced."""
         settled = self.entries.take_unstored()
         if settled:
             self._held_deletes.append((journal_write, settled))

@@ -993,7 +993,8 @@ class QueueActor(Actor):
         lost, pager.lost = pager.lost, []
         for entry in self.entries.discard(lost):
             if self.ctx.tracing:
-                self.ctx.note(EntrySettled(self.name, entry.seq, "lost", None, "body lost before its publish was confirmed"))
+                self.ctx.note(EntrySettled(self.name, entry.seq, "lost", None,
+                                           "body lost before its publish was confirmed"))
 
     def _write_bodies_now(self) -> None:
         """A durable queue with its journal in memory: its store is a dict beside the journal, written at once."""

@@ -93,6 +93,7 @@ from ._pubsub_promises import stream_flow as stream_flow
 from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
+from ._ram_target import ram_under_target as ram_under_target
 from ._restart_budget import SupervisionDeclared as SupervisionDeclared
 from ._result import CheckResult as CheckResult
 from ._result import guarded as guarded
@@ -106,7 +107,6 @@ from ._subscriber import lease_validity as lease_validity
 from ._subscriber import no_loss as no_loss
 from ._subscriber import ordering_keys as ordering_keys
 from ._timers import timers as timers
-from ._ram_target import ram_under_target as ram_under_target
 
 __all__ = [
     "BatchReceived",

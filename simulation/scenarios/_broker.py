@@ -63,7 +63,6 @@ from conveyor.simulation.checkers import (
     exclusive_lease,
     expiry,
     expiry_not_early,
-    ram_under_target,
     found_order,
     group_exclusivity,
     guarded,
@@ -72,6 +71,7 @@ from conveyor.simulation.checkers import (
     not_before,
     priority_order,
     publish_outcomes,
+    ram_under_target,
     reconfigure,
     selector_match,
     stale_nack,
@@ -699,7 +699,12 @@ def run_broker_simulation(
     if result.quiet and sim.tracer is not None and unsettled_by_clients(sim.trace):
         browsers = browse_what_is_left(sim, ((queue, False), *((dead, True) for dead in dead_letters)))
         if scenario.disk is not None:  # a crash during the browse takes the browsers' subscriptions too
-            sim.process_crash_listeners.append(lambda: [sim.tell_from_thread(b, BrowseAgain()) for b in browsers])
+
+            def browse_again() -> None:
+                for browser in browsers:
+                    sim.tell_from_thread(browser, BrowseAgain())
+
+            sim.process_crash_listeners.append(browse_again)
         more = sim.run(max_steps=max_steps - result.steps)
         result = RunResult(steps=result.steps + more.steps, time=more.time, quiet=more.quiet)
     sim.shutdown()

@@ -8,8 +8,8 @@ at that instant, and a new system opened on the copy must hold every message con
 
 from __future__ import annotations
 
-import shutil
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable
