@@ -1011,7 +1011,8 @@ class QueueActor(Actor):
         pager.balance()
         if self.ctx.tracing and pager.held_bytes != self.noted_held:
             self.noted_held = pager.held_bytes
-            self.ctx.note(BodiesInRam(self.name, self.noted_held, pager.target_bytes))
+            target = self.config.memory_target_bytes  # the queue's own setting, not the pager's idea of it
+            self.ctx.note(BodiesInRam(self.name, self.noted_held, pager.target_bytes if target is None else target))
         if pager.durable and self.on_disk and self.journal is not None:
             self._hold_deletes(pager, self.journal)
         if self.page_job is None:

@@ -383,6 +383,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         "durable-crash", Variant(queue=durable_paging.ConfirmsBeforeBodySync), budget=30,
         checkers=frozenset({"durable_total_queue"}),
     ),
+    PlantedBug(
+        "pages-at-twice-the-target", "a paged queue's pager is built with twice its memory target (and 64 bytes)",
+        "paged-swarm", Variant(queue=durable_paging.PagesAtTwiceTheTarget), budget=10,
+        checkers=frozenset({"ram_under_target"}),
+    ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
 
