@@ -42,7 +42,6 @@ from ._manager_protocol import (
     WorkAvailable,
 )
 from ._notes import (
-    BodiesInRam,
     EntryEnqueued,
     EntryReturned,
     EntrySettled,
@@ -74,7 +73,6 @@ from ._values import (
 )
 
 __all__ = [
-    "BodiesInRam",
     "Ack",
     "AckResult",
     "AddConsumer",

@@ -99,9 +99,9 @@ class BodiesInRam:
     target_bytes: int
 
 
-# Traces name these by their module of record, ``_model`` (see ``RECORDED_MODULE``).
+# Traces name these by their module of record, ``_model`` (see ``RECORDED_MODULE``); a note added since
+# (``BodiesInRam``) keeps its own module.
 recorded_in_model(
-    BodiesInRam,
     EntryEnqueued,
     QueueClosed,
     QueueRecovered,
