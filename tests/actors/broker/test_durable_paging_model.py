@@ -2,8 +2,8 @@
 
 An ``EntryList`` journaled with ``bodies_elsewhere`` (as a durable paged queue's), its ``BodyPager``
 in durable mode and a durable ``MemoryBodyStore``: random publishes at two levels, takes and browses
-(a walk stopped by a paged body asks for it, and a later walk takes it, as the queue's held pull does), acks, releases and
-target changes, a snapshot now and then. Rebuilt from the snapshot and the events (``replaying``),
+(a walk stopped by a paged body asks for it, and a later walk takes it, as the queue's held pull
+does), acks, releases and target changes, a snapshot now and then. Rebuilt from the snapshot and the events (``replaying``),
 a fresh core holds the same entries in the same states and places, and every live body is in the
 store under its seq, though no event or snapshot holds one.
 """
@@ -30,7 +30,7 @@ OPS = st.lists(st.one_of(
 
 
 def state(core: EntryList) -> list[tuple[object, ...]]:
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for seq in core.live_tags():
         entry = core.get(seq)
         assert entry is not None
