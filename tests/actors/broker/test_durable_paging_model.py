@@ -3,9 +3,9 @@
 An ``EntryList`` journaled with ``bodies_elsewhere`` (as a durable paged queue's), its ``BodyPager``
 in durable mode and a durable ``MemoryBodyStore``: random publishes at two levels, takes and browses
 (a walk stopped by a paged body asks for it, and a later walk takes it, as the queue's held pull
-does), acks, releases and target changes, a snapshot now and then. Rebuilt from the snapshot and the events (``replaying``),
-a fresh core holds the same entries in the same states and places, and every live body is in the
-store under its seq, though no event or snapshot holds one.
+does), acks, releases and target changes, a snapshot now and then. Rebuilt from the snapshot and
+the events (``replaying``), a fresh core holds the same entries in the same states and places, and
+every live body is in the store under its seq, though no event or snapshot holds one.
 """
 
 from __future__ import annotations
