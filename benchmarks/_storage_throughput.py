@@ -167,8 +167,8 @@ def memory_option(explicit: str | None = None) -> str | None:
 
 async def _fill(directory: str, messages: int, body: bytes, window: int, option: str | None, target: int) -> float:
     async with TrioSystem(journal_store=DiskJournalStore(directory)) as system:
-        config = QueueConfig("bench", ack_deadline_s=ACK_DEADLINE_S, durable=option is None)
-        if option is not None:  # a durable queue cannot page yet (its journal holds every body): a transient one
+        config = QueueConfig("bench", ack_deadline_s=ACK_DEADLINE_S, durable=True)
+        if option is not None:  # a durable queue pages its bodies into a synced store beside its journal
             paging: dict[str, Any] = {option: target}  # a field this module may not know the type of
             config = attrs.evolve(config, **paging)
         queue = system.spawn(lambda: QueueActor(config), name="q")

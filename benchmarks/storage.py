@@ -170,7 +170,7 @@ def _memory_and_recovery(figures: dict[str, float], root: Path, messages: int, s
     broker_dir = root / "broker"
     broker_dir.mkdir()
     paging = ["--option", option, "--target", str(target_bytes)] if option is not None else []
-    label = (f"broker queue (transient: durable ones cannot page yet), {option}={target_mib} MiB"
+    label = (f"durable broker queue, bodies paged, {option}={target_mib} MiB"
              if option is not None else "broker queue, no paging yet")
     broker = run_sampled(label, "conveyor.benchmarks._storage_throughput",
                          ["--dir", str(broker_dir), "--messages", str(broker_messages), "--size", str(size),

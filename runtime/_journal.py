@@ -86,7 +86,7 @@ class Journal:
     """
 
     __slots__ = ("_before_write", "_events", "_group_depth", "_pending", "_snapshot", "_snapshots", "_store",
-                 "last_write", "path", "writes")
+                 "attached", "last_write", "path", "writes")
 
     def __init__(
         self, path: str, before_write: Callable[[], None] | None = None, store: JournalStore | None = None,
@@ -103,6 +103,9 @@ class Journal:
         """The store's number of the latest write (0 without a store): ``when_synced`` waits for it."""
         self._pending: list[object] = []  # events appended inside ``atomic``, not yet written
         self._group_depth = 0
+        self.attached: dict[str, object] = {}
+        """What the actor keeps beside its journal for its next instances in this process, never written to
+        the store (a durable paged queue's body store: a restart must reuse it, not open a second one)."""
         if store is not None:
             snapshot, events = store.load(path)
             self._snapshot = snapshot
@@ -112,6 +115,11 @@ class Journal:
     def on_disk(self) -> bool:
         """True when writes also go to a disk store: an answer that promises durability waits for ``when_synced``."""
         return self._store is not None
+
+    @property
+    def store(self) -> JournalStore | None:
+        """The disk store the writes also go to (None: memory only)."""
+        return self._store
 
     def when_synced(self, ref: ActorRef) -> None:
         """Have ``JournalSynced(path, n)`` sent to ``ref`` once every write so far is on disk (needs ``on_disk``)."""

@@ -11,7 +11,7 @@ the store's queue dies with the process and a new store is opened on what the di
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, final
+from typing import Any, Protocol, final
 
 from conveyor.runtime import ActorRef
 from conveyor.runtime.lowlevel import Backend, WriteKind
@@ -42,6 +42,9 @@ class SteppedJournalStore(Protocol):
 
     def write_queued(self) -> None:
         """Write what is queued, sync once, answer (a failure is kept in ``failure``)."""
+
+    def body_location(self, path: str) -> tuple[str, Any]:
+        """A directory for the actor at ``path`` to keep data beside its journal, and the file operations."""
 
     def close(self) -> None:
         """Write what is queued and release the files."""
@@ -93,6 +96,10 @@ class SimJournal:
         """Queue the request; the flush that syncs ``through`` answers it."""
         self.store.notify_when_synced(ref, path, through)
         self._flush_later()
+
+    def body_location(self, path: str) -> tuple[str, object]:
+        """Where the actor at ``path`` keeps data beside its journal: the current store's, on the simulated disk."""
+        return self.store.body_location(path)
 
     def close(self) -> None:
         """Write what is queued (a clean stop)."""

@@ -22,7 +22,7 @@ BACKENDS = ("trio", "threads", "simulation")
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--force-paging", type=int, default=None, metavar="BYTES",
-        help="every queue that is not durable pages its bodies under this memory target (0: all of them)",
+        help="every queue pages its bodies under this memory target (0: all of them), durable ones too",
     )
 
 

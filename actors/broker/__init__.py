@@ -51,6 +51,7 @@ from ._manager_protocol import InterestChanged as InterestChanged
 from ._manager_protocol import NotifyWork as NotifyWork
 from ._manager_protocol import RemoveConsumer as RemoveConsumer
 from ._manager_protocol import WorkAvailable as WorkAvailable
+from ._notes import BodiesInRam as BodiesInRam
 from ._notes import EntryEnqueued as EntryEnqueued
 from ._notes import EntryReturned as EntryReturned
 from ._notes import EntrySettled as EntrySettled
@@ -146,6 +147,7 @@ __all__ = [
     "QueueClosed",
     "QueueConfig",
     "QueueRecovered",
+    "BodiesInRam",
     "QueueStats",
     "Reconfigure",
     "Rejoin",

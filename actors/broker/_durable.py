@@ -39,6 +39,8 @@ journal write per change, so a failed write leaves nothing half-recorded) makes 
 
 RECORDED_CALLS = frozenset({
     "publish",
+    "publish_stored",
+    "discard",
     "evict_least_significant",
     "take",
     "browse",
@@ -152,7 +154,8 @@ def _frozen(value: object) -> object:
 
 
 def journal_calls(
-    core: EntryList, journal: Journal, after: Callable[[int], None], after_events: int = COMPACT_AFTER_EVENTS
+    core: EntryList, journal: Journal, after: Callable[[int], None], after_events: int = COMPACT_AFTER_EVENTS,
+    bodies_elsewhere: bool = False,
 ) -> None:
     """Make ``core`` record each of its state-changing calls in ``journal`` once the call returns.
 
@@ -164,6 +167,11 @@ def journal_calls(
     wrapped too, but record nothing: the queue's registry event replays them. ``after`` runs after
     every recorded call once the journal is long (``after_events`` events, or ``COMPACT_AFTER_BYTES``
     of published messages): the queue compacts it there.
+
+    ``bodies_elsewhere`` (a durable paged queue, whose body store keeps every body): a publish is
+    recorded as ``publish_stored`` with the message's body left out, so the journal holds no body,
+    and a take or browse with one more argument, the seq whose paged body stopped it (replay sets
+    ``EntryList.stop_at`` from it, as ``EntryList.replaying`` pages nothing).
     """
     append = journal.append
     depth = [0]  # calls of this core in progress: only the outermost one is recorded
@@ -181,8 +189,16 @@ def journal_calls(
             finally:
                 depth[0] = 0
             if record:
-                append(CoreCall(name, frozen))
-                if name == "publish":
+                if bodies_elsewhere and name == "publish":
+                    full: Message = frozen[0]
+                    append(CoreCall("publish_stored", (attrs.evolve(full, body=b""), frozen[1], full.size)))
+                elif bodies_elsewhere and name in {"take", "browse"}:
+                    # Which body stopped the walk depends on paging, which replay does not redo: say it.
+                    blocked = core.blocked
+                    append(CoreCall(name, (*frozen, 0 if blocked is None else blocked.seq)))
+                else:
+                    append(CoreCall(name, frozen))
+                if name == "publish" and not bodies_elsewhere:
                     published: Message = frozen[0]
                     held[0] += published.size
                 # Below both thresholds compaction is never due: skip the call.
@@ -224,10 +240,23 @@ def needs_compaction(
     return held_bytes >= COMPACT_AFTER_BYTES and held_bytes > COMPACT_FACTOR * core.live_bytes
 
 
+_WALK_ARGS = {"take": 5, "browse": 3}
+"""The arguments of the walks; one more recorded is the seq that stopped it (``journal_calls``)."""
+
+
 def replay_call(core: EntryList, call: CoreCall) -> Any:
     """Make one recorded call again on ``core`` and return its result."""
-    if call.method not in RECORDED_CALLS and call.method not in REGISTRY_CALLS:
+    method = call.method
+    if method not in RECORDED_CALLS and method not in REGISTRY_CALLS:
         allowed = sorted(RECORDED_CALLS | REGISTRY_CALLS)
-        msg = f"journal holds a call to EntryList.{call.method}, which is not one of {allowed}"
+        msg = f"journal holds a call to EntryList.{method}, which is not one of {allowed}"
         raise ValueError(msg)
-    return getattr(type(core), call.method)(core, *call.args)
+    args = call.args
+    walk = _WALK_ARGS.get(method)
+    if walk is not None and len(args) > walk:  # a durable paged queue's: where a paged body stopped it
+        core.stop_at = args[walk]
+        try:
+            return getattr(type(core), method)(core, *args[:walk])
+        finally:
+            core.stop_at = 0
+    return getattr(type(core), method)(core, *args)

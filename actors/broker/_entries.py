@@ -30,7 +30,7 @@ import heapq
 from array import array
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, final
 
 import attrs
@@ -254,6 +254,9 @@ class EntryListSnapshot:
     top_priority: int
     counters: tuple[int, ...]
     errors: tuple[tuple[int, DeliveryError], ...] = ()
+    stored: tuple[tuple[int, int], ...] = ()
+    """(seq, size) of the entries whose body is in a durable queue's body store, not in the snapshot
+    (their message has an empty body): ``snapshot(unsynced=...)``."""
 
 
 _COUNTERS = ("available", "acquired", "published", "delivered", "redelivered", "acked", "dead_lettered", "expired")
@@ -305,6 +308,10 @@ class EntryList:
         self.delta_used = False  # once entries left RAM and came back, ``_live`` is no longer in publish order
         self.unstored: list[int] = []
         """Seqs of entries that reached a final state with a body in the store, to delete (``take_unstored``)."""
+        self.replaying = False
+        """A durable paged queue's recovery replays its calls: a paged body blocks a walk only where it did."""
+        self.stop_at = 0
+        """While replaying, the seq whose paged body stopped the take or browse being replayed (0: none)."""
         # counters
         self.published = 0
         self.delivered = 0
@@ -345,12 +352,57 @@ class EntryList:
             self._move_pointers_back(entry)
         return entry
 
+    def publish_stored(self, message: Message, now: float, size: int) -> Entry:
+        """Publish a message whose body is in the body store: ``message`` has none, ``size`` is the full one.
+
+        How a durable paged queue's journal replays a publish (its events keep no body): the entry
+        is the one ``publish`` made, its body paged out.
+        """
+        entry = self.publish(message, now)
+        self.live_bytes += size - entry.size
+        entry.size = size
+        entry.paged = entry.stored = True
+        self.paged += 1
+        self.paged_bytes += size
+        return entry
+
+    def discard(self, seqs: Iterable[int]) -> list[Entry]:
+        """Drop the available entries of ``seqs`` whose bodies are lost; returns them (final, not counted acked).
+
+        A durable paged queue's recovery may hold the entry of a publish whose journal write
+        reached the disk but whose body did not: it was never confirmed, so the queue drops it
+        when it finds the body missing.
+        """
+        dropped = []
+        for seq in seqs:
+            entry = self._live.get(seq)
+            if entry is not None and entry.state is _AVAILABLE:
+                self._finish(entry, _DEQUEUED)
+                dropped.append(entry)
+        return dropped
+
     # --- durability -------------------------------------------------------------------------
 
-    def snapshot(self) -> EntryListSnapshot:
-        """Everything this list holds, as an immutable value that ``restore`` loads back."""
+    def snapshot(self, unsynced: Mapping[int, bytes] | None = None) -> EntryListSnapshot:
+        """Everything this list holds, as an immutable value that ``restore`` loads back.
+
+        ``unsynced`` (a durable paged queue's): the entries whose body is stored are kept without it
+        (``EntryListSnapshot.stored``), but for those whose store write is not yet synced, whose
+        body ``unsynced`` gives.
+        """
+        stored: list[tuple[int, int]] = []
+
+        def message_of(e: Entry) -> Message:
+            if unsynced is None or not e.stored:
+                return e.message
+            body = unsynced.get(e.seq)
+            if body is None:
+                stored.append((e.seq, e.size))
+                return e.message if e.paged else attrs.evolve(e.message, body=b"")
+            return attrs.evolve(e.message, body=body) if e.paged else e.message
+
         entries = tuple(
-            (e.seq, e.position[0], e.position[1], e.message, e.state, e.consumer, e.last_consumer, e.deadline,
+            (e.seq, e.position[0], e.position[1], message_of(e), e.state, e.consumer, e.last_consumer, e.deadline,
              e.delivery_count, e.lease, e.available_at, e.expires_at)
             for e in self._live.values()
         )
@@ -372,6 +424,7 @@ class EntryList:
             top_priority=self._top_priority,
             counters=tuple(getattr(self, name) for name in _COUNTERS),
             errors=tuple((e.seq, e.last_error) for e in self._live.values() if e.last_error is not None),
+            stored=tuple(stored),
         )
 
     def restore(self, snapshot: EntryListSnapshot) -> None:
@@ -407,6 +460,13 @@ class EntryList:
             self._levels[rank].entries.append(entry)
         for seq, error in snapshot.errors:
             self._live[seq].last_error = error
+        for seq, size in snapshot.stored:
+            entry = self._live[seq]
+            entry.size = size
+            entry.paged = entry.stored = True
+            if entry.state is _AVAILABLE or entry.state is _ACQUIRED:
+                self.paged += 1
+                self.paged_bytes += size
         for level in self._levels:
             level.entries.sort(key=lambda entry: entry.position[1])
             level.seqs = [entry.position[1] for entry in level.entries]
@@ -424,7 +484,7 @@ class EntryList:
         self._top_priority = snapshot.top_priority
         for name, value in zip(_COUNTERS, snapshot.counters, strict=True):
             setattr(self, name, value)
-        self.live_bytes = sum(entry.message.size for entry in self._live.values())
+        self.live_bytes = sum(entry.size for entry in self._live.values())
 
     def live_tags(self) -> tuple[int, ...]:
         """Tags of every entry not yet in a final state, in publish order (the deltas' included)."""
@@ -436,6 +496,11 @@ class EntryList:
                 tags.extend(chunk.seqs)
         tags.sort()
         return tuple(tags)
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next publish gets."""
+        return self._next_seq
 
     def get(self, tag: int) -> Entry | None:
         """The live entry with this tag (seq), if any."""
@@ -483,7 +548,9 @@ class EntryList:
 
         The walk stops in front of an entry it would acquire whose body is paged out
         (``page_out``): ``blocked`` names it, and the caller reads the body and asks again, so
-        every entry is acquired with its body in RAM, at the moment it is handed over.
+        every entry is acquired with its body in RAM, at the moment it is handed over. While
+        ``replaying`` (a durable paged queue's recovery) bodies block nothing but ``stop_at``, the
+        seq that blocked the call being replayed.
 
         Returns:
             (entries acquired, entries found expired on the way, whether a limit stopped the
@@ -530,8 +597,8 @@ class EntryList:
                     if len(taken) >= max_messages or (taken and taken_bytes + entry.size > max_bytes):
                         limited = True
                         break
-                    if entry.paged:  # its body is in the store: the queue reads it, then asks again
-                        self.blocked = entry
+                    if (entry.paged and not self.replaying) or entry.seq == self.stop_at:
+                        self.blocked = entry  # its body is in the store: the queue reads it, then asks again
                         limited = True
                         break
                     self._acquire(entry, consumer_id, cursor, deadline)
@@ -545,7 +612,10 @@ class EntryList:
         return taken, expired, limited
 
     def browse(self, consumer_id: int, max_messages: int, max_bytes: int) -> list[Entry]:
-        """The next live entries after a browser's pointer, in publish order, without acquiring."""
+        """The next live entries after a browser's pointer, in publish order, without acquiring.
+
+        ``stop_at``: as in ``take``.
+        """
         self.blocked = self.blocked_rank = None
         cursor = self._cursors[consumer_id]
         selector = cursor.selector
@@ -558,7 +628,7 @@ class EntryList:
             if match_all or selector.matches(entry.message.header_map()):
                 if len(seen) >= max_messages or (seen and seen_bytes + entry.size > max_bytes):
                     break
-                if entry.paged:  # as in ``take``
+                if (entry.paged and not self.replaying) or seq == self.stop_at:  # as in ``take``
                     self.blocked = entry
                     break
                 seen.append(entry)

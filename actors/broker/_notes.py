@@ -88,7 +88,19 @@ class StaleNackIgnored:
     current: int
 
 
-# Traces name these by their module of record, ``_model`` (see ``RECORDED_MODULE``).
+@final
+@attrs.frozen
+class BodiesInRam:
+    """Note, written by a paged queue (``memory_target_bytes``) after a handler that changed it: the bytes
+    of live bodies it holds in RAM, and its target (the ``ram_under_target`` checker compares them)."""
+
+    queue: str
+    held_bytes: int
+    target_bytes: int
+
+
+# Traces name these by their module of record, ``_model`` (see ``RECORDED_MODULE``); a note added since
+# (``BodiesInRam``) keeps its own module.
 recorded_in_model(
     EntryEnqueued,
     QueueClosed,

@@ -19,11 +19,18 @@ and ``loaded`` takes the bodies the job read. Rules, after every handler (``bala
 A body is written to the store once, the first time it is paged out, and deleted once its
 entry reaches a final state (``EntryList.take_unstored``); reads in a batch run before its
 deletes, so a dead letter can still read the body of the entry it settles.
+
+A durable queue's pager (``durable=True``) writes every body as it is published (write-through,
+the store syncs it; ``unsynced`` holds the bodies not yet synced, which a snapshot keeps), holds
+the deletes of settled entries until their journal write is synced (``hold_deletes`` /
+``release_deletes``: the settle must survive a crash before the body goes), and reports bodies the
+store lost (``lost``: publishes never confirmed) for the queue to drop.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Iterable
 from typing import final
 
@@ -45,10 +52,12 @@ class BodyPager:
             time; None keeps every entry in RAM.
         keep_entries: available entries kept in RAM: chunks go to delta while more than this and a
             chunk are, and come back once no more than this are.
+        durable: a durable queue's: write every body as it is published, see the module.
     """
 
     def __init__(
-        self, entries: EntryList, target_bytes: int, chunk_entries: int | None = None, keep_entries: int = 0
+        self, entries: EntryList, target_bytes: int, chunk_entries: int | None = None, keep_entries: int = 0,
+        durable: bool = False,
     ) -> None:
         if type(target_bytes) is not int or target_bytes < 0:
             msg = f"BodyPager.target_bytes must be an int >= 0, got {target_bytes!r}"
@@ -86,6 +95,19 @@ class BodyPager:
         self.written = 0
         self.read = 0
         self.deleted = 0
+        self.durable = durable
+        self.unsynced: dict[int, bytes] = {}
+        """Durable: bodies handed to the store whose write is not yet synced (a snapshot must keep them)."""
+        self._unsynced_order: deque[int] = deque()  # their seqs, in write order (= seq order)
+        self._in_flight_writes = 0  # writes of the batch in flight (durable: the head of ``_unsynced_order``)
+        self.lost: list[int] = []
+        """Durable: available entries whose body the store did not have (dropped by the queue)."""
+        self._held_deletes: deque[tuple[int, list[int]]] = deque()  # (journal write, seqs) not yet synced
+        self._ready_deletes: list[int] = []
+        self.forget_from: int | None = None
+        """Durable, after a recovery: the next batch first forgets the store's bodies from this seq on."""
+        self.generation = 0
+        """Durable: the store's generation this instance recovered with (its batches carry it)."""
 
     @property
     def held_bytes(self) -> int:
@@ -96,8 +118,61 @@ class BodyPager:
     # --- what happened to entries ----------------------------------------------------------
 
     def published(self, entry: Entry) -> None:
-        """A new entry, its body in RAM."""
+        """A new entry, its body in RAM (durable: and on its way to the store)."""
+        if self.durable:
+            body = entry.message.body
+            entry.stored = True
+            self._writes.append((entry.seq, body))
+            self.unsynced[entry.seq] = body
+            self._unsynced_order.append(entry.seq)
         heapq.heappush(self._deepest, (-entry.position[0], -entry.seq, entry.seq))
+
+    def recovered(self) -> None:
+        """A durable queue rebuilt its entries: track each, and write the bodies the store lacks."""
+        entries = self.entries
+        for seq in entries.live_tags():
+            entry = entries.get(seq)
+            if entry is None:
+                continue
+            if not entry.stored and not entry.paged:
+                self.published(entry)  # a snapshot kept its body: its write was not synced then
+                if entry.state is _ACQUIRED:
+                    self._delivered.append(seq)
+            elif entry.state is _ACQUIRED:
+                if not entry.paged:
+                    self._delivered.append(seq)
+            else:
+                self._track(entry)
+
+    def take_writes(self) -> list[tuple[int, bytes]]:
+        """Durable with the journal in memory: the writes to make now, in the handler (the store is a dict)."""
+        writes, self._writes = self._writes, []
+        self.unsynced.clear()
+        self._unsynced_order.clear()
+        self.written += len(writes)
+        return writes
+
+    def body_synced(self, seq: int) -> bool:
+        """Durable: whether the bodies of every entry up to ``seq`` are synced in the store."""
+        order = self._unsynced_order
+        return not order or order[0] > seq
+
+    def hold_deletes(self, journal_write: int) -> None:
+        """Durable on disk: the entries settled so far keep their bodies until write ``journal_write`` is synced."""
+        settled = self.entries.take_unstored()
+        if settled:
+            self._held_deletes.append((journal_write, settled))
+
+    def release_deletes(self, synced_write: int) -> None:
+        """The journal is synced through ``synced_write``: the bodies settled by then may go."""
+        held = self._held_deletes
+        while held and held[0][0] <= synced_write:
+            self._ready_deletes.extend(held.popleft()[1])
+
+    @property
+    def deletes_held(self) -> int:
+        """The latest journal write a held delete waits for (0: none waits)."""
+        return self._held_deletes[-1][0] if self._held_deletes else 0
 
     def available_again(self, entries: Iterable[Entry]) -> None:
         """Entries given back (released, nacked, lapsed) at their positions."""
@@ -185,11 +260,17 @@ class BodyPager:
         if self.in_flight:
             return None
         deletes = self.entries.take_unstored()
+        if self._ready_deletes:
+            deletes = self._ready_deletes + deletes
+            self._ready_deletes = []
         if not (self._writes or self._reads or deletes or self._chunk_writes or self._chunk_reads
-                or self._chunk_deletes):
+                or self._chunk_deletes or self.forget_from is not None):
             return None
         batch = PageBatch(tuple(self._writes), tuple(self._reads), tuple(deletes), tuple(self._chunk_writes),
-                          tuple(self._chunk_reads), tuple(self._chunk_deletes))
+                          tuple(self._chunk_reads), tuple(self._chunk_deletes), self.forget_from, self.generation)
+        self.forget_from = None
+        if self.durable:
+            self._in_flight_writes = len(self._writes)
         self._writes = []
         self._reads = []
         self._chunk_writes = []
@@ -204,6 +285,11 @@ class BodyPager:
         """The batch in flight is done; put the bodies and delta chunks it read back in RAM."""
         self.in_flight = False
         entries = self.entries
+        if self._in_flight_writes:  # durable: the batch's writes are synced
+            order, unsynced = self._unsynced_order, self.unsynced
+            for _ in range(self._in_flight_writes):
+                unsynced.pop(order.popleft(), None)
+            self._in_flight_writes = 0
         for key, records in done.chunks:
             rank = self.loading.pop(key)
             chunk = entries.first_delta_chunk(rank)
@@ -221,6 +307,10 @@ class BodyPager:
             entry = entries.get(seq)
             if entry is None or not entry.paged:
                 continue  # settled while read (a dead letter or a browse had it read)
+            if body is None:  # a durable store lost it: a publish never confirmed
+                if entry.state is _AVAILABLE:
+                    self.lost.append(seq)
+                continue
             entries.page_in(entry, body)
             if entry.state is _ACQUIRED:
                 self._delivered.append(seq)

@@ -18,7 +18,7 @@ import attrs
 
 from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Journal, JournalSynced, Terminated, TimerHandle
 
-from ._body_store import BodyStore, DiskBodyStore, PageDone, run_page_batch
+from ._body_store import BodyStore, DiskBodyStore, MemoryBodyStore, PageDone, run_page_batch
 from ._client_protocol import (
     Ack,
     AckResult,
@@ -59,7 +59,15 @@ from ._durable import (
 from ._entries import Entry, EntryList, Returned
 from ._manager import ConsumerManagerActor
 from ._manager_protocol import AddConsumer, ConsumerExhausted, InterestChanged, RemoveConsumer, WorkAvailable
-from ._notes import EntryEnqueued, EntryReturned, EntrySettled, QueueClosed, QueueRecovered, StaleNackIgnored
+from ._notes import (
+    BodiesInRam,
+    EntryEnqueued,
+    EntryReturned,
+    EntrySettled,
+    QueueClosed,
+    QueueRecovered,
+    StaleNackIgnored,
+)
 from ._paging import BodyPager
 from ._values import (
     DEAD_LETTER_QUEUE,
@@ -90,7 +98,7 @@ class PagingFailed(RuntimeError):
 class _Held:
     """A dead letter whose body is paged out: it waits until the body is read, and for every earlier one."""
 
-    __slots__ = ("build", "messages", "missing", "target")
+    __slots__ = ("build", "lost", "messages", "missing", "target")
 
     def __init__(
         self, target: ActorRef, missing: set[int], messages: dict[int, Message],
@@ -100,6 +108,7 @@ class _Held:
         self.missing = missing  # seqs whose bodies are still being read
         self.messages = messages  # seq -> message as taken (without its body while missing)
         self.build = build  # the message to send, from the complete messages
+        self.lost = False  # a durable store lost a body it needs (a publish never confirmed): not sent
 
 
 @final
@@ -164,8 +173,10 @@ class QueueActor(Actor):
         # the group is written; None outside.
         self.after_write: list[Callable[[], None]] | None = None
         # A durable queue on a disk store: publish answers waiting for their write to be synced,
-        # as (the journal's write number, who asked, the answer), oldest first.
-        self.unconfirmed: deque[tuple[int, ActorRef, object]] = deque()
+        # as (the journal's write number, the latest body it needs synced (paged), who asked, the
+        # answer), oldest first.
+        self.unconfirmed: deque[tuple[int, int, ActorRef, object]] = deque()
+        self.last_body = 0  # a durable paged queue's latest published seq: its body must be synced to confirm
         self.sync_asked = 0  # the latest write number a JournalSynced was asked for
         self.synced_through = 0  # the latest write number the store said is synced
         self.on_disk = False  # durable on a disk store: confirms wait for JournalSynced
@@ -173,7 +184,10 @@ class QueueActor(Actor):
         # and the sends waiting for bodies being read (in the order they were made), by seq too.
         target = config.memory_target_bytes
         self.pager = None if target is None else self.make_pager(target)
-        self.body_store: BodyStore | None = None if target is None else self.make_body_store()
+        # A durable queue's store lives beside its journal: found or made when it recovers (``_recover``).
+        self.body_store: BodyStore | None = None if target is None or config.durable else self.make_body_store()
+        self.bodies_now = False  # durable with its journal in memory: bodies go to the store in the handler
+        self.noted_held = 0  # the bytes of bodies in RAM the last BodiesInRam note said
         self.page_job: int | None = None
         self.outbox: deque[_Held] = deque()
         self.waiting: dict[int, list[_Held]] = {}
@@ -188,10 +202,14 @@ class QueueActor(Actor):
 
         Entries move out of RAM (delta) in chunks of one per KiB of the target, 2 to
         ``DELTA_CHUNK_ENTRIES``, keeping twice that many available in RAM (a small target keeps few
-        entries too), unless the queue has a length limit (the ring's victim may be in the delta).
+        entries too), unless the queue has a length limit (the ring's victim may be in the delta) or is
+        durable (its bodies only are paged: see docs/storage.md).
         """
         chunk = min(DELTA_CHUNK_ENTRIES, max(2, target_bytes // 1024))
-        return BodyPager(self.entries, target_bytes, None if self.config.max_length is not None else chunk, 2 * chunk)
+        config = self.config
+        return BodyPager(self.entries, target_bytes,
+                         None if config.max_length is not None or config.durable else chunk, 2 * chunk,
+                         durable=config.durable)
 
     def make_body_store(self) -> BodyStore:
         """Where a paged queue keeps bodies out of RAM: a segment log in a temporary directory.
@@ -200,6 +218,24 @@ class QueueActor(Actor):
         called from the queue's jobs.
         """
         return DiskBodyStore()
+
+    def make_durable_body_store(self, journal: Journal) -> BodyStore:
+        """A durable paged queue's body store, kept beside its journal so later instances reuse it.
+
+        On a disk journal store: a synced ``DiskBodyStore`` in the store's ``bodies/`` directory, on
+        its file operations (the simulator's disk); with the journal in memory: a ``MemoryBodyStore``.
+        """
+        kept = journal.attached.get("bodies")
+        if kept is not None:
+            return kept  # type: ignore[return-value]  # only this queue's instances put it there
+        locate = getattr(journal.store, "body_location", None)
+        if locate is None:
+            store: BodyStore = MemoryBodyStore(durable=True)
+        else:
+            directory, fs = locate(journal.path)
+            store = DiskBodyStore(directory, fs=fs, durable=True)
+        journal.attached["bodies"] = store
+        return store
 
     def make_manager(self) -> ConsumerManagerActor:
         """The consumer manager child; a subclass may supply a variant."""
@@ -295,6 +331,8 @@ class QueueActor(Actor):
                 self.page_job = None
                 self._loaded(result)
             case JobFailed(job_id=job_id, error=error) if job_id == self.page_job:
+                if self.journal is not None:  # durable: the restart reopens the store on what the disk kept
+                    self.journal.attached.pop("bodies", None)
                 msg = f"queue {self.name!r}: its body store failed ({error!r})"
                 raise PagingFailed(msg) from error
             case GetStats():
@@ -311,13 +349,16 @@ class QueueActor(Actor):
         store's ``JournalSynced`` (one sync covers every write since the last). Answers keep their order.
         """
         journal = self.journal
+        pager = self.pager
+        body = self.last_body
         if not self.on_disk or journal is None or (not self.unconfirmed and journal.last_write <= self.sync_asked
-                                                   and self.synced_through >= journal.last_write):
+                                                   and self.synced_through >= journal.last_write
+                                                   and (pager is None or pager.body_synced(body))):
             self.ctx.reply(answer)
             return
         sender = self.ctx.sender
         assert sender is not None  # only called when someone hears the answer
-        self.unconfirmed.append((journal.last_write, sender, answer))
+        self.unconfirmed.append((journal.last_write, body, sender, answer))
         if journal.last_write > self.sync_asked:
             self.sync_asked = journal.last_write
             journal.when_synced(self.ctx.self_ref)
@@ -325,9 +366,15 @@ class QueueActor(Actor):
     def _synced(self, through: int) -> None:
         """The store synced this journal's writes up to ``through``: send the answers they held."""
         self.synced_through = max(self.synced_through, through)
+        self._send_confirmed()
+
+    def _send_confirmed(self) -> None:
+        """Send the held answers whose journal writes are synced (and, paged, their bodies), in order."""
         unconfirmed = self.unconfirmed
-        while unconfirmed and unconfirmed[0][0] <= through:
-            _, sender, answer = unconfirmed.popleft()
+        through = self.synced_through
+        pager = self.pager
+        while unconfirmed and unconfirmed[0][0] <= through and (pager is None or pager.body_synced(unconfirmed[0][1])):
+            _, _, sender, answer = unconfirmed.popleft()
             self.ctx.send(sender, answer)
 
     def _publish(self, payload: Message, immediate: bool) -> Published | PublishRejected:
@@ -363,8 +410,13 @@ class QueueActor(Actor):
         # The clock matters to an entry only for its TTL or delay; reading it costs a call per publish.
         now = self.ctx.now() if payload.ttl_s is not None or payload.delay_s else 0.0
         entry = self.entries.publish(payload, now)
-        if self.pager is not None:
-            self.pager.published(entry)
+        pager = self.pager
+        if pager is not None:
+            pager.published(entry)
+            if pager.durable:
+                self.last_body = entry.seq
+                if self.bodies_now:
+                    self._write_bodies_now()
         if self.ctx.tracing:
             note = EntryEnqueued(self.name, entry.seq, payload)
             if self.after_write is None:
@@ -469,6 +521,10 @@ class QueueActor(Actor):
         """
         record = self.consumers.get(consumer_id)
         if record is None:
+            return
+        if reply_to is None and self.ctx.sender is not None and self.ctx.sender != record.ref:
+            # A consumer whose subscription a crash took back (never synced) while its id went to another:
+            # its pull would move the other's pointer and hand the other's entries to it.
             return
         entries = self.entries
         pager = self.pager
@@ -804,6 +860,7 @@ class QueueActor(Actor):
                 restored = self._register(kept.consumer_id, kept.subscribe, kept.interested)
                 restored.delivered, restored.acked = kept.delivered, kept.acked
         consumers = self.consumers
+        core.replaying = self.pager is not None
         for event in journal:
             if type(event) is CoreCall:
                 result = replay_call(core, event)
@@ -837,9 +894,25 @@ class QueueActor(Actor):
             else:
                 msg = f"journal of durable queue {self.name!r} holds {event!r}, which it never writes"
                 raise TypeError(msg)
-        journal_calls(core, journal, self._compact_if_long, self.config.compact_after_events)
+        core.replaying = False
+        pager = self.pager
+        journal_calls(core, journal, self._compact_if_long, self.config.compact_after_events,
+                      bodies_elsewhere=pager is not None)
         self.journal = journal
         self.on_disk = journal.on_disk
+        if pager is not None:
+            store = self.body_store = self.make_durable_body_store(journal)
+            # A job of a dead instance may still come: its batch is stale from now on (PageBatch.generation).
+            pager.generation = store.generation = getattr(store, "generation", 0) + 1  # type: ignore[attr-defined]
+            self.bodies_now = not journal.on_disk
+            # Bodies of publishes the journal lost (written, their journal write not): their seqs come again.
+            if self.bodies_now:
+                self.body_store.forget_from(core.next_seq)  # a dict: at once, before the next write
+            else:
+                pager.forget_from = core.next_seq  # the next job's first step
+            pager.recovered()
+            if self.bodies_now:
+                self._write_bodies_now()
         return found
 
     def _resume(self) -> None:
@@ -877,8 +950,9 @@ class QueueActor(Actor):
             RegisteredConsumer(cid, record.request, record.interested, record.delivered, record.acked)
             for cid, record in self.consumers.items()
         )
-        journal.save_snapshot(QueueSnapshot(self.entries.snapshot(), consumers, self.rejected, self.next_consumer_id,
-                                            self.config))
+        pager = self.pager
+        core = self.entries.snapshot(pager.unsynced) if pager is not None else self.entries.snapshot()
+        journal.save_snapshot(QueueSnapshot(core, consumers, self.rejected, self.next_consumer_id, self.config))
 
     # --- paging ---------------------------------------------------------------------------
 
@@ -904,29 +978,71 @@ class QueueActor(Actor):
         waiting = self.waiting
         for seq, body in done.bodies:
             for held in waiting.pop(seq, ()):
-                held.messages[seq] = attrs.evolve(held.messages[seq], body=body)
+                if body is None:
+                    held.lost = True
+                else:
+                    held.messages[seq] = attrs.evolve(held.messages[seq], body=body)
                 held.missing.discard(seq)
-        assert self.pager is not None
-        self.pager.loaded(done)
+        pager = self.pager
+        assert pager is not None
+        pager.loaded(done)
+        if pager.lost:
+            self._drop_lost(pager)
+        if self.unconfirmed:
+            self._send_confirmed()  # their bodies may be synced now
         outbox = self.outbox
         while outbox and not outbox[0].missing:
             held = outbox.popleft()
-            self.ctx.send(held.target, held.build(held.messages))
+            if not held.lost:
+                self.ctx.send(held.target, held.build(held.messages))
         pulls = self.held_pulls
         self.held_pulls = []
         for consumer_id, max_messages, max_bytes, reply_to in pulls:  # their bodies are in RAM until the next balance
             if reply_to is not None:
                 self._pull(consumer_id, max_messages, max_bytes, reply_to)
 
+    def _drop_lost(self, pager: BodyPager) -> None:
+        """A durable queue's store lacked these bodies: publishes whose journal write outlived their body
+        (never confirmed, as a confirm waits for both). Their entries go, as if never published."""
+        lost, pager.lost = pager.lost, []
+        for entry in self.entries.discard(lost):
+            if self.ctx.tracing:
+                self.ctx.note(EntrySettled(self.name, entry.seq, "lost", None,
+                                           "body lost before its publish was confirmed"))
+
+    def _write_bodies_now(self) -> None:
+        """A durable queue with its journal in memory: its store is a dict beside the journal, written at once."""
+        pager = self.pager
+        assert pager is not None and self.body_store is not None
+        writes = pager.take_writes()
+        if writes:
+            self.body_store.write(writes)
+
     def _page(self) -> None:
         """After a handler: balance bodies against the target and start the store's next job if none runs."""
         pager = self.pager
         assert pager is not None
         pager.balance()
+        if self.ctx.tracing and pager.held_bytes != self.noted_held:
+            self.noted_held = pager.held_bytes
+            target = self.config.memory_target_bytes  # the queue's own setting, not the pager's idea of it
+            self.ctx.note(BodiesInRam(self.name, self.noted_held, pager.target_bytes if target is None else target))
+        if pager.durable and self.on_disk and self.journal is not None:
+            self._hold_deletes(pager, self.journal)
         if self.page_job is None:
             batch = pager.take_batch()
             if batch is not None:
                 self.page_job = self.ctx.run_job(run_page_batch, self.body_store, batch)
+
+    def _hold_deletes(self, pager: BodyPager, journal: Journal) -> None:
+        """A settled entry's body is deleted only once the journal write that settled it is synced:
+        a crash before would bring the entry back, and its body must still be there."""
+        pager.hold_deletes(journal.last_write)
+        pager.release_deletes(self.synced_through)
+        waits = pager.deletes_held
+        if waits > self.sync_asked:
+            self.sync_asked = waits
+            journal.when_synced(self.ctx.self_ref)
 
     # --- statistics -----------------------------------------------------------------------
 

@@ -238,7 +238,8 @@ class QueueConfig:
         memory_target_bytes: most message bytes (``Message.size``) the queue keeps in RAM; past it
             the bodies of the entries deepest in the queue are written to a body store and read
             back ahead of need (docs/storage.md, "Paging the broker's queue"). None keeps every
-            body in RAM. Not with ``durable`` yet: a durable queue's journal holds its bodies.
+            body in RAM. A durable queue pages its bodies only (its entries stay in RAM): each body is
+            written to a synced body store beside its journal, which keeps none (docs/storage.md).
     """
 
     name: str = attrs.field(validator=non_empty_str)
@@ -280,9 +281,6 @@ class QueueConfig:
             return
         if type(value) is not int or value < 0:
             fail("QueueConfig", "memory_target_bytes", "None or an int >= 0 (bytes of bodies kept in RAM)", value)
-        if self.durable:
-            fail("QueueConfig", "memory_target_bytes", "None when durable=True (a durable queue's journal holds "
-                 "every body in RAM, so it cannot page yet)", value)
 
     @dead_letter.validator
     def _check_dead_letter(self, attribute: attrs.Attribute[ActorRef | None], value: ActorRef | None) -> None:

@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable, Sequence
 from itertools import count
 from typing import Any, Final, TypeAlias, final
+from urllib.parse import quote
 
 import attrs
 
@@ -45,6 +46,8 @@ CLEARED: Final = b"C"
 _KINDS: Final = {"events": EVENTS, "snapshot": SNAPSHOT, "clear": CLEARED}
 EVENTS_RECORD_BYTES: Final = 1024 * 1024
 """A journal's event writes of one batch are joined into records of about this many bytes at most."""
+BODIES_DIRECTORY: Final = "bodies"
+"""The subdirectory of the store's directory that holds durable queues' body stores (``body_location``)."""
 GC_EVERY_SYNCS: Final = 256
 """The writer collects garbage (compacts sparse segments) once per this many batches."""
 
@@ -173,6 +176,8 @@ class DiskJournalStore:
             msg = f"gc_every must be a number of batches >= 1, got {gc_every!r}"
             raise ValueError(msg)
         self.directory = os.fspath(directory)
+        self.fs = fs
+        """The file operations the log uses (None: the real ones); a durable queue's body store uses them too."""
         self._log = SegmentLog(self.directory, segment_size=segment_size, fs=fs)
         recovery = self._log.recovery
         if recovery.truncated or recovery.damaged:
@@ -196,6 +201,11 @@ class DiskJournalStore:
     def recovered_paths(self) -> tuple[str, ...]:
         """The journals recovered from disk and not yet opened."""
         return tuple(self._recovered)
+
+    def body_location(self, path: str) -> tuple[str, FileSystem | None]:
+        """Where the actor at ``path`` keeps data beside its journal (a durable paged queue's bodies): a
+        directory of its own under ``bodies/`` (the log ignores it) and the file operations to use."""
+        return os.path.join(self.directory, BODIES_DIRECTORY, quote(path, safe="")), self.fs
 
     def start(self, system: Backend) -> None:
         """Start the writer thread; ``JournalSynced`` answers go through ``system.tell_from_thread``."""

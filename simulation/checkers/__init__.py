@@ -93,6 +93,7 @@ from ._pubsub_promises import stream_flow as stream_flow
 from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
+from ._ram_target import ram_under_target as ram_under_target
 from ._restart_budget import SupervisionDeclared as SupervisionDeclared
 from ._result import CheckResult as CheckResult
 from ._result import guarded as guarded
@@ -148,6 +149,7 @@ __all__ = [
     "exclusive_lease",
     "expiry",
     "expiry_not_early",
+    "ram_under_target",
     "fairness",
     "flow_bound",
     "flow_pause",

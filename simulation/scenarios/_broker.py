@@ -71,6 +71,7 @@ from conveyor.simulation.checkers import (
     not_before,
     priority_order,
     publish_outcomes,
+    ram_under_target,
     reconfigure,
     selector_match,
     stale_nack,
@@ -208,7 +209,8 @@ class BrokerScenario:
         """Names of the checkers whose preconditions this scenario meets."""
         if self.disk is not None:  # a crash takes back what the queue had not synced: its notes are no witness
             confirmed = ("acked_stays_acked",) if any(policy.confirm for policy in self.consumers) else ()
-            return ("found_order", *confirmed, "durable_total_queue")
+            paged = ("ram_under_target",) if self.memory_target_bytes is not None else ()
+            return ("found_order", *confirmed, *paged, "durable_total_queue")
         names = ["accounting", "drained", "delivery_count", "delivery_limit", "exclusive_lease", "consumer_credit"]
         # the per-message promises first: they fail at the first broken delivery, so a shrink keeps them
         if any(self.ttls):
@@ -228,6 +230,8 @@ class BrokerScenario:
         if self.browsers:
             names.append("browser_completeness")
         names += self._promise_checkers()
+        if self.memory_target_bytes is not None:
+            names.append("ram_under_target")
         names.append("total_queue")  # last: a checker that names a cause is the one a shrink keeps failing
         return tuple(names)
 
@@ -583,7 +587,9 @@ def _spawn_broker_actors(
 ) -> tuple[ActorRef, tuple[ActorRef, ...]]:
     """Spawn the scenario's actors; return the queue's ref and the dead-letter queues' (the second one a
     ``Reconfigure`` switches to, if the scenario draws one)."""
-    target = None if scenario.durable else scenario.memory_target_bytes
+    # A durable queue pages only on the simulated disk (durable-crash): elsewhere (a queue-crash fault makes
+    # a swarm's queues durable) a dead letter waiting for its body's read dies with the queue (docs/storage.md).
+    target = None if scenario.durable and scenario.disk is None else scenario.memory_target_bytes
 
     def dead_letter_queue(name: str) -> ActorRef:
         return system.spawn(
@@ -729,6 +735,7 @@ _CHECKERS: dict[str, Callable[[SharedTrace, str], CheckResult]] = {
     "found_order": found_order,
     "acked_stays_acked": acked_stays_acked,
     "expiry_not_early": expiry_not_early,
+    "ram_under_target": ram_under_target,
 }
 
 

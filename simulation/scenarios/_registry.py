@@ -288,8 +288,12 @@ def _durable_crash_workload(seed: int) -> BrokerScenario:
     messages = rng.randint(5, 30)
     if rng.random() < 0.4:  # the consumers leave early: a backlog outlives the crashes, for found_order to read
         consumers = tuple(attrs.evolve(policy, crash_after=rng.randint(1, 6)) for policy in consumers)
+    # Drawn last (older draws keep their values): the queues page their bodies into a synced body store on the
+    # simulated disk under a target of no body, one body or a few (a scenario message is about 20 bytes).
+    target = rng.choice((None, 0, 8, 40))
     return BrokerScenario(messages=messages, consumers=consumers, priorities=(0, 4, 9), durable=True,
-                          confirm_timeout_s=3.0)
+                          confirm_timeout_s=3.0, memory_target_bytes=target,
+                          draws="" if target is None else f"memory_target_bytes={target}")
 
 
 def _paged_swarm_workload(seed: int) -> BrokerScenario:

@@ -1033,7 +1033,10 @@ async def test_byte_credit_limits_what_a_consumer_holds(backend: Harness) -> Non
             lambda: Ack(1, (1, 2), attempts=(1,)),
             r"Ack\.attempts must be empty or one delivery_count per tag \(2\), got \(1,\)",
         ),
-        (lambda: Ack(1, (1,), attempts=(0,)), r"Ack\.attempts must be delivery counts \(ints >= 1\), one per tag, got 0"),
+        (
+            lambda: Ack(1, (1,), attempts=(0,)),
+            r"Ack\.attempts must be delivery counts \(ints >= 1\), one per tag, got 0",
+        ),
         (lambda: Nack(1, (1,), delay_s=-1), r"Nack\.delay_s must be None or a finite number of seconds >= 0"),
         (
             lambda: Nack(1, (1, 2), attempts=(1,)),

@@ -12,7 +12,18 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, broker_promises, kernel, lifecycle, promises, pubsub, pubsub_promises, storage, subscriber
+from . import (
+    broker,
+    broker_promises,
+    durable_paging,
+    kernel,
+    lifecycle,
+    promises,
+    pubsub,
+    pubsub_promises,
+    storage,
+    subscriber,
+)
 
 
 @final
@@ -366,6 +377,16 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "timeless-seek", "a Seek ignores its time: nothing published before it is marked acked", "pubsub-front",
         Variant(subscription=pubsub_promises.TimelessSeek), budget=15, checkers=frozenset({"seek_effect"}),
+    ),
+    PlantedBug(
+        "confirm-before-body-sync", "a durable paged queue confirms a publish before its body is synced",
+        "durable-crash", Variant(queue=durable_paging.ConfirmsBeforeBodySync), budget=30,
+        checkers=frozenset({"durable_total_queue"}),
+    ),
+    PlantedBug(
+        "pages-at-twice-the-target", "a paged queue's pager is built with twice its memory target (and 64 bytes)",
+        "paged-swarm", Variant(queue=durable_paging.PagesAtTwiceTheTarget), budget=10,
+        checkers=frozenset({"ram_under_target"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""

@@ -1,0 +1,28 @@
+"""Planted bugs in paged queues: a durable one's confirm (``durable-crash`` with a memory target drawn),
+and any one's RAM (``paged-swarm``).
+
+* ``ConfirmsBeforeBodySync``: a publish is confirmed once its journal write is synced, without
+  waiting for its body's (a crash between the two loses a confirmed message).
+* ``PagesAtTwiceTheTarget``: the pager is built with twice the queue's target and 64 bytes more, so
+  the queue holds more bodies in RAM than it was told to (``ram_under_target``).
+"""
+
+from __future__ import annotations
+
+from conveyor.actors.broker import BodyPager, QueueActor
+
+
+class ConfirmsBeforeBodySync(QueueActor):
+    """Broken: a publish confirm waits for the journal's sync only, not for its body's."""
+
+    def _enqueue_entry(self, payload: object) -> object:  # type: ignore[override]
+        entry = super()._enqueue_entry(payload)  # type: ignore[arg-type]
+        self.last_body = 0  # the body the confirm waits for: none
+        return entry
+
+
+class PagesAtTwiceTheTarget(QueueActor):
+    """Broken: the pager keeps bodies in RAM up to twice the target, and 64 bytes more."""
+
+    def make_pager(self, target_bytes: int) -> BodyPager:
+        return super().make_pager(2 * target_bytes + 64)
