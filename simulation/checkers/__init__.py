@@ -47,6 +47,8 @@ from ._history import before_final_browse as before_final_browse
 from ._history import total_queue as total_queue
 from ._history import unsettled_by_clients as unsettled_by_clients
 from ._kernel import kernel_checks as kernel_checks
+from ._kernel_notices import AskAbandoned as AskAbandoned
+from ._kernel_notices import kernel_notices as kernel_notices
 from ._kernel import mailbox_fifo as mailbox_fifo
 from ._kernel import nothing_vanishes as nothing_vanishes
 from ._kernel import supervision as supervision
@@ -155,6 +157,8 @@ __all__ = [
     "guarded",
     "jain_index",
     "kernel_checks",
+    "kernel_notices",
+    "AskAbandoned",
     "lease_extension",
     "lease_validity",
     "mailbox_fifo",
