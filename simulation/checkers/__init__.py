@@ -47,11 +47,11 @@ from ._history import before_final_browse as before_final_browse
 from ._history import total_queue as total_queue
 from ._history import unsettled_by_clients as unsettled_by_clients
 from ._kernel import kernel_checks as kernel_checks
-from ._kernel_notices import AskAbandoned as AskAbandoned
-from ._kernel_notices import kernel_notices as kernel_notices
 from ._kernel import mailbox_fifo as mailbox_fifo
 from ._kernel import nothing_vanishes as nothing_vanishes
 from ._kernel import supervision as supervision
+from ._kernel_notices import AskAbandoned as AskAbandoned
+from ._kernel_notices import kernel_notices as kernel_notices
 from ._lease_cap import lease_cap as lease_cap
 from ._lease_extension import lease_extension as lease_extension
 from ._liveness import liveness as liveness

@@ -12,7 +12,18 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, broker_promises, kernel, lifecycle, promises, pubsub, pubsub_promises, storage, subscriber
+from . import (
+    broker,
+    broker_promises,
+    kernel,
+    kernel_notices,
+    lifecycle,
+    promises,
+    pubsub,
+    pubsub_promises,
+    storage,
+    subscriber,
+)
 
 
 @final
@@ -366,6 +377,20 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "timeless-seek", "a Seek ignores its time: nothing published before it is marked acked", "pubsub-front",
         Variant(subscription=pubsub_promises.TimelessSeek), budget=15, checkers=frozenset({"seek_effect"}),
+    ),
+    PlantedBug(
+        "silent-escalation", "a child supervised with ESCALATE is stopped as under STOP: its parent is never told",
+        "broker-swarm", Variant(simulation=kernel_notices.SilentEscalation), budget=30,
+        checkers=frozenset({"escalation"}),
+    ),
+    PlantedBug(
+        "causeless-stop", "a stop's Terminated never carries the error, not even a failure's", "crash-recovery",
+        Variant(simulation=kernel_notices.CauselessStop), budget=10, checkers=frozenset({"termination_cause"}),
+    ),
+    PlantedBug(
+        "swallowed-late-answer", "a message that reaches a settled ask's promise vanishes, no dead letter",
+        "broker-swarm", Variant(simulation=kernel_notices.SwallowsLateAnswers), budget=30,
+        checkers=frozenset({"ask_answers"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
