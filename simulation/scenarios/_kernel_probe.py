@@ -9,12 +9,17 @@ letter), asks it one it answers only after the ask timed out (noted ``AskAbandon
 is a dead letter too), and pokes the child of ``Foreman``, supervised with ``Directive.ESCALATE``
 (declared in a note), so that the child stops and ``Foreman`` fails with ``EscalatedError`` and
 is restarted. The kernel checkers ``ask_answers``, ``escalation`` and ``termination_cause`` judge
-what the kernel did. The probe's times are milliseconds, so the queues' own monitors, judged at
-their close, see the run they saw before.
+what the kernel did. Last, ``Warden`` lets its flaky child fail five times under a restart budget of
+2 within 1/64 s (declared), at times chosen so that the window slides: a restart falls out of it
+exactly at its edge, another just before, and ``supervision``'s budget watch judges each verdict
+(every other budget of the sweep is spent within its first seconds, so the window never slid). The
+probe's times are milliseconds, so the queues' own monitors, judged at their close, see the run they
+saw before.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, final
 
 import attrs
@@ -30,6 +35,13 @@ ASK_TIMEOUT_S = 0.001
 """How long the probe's asks wait (virtual seconds)."""
 LATE_S = 0.002
 """How long after the question ``Answerer`` answers a late one: past ``ASK_TIMEOUT_S``."""
+TICK_S = 2.0**-8
+"""The warden's unit of time: a power of two, so its times and their differences are exact floats."""
+WARDEN_BUDGET = SupervisorStrategy(Directive.RESTART, 2, 4 * TICK_S)
+"""The warden's children: 2 restarts within 4 ticks."""
+WARDEN_POKES = (0, 2, 5, 6, 7)
+"""When the warden pokes its child, in ticks: restarts at 0 and 2; at 5 the one at 0 has left the window
+(one at 2 has not); at 6 the one at 2 sits exactly on its edge, so it has left too; at 7 two are in it: a stop."""
 
 
 @final
@@ -41,11 +53,13 @@ class KernelProbe:
         twice: ask a question that is answered twice.
         late: ask a question that is answered after the ask timed out.
         escalate: poke a child supervised with ``Directive.ESCALATE``.
+        window: poke a child five times under ``WARDEN_BUDGET``, its window sliding.
     """
 
     twice: bool = False
     late: bool = False
     escalate: bool = False
+    window: bool = False
 
 
 @final
@@ -75,6 +89,15 @@ class _AnswerDue:
 register_immutable_type(Question)
 register_immutable_type(Answer)
 register_immutable_type(_AnswerDue)
+
+
+@final
+@attrs.frozen
+class _WardenPokeDue:
+    number: int
+
+
+register_immutable_type(_WardenPokeDue)
 
 
 @final
@@ -120,6 +143,29 @@ class Foreman(Actor):
             self.ctx.send(self.child, message)
 
 
+@final
+class Warden(Actor):
+    """Supervises a ``FlakyActor`` child under ``WARDEN_BUDGET`` and pokes it at ``WARDEN_POKES``."""
+
+    def __init__(self) -> None:
+        self.child: ActorRef | None = None
+
+    def on_start(self) -> None:
+        """Declare the budget, spawn the child, arm one timer per poke."""
+        self.supervisor_strategy = WARDEN_BUDGET  # type: ignore[misc]  # this instance's children only
+        if self.ctx.tracing:
+            self.ctx.note(SupervisionDeclared(WARDEN_BUDGET.directive.value, WARDEN_BUDGET.max_restarts,
+                                              WARDEN_BUDGET.within_s))
+        self.child = self.ctx.spawn(FlakyActor, name=FLAKY)
+        for number, ticks in enumerate(WARDEN_POKES, start=1):
+            self.ctx.schedule(ticks * TICK_S, _WardenPokeDue(number))
+
+    def receive(self, message: Any) -> None:
+        """Poke the child when a timer fires."""
+        if type(message) is _WardenPokeDue and self.child is not None:
+            self.ctx.send(self.child, Poke(message.number))
+
+
 def draw_kernel_probe(seed: int) -> KernelProbe | None:
     """The probe ``broker-swarm`` runs for ``seed`` (half the seeds; each part in 70% of those), or None.
 
@@ -128,13 +174,15 @@ def draw_kernel_probe(seed: int) -> KernelProbe | None:
     rng = seeded_random(f"scenario:broker-swarm:{seed}:kernel")
     if rng.random() >= 0.5:
         return None
-    probe = KernelProbe(twice=rng.random() < 0.7, late=rng.random() < 0.7, escalate=rng.random() < 0.7)
-    return probe if probe != KernelProbe() else KernelProbe(twice=True, late=True, escalate=True)
+    probe = KernelProbe(twice=rng.random() < 0.7, late=rng.random() < 0.7, escalate=rng.random() < 0.7,
+                        window=rng.random() < 0.7)
+    return probe if probe != KernelProbe() else KernelProbe(twice=True, late=True, escalate=True, window=True)
 
 
 def probe_words(probe: KernelProbe) -> str:
     """The probe as the swarm's draws say it."""
-    parts = [name for name, on in (("twice", probe.twice), ("late", probe.late), ("escalate", probe.escalate)) if on]
+    parts = [name for name, on in (("twice", probe.twice), ("late", probe.late), ("escalate", probe.escalate),
+                                   ("window", probe.window)) if on]
     return f"kernel_probe={'+'.join(parts)}"
 
 
@@ -165,3 +213,7 @@ def probe_kernel(sim: Simulation, probe: KernelProbe, max_steps: int) -> None:
         sim.run(max_steps=max_steps)
         foreman.tell(Poke(1))
     sim.run(max_steps=max_steps)
+    if probe.window:  # from a time on the tick grid, so every poke falls exactly where WARDEN_POKES says
+        sim.run(until=(math.floor(sim.now() / TICK_S) + 1) * TICK_S, max_steps=max_steps)
+        sim.spawn(Warden, name="warden")
+        sim.run(max_steps=max_steps)

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from conveyor.runtime import EventKind, Terminated, TraceEvent
+from conveyor.runtime import EventKind, SupervisorStrategy, Terminated, TraceEvent
 from conveyor.simulation import Simulation
-from conveyor.simulation.checkers import SupervisionDeclared, kernel_notices
+from conveyor.simulation.checkers import SupervisionDeclared, kernel_checks, kernel_notices
 from conveyor.simulation.scenarios._kernel_probe import KernelProbe, probe_kernel
 
 from ..planted.kernel_notices import CauselessStop, SilentEscalation, SwallowsLateAnswers
+from ..planted.lifecycle import _simulation_with
 
 FULL = KernelProbe(twice=True, late=True, escalate=True)
 
@@ -91,3 +93,44 @@ def test_a_stop_names_its_failure_and_only_a_failure() -> None:
     assert len(result.violations) == 2
     assert "stopped (stopped)" in result.violations[0]
     assert "after failing with ValueError('x')" in result.violations[1]
+
+
+class _EdgeKeepingBudget:
+    """Broken: a restart exactly ``within_s`` old still counts (the window's edge is kept, not let go)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def try_spend(self, now: float, strategy: SupervisorStrategy) -> bool:
+        self.times = [time for time in self.times if time >= now - strategy.within_s]
+        if len(self.times) >= strategy.max_restarts:
+            return False
+        self.times.append(now)
+        return True
+
+
+_SimCell: Any = Simulation.cell_type
+
+
+class _EdgeKeepingCell(_SimCell):  # type: ignore[misc]
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.budget = _EdgeKeepingBudget()
+
+
+def test_the_wardens_window_slides_and_a_budget_that_keeps_its_edge_is_reported() -> None:
+    """``supervision`` judges the warden's five failures: four restarts as the window slides, then a stop."""
+
+    def supervision_of(system: type[Simulation]) -> tuple[bool, dict[str, float]]:
+        sim = system(seed=5)
+        sim.run(until=3.3333)
+        probe_kernel(sim, KernelProbe(window=True), 10_000)
+        sim.shutdown()
+        result = next(result for result in kernel_checks(sim.trace) if result.checker == "supervision")
+        return result.ok, dict(result.metrics)
+
+    ok, metrics = supervision_of(Simulation)
+    assert ok
+    assert (metrics["failures"], metrics["restarts"]) == (5, 4)
+    broken = _simulation_with(_EdgeKeepingCell)
+    assert not supervision_of(broken)[0]
