@@ -2,7 +2,8 @@
 
 * ``escalation``: a failed child sends its parent ``Escalate`` exactly when its supervisor says
   ``ESCALATE`` (in the step it failed); under ``RESTART`` or ``STOP`` the parent is never failed
-  for it.
+  for it. A parent that notes the cause of the ``EscalatedError`` it failed with (``EscalationCause``)
+  must find the child's own error there.
 * ``termination_cause``: a ``Terminated`` says why: its ``error`` is None for a stop that was asked
   for (``stopped``, ``shutdown``, ``gone``), the failure's description for ``failed`` and
   ``crashed``, the very text the ``FAILED`` event recorded when a failure stopped the actor.
@@ -39,6 +40,14 @@ class AskAbandoned:
 
 
 @final
+@attrs.frozen
+class EscalationCause:
+    """Note (by a parent restarted after a child escalated): ``repr`` of its ``EscalatedError``'s ``__cause__``."""
+
+    cause: str | None
+
+
+@final
 class KernelNotices:
     """Follows escalations, stop causes and the answers to asks; ``results()`` gives the three verdicts."""
 
@@ -46,6 +55,7 @@ class KernelNotices:
         self.escalating: dict[str, str] = {}  # parent path -> the directive it declared for its children
         self.owed: dict[str, tuple[str, float]] = {}  # child -> (parent, when it failed): an Escalate due this step
         self.failure: dict[str, str | None] = {}  # actor -> its last failure's text, not yet restarted
+        self.escalated: dict[str, tuple[str, str | None]] = {}  # parent -> (child, its failure) it was told of
         self.asked: dict[str, list[int]] = {}  # promise path -> [sent, dead-lettered, sent before it was abandoned]
         self.abandoned: set[str] = set()
         self.last_sent_to_ask: str | None = None
@@ -77,6 +87,8 @@ class KernelNotices:
             note = event.message
             if type(note) is SupervisionDeclared and event.sender is not None:
                 self.escalating[event.sender] = note.directive
+            elif type(note) is EscalationCause and event.sender is not None:
+                self._cause(event, event.sender, note)
             elif type(note) is AskAbandoned:
                 self.abandoned.add(note.path)
                 self._ask(note.path)[2] = self._ask(note.path)[0]
@@ -104,6 +116,7 @@ class KernelNotices:
         if type(event.message).__name__ != "Escalate" or event.sender is None:
             return
         self.escalations += 1
+        self.escalated[receiver] = (event.sender, self.failure.get(event.sender))
         owed = self.owed.pop(event.sender, None)
         if owed is None or owed[0] != receiver:
             directive = self.escalating.get(event.sender.rpartition("/")[0], "restart")
@@ -113,6 +126,12 @@ class KernelNotices:
                 if owed is None else
                 f"t={event.time:g}: {event.sender} escalated to {receiver}, not to its parent {owed[0]}"
             )
+
+    def _cause(self, event: TraceEvent, parent: str, note: EscalationCause) -> None:
+        child, failure = self.escalated.pop(parent, (None, None))
+        if child is not None and note.cause != failure:
+            self.escalation.append(f"t={event.time:g}: {parent} failed with the EscalatedError of {child}, whose "
+                                   f"cause is {note.cause}, not the child's error {failure}")
 
     def _failed(self, event: TraceEvent, receiver: str) -> None:
         parent = receiver.rpartition("/")[0]

@@ -27,7 +27,7 @@ import attrs
 from conveyor.runtime import Actor, ActorRef, AskTimeout, Directive, EventKind, SupervisorStrategy
 from conveyor.runtime.lowlevel import register_immutable_type
 from conveyor.simulation import Simulation, seeded_random
-from conveyor.simulation.checkers import AskAbandoned, SupervisionDeclared
+from conveyor.simulation.checkers import AskAbandoned, EscalationCause, SupervisionDeclared
 
 from ._flaky import FLAKY, FlakyActor, Poke
 
@@ -136,6 +136,13 @@ class Foreman(Actor):
         if self.ctx.tracing:
             self.ctx.note(SupervisionDeclared(strategy.directive.value, strategy.max_restarts, strategy.within_s))
         self.child = self.ctx.spawn(FlakyActor, name=FLAKY)
+
+    def on_restart(self, error: Exception) -> None:
+        """Note what the ``EscalatedError`` says caused it (the child's error), then start again."""
+        if self.ctx.tracing:
+            cause = error.__cause__
+            self.ctx.note(EscalationCause(None if cause is None else repr(cause)))
+        self.on_start()
 
     def receive(self, message: Any) -> None:
         """Pass a poke on to the child."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conveyor.runtime import EventKind, SupervisorStrategy, Terminated, TraceEvent
+from conveyor.runtime import EscalatedError, EventKind, SupervisorStrategy, Terminated, TraceEvent
 from conveyor.simulation import Simulation
 from conveyor.simulation.checkers import SupervisionDeclared, kernel_checks, kernel_notices
 from conveyor.simulation.scenarios._kernel_probe import KernelProbe, probe_kernel
@@ -22,6 +22,7 @@ from conveyor.simulation.scenarios._kernel_probe import KernelProbe, probe_kerne
 from ..planted.kernel_notices import CauselessStop, SilentEscalation, SwallowsLateAnswers
 from ..planted.lifecycle import _simulation_with
 
+_SimCell: Any = Simulation.cell_type
 FULL = KernelProbe(twice=True, late=True, escalate=True)
 
 
@@ -60,6 +61,21 @@ def test_a_broken_kernel_fails_its_checker(system: type[Simulation], probe: Kern
     verdicts = _verdicts(system, probe)
     assert not verdicts[broken][0]
     assert all(ok for name, (ok, _) in verdicts.items() if name != broken), verdicts
+
+
+class _CauselessEscalationCell(_SimCell):  # type: ignore[misc]
+    """Broken: the ``EscalatedError`` a parent fails with has lost its cause (the child's error)."""
+
+    def _failed(self, error: Exception, sender: object, message: object) -> None:
+        if isinstance(error, EscalatedError):
+            error.__cause__ = None
+        super()._failed(error, sender, message)
+
+
+def test_an_escalation_that_lost_its_cause_is_reported() -> None:
+    verdicts = _verdicts(_simulation_with(_CauselessEscalationCell), KernelProbe(escalate=True))
+    assert not verdicts["escalation"][0]
+    assert verdicts["termination_cause"][0]
 
 
 def _event(kind: EventKind, sender: str | None, receiver: str | None, message: object,
@@ -107,9 +123,6 @@ class _EdgeKeepingBudget:
             return False
         self.times.append(now)
         return True
-
-
-_SimCell: Any = Simulation.cell_type
 
 
 class _EdgeKeepingCell(_SimCell):  # type: ignore[misc]
