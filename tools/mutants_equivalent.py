@@ -104,6 +104,12 @@ UNREACHABLE: dict[str, str] = {
     "runtime/_cell.py:GoneCell.__init__:remove:remove `self.termination = Terminated(self.ref, 'gone', None)`#1": (
         _GONE_CELL
     ),
+    "runtime/_cell.py:ActorCell._remember_unanswered:negate:c -> not c#1": (
+        "which answered or settled asks the cell forgets, and when: terminate fails only those neither answered nor "
+        "settled, so no ask's outcome changes; what changes is memory, once an actor holds 64 asks unanswered at "
+        "once (then the mutant never prunes again). No simulated system asks any actor more than one question at "
+        "a time (the kernel probe and the Pub/Sub driver ask one and wait)"
+    ),
 }
 """Mutants in code that no simulated system runs (a query only unit tests call, the gRPC server's own
 parsing, a ref to an actor of an earlier process, which no simulated run names): the sweep cannot kill
