@@ -37,8 +37,15 @@ LATE_S = 0.002
 """How long after the question ``Answerer`` answers a late one: past ``ASK_TIMEOUT_S``."""
 TICK_S = 2.0**-8
 """The warden's unit of time: a power of two, so its times and their differences are exact floats."""
-WARDEN_BUDGET = SupervisorStrategy(Directive.RESTART, 2, 4 * TICK_S)
-"""The warden's children: 2 restarts within 4 ticks."""
+
+
+def restart_every_failure(error: Exception) -> Directive:
+    """The warden's decider: restart its child, whatever it raised (the budget decides when it stops)."""
+    return Directive.RESTART
+
+
+WARDEN_BUDGET = SupervisorStrategy(Directive.RESTART, 2, 4 * TICK_S, decider=restart_every_failure)
+"""The warden's children: restarted (a decider says so) 2 times within 4 ticks."""
 WARDEN_POKES = (0, 2, 5, 6, 7)
 """When the warden pokes its child, in ticks: restarts at 0 and 2; at 5 the one at 0 has left the window
 (one at 2 has not); at 6 the one at 2 sits exactly on its edge, so it has left too; at 7 two are in it: a stop."""
