@@ -52,6 +52,7 @@ from ._kernel import nothing_vanishes as nothing_vanishes
 from ._kernel import supervision as supervision
 from ._kernel_notices import AskAbandoned as AskAbandoned
 from ._kernel_notices import EscalationCause as EscalationCause
+from ._kernel_notices import TimerCancelAnswered as TimerCancelAnswered
 from ._kernel_notices import kernel_notices as kernel_notices
 from ._lease_cap import lease_cap as lease_cap
 from ._lease_extension import lease_extension as lease_extension
@@ -161,6 +162,7 @@ __all__ = [
     "kernel_notices",
     "AskAbandoned",
     "EscalationCause",
+    "TimerCancelAnswered",
     "lease_extension",
     "lease_validity",
     "mailbox_fifo",

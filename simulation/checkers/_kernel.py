@@ -467,7 +467,7 @@ def _supervision_result(boxes: _Mailboxes, lives: _Lifecycles) -> CheckResult:
 
 def kernel_checks(trace: Iterable[TraceEvent]) -> list[CheckResult]:
     """``mailbox_fifo``, ``nothing_vanishes``, ``supervision`` and ``timers`` over one pass of the trace,
-    then ``escalation``, ``termination_cause`` and ``ask_answers`` (``_kernel_notices.py``)."""
+    then ``escalation``, ``termination_cause``, ``timer_cancel`` and ``ask_answers`` (``_kernel_notices.py``)."""
     boxes = _Mailboxes()
     lives = _Lifecycles()
     clocks = _Timers()

@@ -1,4 +1,4 @@
-"""Three more kernel promises (docs/architecture.md), read from the raw trace in ``kernel_checks``' one pass.
+"""Four more kernel promises (docs/architecture.md), read from the raw trace in ``kernel_checks``' one pass.
 
 * ``escalation``: a failed child sends its parent ``Escalate`` exactly when its supervisor says
   ``ESCALATE`` (in the step it failed); under ``RESTART`` or ``STOP`` the parent is never failed
@@ -7,6 +7,9 @@
 * ``termination_cause``: a ``Terminated`` says why: its ``error`` is None for a stop that was asked
   for (``stopped``, ``shutdown``, ``gone``), the failure's description for ``failed`` and
   ``crashed``, the very text the ``FAILED`` event recorded when a failure stopped the actor.
+* ``timer_cancel``: ``ctx.cancel`` of a timer the actor armed in the same step (it cannot have come
+  due) answers True (an actor that says so in a ``TimerCancelAnswered`` note), and a timer whose
+  cancel answered True never hands its message to the actor.
 * ``ask_answers``: an ask's temporary sender (``/ask-N``) takes one answer; every further message
   sent to it, and any that reaches it after its asker gave up waiting (an ``AskAbandoned`` note),
   is a dead letter. Judged on a run that was shut down (shutdown hands each waiting message over).
@@ -20,6 +23,7 @@ from typing import final
 import attrs
 
 from conveyor.runtime import EventKind, Terminated, TraceEvent
+from conveyor.runtime.lowlevel import TimerFired
 from conveyor.simulation import Drop, FaultApplied
 
 from ._restart_budget import SupervisionDeclared
@@ -29,6 +33,14 @@ _ASK_PREFIX = "/ask-"
 _ASKED_STOPS = frozenset({"stopped", "shutdown", "gone"})
 """Reasons of a stop nobody's failure caused: their ``Terminated`` carries no error."""
 _FAILED_STOPS = frozenset({"failed", "crashed"})
+
+
+def _equal(a: object, b: object) -> bool:
+    """Equal messages (a trace read back from a file has lost identity)."""
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - a message that cannot compare is not this one
+        return False
 
 
 @final
@@ -48,6 +60,15 @@ class EscalationCause:
 
 
 @final
+@attrs.frozen
+class TimerCancelAnswered:
+    """Note (by the actor that called ``ctx.cancel``): what the cancel of its timer ``timer_id`` answered."""
+
+    timer_id: int
+    cancelled: bool
+
+
+@final
 class KernelNotices:
     """Follows escalations, stop causes and the answers to asks; ``results()`` gives the three verdicts."""
 
@@ -60,6 +81,10 @@ class KernelNotices:
         self.abandoned: set[str] = set()
         self.last_sent_to_ask: str | None = None
         self.shut_down = False
+        self.armed_now: dict[int, tuple[str | None, object]] = {}  # timer id -> (owner, message), armed this step
+        self.withdrawn: dict[str, list[object]] = {}  # actor -> messages of its timers a cancel answered True for
+        self.cancels = 0
+        self.cancel: list[str] = []
         self.escalations = self.causes = 0
         self.escalation: list[str] = []
         self.cause: list[str] = []
@@ -74,6 +99,9 @@ class KernelNotices:
         elif kind is EventKind.DELIVERED or kind is EventKind.DEAD_LETTER:
             if self.owed:
                 self._settle_step()
+            self.armed_now.clear()
+            if self.withdrawn and event.sender is None and receiver in self.withdrawn:
+                self._timer_delivered(event, receiver)
             if kind is EventKind.DEAD_LETTER and receiver is not None and receiver.startswith(_ASK_PREFIX):
                 self._ask(receiver)[1] += 1
         elif kind is EventKind.FAILED and receiver is not None:
@@ -89,9 +117,13 @@ class KernelNotices:
                 self.escalating[event.sender] = note.directive
             elif type(note) is EscalationCause and event.sender is not None:
                 self._cause(event, event.sender, note)
+            elif type(note) is TimerCancelAnswered:
+                self._cancel_answered(event, note)
             elif type(note) is AskAbandoned:
                 self.abandoned.add(note.path)
                 self._ask(note.path)[2] = self._ask(note.path)[0]
+        elif kind is EventKind.TIMER_ARMED and type(event.message) is TimerFired:
+            self.armed_now[event.message.timer_id] = (receiver, event.message.message)
         elif kind is EventKind.FAULT and last_ask is not None:
             applied = event.message
             if isinstance(applied, FaultApplied) and isinstance(applied.fault, Drop):
@@ -126,6 +158,24 @@ class KernelNotices:
                 if owed is None else
                 f"t={event.time:g}: {event.sender} escalated to {receiver}, not to its parent {owed[0]}"
             )
+
+    def _cancel_answered(self, event: TraceEvent, note: TimerCancelAnswered) -> None:
+        self.cancels += 1
+        armed = self.armed_now.get(note.timer_id)
+        if note.cancelled and armed is not None:
+            self.withdrawn.setdefault(str(armed[0]), []).append(armed[1])
+        elif armed is not None and armed[0] == event.sender:
+            self.cancel.append(f"t={event.time:g}: {event.sender} cancelled timer {note.timer_id}, armed in this very "
+                               "step so it cannot have come due, and the cancel answered False")
+
+    def _timer_delivered(self, event: TraceEvent, receiver: str) -> None:
+        withdrawn = self.withdrawn[receiver]
+        for index, message in enumerate(withdrawn):
+            if message is event.message or _equal(message, event.message):
+                del withdrawn[index]
+                self.cancel.append(f"t={event.time:g}: {receiver} was handed {type(message).__name__} by a timer "
+                                   "whose cancel had answered True")
+                return
 
     def _cause(self, event: TraceEvent, parent: str, note: EscalationCause) -> None:
         child, failure = self.escalated.pop(parent, (None, None))
@@ -162,7 +212,7 @@ class KernelNotices:
                               f"Terminated says {error}")
 
     def results(self) -> list[CheckResult]:
-        """The verdicts: ``escalation``, ``termination_cause`` and ``ask_answers``."""
+        """The verdicts: ``escalation``, ``termination_cause``, ``timer_cancel`` and ``ask_answers``."""
         self._settle_step()
         answers: list[str] = []
         if self.shut_down:
@@ -176,13 +226,14 @@ class KernelNotices:
         return [
             CheckResult.of("escalation", self.escalation, escalations=self.escalations),
             CheckResult.of("termination_cause", self.cause, stops=self.causes),
+            CheckResult.of("timer_cancel", self.cancel, cancels=self.cancels),
             CheckResult.of("ask_answers", answers, asks=len(self.asked), abandoned=len(self.abandoned),
                            judged=float(self.shut_down)),
         ]
 
 
 def kernel_notices(trace: Iterable[TraceEvent]) -> list[CheckResult]:
-    """``escalation``, ``termination_cause`` and ``ask_answers`` over one pass of ``trace``."""
+    """``escalation``, ``termination_cause``, ``timer_cancel`` and ``ask_answers`` over one pass of ``trace``."""
     notices = KernelNotices()
     for event in trace:
         notices.observe(event)

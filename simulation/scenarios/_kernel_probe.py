@@ -27,7 +27,7 @@ import attrs
 from conveyor.runtime import Actor, ActorRef, AskTimeout, Directive, EventKind, SupervisorStrategy
 from conveyor.runtime.lowlevel import register_immutable_type
 from conveyor.simulation import Simulation, seeded_random
-from conveyor.simulation.checkers import AskAbandoned, EscalationCause, SupervisionDeclared
+from conveyor.simulation.checkers import AskAbandoned, EscalationCause, SupervisionDeclared, TimerCancelAnswered
 
 from ._flaky import FLAKY, FlakyActor, Poke
 
@@ -108,8 +108,27 @@ register_immutable_type(_WardenPokeDue)
 
 
 @final
+@attrs.frozen
+class _Withdrawn:
+    """The message of the timer ``Answerer`` cancels as soon as it armed it: it must never arrive."""
+
+
+register_immutable_type(_Withdrawn)
+
+
+@final
 class Answerer(Actor):
-    """Answers a ``Question`` as many times as it says, at once or after its delay."""
+    """Answers a ``Question`` as many times as it says, at once or after its delay.
+
+    On start it arms a timer and cancels it at once, noting what the cancel answered.
+    """
+
+    def on_start(self) -> None:
+        """Arm a timer, cancel it, note the answer."""
+        handle = self.ctx.schedule(TICK_S, _Withdrawn())
+        cancelled = self.ctx.cancel(handle)
+        if self.ctx.tracing:
+            self.ctx.note(TimerCancelAnswered(handle.timer_id, cancelled))
 
     def receive(self, message: Any) -> None:
         """Answer now, or arm a timer that answers later."""

@@ -1,4 +1,4 @@
-"""``escalation``, ``termination_cause`` and ``ask_answers``: each holds on the real kernel and fails on a broken one.
+"""The checkers of ``_kernel_notices.py``: each holds on the real kernel and fails on a broken one.
 
 The kernel probe (``_kernel_probe.py``) runs alone in a small simulation: asks answered twice and
 late, a child that escalates. The planted variants of ``tests/simulation/planted/kernel_notices.py``
@@ -19,7 +19,7 @@ from conveyor.simulation import Simulation
 from conveyor.simulation.checkers import SupervisionDeclared, kernel_checks, kernel_notices
 from conveyor.simulation.scenarios._kernel_probe import KernelProbe, probe_kernel
 
-from ..planted.kernel_notices import CauselessStop, SilentEscalation, SwallowsLateAnswers
+from ..planted.kernel_notices import CauselessStop, LazyTimers, SilentEscalation, SwallowsLateAnswers
 from ..planted.lifecycle import _simulation_with
 
 _SimCell: Any = Simulation.cell_type
@@ -45,6 +45,7 @@ def test_the_real_kernel_keeps_all_three_promises_under_the_probe() -> None:
     assert verdicts["escalation"][1]["escalations"] == 1
     assert verdicts["ask_answers"][1]["asks"] == 2
     assert verdicts["ask_answers"][1]["abandoned"] == 1
+    assert verdicts["timer_cancel"][1]["cancels"] == 1
     assert verdicts["termination_cause"][1]["stops"] >= 4  # the escalating child, then every actor at shutdown
 
 
@@ -55,6 +56,7 @@ def test_the_real_kernel_keeps_all_three_promises_under_the_probe() -> None:
         (CauselessStop, KernelProbe(escalate=True), "termination_cause"),
         (SwallowsLateAnswers, KernelProbe(twice=True), "ask_answers"),
         (SwallowsLateAnswers, KernelProbe(late=True), "ask_answers"),
+        (LazyTimers, KernelProbe(), "timer_cancel"),
     ],
 )
 def test_a_broken_kernel_fails_its_checker(system: type[Simulation], probe: KernelProbe, broken: str) -> None:

@@ -388,6 +388,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         Variant(simulation=kernel_notices.CauselessStop), budget=10, checkers=frozenset({"termination_cause"}),
     ),
     PlantedBug(
+        "lazy-timer-books", "a timer is booked only after the handler that armed it: a cancel there misses it",
+        "broker-swarm", Variant(simulation=kernel_notices.LazyTimers), budget=30,
+        checkers=frozenset({"timer_cancel"}),
+    ),
+    PlantedBug(
         "swallowed-late-answer", "a message that reaches a settled ask's promise vanishes, no dead letter",
         "broker-swarm", Variant(simulation=kernel_notices.SwallowsLateAnswers), budget=30,
         checkers=frozenset({"ask_answers"}),

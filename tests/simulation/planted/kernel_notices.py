@@ -2,8 +2,9 @@
 
 Each breaks one promise of docs/architecture.md that the kernel probe (``_kernel_probe.py``, drawn
 by ``broker-swarm``) or an ordinary stop exercises: an ``ESCALATE`` that never reaches the parent
-(``escalation``), a ``Terminated`` that does not say why (``termination_cause``), and answers to a
-settled ask that vanish instead of becoming dead letters (``ask_answers``).
+(``escalation``), a ``Terminated`` that does not say why (``termination_cause``), a timer the actor
+cannot cancel in the handler that armed it (``timer_cancel``), and answers to a settled ask that
+vanish instead of becoming dead letters (``ask_answers``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from conveyor.runtime import Directive, SupervisorStrategy
+from conveyor.runtime import Directive, SupervisorStrategy, TimerHandle
 from conveyor.runtime.lowlevel import CellBase
 from conveyor.simulation import Simulation
 
@@ -39,6 +40,23 @@ class CauselessStopCell(_SimCell):  # type: ignore[misc]
         super().terminate(reason, None)
 
 
+class LazyTimerCell(_SimCell):  # type: ignore[misc]
+    """Broken: a timer is entered in the cell's books only once the handler that armed it returns, so a cancel
+    in that handler finds nothing, answers False, and the timer comes due and is handled."""
+
+    def schedule(self, delay_s: float, message: object) -> TimerHandle:
+        handle: TimerHandle = self.system.schedule_timer(self, delay_s, message)
+        self.__dict__.setdefault("unbooked", []).append(handle.timer_id)
+        return handle
+
+    def process(self, sender: CellBase | None, message: object) -> None:
+        try:
+            super().process(sender, message)
+        finally:
+            for timer_id in self.__dict__.pop("unbooked", ()):
+                self.timers[timer_id] = None
+
+
 class SwallowsLateAnswers(Simulation):  # type: ignore[misc]
     """Broken: a message that reaches an ask's settled promise vanishes instead of becoming a dead letter."""
 
@@ -50,3 +68,4 @@ class SwallowsLateAnswers(Simulation):  # type: ignore[misc]
 
 SilentEscalation = _simulation_with(SilentEscalationCell)
 CauselessStop = _simulation_with(CauselessStopCell)
+LazyTimers = _simulation_with(LazyTimerCell)
