@@ -50,6 +50,10 @@ from ._kernel import kernel_checks as kernel_checks
 from ._kernel import mailbox_fifo as mailbox_fifo
 from ._kernel import nothing_vanishes as nothing_vanishes
 from ._kernel import supervision as supervision
+from ._kernel_notices import AskAbandoned as AskAbandoned
+from ._kernel_notices import EscalationCause as EscalationCause
+from ._kernel_notices import TimerCancelAnswered as TimerCancelAnswered
+from ._kernel_notices import kernel_notices as kernel_notices
 from ._lease_cap import lease_cap as lease_cap
 from ._lease_extension import lease_extension as lease_extension
 from ._liveness import liveness as liveness
@@ -157,6 +161,10 @@ __all__ = [
     "guarded",
     "jain_index",
     "kernel_checks",
+    "kernel_notices",
+    "AskAbandoned",
+    "EscalationCause",
+    "TimerCancelAnswered",
     "lease_extension",
     "lease_validity",
     "mailbox_fifo",

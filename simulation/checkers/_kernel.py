@@ -29,6 +29,7 @@ from typing import final
 from conveyor.runtime import EventKind, Terminated, TraceEvent
 from conveyor.simulation import Drop, FaultApplied
 
+from ._kernel_notices import KernelNotices
 from ._restart_budget import RestartBudgetWatch, SupervisionDeclared
 from ._result import CheckResult
 from ._timers import _Timers
@@ -465,14 +466,17 @@ def _supervision_result(boxes: _Mailboxes, lives: _Lifecycles) -> CheckResult:
 
 
 def kernel_checks(trace: Iterable[TraceEvent]) -> list[CheckResult]:
-    """``mailbox_fifo``, ``nothing_vanishes``, ``supervision`` and ``timers`` over one pass of the trace."""
+    """``mailbox_fifo``, ``nothing_vanishes``, ``supervision`` and ``timers`` over one pass of the trace,
+    then ``escalation``, ``termination_cause``, ``timer_cancel`` and ``ask_answers`` (``_kernel_notices.py``)."""
     boxes = _Mailboxes()
     lives = _Lifecycles()
     clocks = _Timers()
+    notices = KernelNotices()
     for event in trace:
         boxes.observe(event)
         lives.observe(event)
         clocks.observe(event)
+        notices.observe(event)
     lives.finish()
     return [
         CheckResult.of("mailbox_fifo", boxes.fifo + boxes.phantoms, sent=boxes.sent, taken=boxes.taken,
@@ -481,4 +485,5 @@ def kernel_checks(trace: Iterable[TraceEvent]) -> list[CheckResult]:
                        dropped=boxes.dropped, judged=float(boxes.shut_down)),
         _supervision_result(boxes, lives),
         clocks.result(),
+        *notices.results(),
     ]

@@ -83,6 +83,7 @@ from conveyor.simulation.checkers import (
 from ._disk_store import open_disk_store
 from ._final_browse import browse_what_is_left
 from ._flaky import FLAKY, FlakyActor, Poker
+from ._kernel_probe import KernelProbe, probe_kernel
 
 QUEUE = "/queue"
 DEAD_LETTERS = "/dead-letters"
@@ -166,6 +167,8 @@ class BrokerScenario:
             it until it pulls or loses interest, however long (Qpid's behaviour).
         memory_target_bytes: the queues page their bodies under this target (``QueueConfig``); None
             keeps every body in RAM. Ignored for a durable scenario (a durable queue cannot page yet).
+        kernel_probe: what the kernel probe does once the run is quiet (``_kernel_probe.py``): asks
+            answered twice or late, a child that escalates; None: no probe.
     """
 
     messages: int = 50
@@ -204,6 +207,7 @@ class BrokerScenario:
     hand_over_waits: bool = False
     pokes_stop: bool = False
     memory_target_bytes: int | None = None
+    kernel_probe: KernelProbe | None = None
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
@@ -701,6 +705,8 @@ def run_broker_simulation(
         browse_what_is_left(sim, ((queue, False), *((dead, True) for dead in dead_letters)))
         more = sim.run(max_steps=max_steps - result.steps)
         result = RunResult(steps=result.steps + more.steps, time=more.time, quiet=more.quiet)
+    if scenario.kernel_probe is not None and result.quiet:
+        probe_kernel(sim, scenario.kernel_probe, max_steps)
     sim.shutdown()
     return sim, result
 

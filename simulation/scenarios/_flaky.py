@@ -6,7 +6,8 @@ the sweep. ``Poker`` pokes ``FlakyActor`` at the times the scenario drew; each p
 default strategy restarts it three times within a minute and stops it at the fourth failure, and
 the kernel checker ``supervision`` judges every verdict against that budget. A ``Poker`` given no
 flaky actor spawns one as its child under ``Directive.STOP`` (declared in a note), which stops it
-at its first failure.
+at its first failure; the strategy says so through a decider, so that a decider's answer is what the
+kernel follows (no other actor of the sweep has one).
 """
 
 from __future__ import annotations
@@ -45,6 +46,11 @@ register_immutable_type(Poke)
 register_immutable_type(_PokeDue)
 
 
+def stop_every_failure(error: Exception) -> Directive:
+    """The poker's decider: stop its flaky child, whatever it raised."""
+    return Directive.STOP
+
+
 @final
 class FlakyActor(Actor):
     """Fails on every ``Poke``; ignores everything else."""
@@ -67,10 +73,10 @@ class Poker(Actor):
     def on_start(self) -> None:
         """Spawn the flaky child if there is none yet, and arm one timer per poke."""
         if self.flaky is None:
-            strategy = SupervisorStrategy(Directive.STOP)
+            strategy = SupervisorStrategy(decider=stop_every_failure)
             self.supervisor_strategy = strategy  # type: ignore[misc]  # this instance's children only
             if self.ctx.tracing:
-                self.ctx.note(SupervisionDeclared(strategy.directive.value, strategy.max_restarts, strategy.within_s))
+                self.ctx.note(SupervisionDeclared(Directive.STOP.value, strategy.max_restarts, strategy.within_s))
             self.flaky = self.ctx.spawn(FlakyActor, name=FLAKY)
         for index, at in enumerate(self.times):
             self.ctx.schedule(at, _PokeDue(index))

@@ -19,6 +19,7 @@ from conveyor.actors.subscriber import CALLBACKS_PER_JOB, FlowControl
 from conveyor.simulation import seeded_random
 
 from ._broker import BrokerScenario, ClientPolicy
+from ._kernel_probe import draw_kernel_probe, probe_words
 from ._subscriber import SubscriberScenario
 
 
@@ -114,13 +115,17 @@ def broker_swarm(seed: int) -> BrokerScenario:
         drawn.append(f"late_nack={late}")
     if pokes_stop:
         drawn.append("pokes under stop")
-    return broker_promise_features(seed, BrokerScenario(
+    scenario = broker_promise_features(seed, BrokerScenario(
         messages=messages, consumers=consumers, consumer_priorities=consumer_priorities, selectors=selectors,
         browsers=browsers, priorities=priorities, groups=groups, publish_span_s=span,
         ack_deadline_s=ack_deadline_s, max_deliveries=max_deliveries, prefetch=prefetch, retry=retry,
         ttls=ttls, delays=delays, max_length=max_length, overflow=overflow, draws="swarm: " + " ".join(drawn),
         pokes=pokes, hand_over_waits=hand_over_waits, pokes_stop=pokes_stop,
     ))
+    probe = draw_kernel_probe(seed)  # a generator of its own: the draws above keep their values
+    if probe is None:
+        return scenario
+    return attrs.evolve(scenario, kernel_probe=probe, draws=f"{scenario.draws} {probe_words(probe)}")
 
 
 def subscriber_swarm(seed: int) -> SubscriberScenario:

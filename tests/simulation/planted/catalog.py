@@ -17,6 +17,7 @@ from . import (
     broker_promises,
     durable_paging,
     kernel,
+    kernel_notices,
     lifecycle,
     promises,
     pubsub,
@@ -387,6 +388,25 @@ PLANTED: tuple[PlantedBug, ...] = (
         "pages-at-twice-the-target", "a paged queue's pager is built with twice its memory target (and 64 bytes)",
         "paged-swarm", Variant(queue=durable_paging.PagesAtTwiceTheTarget), budget=10,
         checkers=frozenset({"ram_under_target"}),
+    ),
+    PlantedBug(
+        "silent-escalation", "a child supervised with ESCALATE is stopped as under STOP: its parent is never told",
+        "broker-swarm", Variant(simulation=kernel_notices.SilentEscalation), budget=30,
+        checkers=frozenset({"escalation"}),
+    ),
+    PlantedBug(
+        "causeless-stop", "a stop's Terminated never carries the error, not even a failure's", "crash-recovery",
+        Variant(simulation=kernel_notices.CauselessStop), budget=10, checkers=frozenset({"termination_cause"}),
+    ),
+    PlantedBug(
+        "lazy-timer-books", "a timer is booked only after the handler that armed it: a cancel there misses it",
+        "broker-swarm", Variant(simulation=kernel_notices.LazyTimers), budget=30,
+        checkers=frozenset({"timer_cancel"}),
+    ),
+    PlantedBug(
+        "swallowed-late-answer", "a message that reaches a settled ask's promise vanishes, no dead letter",
+        "broker-swarm", Variant(simulation=kernel_notices.SwallowsLateAnswers), budget=30,
+        checkers=frozenset({"ask_answers"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
