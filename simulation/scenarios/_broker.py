@@ -325,14 +325,16 @@ class ScenarioPublisher(Actor):
                 if self.noting:
                     self.ctx.note(EnqueueSent(self.queue_path, tuple(m.message_id or "" for m in batch), batch))
                 self.ctx.send(self.queue, PublishBatch(batch))
+                if scenario.confirm_timeout_s is not None:  # a batch unanswered is given up message by message
+                    for sent_in_batch in batch:
+                        self._wait_for(sent_in_batch.message_id, scenario.confirm_timeout_s)
                 return
             sent, immediate = self._message(message.index)
             if self.noting:
                 self.ctx.note(EnqueueSent(self.queue_path, (sent.message_id or "",), (sent,)))
             self.ctx.send(self.queue, Publish(sent, immediate) if immediate else Publish(sent))
-            if scenario.confirm_timeout_s is not None and sent.message_id is not None:
-                self.waiting.add(sent.message_id)
-                self.ctx.schedule(scenario.confirm_timeout_s, _GiveUp(sent.message_id))
+            if scenario.confirm_timeout_s is not None:
+                self._wait_for(sent.message_id, scenario.confirm_timeout_s)
         elif cls is Published:
             self.confirmed += 1
             self.waiting.discard(message.message_id)
@@ -349,6 +351,7 @@ class ScenarioPublisher(Actor):
         elif cls is BatchPublished:
             confirmed = tuple(o.message_id for o in message.outcomes if type(o) is Published)
             self.confirmed += len(confirmed)
+            self.waiting.difference_update(o.message_id for o in message.outcomes)
             if self.noting:
                 refused = tuple(o.message_id for o in message.outcomes if type(o) is PublishRejected)
                 self.ctx.note(EnqueueAnswered(self.queue_path, confirmed, refused))
@@ -362,6 +365,12 @@ class ScenarioPublisher(Actor):
                                        max_message_bytes=limit, max_deliveries=deliveries, retry=retry,
                                        dead_letter=dead_letter)
             self.ctx.send(self.queue, Reconfigure(self.config))
+
+    def _wait_for(self, message_id: str | None, timeout_s: float) -> None:
+        """Give up the publish of ``message_id`` (``EnqueueInDoubt``) if no answer comes within ``timeout_s``."""
+        if message_id is not None:
+            self.waiting.add(message_id)
+            self.ctx.schedule(timeout_s, _GiveUp(message_id))
 
     def _message(self, index: int) -> tuple[Message, bool]:
         """Message ``index`` as drawn, and whether to publish it ``immediate``."""

@@ -12,7 +12,18 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, broker_promises, kernel, lifecycle, promises, pubsub, pubsub_promises, storage, subscriber
+from . import (
+    broker,
+    broker_promises,
+    kernel,
+    lifecycle,
+    promises,
+    pubsub,
+    pubsub_promises,
+    recovery_order,
+    storage,
+    subscriber,
+)
 
 
 @final
@@ -366,6 +377,11 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "timeless-seek", "a Seek ignores its time: nothing published before it is marked acked", "pubsub-front",
         Variant(subscription=pubsub_promises.TimelessSeek), budget=15, checkers=frozenset({"seek_effect"}),
+    ),
+    PlantedBug(
+        "stacked-snapshot-restore", "restoring a snapshot rebuilds each level's undelivered messages newest first",
+        "durable-crash", Variant(queue=broker.queue_with_entries(recovery_order.StackedSnapshotRestore)), budget=30,
+        checkers=frozenset({"found_order"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
