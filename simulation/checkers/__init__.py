@@ -90,6 +90,8 @@ from ._pubsub_promises import generation_of as generation_of
 from ._pubsub_promises import key_order as key_order
 from ._pubsub_promises import seek_effect as seek_effect
 from ._pubsub_promises import stream_flow as stream_flow
+from ._queue_stats import QueueStatsRead as QueueStatsRead
+from ._queue_stats import queue_stats as queue_stats
 from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
@@ -208,4 +210,6 @@ __all__ = [
     "key_order",
     "seek_effect",
     "stream_flow",
+    "QueueStatsRead",
+    "queue_stats",
 ]

@@ -71,6 +71,7 @@ from conveyor.simulation.checkers import (
     not_before,
     priority_order,
     publish_outcomes,
+    queue_stats,
     reconfigure,
     selector_match,
     stale_nack,
@@ -81,6 +82,7 @@ from conveyor.simulation.checkers import (
 
 from ._disk_store import open_disk_store
 from ._final_browse import browse_what_is_left
+from ._final_stats import read_stats
 from ._flaky import FLAKY, FlakyActor, Poker
 
 QUEUE = "/queue"
@@ -228,6 +230,7 @@ class BrokerScenario:
         if self.browsers:
             names.append("browser_completeness")
         names += self._promise_checkers()
+        names.append("queue_stats")
         names.append("total_queue")  # last: a checker that names a cause is the one a shrink keeps failing
         return tuple(names)
 
@@ -703,6 +706,10 @@ def run_broker_simulation(
         browse_what_is_left(sim, ((queue, False), *((dead, True) for dead in dead_letters)))
         more = sim.run(max_steps=max_steps - result.steps)
         result = RunResult(steps=result.steps + more.steps, time=more.time, quiet=more.quiet)
+    if result.quiet and sim.tracer is not None and scenario.disk is None:
+        read_stats(sim, queue)  # for queue_stats (a crashed process's counters are judged by nobody)
+        more = sim.run(max_steps=max_steps - result.steps)
+        result = RunResult(steps=result.steps + more.steps, time=more.time, quiet=more.quiet)
     sim.shutdown()
     return sim, result
 
@@ -737,6 +744,7 @@ _CHECKERS: dict[str, Callable[[SharedTrace, str], CheckResult]] = {
     "found_order": found_order,
     "acked_stays_acked": acked_stays_acked,
     "expiry_not_early": expiry_not_early,
+    "queue_stats": queue_stats,
 }
 
 

@@ -381,7 +381,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "stacked-snapshot-restore", "restoring a snapshot rebuilds each level's undelivered messages newest first",
         "durable-crash", Variant(queue=broker.queue_with_entries(recovery_order.StackedSnapshotRestore)), budget=30,
-        checkers=frozenset({"found_order"}),
+        checkers=frozenset({"found_order"}), shrink_runs=600,
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
