@@ -20,6 +20,7 @@ from . import (
     promises,
     pubsub,
     pubsub_promises,
+    queue_stats,
     recovery_order,
     storage,
     subscriber,
@@ -382,6 +383,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         "stacked-snapshot-restore", "restoring a snapshot rebuilds each level's undelivered messages newest first",
         "durable-crash", Variant(queue=broker.queue_with_entries(recovery_order.StackedSnapshotRestore)), budget=30,
         checkers=frozenset({"found_order"}), shrink_runs=600,
+    ),
+    PlantedBug(
+        "acks-counted-as-asked", "QueueStats.acked counts an ack's tags the consumer no longer held", "priorities",
+        Variant(queue=broker.queue_with_entries(queue_stats.AcksCountedAsAsked)), budget=10,
+        checkers=frozenset({"queue_stats"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
