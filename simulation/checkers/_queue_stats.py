@@ -10,7 +10,8 @@ notes them (``QueueStatsRead``). Judged against what the clients noted and again
 * no message expired that was not published with a TTL (``expired`` is at most their number), and
   ``redelivered`` is at most ``delivered``;
 * each consumer still registered was ``delivered`` exactly the deliveries its client noted
-  receiving from it (``DeliveryReceived`` under its consumer id): by the end everything sent to a
+  receiving from it (``DeliveryReceived`` under its consumer id, or a callback client's job
+  outcomes, ``callback_answer``): by the end everything sent to a
   live consumer has reached its client, queue crashes included (the counts are journaled).
 """
 
@@ -25,7 +26,7 @@ import attrs
 from conveyor.actors.broker import QueueStats
 from conveyor.runtime import EventKind, TraceEvent
 
-from ._history import DeliveryReceived, EnqueueAnswered, EnqueueSent
+from ._history import DeliveryReceived, EnqueueAnswered, EnqueueSent, callback_answer
 from ._result import CheckResult
 
 
@@ -46,6 +47,10 @@ def queue_stats(trace: Iterable[TraceEvent], queue: str) -> CheckResult:
     receipts: Counter[int] = Counter()
     read: QueueStats | None = None
     for event in trace:
+        if event.kind is EventKind.JOB_DONE and (answered := callback_answer(event)) is not None:
+            if answered[1].queue == queue:  # a callback client's receipt: its job's outcome
+                receipts[answered[1].consumer_id] += 1
+            continue
         if event.kind is not EventKind.NOTE:
             continue
         note = event.message

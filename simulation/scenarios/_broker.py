@@ -80,6 +80,7 @@ from conveyor.simulation.checkers import (
     unsettled_by_clients,
 )
 
+from ._callback_clients import CallbackClient
 from ._disk_store import open_disk_store
 from ._final_browse import browse_what_is_left
 from ._final_stats import read_stats
@@ -167,6 +168,8 @@ class BrokerScenario:
             it until it pulls or loses interest, however long (Qpid's behaviour).
         memory_target_bytes: the queues page their bodies under this target (``QueueConfig``); None
             keeps every body in RAM. Ignored for a durable scenario (a durable queue cannot page yet).
+        callback_clients: consumers beside ``consumers`` whose client is a callback run as a job
+            (``_callback_clients``): the ``ConsumerActor`` path embedded users take.
     """
 
     messages: int = 50
@@ -205,6 +208,7 @@ class BrokerScenario:
     hand_over_waits: bool = False
     pokes_stop: bool = False
     memory_target_bytes: int | None = None
+    callback_clients: int = 0
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
@@ -637,6 +641,9 @@ def _spawn_broker_actors(
     for index in range(scenario.browsers):
         settings = ConsumerSettings(prefetch_messages=scenario.prefetch, acquiring=False)
         system.spawn(client(ClientPolicy(), settings), name=f"browser-{index}")
+    callback_settings = ConsumerSettings(prefetch_messages=scenario.prefetch)
+    for index in range(scenario.callback_clients):
+        system.spawn(lambda: CallbackClient(queue, callback_settings), name=f"callback-{index}")
     system.spawn(lambda: ScenarioPublisher(queue, scenario, config, later), name="publisher")
     if scenario.pokes:
         flaky = None if scenario.pokes_stop else system.spawn(FlakyActor, name=FLAKY)
