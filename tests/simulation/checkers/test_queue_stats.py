@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from conveyor.actors.broker import ConsumerStats, Message, QueueStats
@@ -33,7 +35,7 @@ def _history(ttl: float | None = None) -> list[TraceEvent]:
     ]
 
 
-def _stats(**changes: object) -> QueueStats:
+def _stats(**changes: Any) -> QueueStats:
     right = QueueStats(
         queue="queue", depth=0, in_flight=1, published=3, delivered=3, acked=2, redelivered=0, dead_lettered=0,
         expired=0, rejected=1,
