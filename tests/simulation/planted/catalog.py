@@ -16,6 +16,7 @@ from . import (
     broker,
     broker_promises,
     kernel,
+    lease_ends,
     lifecycle,
     promises,
     pubsub,
@@ -388,6 +389,10 @@ PLANTED: tuple[PlantedBug, ...] = (
         "acks-counted-as-asked", "QueueStats.acked counts an ack's tags the consumer no longer held", "priorities",
         Variant(queue=broker.queue_with_entries(queue_stats.AcksCountedAsAsked)), budget=10,
         checkers=frozenset({"queue_stats"}),
+    ),
+    PlantedBug(
+        "zero-deadline-as-lapse", "ModifyAckDeadline(0) ends the lease as a lapse, without the nack's backoff",
+        "broker-swarm", Variant(queue=lease_ends.ZeroDeadlineAsLapse), budget=30, checkers=frozenset({"not_before"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
