@@ -186,6 +186,8 @@ def _broker_candidates(work: BrokerScenario) -> Iterator[BrokerScenario]:
             )
     for browsers in _fewer(work.browsers):
         yield attrs.evolve(work, browsers=browsers)
+    for callbacks in _fewer(work.callback_clients):
+        yield attrs.evolve(work, callback_clients=callbacks)
     plain = ClientPolicy()
     if any(policy != plain for policy in work.consumers):
         yield attrs.evolve(work, consumers=(plain,) * consumers)
