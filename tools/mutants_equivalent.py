@@ -45,6 +45,24 @@ EQUIVALENT: dict[str, str] = {
         "terminate sets it before anything reads it directly (a dead letter's Watch answer needs a "
         "stopped cell), and ActorRef.termination reads it with getattr(cell, 'termination', None)"
     ),
+    "actors/broker/_entries.py:EntryList.remove_consumer:constant:0 -> -1#1": (
+        "the top consumer priority once the last consumer left: only a take or browse of a registered "
+        "consumer reads it, and add_consumer first recomputes it from the consumers registered (a snapshot "
+        "taken meanwhile records -1 and restore loads it back for the same recomputation; on a disk journal "
+        "the snapshot pickles 3 bytes longer, which moves record offsets, not what the queue does)"
+    ),
+    "actors/broker/_entries.py:EntryList.evict_least_significant:remove:remove `return None`#1": (
+        "the trailing `return None`: a function that falls off its end returns None"
+    ),
+    "actors/broker/_queue.py:QueueActor._compact_now:constant:0 -> -1#1": (
+        "the default of held_bytes: its one caller (receive) always passes it"
+    ),
+    "actors/broker/_queue.py:<module>:constant:256 -> 255#1": (
+        "a paging granularity: the most entries a paged queue moves out of RAM at a time, "
+        "min(this, target / 1 KiB), so it counts only for targets of 255 KiB or more; any chunk of 2 or more "
+        "keeps the paging promises (RAM under target, order, no loss): 255 only shifts which entries of a "
+        "deep tail sit in RAM at a given moment (QueueStats' paged count then), which no promise fixes"
+    ),
 }
 
 _TESTS_ONLY = "a query no actor calls (only its unit tests and __repr__ do)"

@@ -35,6 +35,8 @@ from ._durable import found_order as found_order
 from ._early_expiry import expiry_not_early as expiry_not_early
 from ._flow_pause import flow_pause as flow_pause
 from ._history import AckConfirmed as AckConfirmed
+from ._history import CallbackHandled as CallbackHandled
+from ._history import CallbackRefused as CallbackRefused
 from ._history import ClientAnswer as ClientAnswer
 from ._history import ConsumerAsked as ConsumerAsked
 from ._history import DeliveryReceived as DeliveryReceived
@@ -44,6 +46,7 @@ from ._history import EnqueueSent as EnqueueSent
 from ._history import FinalBrowseStarted as FinalBrowseStarted
 from ._history import FoundAtEnd as FoundAtEnd
 from ._history import before_final_browse as before_final_browse
+from ._history import callback_answer as callback_answer
 from ._history import total_queue as total_queue
 from ._history import unsettled_by_clients as unsettled_by_clients
 from ._kernel import kernel_checks as kernel_checks
@@ -94,6 +97,8 @@ from ._pubsub_promises import generation_of as generation_of
 from ._pubsub_promises import key_order as key_order
 from ._pubsub_promises import seek_effect as seek_effect
 from ._pubsub_promises import stream_flow as stream_flow
+from ._queue_stats import QueueStatsRead as QueueStatsRead
+from ._queue_stats import queue_stats as queue_stats
 from ._queue_view import SharedTrace as SharedTrace
 from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
@@ -218,4 +223,9 @@ __all__ = [
     "key_order",
     "seek_effect",
     "stream_flow",
+    "QueueStatsRead",
+    "queue_stats",
+    "CallbackHandled",
+    "CallbackRefused",
+    "callback_answer",
 ]

@@ -5,7 +5,8 @@ sends asks for ``prefetch`` minus the deliveries its client holds. What the clie
 rebuilt from the kernel's record of the consumer's traffic: a ``Delivered`` batch from the queue
 adds its tags (a lapsed lease delivered again counts once), and the client's ``Ack``, ``Release``,
 ``ModifyAckDeadline`` of 0 s and ``Nack`` take them back (a nack for an older delivery than the
-latest one of its tag, a stale nack, takes back nothing: the queue ignores it). A consumer that
+latest one of its tag, a stale nack, takes back nothing: the queue ignores it); a callback client's
+answer is its job's outcome (``callback_answer``). A consumer that
 keeps a settled delivery counted starves its client; one that frees a delivery still held
 overfills it.
 """
@@ -17,6 +18,7 @@ from collections.abc import Iterable
 from conveyor.actors.broker import Ack, Delivered, ModifyAckDeadline, Nack, Pull, Release
 from conveyor.runtime import EventKind, TraceEvent
 
+from ._history import callback_answer
 from ._result import CheckResult
 
 _CONSUMER = "/consumer"
@@ -47,6 +49,11 @@ def consumer_credit(trace: Iterable[TraceEvent], prefetch: int, browsers: tuple[
                 for tag, attempt in zip(message.tags, attempts, strict=True):
                     if not message.attempts or attempt >= tags.get(tag, 1):
                         tags.pop(tag, None)
+        elif kind is EventKind.JOB_DONE and (answered := callback_answer(event)) is not None:
+            _, handled, outcome = answered  # a callback client's answer: its job's outcome, at its consumer
+            tags = held.get(f"{answered[0]}{_CONSUMER}", {})
+            if outcome == "ack" or handled.attempt >= tags.get(handled.tag, 1):
+                tags.pop(handled.tag, None)
         elif kind in (EventKind.RESTARTED, EventKind.STOPPED) and receiver is not None:
             held.pop(receiver, None)
         elif kind is EventKind.SENT and type(event.message) is Pull:

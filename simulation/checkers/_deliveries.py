@@ -153,7 +153,8 @@ def expiry(trace: Iterable[TraceEvent], queue_path: str, browsers: tuple[str, ..
 def not_before(
     trace: Iterable[TraceEvent], queue_path: str, retry: RetryPolicy | None, browsers: tuple[str, ...] = ()
 ) -> CheckResult:
-    """No acquiring delivery before its time: a delayed message's delay, a nacked one's backoff.
+    """No acquiring delivery before its time: a delayed message's delay, a nacked one's backoff (a
+    ``ModifyAckDeadline`` of 0 s is a nack: its message waits out the backoff too).
 
     A nack counts only when it reached the queue while its consumer still held that delivery by
     what the clients saw: the consumer was given it last, had not settled it, its lease had not
@@ -179,8 +180,9 @@ def not_before(
                     received[message_id] = now
                     if delay:
                         ready_at[message_id] = (now + delay, f"published at t={now:g} with delay {delay:g} s")
-            if cls is Nack:
-                attempts = message.attempts  # type: ignore[attr-defined]
+            zero_deadline = cls is ModifyAckDeadline and message.seconds == 0  # type: ignore[attr-defined]
+            if cls is Nack or zero_deadline:  # ModifyAckDeadline(0) is Pub/Sub's nack: backoff and all
+                attempts = () if zero_deadline else message.attempts  # type: ignore[attr-defined]
                 for index, tag in enumerate(message.tags):  # type: ignore[attr-defined]
                     held = holding.get(tag)
                     if held is None or held.consumer_id != message.consumer_id:  # type: ignore[attr-defined]
@@ -190,7 +192,7 @@ def not_before(
                     del holding[tag]
                     if held.deadline is not None and now >= held.deadline:
                         continue  # the lease had run out: the entry came back by itself
-                    delay_s = message.delay_s  # type: ignore[attr-defined]
+                    delay_s = None if zero_deadline else message.delay_s  # type: ignore[attr-defined]
                     if delay_s is None:
                         delay_s = retry.backoff(held.count) if retry is not None else 0.0
                     if delay_s > 0 and tag in ids:

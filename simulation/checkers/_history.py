@@ -33,7 +33,7 @@ from typing import Final, Literal, final
 import attrs
 
 from conveyor.actors.broker import Message, Selector
-from conveyor.runtime import EventKind, TraceEvent
+from conveyor.runtime import EventKind, JobDone, JobFailed, TraceEvent
 
 from ._result import CheckResult
 
@@ -144,6 +144,44 @@ class FoundAtEnd:
 _NOTE: Final = EventKind.NOTE
 
 
+@final
+@attrs.frozen
+class CallbackHandled:
+    """Client history told by a callback client: its callback was given this delivery and returned (an ack).
+
+    A callback runs as a job off its consumer's actor, with no context to note from: what it returns
+    (or raises, as ``CallbackRefused``: a nack) is its word, in the trace as its job's outcome
+    (``JOB_DONE`` at its consumer). ``callback_answer`` reads it back.
+    """
+
+    queue: str
+    consumer_id: int
+    tag: int
+    message_id: str
+    attempt: int
+
+
+class CallbackRefused(Exception):
+    """Raised by a scenario's callback to nack the delivery it names (``handled``)."""
+
+    def __init__(self, handled: CallbackHandled) -> None:
+        super().__init__(f"callback refused {handled.message_id} (delivery {handled.attempt})")
+        self.handled = handled
+
+
+def callback_answer(event: TraceEvent) -> tuple[str, CallbackHandled, ClientAnswer] | None:
+    """A callback client's job outcome: (its client's path, the delivery it handled, ack or nack); None for any
+    other event. The client is the consumer's parent (``/callback-0`` of ``/callback-0/consumer``)."""
+    if event.kind is not EventKind.JOB_DONE or event.receiver is None:
+        return None
+    outcome = event.message
+    if type(outcome) is JobDone and type(outcome.result) is CallbackHandled:
+        return event.receiver.rpartition("/")[0], outcome.result, "ack"
+    if type(outcome) is JobFailed and type(outcome.error) is CallbackRefused:
+        return event.receiver.rpartition("/")[0], outcome.error.handled, "nack"
+    return None
+
+
 def before_final_browse(trace: Iterable[TraceEvent]) -> list[TraceEvent]:
     """The run's own events: the trace up to the first ``FinalBrowseStarted`` (the clients' closing read).
 
@@ -183,6 +221,12 @@ class _Ledger:
         for event in trace:
             if event.kind is _NOTE:
                 self._see(event)
+            elif event.kind is EventKind.JOB_DONE and (answered := callback_answer(event)) is not None:
+                client, handled, outcome = answered  # a callback client's receipt and answer, as notes would say
+                self._see(TraceEvent(_NOTE, event.time, client, None, DeliveryReceived(
+                    handled.queue, handled.consumer_id, handled.tag, handled.message_id, handled.attempt)))
+                self._see(TraceEvent(_NOTE, event.time, client, None, DeliverySettled(
+                    handled.queue, handled.consumer_id, handled.tag, handled.message_id, handled.attempt, outcome)))
 
     def _see(self, event: TraceEvent) -> None:
         note = event.message

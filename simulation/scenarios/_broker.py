@@ -71,6 +71,7 @@ from conveyor.simulation.checkers import (
     not_before,
     priority_order,
     publish_outcomes,
+    queue_stats,
     ram_under_target,
     reconfigure,
     selector_match,
@@ -80,8 +81,10 @@ from conveyor.simulation.checkers import (
     unsettled_by_clients,
 )
 
+from ._callback_clients import CallbackClient
 from ._disk_store import open_disk_store
 from ._final_browse import browse_what_is_left
+from ._final_stats import read_stats
 from ._flaky import FLAKY, FlakyActor, Poker
 from ._kernel_probe import KernelProbe, probe_kernel
 
@@ -169,6 +172,8 @@ class BrokerScenario:
             keeps every body in RAM. Ignored for a durable scenario (a durable queue cannot page yet).
         kernel_probe: what the kernel probe does once the run is quiet (``_kernel_probe.py``): asks
             answered twice or late, a child that escalates; None: no probe.
+        callback_clients: consumers beside ``consumers`` whose client is a callback run as a job
+            (``_callback_clients``): the ``ConsumerActor`` path embedded users take.
     """
 
     messages: int = 50
@@ -208,6 +213,7 @@ class BrokerScenario:
     pokes_stop: bool = False
     memory_target_bytes: int | None = None
     kernel_probe: KernelProbe | None = None
+    callback_clients: int = 0
 
     def checkers_that_apply(self) -> tuple[str, ...]:
         """Names of the checkers whose preconditions this scenario meets."""
@@ -237,6 +243,7 @@ class BrokerScenario:
         if self.memory_target_bytes is not None:
             names.append("ram_under_target")
         names.append("total_queue")  # last: a checker that names a cause is the one a shrink keeps failing
+        names.append("queue_stats")  # after it: counters that do not add up name no cause
         return tuple(names)
 
 
@@ -333,14 +340,16 @@ class ScenarioPublisher(Actor):
                 if self.noting:
                     self.ctx.note(EnqueueSent(self.queue_path, tuple(m.message_id or "" for m in batch), batch))
                 self.ctx.send(self.queue, PublishBatch(batch))
+                if scenario.confirm_timeout_s is not None:  # a batch unanswered is given up message by message
+                    for sent_in_batch in batch:
+                        self._wait_for(sent_in_batch.message_id, scenario.confirm_timeout_s)
                 return
             sent, immediate = self._message(message.index)
             if self.noting:
                 self.ctx.note(EnqueueSent(self.queue_path, (sent.message_id or "",), (sent,)))
             self.ctx.send(self.queue, Publish(sent, immediate) if immediate else Publish(sent))
-            if scenario.confirm_timeout_s is not None and sent.message_id is not None:
-                self.waiting.add(sent.message_id)
-                self.ctx.schedule(scenario.confirm_timeout_s, _GiveUp(sent.message_id))
+            if scenario.confirm_timeout_s is not None:
+                self._wait_for(sent.message_id, scenario.confirm_timeout_s)
         elif cls is Published:
             self.confirmed += 1
             self.waiting.discard(message.message_id)
@@ -357,6 +366,7 @@ class ScenarioPublisher(Actor):
         elif cls is BatchPublished:
             confirmed = tuple(o.message_id for o in message.outcomes if type(o) is Published)
             self.confirmed += len(confirmed)
+            self.waiting.difference_update(o.message_id for o in message.outcomes)
             if self.noting:
                 refused = tuple(o.message_id for o in message.outcomes if type(o) is PublishRejected)
                 self.ctx.note(EnqueueAnswered(self.queue_path, confirmed, refused))
@@ -370,6 +380,12 @@ class ScenarioPublisher(Actor):
                                        max_message_bytes=limit, max_deliveries=deliveries, retry=retry,
                                        dead_letter=dead_letter)
             self.ctx.send(self.queue, Reconfigure(self.config))
+
+    def _wait_for(self, message_id: str | None, timeout_s: float) -> None:
+        """Give up the publish of ``message_id`` (``EnqueueInDoubt``) if no answer comes within ``timeout_s``."""
+        if message_id is not None:
+            self.waiting.add(message_id)
+            self.ctx.schedule(timeout_s, _GiveUp(message_id))
 
     def _message(self, index: int) -> tuple[Message, bool]:
         """Message ``index`` as drawn, and whether to publish it ``immediate``."""
@@ -635,6 +651,9 @@ def _spawn_broker_actors(
     for index in range(scenario.browsers):
         settings = ConsumerSettings(prefetch_messages=scenario.prefetch, acquiring=False)
         system.spawn(client(ClientPolicy(), settings), name=f"browser-{index}")
+    callback_settings = ConsumerSettings(prefetch_messages=scenario.prefetch)
+    for index in range(scenario.callback_clients):
+        system.spawn(lambda: CallbackClient(queue, callback_settings), name=f"callback-{index}")
     system.spawn(lambda: ScenarioPublisher(queue, scenario, config, later), name="publisher")
     if scenario.pokes:
         flaky = None if scenario.pokes_stop else system.spawn(FlakyActor, name=FLAKY)
@@ -705,6 +724,10 @@ def run_broker_simulation(
         browse_what_is_left(sim, ((queue, False), *((dead, True) for dead in dead_letters)))
         more = sim.run(max_steps=max_steps - result.steps)
         result = RunResult(steps=result.steps + more.steps, time=more.time, quiet=more.quiet)
+    if result.quiet and sim.tracer is not None and scenario.disk is None:
+        read_stats(sim, queue)  # for queue_stats (a crashed process's counters are judged by nobody)
+        more = sim.run(max_steps=max_steps - result.steps)
+        result = RunResult(steps=result.steps + more.steps, time=more.time, quiet=more.quiet)
     if scenario.kernel_probe is not None and result.quiet:
         probe_kernel(sim, scenario.kernel_probe, max_steps)
     sim.shutdown()
@@ -741,6 +764,7 @@ _CHECKERS: dict[str, Callable[[SharedTrace, str], CheckResult]] = {
     "found_order": found_order,
     "acked_stays_acked": acked_stays_acked,
     "expiry_not_early": expiry_not_early,
+    "queue_stats": queue_stats,
     "ram_under_target": ram_under_target,
 }
 

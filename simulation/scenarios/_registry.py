@@ -288,12 +288,31 @@ def _durable_crash_workload(seed: int) -> BrokerScenario:
     messages = rng.randint(5, 30)
     if rng.random() < 0.4:  # the consumers leave early: a backlog outlives the crashes, for found_order to read
         consumers = tuple(attrs.evolve(policy, crash_after=rng.randint(1, 6)) for policy in consumers)
+    prefetch = 5
+    if seeded_random(f"scenario:durable-crash:{seed}:backlog").random() < 0.4:
+        # a deep backlog that a compaction snapshots and a recovery restores (its own generator: the
+        # draws above and below keep their values)
+        prefetch, consumers = 1, _backlog_draw(seeded_random(f"scenario:durable-crash:{seed}:backlog-policy"),
+                                               messages, consumers)
     # Drawn last (older draws keep their values): the queues page their bodies into a synced body store on the
     # simulated disk under a target of no body, one body or a few (a scenario message is about 20 bytes).
     target = rng.choice((None, 0, 8, 40))
     return BrokerScenario(messages=messages, consumers=consumers, priorities=(0, 4, 9), durable=True,
-                          confirm_timeout_s=3.0, memory_target_bytes=target,
+                          confirm_timeout_s=3.0, memory_target_bytes=target, prefetch=prefetch,
                           draws="" if target is None else f"memory_target_bytes={target}")
+
+
+def _backlog_draw(rng: random.Random, messages: int, consumers: tuple[ClientPolicy, ...]) -> tuple[ClientPolicy, ...]:
+    """Slow consumers (prefetch 1, each ack up to 0.5 s late) that take half to all but three messages, then leave.
+
+    The publishes outrun them, and the journal's events outgrow the live entries (``needs_compaction``)
+    once they have taken about half: the snapshot then holds the undelivered rest, which a recovery
+    restores and the final browse finds (``found_order`` judges its order).
+    """
+    taken = rng.randint(max(1, messages // 2), max(1, messages // 2, messages - 3))
+    shares = [taken // len(consumers) + (1 if i < taken % len(consumers) else 0) for i in range(len(consumers))]
+    return tuple(attrs.evolve(policy, crash_after=max(1, share), late_ack=1.0, late_ack_s=0.5)
+                 for policy, share in zip(consumers, shares, strict=True))
 
 
 def _paged_swarm_workload(seed: int) -> BrokerScenario:

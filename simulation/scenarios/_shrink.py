@@ -186,6 +186,8 @@ def _broker_candidates(work: BrokerScenario) -> Iterator[BrokerScenario]:
             )
     for browsers in _fewer(work.browsers):
         yield attrs.evolve(work, browsers=browsers)
+    for callbacks in _fewer(work.callback_clients):
+        yield attrs.evolve(work, callback_clients=callbacks)
     plain = ClientPolicy()
     if any(policy != plain for policy in work.consumers):
         yield attrs.evolve(work, consumers=(plain,) * consumers)
@@ -196,6 +198,9 @@ def _broker_candidates(work: BrokerScenario) -> Iterator[BrokerScenario]:
             if getattr(policy, field):
                 simpler = attrs.evolve(policy, **{field: 0})
                 yield attrs.evolve(work, consumers=(*work.consumers[:index], simpler, *work.consumers[index + 1 :]))
+        for sooner in _fewer(policy.crash_after, floor=1):  # leaving sooner: a shorter story of what it took
+            simpler = attrs.evolve(policy, crash_after=sooner)
+            yield attrs.evolve(work, consumers=(*work.consumers[:index], simpler, *work.consumers[index + 1 :]))
     for groups in _fewer(work.groups):
         yield attrs.evolve(work, groups=groups)
     if len(work.priorities) > 1:

@@ -115,17 +115,30 @@ def broker_swarm(seed: int) -> BrokerScenario:
         drawn.append(f"late_nack={late}")
     if pokes_stop:
         drawn.append("pokes under stop")
-    scenario = broker_promise_features(seed, BrokerScenario(
+    scenario = with_callback_clients(seed, broker_promise_features(seed, BrokerScenario(
         messages=messages, consumers=consumers, consumer_priorities=consumer_priorities, selectors=selectors,
         browsers=browsers, priorities=priorities, groups=groups, publish_span_s=span,
         ack_deadline_s=ack_deadline_s, max_deliveries=max_deliveries, prefetch=prefetch, retry=retry,
         ttls=ttls, delays=delays, max_length=max_length, overflow=overflow, draws="swarm: " + " ".join(drawn),
         pokes=pokes, hand_over_waits=hand_over_waits, pokes_stop=pokes_stop,
-    ))
+    )))
     probe = draw_kernel_probe(seed)  # a generator of its own: the draws above keep their values
     if probe is None:
         return scenario
     return attrs.evolve(scenario, kernel_probe=probe, draws=f"{scenario.draws} {probe_words(probe)}")
+
+
+def with_callback_clients(seed: int, scenario: BrokerScenario) -> BrokerScenario:
+    """``scenario`` with, in 30% of seeds, one or two callback clients beside its actor clients (drawn last).
+
+    From a generator of its own, so every earlier draw keeps its value: the ``ConsumerActor`` path
+    of an embedded user's callback, run as a job (``_callback_clients``).
+    """
+    rng = seeded_random(f"scenario:broker-swarm:{seed}:callbacks")
+    if rng.random() >= 0.3:
+        return scenario
+    count = rng.randint(1, 2)
+    return attrs.evolve(scenario, callback_clients=count, draws=f"{scenario.draws} callback_clients={count}")
 
 
 def subscriber_swarm(seed: int) -> SubscriberScenario:

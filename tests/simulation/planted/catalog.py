@@ -18,10 +18,13 @@ from . import (
     durable_paging,
     kernel,
     kernel_notices,
+    lease_ends,
     lifecycle,
     promises,
     pubsub,
     pubsub_promises,
+    queue_stats,
+    recovery_order,
     storage,
     subscriber,
 )
@@ -407,6 +410,20 @@ PLANTED: tuple[PlantedBug, ...] = (
         "swallowed-late-answer", "a message that reaches a settled ask's promise vanishes, no dead letter",
         "broker-swarm", Variant(simulation=kernel_notices.SwallowsLateAnswers), budget=30,
         checkers=frozenset({"ask_answers"}),
+    ),
+    PlantedBug(
+        "stacked-snapshot-restore", "restoring a snapshot rebuilds each level's undelivered messages newest first",
+        "durable-crash", Variant(queue=broker.queue_with_entries(recovery_order.StackedSnapshotRestore)), budget=30,
+        checkers=frozenset({"found_order"}), shrink_runs=600,
+    ),
+    PlantedBug(
+        "acks-counted-as-asked", "QueueStats.acked counts an ack's tags the consumer no longer held", "priorities",
+        Variant(queue=broker.queue_with_entries(queue_stats.AcksCountedAsAsked)), budget=10,
+        checkers=frozenset({"queue_stats"}),
+    ),
+    PlantedBug(
+        "zero-deadline-as-lapse", "ModifyAckDeadline(0) ends the lease as a lapse, without the nack's backoff",
+        "broker-swarm", Variant(queue=lease_ends.ZeroDeadlineAsLapse), budget=30, checkers=frozenset({"not_before"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
