@@ -52,6 +52,7 @@ from ._kernel import nothing_vanishes as nothing_vanishes
 from ._kernel import supervision as supervision
 from ._lease_cap import lease_cap as lease_cap
 from ._lease_extension import lease_extension as lease_extension
+from ._lease_schedule import lease_schedule as lease_schedule
 from ._liveness import liveness as liveness
 from ._liveness import prompt_delivery as prompt_delivery
 from ._liveness import queue_order as queue_order
@@ -208,4 +209,5 @@ __all__ = [
     "key_order",
     "seek_effect",
     "stream_flow",
+    "lease_schedule",
 ]

@@ -54,6 +54,7 @@ from conveyor.simulation.checkers import (
     guarded,
     lease_cap,
     lease_extension,
+    lease_schedule,
     lease_validity,
     no_loss,
     ordering_keys,
@@ -414,6 +415,7 @@ def check_subscriber_run(trace: list[TraceEvent], scenario: SubscriberScenario) 
         results += guarded("lease_validity", lease_validity, trace, QUEUE, path, scenario.flow)
         results += guarded("runs_once", runs_once, trace, path, QUEUE)
         results += guarded("lease_cap", lease_cap, trace, path, scenario.flow)
+        results += guarded("lease_schedule", lease_schedule, trace, path, scenario.flow)
     results += guarded("no_loss", no_loss, trace, QUEUE)
     results += guarded("exclusive_lease", exclusive_lease, trace, QUEUE)
     results += guarded("all_settled", all_settled, trace, QUEUE)
