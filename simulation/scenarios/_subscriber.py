@@ -116,6 +116,11 @@ class SubscriberScenario:
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
         compact_after_events: the durable queues' ``QueueConfig.compact_after_events`` (the fault plans
             that make them durable draw a small one, so runs compact and recover from snapshots).
+        drop: probability that a callback that would ack drops its message instead (``drop()``: nothing
+            goes to the queue, the lease lapses and the message comes back); half of those first nack
+            it by a zero deadline (``modify_ack_deadline(0)``), so the drop after it must change
+            nothing: the first decision stands. Drawn from a generator of its own, so 0 keeps every
+            other callback's answer.
     """
 
     messages: int = 30
@@ -143,6 +148,7 @@ class SubscriberScenario:
     durable: bool = False
     draws: str = ""
     compact_after_events: int = COMPACT_AFTER_EVENTS
+    drop: float = 0.0
 
     def subscription_paths(self) -> tuple[str, ...]:
         """The managers' paths this scenario starts: ``/sub``, and ``/sub-2`` after a crash."""
@@ -168,12 +174,21 @@ def scenario_callback(
         draw = seeded_random(f"{seed}:{message.ack_id}:{message.delivery_attempt}").random()
         answer: ClientAnswer = "raised" if draw < scenario.fail else "nack" if draw < scenario.fail + scenario.nack \
             else "ack"
+        dropping = _drops(seed, scenario, message) if answer == "ack" else None
+        if dropping is not None:
+            answer = "nack"  # recorded only for a zero-deadline nack; a plain drop answers nothing
         if history is not None:
             consumer_id = int(message.ack_id.partition(":")[0])
             message_id = message.data.partition(b".")[0].decode()
             attempt = message.delivery_attempt
             history(DeliveryReceived(QUEUE, consumer_id, message.tag, message_id, attempt))
-            history(DeliverySettled(QUEUE, consumer_id, message.tag, message_id, attempt, answer))
+            if dropping != "drop":
+                history(DeliverySettled(QUEUE, consumer_id, message.tag, message_id, attempt, answer))
+        if dropping is not None:
+            if dropping == "nack-then-drop":
+                message.modify_ack_deadline(0)  # Pub/Sub's nack: the drop after it must not undo it
+            message.drop()
+            return
         if answer == "raised":
             raise CallbackFailure(f"scenario callback fails on {message.ack_id} attempt {message.delivery_attempt}")
         if answer == "nack":
@@ -182,6 +197,16 @@ def scenario_callback(
             message.ack()
 
     return callback
+
+
+def _drops(seed: int, scenario: SubscriberScenario, message: SubscriberMessage) -> str | None:
+    """Whether a callback that would ack drops instead: ``drop``, ``nack-then-drop``, or None (it acks)."""
+    if not scenario.drop:
+        return None
+    draw = seeded_random(f"{seed}:{message.ack_id}:{message.delivery_attempt}:drop").random()
+    if draw >= scenario.drop:
+        return None
+    return "nack-then-drop"
 
 
 HISTORY = "/callbacks"

@@ -129,7 +129,8 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
     Features: ordering keys, flow control by messages and by bytes (with messages larger than
     ``max_bytes``), callbacks that raise, nack or outlive the ack deadline (with leases capped
     below them or not), workers and callbacks per job, the delivery limit, the retry policy,
-    bursts, a pause of the whole process past its leases, and a crash with a fresh subscription.
+    bursts, a pause of the whole process past its leases, a crash with a fresh subscription, and
+    callbacks that drop their message (some after nacking it by a zero deadline).
     """
     rng = seeded_random(f"scenario:subscriber-swarm:{seed}")
     drawn: list[str] = []
@@ -190,12 +191,16 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
         slow = max(slow, 0.2)
         slow_factor = (11.0 / deadline, 16.0 / deadline)
         drawn.append(f"max_extension=60 slow={slow} for 11-16 s")
+    drop = 0.0
+    if rng.random() < 0.3:  # drawn last: callbacks that drop (half after a zero-deadline nack)
+        drop = rng.choice((0.1, 0.3))
+        drawn.append(f"drop={drop}")
     return SubscriberScenario(
         messages=messages, keys=keys, sizes=sizes, fail=fail, nack=nack, fast_s=rng.choice((0.05, 0.5)),
         slow=slow, slow_factor=slow_factor, flow=flow, workers=workers, callbacks_per_job=per_job,
         ack_deadline_s=deadline, max_deliveries=max_deliveries, retry=retry, burst=burst, burst_gap_s=gap,
         pause_at=pause_at, pause_s=pause_s, crash_at=crash_at, restart_after_s=restart_after_s,
-        draws="swarm: " + " ".join(drawn),
+        draws="swarm: " + " ".join(drawn), drop=drop,
     )
 
 
