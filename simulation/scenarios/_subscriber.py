@@ -34,12 +34,13 @@ from conveyor.actors.subscriber import (
     CALLBACKS_PER_JOB,
     Cancel,
     FlowControl,
+    Part,
     StreamingPullManager,
     SubscriberMessage,
     subscribe,
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, EventKind, TraceEvent
-from conveyor.simulation import Fault, Pause, RunResult, Simulation, Strategy, seeded_random
+from conveyor.simulation import Delay, Fault, Pause, RunResult, Simulation, Strategy, seeded_random
 from conveyor.simulation.checkers import (
     CheckResult,
     ClientAnswer,
@@ -121,6 +122,10 @@ class SubscriberScenario:
             it by a zero deadline (``modify_ack_deadline(0)``), so the drop after it must change
             nothing: the first decision stands. Drawn from a generator of its own, so 0 keeps every
             other callback's answer.
+        late_ends: ``(at_step, duration_s)`` stalls of the worker pool's channel to ``/sub``
+            (``Delay`` faults): a callback's end (``CallbackEnded``) arrives late while its settlement,
+            sent from the callback's thread, does not, so a nacked keyed message may come back to
+            the key handler before its old copy's end (``Admission.EARLY``).
     """
 
     messages: int = 30
@@ -149,6 +154,7 @@ class SubscriberScenario:
     draws: str = ""
     compact_after_events: int = COMPACT_AFTER_EVENTS
     drop: float = 0.0
+    late_ends: tuple[tuple[int, float], ...] = ()
 
     def subscription_paths(self) -> tuple[str, ...]:
         """The managers' paths this scenario starts: ``/sub``, and ``/sub-2`` after a crash."""
@@ -371,6 +377,8 @@ def run_subscriber_simulation(
     durations = CallbackDurations(scenario)
     if scenario.pause_at is not None and scenario.pause_s > 0:
         faults = (*faults, Pause(f"/{SUBSCRIPTION}", scenario.pause_at, scenario.pause_s))
+    pool = f"/{SUBSCRIPTION}/{Part.WORKERS}"
+    faults = (*faults, *(Delay(pool, f"/{SUBSCRIPTION}", at_step, duration) for at_step, duration in scenario.late_ends))
     sim = system(seed=seed, strategy=strategy, job_duration=durations, faults=faults)  # planted kernel bugs swap it
     durations.now = sim.now
     dead_letters = sim.spawn(

@@ -130,7 +130,8 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
     ``max_bytes``), callbacks that raise, nack or outlive the ack deadline (with leases capped
     below them or not), workers and callbacks per job, the delivery limit, the retry policy,
     bursts, a pause of the whole process past its leases, a crash with a fresh subscription, and
-    callbacks that drop their message (some after nacking it by a zero deadline).
+    callbacks that drop their message (some after nacking it by a zero deadline), and callbacks' ends
+    reaching the manager late (a stalled channel from the worker pool).
     """
     rng = seeded_random(f"scenario:subscriber-swarm:{seed}")
     drawn: list[str] = []
@@ -195,12 +196,16 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
     if rng.random() < 0.3:  # drawn last: callbacks that drop (half after a zero-deadline nack)
         drop = rng.choice((0.1, 0.3))
         drawn.append(f"drop={drop}")
+    late_ends: tuple[tuple[int, float], ...] = ()
+    if rng.random() < 0.3:  # drawn last: the pool's channel to the manager stalls, so callbacks' ends come late
+        late_ends = tuple((rng.randint(20, 600), round(rng.uniform(0.1, 0.6), 3)) for _ in range(rng.randint(1, 3)))
+        drawn.append(f"late_ends={late_ends}")
     return SubscriberScenario(
         messages=messages, keys=keys, sizes=sizes, fail=fail, nack=nack, fast_s=rng.choice((0.05, 0.5)),
         slow=slow, slow_factor=slow_factor, flow=flow, workers=workers, callbacks_per_job=per_job,
         ack_deadline_s=deadline, max_deliveries=max_deliveries, retry=retry, burst=burst, burst_gap_s=gap,
         pause_at=pause_at, pause_s=pause_s, crash_at=crash_at, restart_after_s=restart_after_s,
-        draws="swarm: " + " ".join(drawn), drop=drop,
+        draws="swarm: " + " ".join(drawn), drop=drop, late_ends=late_ends,
     )
 
 
