@@ -12,7 +12,18 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, broker_promises, kernel, lifecycle, promises, pubsub, pubsub_promises, storage, subscriber
+from . import (
+    broker,
+    broker_promises,
+    kernel,
+    lease_schedule,
+    lifecycle,
+    promises,
+    pubsub,
+    pubsub_promises,
+    storage,
+    subscriber,
+)
 
 
 @final
@@ -366,6 +377,14 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "timeless-seek", "a Seek ignores its time: nothing published before it is marked acked", "pubsub-front",
         Variant(subscription=pubsub_promises.TimelessSeek), budget=15, checkers=frozenset({"seek_effect"}),
+    ),
+    PlantedBug(
+        "trusting-leaser", "the leaser trusts a receipt's extension: a fresh lease waits 0.9 x it - 1 s for a pass",
+        "leases", Variant(manager=lease_schedule.Trusting), budget=5, checkers=frozenset({"lease_schedule"}),
+    ),
+    PlantedBug(
+        "restless-leaser", "the leaser passes over every lease whenever a keyed callback is scheduled",
+        "ordering-keys", Variant(manager=lease_schedule.Restless), budget=5, checkers=frozenset({"lease_schedule"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
