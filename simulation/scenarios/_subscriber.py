@@ -378,7 +378,8 @@ def run_subscriber_simulation(
     if scenario.pause_at is not None and scenario.pause_s > 0:
         faults = (*faults, Pause(f"/{SUBSCRIPTION}", scenario.pause_at, scenario.pause_s))
     pool = f"/{SUBSCRIPTION}/{Part.WORKERS}"
-    faults = (*faults, *(Delay(pool, f"/{SUBSCRIPTION}", at_step, duration) for at_step, duration in scenario.late_ends))
+    late = (Delay(pool, f"/{SUBSCRIPTION}", at_step, duration) for at_step, duration in scenario.late_ends)
+    faults = (*faults, *late)
     sim = system(seed=seed, strategy=strategy, job_duration=durations, faults=faults)  # planted kernel bugs swap it
     durations.now = sim.now
     dead_letters = sim.spawn(

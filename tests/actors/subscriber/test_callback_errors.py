@@ -100,4 +100,4 @@ def test_a_zero_deadline_is_the_nack_that_decides() -> None:
     message.drop()
     message.ack()
     assert message.decision is not None and message.decision.value == "nack"
-    assert [s.kind.value for s in sent] == ["modack", "nack"]  # type: ignore[attr-defined]
+    assert [s.kind.value for s in sent] == ["modack", "nack"]

@@ -16,8 +16,9 @@ from .subscriber import manager_with
 
 
 class TrustingLeaser(Leaser):  # type: ignore[misc]  # Leaser is final: a planted bug may subclass
-    """Broken: trusts a receipt's extension, so a fresh lease waits ``lead(extension)`` for its next pass, not
-    ``lead(min_duration_per_lease_extension_s)`` (the histogram's floor of 10 s against a minimum of 2 s: 8 s, not 0.8 s).
+    """Broken: trusts a receipt's extension, so a fresh lease waits ``lead(extension)`` for its next pass,
+    not ``lead(min_duration_per_lease_extension_s)`` (the histogram's floor of 10 s against a minimum
+    of 2 s: 8 s, not 0.8 s).
     """
 
     def receive(self, message: Any) -> None:
