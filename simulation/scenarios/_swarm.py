@@ -197,8 +197,8 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
         drop = rng.choice((0.1, 0.3))
         drawn.append(f"drop={drop}")
     late_ends: tuple[tuple[int, float], ...] = ()
-    if rng.random() < 0.3:  # drawn last: the pool's channel to the manager stalls, so callbacks' ends come late
-        late_ends = tuple((rng.randint(20, 600), round(rng.uniform(0.1, 0.6), 3)) for _ in range(rng.randint(1, 3)))
+    if rng.random() < 0.5:  # drawn last: the pool's channel to the manager stalls, so callbacks' ends come late
+        late_ends = tuple((rng.randint(20, 600), round(rng.uniform(0.2, 1.0), 3)) for _ in range(rng.randint(2, 5)))
         drawn.append(f"late_ends={late_ends}")
     return SubscriberScenario(
         messages=messages, keys=keys, sizes=sizes, fail=fail, nack=nack, fast_s=rng.choice((0.05, 0.5)),
