@@ -45,6 +45,10 @@ EQUIVALENT: dict[str, str] = {
         "terminate sets it before anything reads it directly (a dead letter's Watch answer needs a "
         "stopped cell), and ActorRef.termination reads it with getattr(cell, 'termination', None)"
     ),
+    "actors/subscriber/_ordering.py:OrderingKeyHolds.lift:boolean:True -> False#1": (
+        "lift's answer (whether the fence was still up) is read by no actor: the key handler's FenceLifted "
+        "handler calls it for its effect and ignores what it returns"
+    ),
 }
 
 _TESTS_ONLY = "a query no actor calls (only its unit tests and __repr__ do)"
@@ -86,6 +90,23 @@ UNREACHABLE: dict[str, str] = {
     "runtime/_cell.py:GoneCell.__init__:constant:1 -> 0#1": _GONE_CELL,
     "runtime/_cell.py:GoneCell.__init__:constant:1 -> 0#2": _GONE_CELL,
     "runtime/_cell.py:GoneCell.__init__:remove:remove `self.error = None`#1": _GONE_CELL,
+    "actors/subscriber/_leases.py:LeaseTable.add:remove:remove `self._bytes += size`#1": (
+        "LeaseTable.bytes is a query no actor calls (the load controller counts bytes in its own LoadTracker)"
+    ),
+    "actors/subscriber/_ordering.py:OrderingKeyHolds._arrive:arith:+= -> -=#1": (
+        "_held feeds only held_count() and snapshot(), queries no actor calls (only unit tests and __repr__)"
+    ),
+    "actors/subscriber/_ordering.py:OrderingKeyHolds.state_of:remove:remove `item = self._items.get(item_id)`#1": (
+        _TESTS_ONLY
+    ),
+    "actors/subscriber/_ordering.py:OrderingKeyHolds.__len__:remove:remove `return len(self._items)`#1": _TESTS_ONLY,
+    "actors/subscriber/_ledger.py:AckLedger.drop:remove:remove `return None`#1": (
+        "a drop of a message not pending: only a callback's own SubscriberMessage.drop() reaches AckLedger.drop "
+        "(the leaser's give-up goes to expire), a SubscriberMessage sends one decision (a zero deadline now "
+        "counts as its nack), and nothing settles a copy while its callback runs (the manager nacks only "
+        "copies never started); the one way left, ack_with_response timing out and the callback dropping "
+        "after it, needs a backend that blocks a callback for an answer, which the simulator cannot"
+    ),
 }
 """Mutants in code that no simulated system runs (a query only unit tests call, the gRPC server's own
 parsing, a disk store the simulator never has): the sweep cannot kill them, so they are judged by the

@@ -16,6 +16,12 @@ directions matter:
   (a callback's scheduling plus ``max_lease_duration_s``) fell between them: the leaser must give
   that lease up on time, and the pass that does extends the others too.
 
+* **On time at the cap.** A lease still held when its callback has been scheduled
+  ``max_lease_duration_s`` is given up by a pass at that boundary, not at some later pass (the
+  leaser schedules its next check no later than the earliest boundary, so an expiring lease is
+  given up on time rather than extended once more): no pass finds a lease held whose boundary it
+  is already past.
+
 A pause of the leaser (``Pause`` covering it) excuses a late pass; a leaser that restarts or stops
 starts afresh.
 """
@@ -48,6 +54,7 @@ def lease_schedule(trace: Iterable[TraceEvent], subscription_path: str, flow: Fl
     fresh: dict[str, float] = {}  # ack id -> receipt, for leases not yet passed over
     boundaries: list[float] = []  # clock start + cap of every clock started since the last pass
     leased: set[str] = set()
+    clocks: dict[str, float] = {}  # ack id -> its boundary (clock start + cap), for leases still held
     pauses: list[tuple[float, float]] = []  # (from, until) of pauses covering the leaser
     last_pass: float | None = None
     violations: list[str] = []
@@ -65,6 +72,7 @@ def lease_schedule(trace: Iterable[TraceEvent], subscription_path: str, flow: Fl
             fresh.clear()
             boundaries.clear()
             leased.clear()
+            clocks.clear()
             last_pass = None
             continue
         if kind is not EventKind.DELIVERED:
@@ -77,12 +85,17 @@ def lease_schedule(trace: Iterable[TraceEvent], subscription_path: str, flow: Fl
                 leased.add(item.ack_id)
                 if not item.key:  # an unordered message's callback is scheduled as it arrives
                     boundaries.append(now + cap)
+                    clocks.setdefault(item.ack_id, now + cap)
         elif cls is Done or cls is Dones:
             for done in (message,) if cls is Done else message.items:
                 fresh.pop(done.ack_id, None)
                 leased.discard(done.ack_id)
+                clocks.pop(done.ack_id, None)
         elif cls.__name__ == "Scheduled":
-            boundaries.extend(now + cap for ack_id in getattr(message, "ack_ids", ()) if ack_id in leased)
+            for ack_id in getattr(message, "ack_ids", ()):
+                if ack_id in leased:
+                    boundaries.append(now + cap)
+                    clocks.setdefault(ack_id, now + cap)
         elif cls.__name__ == "Tick":
             passes += 1
             for ack_id, received in fresh.items():
@@ -104,6 +117,17 @@ def lease_schedule(trace: Iterable[TraceEvent], subscription_path: str, flow: Fl
                     f"t={now:g}: {leaser} passed over its {len(leased)} lease(s) {now - last_pass:g} s after its "
                     f"previous pass, sooner than {lead:g} s, with no max-lease boundary between them"
                 )
+            for ack_id, boundary in tuple(clocks.items()):
+                if boundary > now + _TOLERANCE_S:
+                    continue
+                del clocks[ack_id]  # given up by this pass (lease_cap judges that it is)
+                leased.discard(ack_id)
+                if boundary < now - _TOLERANCE_S and not any(start <= now and until >= boundary
+                                                             for start, until in pauses):
+                    violations.append(
+                        f"t={now:g}: {leaser} passed over lease {ack_id} {now - boundary:g} s after its "
+                        f"max-lease boundary (max_lease_duration_s={cap:g}); it is given up by a pass at the boundary"
+                    )
             boundaries = [boundary for boundary in boundaries if boundary > now + _TOLERANCE_S]
             last_pass = now
     return CheckResult.of("lease_schedule", violations, passes=passes, late_excused=late_excused, lead_s=lead)
