@@ -130,8 +130,9 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
     ``max_bytes``), callbacks that raise, nack or outlive the ack deadline (with leases capped
     below them or not), workers and callbacks per job, the delivery limit, the retry policy,
     bursts, a pause of the whole process past its leases, a crash with a fresh subscription, and
-    callbacks that drop their message (some after nacking it by a zero deadline), and callbacks' ends
-    reaching the manager late (a stalled channel from the worker pool).
+    callbacks that drop their message (some after nacking it by a zero deadline), callbacks' ends
+    reaching the manager late (a stalled channel from the worker pool), and leases capped below the
+    leaser's lead (the time from one pass to the next), so a cap falls between passes.
     """
     rng = seeded_random(f"scenario:subscriber-swarm:{seed}")
     drawn: list[str] = []
@@ -200,6 +201,12 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
     if rng.random() < 0.5:  # drawn last: the pool's channel to the manager stalls, so callbacks' ends come late
         late_ends = tuple((rng.randint(20, 600), round(rng.uniform(0.2, 1.0), 3)) for _ in range(rng.randint(2, 5)))
         drawn.append(f"late_ends={late_ends}")
+    if rng.random() < 0.25:  # drawn last: leases capped below the leaser's lead, so a pass may fall past a cap
+        lead = 0.9 * flow.max_duration_per_lease_extension_s - 1.0
+        cap = round(max(0.1, rng.uniform(0.3, 0.9) * lead), 3)
+        flow = attrs.evolve(flow, max_lease_duration_s=cap)
+        slow = max(slow, 0.3)  # callbacks that outlive the cap
+        drawn.append(f"short_cap={cap} slow={slow}")
     return SubscriberScenario(
         messages=messages, keys=keys, sizes=sizes, fail=fail, nack=nack, fast_s=rng.choice((0.05, 0.5)),
         slow=slow, slow_factor=slow_factor, flow=flow, workers=workers, callbacks_per_job=per_job,
