@@ -100,6 +100,11 @@ UNREACHABLE: dict[str, str] = {
         _TESTS_ONLY
     ),
     "actors/subscriber/_ordering.py:OrderingKeyHolds.__len__:remove:remove `return len(self._items)`#1": _TESTS_ONLY,
+    "actors/subscriber/_ledger.py:AckLedger.refuse:negate:c -> not c#1": (
+        "the ledger then never forgets a refused ack; it forgets one REFUSED_MEMORY_S (3600 s) after the "
+        "refusal, and no subscriber run reaches that: a scenario stops waiting at its horizon_s (3600 s from "
+        "its start) and cancels its subscriptions, so no delivery comes an hour after a refusal"
+    ),
     "actors/subscriber/_ledger.py:AckLedger.drop:remove:remove `return None`#1": (
         "a drop of a message not pending: only a callback's own SubscriberMessage.drop() reaches AckLedger.drop "
         "(the leaser's give-up goes to expire), a SubscriberMessage sends one decision (a zero deadline now "
