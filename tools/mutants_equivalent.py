@@ -100,6 +100,9 @@ UNREACHABLE: dict[str, str] = {
         _TESTS_ONLY
     ),
     "actors/subscriber/_ordering.py:OrderingKeyHolds.__len__:remove:remove `return len(self._items)`#1": _TESTS_ONLY,
+    "actors/subscriber/_flow.py:LoadTracker.add:minmax:max -> min#1": (
+        "_max_count_seen feeds only snapshot(), a query no actor calls (only unit tests and __repr__)"
+    ),
     "actors/subscriber/_ledger.py:AckLedger.refuse:negate:c -> not c#1": (
         "the ledger then never forgets a refused ack; it forgets one REFUSED_MEMORY_S (3600 s) after the "
         "refusal, and no subscriber run reaches that: a scenario stops waiting at its horizon_s (3600 s from "
