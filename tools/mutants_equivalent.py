@@ -100,6 +100,9 @@ UNREACHABLE: dict[str, str] = {
         _TESTS_ONLY
     ),
     "actors/subscriber/_ordering.py:OrderingKeyHolds.__len__:remove:remove `return len(self._items)`#1": _TESTS_ONLY,
+    "actors/subscriber/_ordering.py:OrderingKeyHolds.drop_key:negate:not c -> c#1": (
+        "drop_key is called by no actor: the key handler sends a key back through send_back, which uses drop_held"
+    ),
     "actors/subscriber/_flow.py:LoadTracker.add:minmax:max -> min#1": (
         "_max_count_seen feeds only snapshot(), a query no actor calls (only unit tests and __repr__)"
     ),
