@@ -63,6 +63,10 @@ EQUIVALENT: dict[str, str] = {
         "keeps the paging promises (RAM under target, order, no loss): 255 only shifts which entries of a "
         "deep tail sit in RAM at a given moment (QueueStats' paged count then), which no promise fixes"
     ),
+    "actors/subscriber/_ordering.py:OrderingKeyHolds.lift:boolean:True -> False#1": (
+        "lift's answer (whether the fence was still up) is read by no actor: the key handler's FenceLifted "
+        "handler calls it for its effect and ignores what it returns"
+    ),
 }
 
 _TESTS_ONLY = "a query no actor calls (only its unit tests and __repr__ do)"
@@ -127,6 +131,34 @@ UNREACHABLE: dict[str, str] = {
         "settled, so no ask's outcome changes; what changes is memory, once an actor holds 64 asks unanswered at "
         "once (then the mutant never prunes again). No simulated system asks any actor more than one question at "
         "a time (the kernel probe and the Pub/Sub driver ask one and wait)"
+    ),
+    "actors/subscriber/_leases.py:LeaseTable.add:remove:remove `self._bytes += size`#1": (
+        "LeaseTable.bytes is a query no actor calls (the load controller counts bytes in its own LoadTracker)"
+    ),
+    "actors/subscriber/_ordering.py:OrderingKeyHolds._arrive:arith:+= -> -=#1": (
+        "_held feeds only held_count() and snapshot(), queries no actor calls (only unit tests and __repr__)"
+    ),
+    "actors/subscriber/_ordering.py:OrderingKeyHolds.state_of:remove:remove `item = self._items.get(item_id)`#1": (
+        _TESTS_ONLY
+    ),
+    "actors/subscriber/_ordering.py:OrderingKeyHolds.__len__:remove:remove `return len(self._items)`#1": _TESTS_ONLY,
+    "actors/subscriber/_ordering.py:OrderingKeyHolds.drop_key:negate:not c -> c#1": (
+        "drop_key is called by no actor: the key handler sends a key back through send_back, which uses drop_held"
+    ),
+    "actors/subscriber/_flow.py:LoadTracker.add:minmax:max -> min#1": (
+        "_max_count_seen feeds only snapshot(), a query no actor calls (only unit tests and __repr__)"
+    ),
+    "actors/subscriber/_ledger.py:AckLedger.refuse:negate:c -> not c#1": (
+        "the ledger then never forgets a refused ack; it forgets one REFUSED_MEMORY_S (3600 s) after the "
+        "refusal, and no subscriber run reaches that: a scenario stops waiting at its horizon_s (3600 s from "
+        "its start) and cancels its subscriptions, so no delivery comes an hour after a refusal"
+    ),
+    "actors/subscriber/_ledger.py:AckLedger.drop:remove:remove `return None`#1": (
+        "a drop of a message not pending: only a callback's own SubscriberMessage.drop() reaches AckLedger.drop "
+        "(the leaser's give-up goes to expire), a SubscriberMessage sends one decision (a zero deadline now "
+        "counts as its nack), and nothing settles a copy while its callback runs (the manager nacks only "
+        "copies never started); the one way left, ack_with_response timing out and the callback dropping "
+        "after it, needs a backend that blocks a callback for an answer, which the simulator cannot"
     ),
 }
 """Mutants in code that no simulated system runs (a query only unit tests call, the gRPC server's own

@@ -96,6 +96,11 @@ class SubscriberMessage:
         if not 0 <= seconds <= 600:
             msg = f"modify_ack_deadline seconds must be from 0 to 600, got {quote(seconds)}"
             raise ValueError(msg)
+        if seconds == 0:
+            # Pub/Sub's nack, and this message's decision: an ack or drop after it changes nothing, and
+            # the key handler must hear of a nack (CallbackEnded.nacked) to hold the key's later messages.
+            self._send(SettlementKind.NACK)
+            return
         self._settle(Settlement(SettlementKind.MODACK, self.ack_id, float(seconds)))
 
     @property

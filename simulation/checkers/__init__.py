@@ -59,6 +59,7 @@ from ._kernel_notices import TimerCancelAnswered as TimerCancelAnswered
 from ._kernel_notices import kernel_notices as kernel_notices
 from ._lease_cap import lease_cap as lease_cap
 from ._lease_extension import lease_extension as lease_extension
+from ._lease_schedule import lease_schedule as lease_schedule
 from ._liveness import liveness as liveness
 from ._liveness import prompt_delivery as prompt_delivery
 from ._liveness import queue_order as queue_order
@@ -228,4 +229,5 @@ __all__ = [
     "CallbackHandled",
     "CallbackRefused",
     "callback_answer",
+    "lease_schedule",
 ]

@@ -34,12 +34,13 @@ from conveyor.actors.subscriber import (
     CALLBACKS_PER_JOB,
     Cancel,
     FlowControl,
+    Part,
     StreamingPullManager,
     SubscriberMessage,
     subscribe,
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, EventKind, TraceEvent
-from conveyor.simulation import Fault, Pause, RunResult, Simulation, Strategy, seeded_random
+from conveyor.simulation import Delay, Fault, Pause, RunResult, Simulation, Strategy, seeded_random
 from conveyor.simulation.checkers import (
     CheckResult,
     ClientAnswer,
@@ -54,6 +55,7 @@ from conveyor.simulation.checkers import (
     guarded,
     lease_cap,
     lease_extension,
+    lease_schedule,
     lease_validity,
     no_loss,
     ordering_keys,
@@ -115,6 +117,15 @@ class SubscriberScenario:
         draws: what a swarm scenario drew for this run, in words (noted in the trace; empty otherwise).
         compact_after_events: the durable queues' ``QueueConfig.compact_after_events`` (the fault plans
             that make them durable draw a small one, so runs compact and recover from snapshots).
+        drop: probability that a callback that would ack drops its message instead (``drop()``: nothing
+            goes to the queue, the lease lapses and the message comes back); half of those first nack
+            it by a zero deadline (``modify_ack_deadline(0)``), so the drop after it must change
+            nothing: the first decision stands. Drawn from a generator of its own, so 0 keeps every
+            other callback's answer.
+        late_ends: ``(at_step, duration_s)`` stalls of the worker pool's channel to ``/sub``
+            (``Delay`` faults): a callback's end (``CallbackEnded``) arrives late while its settlement,
+            sent from the callback's thread, does not, so a nacked keyed message may come back to
+            the key handler before its old copy's end (``Admission.EARLY``).
     """
 
     messages: int = 30
@@ -142,6 +153,8 @@ class SubscriberScenario:
     durable: bool = False
     draws: str = ""
     compact_after_events: int = COMPACT_AFTER_EVENTS
+    drop: float = 0.0
+    late_ends: tuple[tuple[int, float], ...] = ()
 
     def subscription_paths(self) -> tuple[str, ...]:
         """The managers' paths this scenario starts: ``/sub``, and ``/sub-2`` after a crash."""
@@ -167,12 +180,21 @@ def scenario_callback(
         draw = seeded_random(f"{seed}:{message.ack_id}:{message.delivery_attempt}").random()
         answer: ClientAnswer = "raised" if draw < scenario.fail else "nack" if draw < scenario.fail + scenario.nack \
             else "ack"
+        dropping = _drops(seed, scenario, message) if answer == "ack" else None
+        if dropping is not None:
+            answer = "nack"  # recorded only for a zero-deadline nack; a plain drop answers nothing
         if history is not None:
             consumer_id = int(message.ack_id.partition(":")[0])
             message_id = message.data.partition(b".")[0].decode()
             attempt = message.delivery_attempt
             history(DeliveryReceived(QUEUE, consumer_id, message.tag, message_id, attempt))
-            history(DeliverySettled(QUEUE, consumer_id, message.tag, message_id, attempt, answer))
+            if dropping != "drop":
+                history(DeliverySettled(QUEUE, consumer_id, message.tag, message_id, attempt, answer))
+        if dropping is not None:
+            if dropping == "nack-then-drop":
+                message.modify_ack_deadline(0)  # Pub/Sub's nack: the drop after it must not undo it
+            message.drop()
+            return
         if answer == "raised":
             raise CallbackFailure(f"scenario callback fails on {message.ack_id} attempt {message.delivery_attempt}")
         if answer == "nack":
@@ -181,6 +203,16 @@ def scenario_callback(
             message.ack()
 
     return callback
+
+
+def _drops(seed: int, scenario: SubscriberScenario, message: SubscriberMessage) -> str | None:
+    """Whether a callback that would ack drops instead: ``drop``, ``nack-then-drop``, or None (it acks)."""
+    if not scenario.drop:
+        return None
+    draw = seeded_random(f"{seed}:{message.ack_id}:{message.delivery_attempt}:drop").random()
+    if draw >= scenario.drop:
+        return None
+    return "nack-then-drop"
 
 
 HISTORY = "/callbacks"
@@ -345,6 +377,9 @@ def run_subscriber_simulation(
     durations = CallbackDurations(scenario)
     if scenario.pause_at is not None and scenario.pause_s > 0:
         faults = (*faults, Pause(f"/{SUBSCRIPTION}", scenario.pause_at, scenario.pause_s))
+    pool = f"/{SUBSCRIPTION}/{Part.WORKERS}"
+    late = (Delay(pool, f"/{SUBSCRIPTION}", at_step, duration) for at_step, duration in scenario.late_ends)
+    faults = (*faults, *late)
     sim = system(seed=seed, strategy=strategy, job_duration=durations, faults=faults)  # planted kernel bugs swap it
     durations.now = sim.now
     dead_letters = sim.spawn(
@@ -415,6 +450,7 @@ def check_subscriber_run(trace: list[TraceEvent], scenario: SubscriberScenario) 
         results += guarded("lease_validity", lease_validity, trace, QUEUE, path, scenario.flow)
         results += guarded("runs_once", runs_once, trace, path, QUEUE)
         results += guarded("lease_cap", lease_cap, trace, path, scenario.flow)
+        results += guarded("lease_schedule", lease_schedule, trace, path, scenario.flow)
     results += guarded("no_loss", no_loss, trace, QUEUE)
     results += guarded("exclusive_lease", exclusive_lease, trace, QUEUE)
     results += guarded("all_settled", all_settled, trace, QUEUE)

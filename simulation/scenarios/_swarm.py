@@ -147,7 +147,10 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
     Features: ordering keys, flow control by messages and by bytes (with messages larger than
     ``max_bytes``), callbacks that raise, nack or outlive the ack deadline (with leases capped
     below them or not), workers and callbacks per job, the delivery limit, the retry policy,
-    bursts, a pause of the whole process past its leases, and a crash with a fresh subscription.
+    bursts, a pause of the whole process past its leases, a crash with a fresh subscription, and
+    callbacks that drop their message (some after nacking it by a zero deadline), callbacks' ends
+    reaching the manager late (a stalled channel from the worker pool), and leases capped below the
+    leaser's lead (the time from one pass to the next), so a cap falls between passes.
     """
     rng = seeded_random(f"scenario:subscriber-swarm:{seed}")
     drawn: list[str] = []
@@ -208,12 +211,26 @@ def subscriber_swarm(seed: int) -> SubscriberScenario:
         slow = max(slow, 0.2)
         slow_factor = (11.0 / deadline, 16.0 / deadline)
         drawn.append(f"max_extension=60 slow={slow} for 11-16 s")
+    drop = 0.0
+    if rng.random() < 0.3:  # drawn last: callbacks that drop (half after a zero-deadline nack)
+        drop = rng.choice((0.1, 0.3))
+        drawn.append(f"drop={drop}")
+    late_ends: tuple[tuple[int, float], ...] = ()
+    if rng.random() < 0.5:  # drawn last: the pool's channel to the manager stalls, so callbacks' ends come late
+        late_ends = tuple((rng.randint(20, 600), round(rng.uniform(0.2, 1.0), 3)) for _ in range(rng.randint(2, 5)))
+        drawn.append(f"late_ends={late_ends}")
+    if rng.random() < 0.25:  # drawn last: leases capped below the leaser's lead, so a pass may fall past a cap
+        lead = 0.9 * flow.max_duration_per_lease_extension_s - 1.0
+        cap = round(max(0.1, rng.uniform(0.3, 0.9) * lead), 3)
+        flow = attrs.evolve(flow, max_lease_duration_s=cap)
+        slow = max(slow, 0.3)  # callbacks that outlive the cap
+        drawn.append(f"short_cap={cap} slow={slow}")
     return SubscriberScenario(
         messages=messages, keys=keys, sizes=sizes, fail=fail, nack=nack, fast_s=rng.choice((0.05, 0.5)),
         slow=slow, slow_factor=slow_factor, flow=flow, workers=workers, callbacks_per_job=per_job,
         ack_deadline_s=deadline, max_deliveries=max_deliveries, retry=retry, burst=burst, burst_gap_s=gap,
         pause_at=pause_at, pause_s=pause_s, crash_at=crash_at, restart_after_s=restart_after_s,
-        draws="swarm: " + " ".join(drawn),
+        draws="swarm: " + " ".join(drawn), drop=drop, late_ends=late_ends,
     )
 
 

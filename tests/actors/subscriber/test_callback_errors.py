@@ -85,3 +85,19 @@ def test_a_nack_error_must_be_an_exception() -> None:
     message.nack(KeyError("sku"))
     message.nack(ValueError("later"))  # the first decision stands
     assert [(s.kind.value, s.error) for s in sent] == [("nack", DeliveryError("KeyError", "'sku'"))]  # type: ignore[attr-defined]
+
+
+def test_a_zero_deadline_is_the_nack_that_decides() -> None:
+    """``modify_ack_deadline(0)`` is Pub/Sub's nack: it is the message's decision, so a drop or ack after it does
+    nothing (the key handler reads the decision to hold the key's later messages)."""
+    from conveyor.actors.broker import Delivery
+
+    sent: list[object] = []
+    message = SubscriberMessage(Delivery("q", 1, Message(b"x"), 1, None, 1), sent.append)
+    message.modify_ack_deadline(5)
+    assert message.decision is None  # an extension decides nothing
+    message.modify_ack_deadline(0)
+    message.drop()
+    message.ack()
+    assert message.decision is not None and message.decision.value == "nack"
+    assert [s.kind.value for s in sent] == ["modack", "nack"]

@@ -19,6 +19,7 @@ from . import (
     kernel,
     kernel_notices,
     lease_ends,
+    lease_schedule,
     lifecycle,
     promises,
     pubsub,
@@ -424,6 +425,14 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "zero-deadline-as-lapse", "ModifyAckDeadline(0) ends the lease as a lapse, without the nack's backoff",
         "broker-swarm", Variant(queue=lease_ends.ZeroDeadlineAsLapse), budget=30, checkers=frozenset({"not_before"}),
+    ),
+    PlantedBug(
+        "trusting-leaser", "the leaser trusts a receipt's extension: a fresh lease waits 0.9 x it - 1 s for a pass",
+        "leases", Variant(manager=lease_schedule.Trusting), budget=5, checkers=frozenset({"lease_schedule"}),
+    ),
+    PlantedBug(
+        "restless-leaser", "the leaser passes over every lease whenever a keyed callback is scheduled",
+        "ordering-keys", Variant(manager=lease_schedule.Restless), budget=5, checkers=frozenset({"lease_schedule"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
