@@ -52,6 +52,7 @@ from ._durable import (
     QueueReconfigured,
     QueueSnapshot,
     RegisteredConsumer,
+    as_core_call,
     journal_calls,
     needs_compaction,
     replay_call,
@@ -791,10 +792,11 @@ class QueueActor(Actor):
                 restored.delivered, restored.acked = kept.delivered, kept.acked
         consumers = self.consumers
         for event in journal:
-            if type(event) is CoreCall:
-                result = replay_call(core, event)
-                method = event.method
-                if method in ("take", "browse", "ack") and (record := consumers.get(event.args[0])) is not None:
+            if type(event) is tuple or type(event) is CoreCall:
+                call = as_core_call(event)
+                method, args = call.method, call.args
+                result = replay_call(core, call)
+                if method in ("take", "browse", "ack") and (record := consumers.get(args[0])) is not None:
                     if method == "take":
                         record.delivered += len(result[0])
                     elif method == "browse":

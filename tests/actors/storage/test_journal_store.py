@@ -146,6 +146,48 @@ def test_one_batch_answers_each_asker_once_with_the_highest_write_it_asked_for(t
                        ("you", JournalSynced("/b", journal_b.last_write))]
 
 
+def test_an_answer_names_the_highest_write_synced_and_a_request_already_synced_waits_for_no_fsync(
+    tmp_path: Path,
+) -> None:
+    store = DiskJournalStore(tmp_path, threaded=False)
+    answers: list[tuple[object, object, int]] = []  # (asker, answer, batches synced when it was sent)
+    store.start(FakeSystem(lambda ref, message: answers.append((ref, message, store.batches))))  # type: ignore[arg-type]
+    journal = Journal("/a", None, store)
+    journal.append("x")
+    journal.when_synced("me")  # type: ignore[arg-type]
+    asked = journal.last_write
+    journal.append("y")  # after the request, in the same batch: synced by the same fsync
+    store.write_queued()
+    assert answers == [("me", JournalSynced("/a", journal.last_write), 1)]
+    assert journal.last_write > asked
+    journal.when_synced("you")  # type: ignore[arg-type]  # everything it waits for is on disk
+    journal.append("z")
+    store.write_queued()
+    # answered as the writer took it, before this batch's fsync, with what was synced then
+    assert answers[1:] == [("you", JournalSynced("/a", journal.last_write - 1), 1)]
+    assert store.batches == 2
+    store.close()
+
+
+def test_encoding_is_the_same_after_a_large_value_and_after_a_value_that_cannot_be_pickled() -> None:
+    # The thread's pickler is reused: its memo must start empty for every value, or a value would
+    # refer to objects of an earlier one (and decode wrong in another process).
+    encode = journal_store_module.encode_value
+
+    def decode(data: bytes) -> object:
+        return journal_store_module.decode_value(data, lambda path: path)  # type: ignore[arg-type, return-value]
+
+    small = ("publish", 0.0, b"body", (("k", "v"),), 4, None, None, None, "id")
+    first = encode(small)
+    large = [("text", str(n), b"x" * 10) for n in range(2000)]
+    assert decode(encode(large)) == large
+    with pytest.raises(Exception, match="pickle"):
+        encode(("publish", lambda: None))
+    assert encode(small) == first
+    assert encode(small) == first
+    assert decode(first) == small
+
+
 def test_a_journals_event_writes_of_one_batch_are_one_record_that_reads_back_in_order(tmp_path: Path) -> None:
     store = DiskJournalStore(tmp_path)
     journal_a, journal_b = Journal("/a", None, store), Journal("/b", None, store)
