@@ -310,6 +310,8 @@ class QueueActor(Actor):
 
         A confirm promises the message (or its ack) survives a crash, so on disk it waits for the
         store's ``JournalSynced`` (one sync covers every write since the last). Answers keep their order.
+        One request is in flight at a time: its answer names the highest write synced by then, which
+        covers what was written meanwhile in the same batch; ``_synced`` asks again for the rest.
         """
         journal = self.journal
         if not self.on_disk or journal is None or (not self.unconfirmed and journal.last_write <= self.sync_asked
@@ -319,17 +321,23 @@ class QueueActor(Actor):
         sender = self.ctx.sender
         assert sender is not None  # only called when someone hears the answer
         self.unconfirmed.append((journal.last_write, sender, answer))
-        if journal.last_write > self.sync_asked:
-            self.sync_asked = journal.last_write
-            journal.when_synced(self.ctx.self_ref)
+        if journal.last_write > self.sync_asked and self.sync_asked <= self.synced_through:
+            self._ask_sync(journal)
+
+    def _ask_sync(self, journal: Journal) -> None:
+        """Ask the store to say when every write so far is synced (none asked for is still unanswered)."""
+        self.sync_asked = journal.last_write
+        journal.when_synced(self.ctx.self_ref)
 
     def _synced(self, through: int) -> None:
         """The store synced this journal's writes up to ``through``: send the answers they held."""
-        self.synced_through = max(self.synced_through, through)
+        synced_through = self.synced_through = max(self.synced_through, through)
         unconfirmed = self.unconfirmed
-        while unconfirmed and unconfirmed[0][0] <= through:
+        while unconfirmed and unconfirmed[0][0] <= synced_through:
             _, sender, answer = unconfirmed.popleft()
             self.ctx.send(sender, answer)
+        if unconfirmed and self.sync_asked <= synced_through and self.journal is not None:
+            self._ask_sync(self.journal)  # written after the answered request: ask for them now
 
     def _publish(self, payload: Message, immediate: bool) -> Published | PublishRejected:
         return self._outcome(self._enqueue(payload, immediate), payload)

@@ -27,7 +27,7 @@ import queue
 import threading
 from collections.abc import Callable, Sequence
 from itertools import count
-from typing import Any, Final, TypeAlias, cast, final
+from typing import Any, Final, TypeAlias, final
 
 from conveyor.runtime import ActorRef, JournalSynced
 from conveyor.runtime.lowlevel import Backend, WriteKind
@@ -47,12 +47,12 @@ GC_EVERY_SYNCS: Final = 256
 """The writer collects garbage (compacts sparse segments) once per this many batches."""
 
 
-# What handlers queue for the writer, as plain tuples (one is built per publish):
-# a write, (path, number, kind, encoded value), and a sync request, (ref, path, through).
-_Write: TypeAlias = "tuple[str, int, bytes, bytes]"
-_Notify: TypeAlias = "tuple[ActorRef, str, int]"
+# What handlers queue for the writer, as plain tuples told apart by their length (one is built per
+# publish): a write, (path, number, kind, encoded value); a sync request, (ref, path, through); and
+# the empty tuple, which stops the writer.
+_Item: TypeAlias = "tuple[Any, ...]"
 
-_STOP: Final = object()
+_STOP: Final = ()
 
 
 def _ref_from_disk(path: str) -> ActorRef:
@@ -203,7 +203,7 @@ class DiskJournalStore:
         self._numbers = count(first_write)
         self._threaded = threaded
         self._gc_every = gc_every
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._system: Backend | None = None
         self._gone: dict[str, ActorRef] = {}
         self._thread: threading.Thread | None = None
@@ -296,7 +296,7 @@ class DiskJournalStore:
             raise RuntimeError(msg)
         self._write_drained(self._drain(self._queue.get_nowait()) if self.queued else [])
 
-    def _drain(self, first: object) -> list[object]:
+    def _drain(self, first: _Item) -> list[_Item]:
         batch = [first]
         while True:
             try:
@@ -304,7 +304,7 @@ class DiskJournalStore:
             except queue.Empty:
                 return batch
 
-    def _write_drained(self, batch: list[object]) -> None:
+    def _write_drained(self, batch: list[_Item]) -> None:
         if self.failure is not None or not batch:
             return  # the disk failed: nothing more is confirmed (the process must reopen the store)
         try:
@@ -321,10 +321,10 @@ class DiskJournalStore:
         stopping = False
         while not stopping:
             batch = self._drain(self._queue.get())
-            stopping = any(item is _STOP for item in batch)
+            stopping = _STOP in batch
             self._write_drained(batch)
 
-    def _write_batch(self, batch: list[object]) -> None:
+    def _write_batch(self, batch: list[_Item]) -> None:
         # One answer per (actor, journal) and batch, naming the highest write synced: a queue asks
         # after a publish, and one JournalSynced per publish cost a cross-thread wake-up and a
         # message each. A request an earlier batch already covers is answered before this one's fsync.
@@ -335,33 +335,32 @@ class DiskJournalStore:
         held_bytes: dict[str, int] = {}
         written: dict[str, int] = {}  # each journal's highest write number in this batch
         for item in batch:
-            if item is _STOP:
-                continue
-            if len(cast("tuple[object, ...]", item)) == 4:
-                path, number, kind, value = cast("_Write", item)
+            size = len(item)
+            if size == 4:
+                path, number, kind, value = item
                 written[path] = number
                 if kind == EVENTS:
                     events.setdefault(path, []).append(value)
-                    size = held_bytes[path] = held_bytes.get(path, 0) + len(value)
-                    if size >= EVENTS_RECORD_BYTES:
+                    held = held_bytes[path] = held_bytes.get(path, 0) + len(value)
+                    if held >= EVENTS_RECORD_BYTES:
                         self._put_events(path, events.pop(path))
                         del held_bytes[path]
                     continue
                 held_bytes.pop(path, None)
-                held = events.pop(path, None)
-                if held is not None:  # the events before this snapshot or clear go first
-                    self._put_events(path, held)
+                before = events.pop(path, None)
+                if before is not None:  # the events before this snapshot or clear go first
+                    self._put_events(path, before)
                 self._apply(path, kind, value)
-            else:
-                ref, path, through = cast("_Notify", item)
+            elif size == 3:
+                ref, path, through = item
                 done = synced.get(path, 0)
                 if done >= through:  # its writes came before it: none of them is in this batch
                     if system is not None:  # synced already: no need to wait for this batch's fsync
                         system.tell_from_thread(ref, JournalSynced(path, done))
                 elif notices.get((ref, path), 0) < through:
                     notices[ref, path] = through
-        for path, held in events.items():
-            self._put_events(path, held)
+        for path, values in events.items():
+            self._put_events(path, values)
         if written:
             self._log.sync()
             synced.update(written)

@@ -335,6 +335,47 @@ def test_a_publish_is_confirmed_only_once_its_write_is_synced(tmp_path: Path) ->
     assert len(disk.operations) >= 2 and "fsync" in disk.operations  # the confirm came after a sync
 
 
+def test_a_queue_keeps_one_sync_request_in_flight_and_still_confirms_every_publish(tmp_path: Path) -> None:
+    # While the writer holds the first publish's batch, twenty more are written but not asked for;
+    # the answer to the first request leads to one more request, which covers all of them.
+    disk = GateDisk()
+    store = DiskJournalStore(tmp_path, fs=disk)
+    asked: list[int] = []
+    notify = store.notify_when_synced
+
+    def counting(ref: ActorRef, path: str, through: int) -> None:
+        asked.append(through)
+        notify(ref, path, through)
+
+    store.notify_when_synced = counting  # type: ignore[method-assign]
+
+    async def run() -> list[object]:
+        answers: list[object] = []
+        async with TrioSystem(journal_store=store) as system:
+            queue = system.spawn(lambda: QueueActor(QueueConfig("q", durable=True)), name="q")
+
+            async def publish(n: int) -> None:
+                answers.append(await system.ask(queue, Publish(Message(b"m", message_id=str(n))), 10.0))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(publish, 0)
+                try:
+                    await trio.to_thread.run_sync(disk.entered.wait, 10)  # the writer holds the first write
+                    for n in range(1, 21):
+                        nursery.start_soon(publish, n)
+                    await system.wait_quiet()
+                    assert answers == []
+                finally:
+                    disk.gate.set()
+        return answers
+
+    answers = trio.run(run)
+    assert all(type(answer) is Published for answer in answers)
+    published = [answer for answer in answers if type(answer) is Published]
+    assert sorted(int(answer.message_id) for answer in published) == list(range(21))
+    assert len(asked) == 2
+
+
 def test_without_a_store_a_new_system_starts_empty(tmp_path: Path) -> None:
     async def run() -> int:
         async with TrioSystem() as system:
