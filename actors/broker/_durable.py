@@ -208,21 +208,26 @@ def journal_calls(
     outermost call is recorded: a call the core makes to itself (``remove_consumer`` gives back
     what the consumer held) is part of the outer one and replays with it. ``REGISTRY_CALLS`` are
     wrapped too, but record nothing: the queue's registry event replays them. ``after`` runs after
-    every recorded call once the journal is long (``after_events`` events, or ``COMPACT_AFTER_BYTES``
-    of published messages): the queue compacts it there.
+    a recorded call once compaction is due (``needs_compaction``: the events outgrow the state they
+    describe, in number or in the message bytes they hold): the queue compacts there. It is judged
+    here, once per call, rather than by ``after``: a long journal of a growing queue (a publish
+    burst) is not due, and asking after every publish cost a tenth of the handler's time.
     """
     append = journal.append
     depth = [0]  # calls of this core in progress: only the outermost one is recorded
     # Message bytes the journal's events published (since the last snapshot), and that snapshot's count.
     held = [published_bytes(journal), journal.snapshots_saved]
 
-    def recorded(event: RecordedCall) -> None:
+    def recorded(event: RecordedCall, published: int = 0) -> None:
         append(event)
-        # Below both thresholds compaction is never due: skip the call.
-        if len(journal) >= after_events or held[0] >= COMPACT_AFTER_BYTES:
+        if journal.snapshots_saved != held[1]:  # compacted since: the snapshot holds what earlier events published
+            held[:] = [0, journal.snapshots_saved]
+        held[0] += published
+        # Below both thresholds compaction is never due: skip the full check.
+        if (len(journal) >= after_events or held[0] >= COMPACT_AFTER_BYTES) and needs_compaction(
+            journal, core, held[0], after_events
+        ):
             after(held[0])
-            if journal.snapshots_saved != held[1]:
-                held[:] = [0, journal.snapshots_saved]
 
     def wrap(name: str, method: Callable[..., Any], record: bool) -> Callable[..., Any]:
         def call(*args: Any) -> Any:
@@ -252,8 +257,7 @@ def journal_calls(
             result = core_publish(message, now)
         finally:
             depth[0] = 0
-        held[0] += message.size
-        recorded((PUBLISH, now, *_message_fields(message)))
+        recorded((PUBLISH, now, *_message_fields(message)), message.size)
         return result
 
     for name in RECORDED_CALLS | REGISTRY_CALLS:
