@@ -2,11 +2,15 @@
 
 A durable ``QueueActor`` (``QueueConfig(durable=True)``) records in ``ctx.journal``:
 
-* every state-changing call on its sans-IO ``EntryList`` (``CoreCall``), after the call
-  returned, with the arguments it was given; the core is deterministic and reads no clock
-  (it is told the time), so replaying the calls on a fresh list rebuilds it exactly: every
-  entry in its place and state, every lease and its deadline, every consumer's pointer,
-  group owners, delivery counts and counters;
+* every state-changing call on its sans-IO ``EntryList``, after the call returned, with the
+  arguments it was given, as a plain tuple (``recorded_call``: ``(method, *args)``, a publish
+  with its message's fields flattened), which pickles without a class to look up or an attrs
+  ``__getstate__`` to run: about a fifth of the cost of pickling a ``CoreCall`` holding a
+  ``Message``, on the durable publish path once per message. The core is deterministic and
+  reads no clock (it is told the time), so replaying the calls on a fresh list rebuilds it
+  exactly: every entry in its place and state, every lease and its deadline, every consumer's
+  pointer, group owners, delivery counts and counters; journals written as ``CoreCall``
+  objects before still replay;
 * each change of its consumer registry as one event (``ConsumerRegistered``,
   ``ConsumerUnregistered``, ``InterestRecorded``) whose replay also makes the core calls that
   went with it (``REGISTRY_CALLS``): a step of the registry is one write, so a failed write
@@ -23,7 +27,7 @@ lost (``tests/actors/broker/test_durable.py``, the ``queue-crash`` simulation sc
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, final
+from typing import Any, TypeAlias, final
 
 import attrs
 
@@ -52,7 +56,7 @@ RECORDED_CALLS = frozenset({
     "expire_ttls",
     "release_delays",
 })
-"""The other ``EntryList`` methods that change its state, each journaled as a ``CoreCall``."""
+"""The other ``EntryList`` methods that change its state, each journaled as a call (``recorded_call``)."""
 
 COMPACT_AFTER_BYTES = 4 * 1024 * 1024
 """... or once the messages its events hold pass this many bytes and ``COMPACT_FACTOR`` times the live ones'.
@@ -66,10 +70,52 @@ COMPACT_FACTOR = 4
 @final
 @attrs.frozen
 class CoreCall:
-    """One state-changing call on the queue's ``EntryList``, as it was made."""
+    """One state-changing call on the queue's ``EntryList``, as it was made.
+
+    How journals recorded calls before ``recorded_call``'s tuples; still replayed, and what
+    ``as_core_call`` turns a recorded call back into.
+    """
 
     method: str
     args: tuple[Any, ...]
+
+
+PUBLISH = "publish"
+
+RecordedCall: TypeAlias = "tuple[Any, ...]"
+"""A call as the journal keeps it: ``(method, *args)``; a publish is ``(PUBLISH, now, *message fields)``."""
+
+
+def recorded_call(method: str, args: tuple[Any, ...]) -> RecordedCall:
+    """The journal event for ``EntryList.<method>(*args)``: a plain tuple, cheap to pickle.
+
+    A publish's message is flattened into its fields in ``Message``'s order (``_message_fields``),
+    so the event holds only bytes, str, numbers, None and tuples of them; other calls keep their
+    arguments as they are (numbers, tuples of tags, a dict of delays, ``DeliveryError`` values).
+    """
+    if method == PUBLISH:
+        message, now = args
+        return (PUBLISH, now, *_message_fields(message))
+    return (method, *args)
+
+
+def _message_fields(message: Message) -> tuple[Any, ...]:
+    """``Message``'s init fields in order: ``Message(*fields)`` builds it again (new fields go last, with defaults)."""
+    return (message.body, message.headers, message.priority, message.ttl_s, message.delay_s, message.group,
+            message.message_id)
+
+
+def as_core_call(event: object) -> CoreCall:
+    """The ``CoreCall`` a recorded call (or a ``CoreCall`` from an older journal) stands for."""
+    if type(event) is CoreCall:
+        return event
+    if type(event) is not tuple or not event or type(event[0]) is not str:
+        msg = f"a recorded call is a tuple (method, *args), got {event!r}"
+        raise ValueError(msg)
+    method = event[0]
+    if method == PUBLISH:
+        return CoreCall(PUBLISH, (Message(*event[2:]), event[1]))
+    return CoreCall(method, tuple(event[1:]))
 
 
 @final
@@ -165,8 +211,10 @@ def journal_calls(
     outermost call is recorded: a call the core makes to itself (``remove_consumer`` gives back
     what the consumer held) is part of the outer one and replays with it. ``REGISTRY_CALLS`` are
     wrapped too, but record nothing: the queue's registry event replays them. ``after`` runs after
-    every recorded call once the journal is long (``after_events`` events, or ``COMPACT_AFTER_BYTES``
-    of published messages): the queue compacts it there.
+    a recorded call once compaction is due (``needs_compaction``: the events outgrow the state they
+    describe, in number or in the message bytes they hold): the queue compacts there. It is judged
+    here, once per call, rather than by ``after``: a long journal of a growing queue (a publish
+    burst) is not due, and asking after every publish cost a tenth of the handler's time.
 
     ``bodies_elsewhere`` (a durable paged queue, whose body store keeps every body): a publish is
     recorded as ``publish_stored`` with the message's body left out, so the journal holds no body,
@@ -177,6 +225,17 @@ def journal_calls(
     depth = [0]  # calls of this core in progress: only the outermost one is recorded
     # Message bytes the journal's events published (since the last snapshot), and that snapshot's count.
     held = [published_bytes(journal), journal.snapshots_saved]
+
+    def recorded(event: RecordedCall, published: int = 0) -> None:
+        append(event)
+        if journal.snapshots_saved != held[1]:  # compacted since: the snapshot holds what earlier events published
+            held[:] = [0, journal.snapshots_saved]
+        held[0] += published
+        # Below both thresholds compaction is never due: skip the full check.
+        if (len(journal) >= after_events or held[0] >= COMPACT_AFTER_BYTES) and needs_compaction(
+            journal, core, held[0], after_events
+        ):
+            after(held[0])
 
     def wrap(name: str, method: Callable[..., Any], record: bool) -> Callable[..., Any]:
         def call(*args: Any) -> Any:
@@ -189,36 +248,48 @@ def journal_calls(
             finally:
                 depth[0] = 0
             if record:
-                if bodies_elsewhere and name == "publish":
+                if bodies_elsewhere and name == PUBLISH:
                     full: Message = frozen[0]
-                    append(CoreCall("publish_stored", (attrs.evolve(full, body=b""), frozen[1], full.size)))
-                elif bodies_elsewhere and name in {"take", "browse"}:
+                    recorded(recorded_call("publish_stored", (attrs.evolve(full, body=b""), frozen[1], full.size)))
+                elif bodies_elsewhere and name in _WALK_ARGS:
                     # Which body stopped the walk depends on paging, which replay does not redo: say it.
                     blocked = core.blocked
-                    append(CoreCall(name, (*frozen, 0 if blocked is None else blocked.seq)))
+                    recorded(recorded_call(name, (*frozen, 0 if blocked is None else blocked.seq)))
                 else:
-                    append(CoreCall(name, frozen))
-                if name == "publish" and not bodies_elsewhere:
-                    published: Message = frozen[0]
-                    held[0] += published.size
-                # Below both thresholds compaction is never due: skip the call.
-                if len(journal) >= after_events or held[0] >= COMPACT_AFTER_BYTES:
-                    after(held[0])
-                    if journal.snapshots_saved != held[1]:
-                        held[:] = [0, journal.snapshots_saved]
+                    recorded(recorded_call(name, frozen))
             return result
 
         return call
 
+    core_publish = core.publish
+
+    def publish(message: Message, now: float) -> Any:
+        # The hot path, once per message: ``call`` above with its generic steps resolved for a
+        # publish (a Message and a float are kept as they are; the event is ``recorded_call``'s).
+        if depth[0]:
+            return core_publish(message, now)
+        depth[0] = 1
+        try:
+            result = core_publish(message, now)
+        finally:
+            depth[0] = 0
+        recorded((PUBLISH, now, *_message_fields(message)), message.size)
+        return result
+
     for name in RECORDED_CALLS | REGISTRY_CALLS:
-        setattr(core, name, wrap(name, getattr(core, name), name in RECORDED_CALLS))
+        if name != PUBLISH or bodies_elsewhere:
+            setattr(core, name, wrap(name, getattr(core, name), name in RECORDED_CALLS))
+    if not bodies_elsewhere:
+        core.publish = publish  # type: ignore[method-assign]
 
 
 def published_bytes(journal: Journal) -> int:
     """Bytes of the messages the journal's events published (its snapshot's are not counted)."""
     total = 0
     for event in journal:
-        if type(event) is CoreCall and event.method == "publish":
+        if type(event) is tuple and event and event[0] == PUBLISH:
+            total += Message(*event[2:]).size
+        elif type(event) is CoreCall and event.method == PUBLISH:
             message: Message = event.args[0]
             total += message.size
     return total
@@ -244,8 +315,9 @@ _WALK_ARGS = {"take": 5, "browse": 3}
 """The arguments of the walks; one more recorded is the seq that stopped it (``journal_calls``)."""
 
 
-def replay_call(core: EntryList, call: CoreCall) -> Any:
-    """Make one recorded call again on ``core`` and return its result."""
+def replay_call(core: EntryList, event: object) -> Any:
+    """Make one recorded call (``recorded_call``'s tuple, or an older journal's ``CoreCall``) again on ``core``."""
+    call = as_core_call(event)
     method = call.method
     if method not in RECORDED_CALLS and method not in REGISTRY_CALLS:
         allowed = sorted(RECORDED_CALLS | REGISTRY_CALLS)

@@ -52,6 +52,7 @@ from ._durable import (
     QueueReconfigured,
     QueueSnapshot,
     RegisteredConsumer,
+    as_core_call,
     journal_calls,
     needs_compaction,
     replay_call,
@@ -347,6 +348,8 @@ class QueueActor(Actor):
 
         A confirm promises the message (or its ack) survives a crash, so on disk it waits for the
         store's ``JournalSynced`` (one sync covers every write since the last). Answers keep their order.
+        One request is in flight at a time: its answer names the highest write synced by then, which
+        covers what was written meanwhile in the same batch; ``_synced`` asks again for the rest.
         """
         journal = self.journal
         pager = self.pager
@@ -359,9 +362,13 @@ class QueueActor(Actor):
         sender = self.ctx.sender
         assert sender is not None  # only called when someone hears the answer
         self.unconfirmed.append((journal.last_write, body, sender, answer))
-        if journal.last_write > self.sync_asked:
-            self.sync_asked = journal.last_write
-            journal.when_synced(self.ctx.self_ref)
+        if journal.last_write > self.sync_asked and self.sync_asked <= self.synced_through:
+            self._ask_sync(journal)
+
+    def _ask_sync(self, journal: Journal) -> None:
+        """Ask the store to say when every write so far is synced (none asked for is still unanswered)."""
+        self.sync_asked = journal.last_write
+        journal.when_synced(self.ctx.self_ref)
 
     def _synced(self, through: int) -> None:
         """The store synced this journal's writes up to ``through``: send the answers they held."""
@@ -376,6 +383,10 @@ class QueueActor(Actor):
         while unconfirmed and unconfirmed[0][0] <= through and (pager is None or pager.body_synced(unconfirmed[0][1])):
             _, _, sender, answer = unconfirmed.popleft()
             self.ctx.send(sender, answer)
+        # Writes after the answered request are still unsynced: ask for them now (an answer held only
+        # for its body's sync waits for the body store, not for another journal request).
+        if unconfirmed and unconfirmed[-1][0] > through and self.sync_asked <= through and self.journal is not None:
+            self._ask_sync(self.journal)
 
     def _publish(self, payload: Message, immediate: bool) -> Published | PublishRejected:
         return self._outcome(self._enqueue(payload, immediate), payload)
@@ -862,10 +873,11 @@ class QueueActor(Actor):
         consumers = self.consumers
         core.replaying = self.pager is not None
         for event in journal:
-            if type(event) is CoreCall:
-                result = replay_call(core, event)
-                method = event.method
-                if method in ("take", "browse", "ack") and (record := consumers.get(event.args[0])) is not None:
+            if type(event) is tuple or type(event) is CoreCall:
+                call = as_core_call(event)
+                method, args = call.method, call.args
+                result = replay_call(core, call)
+                if method in ("take", "browse", "ack") and (record := consumers.get(args[0])) is not None:
                     if method == "take":
                         record.delivered += len(result[0])
                     elif method == "browse":

@@ -30,8 +30,6 @@ from itertools import count
 from typing import Any, Final, TypeAlias, final
 from urllib.parse import quote
 
-import attrs
-
 from conveyor.runtime import ActorRef, JournalSynced
 from conveyor.runtime.lowlevel import Backend, WriteKind
 
@@ -52,24 +50,12 @@ GC_EVERY_SYNCS: Final = 256
 """The writer collects garbage (compacts sparse segments) once per this many batches."""
 
 
-@final
-@attrs.frozen
-class _Write:
-    path: str
-    seq: int
-    kind: bytes
-    value: bytes
+# What handlers queue for the writer, as plain tuples told apart by their length (one is built per
+# publish): a write, (path, number, kind, encoded value); a sync request, (ref, path, through); and
+# the empty tuple, which stops the writer.
+_Item: TypeAlias = "tuple[Any, ...]"
 
-
-@final
-@attrs.frozen
-class _Notify:
-    ref: ActorRef
-    path: str
-    through: int
-
-
-_STOP: Final = object()
+_STOP: Final = ()
 
 
 def _ref_from_disk(path: str) -> ActorRef:
@@ -85,13 +71,47 @@ def _reduce_ref(ref: ActorRef) -> tuple[Callable[[str], ActorRef], tuple[str]]:
 _DISPATCH: Final = {**copyreg.dispatch_table, ActorRef: _reduce_ref}
 
 
+class _RefPickler(pickle.Pickler):
+    dispatch_table = _DISPATCH
+
+
+REUSE_PICKLER_BYTES: Final = 4096
+"""A thread's pickler is reused after values up to this size; a larger one may have grown its memo
+table (a snapshot: one entry per object), which ``clear_memo`` would sweep on every later value."""
+
+
+class _Encoders(threading.local):
+    """One pickler and buffer per thread, reused: building them took most of encoding a small event."""
+
+    def __init__(self) -> None:
+        self.fresh()
+
+    def fresh(self) -> None:
+        self.buffer = io.BytesIO()
+        self.pickler = _RefPickler(self.buffer, pickle.HIGHEST_PROTOCOL)
+
+
+_encoders: Final = _Encoders()
+
+
 def encode_value(value: object) -> bytes:
     """Pickle ``value``; each ``ActorRef`` in it is kept as its path (the actor will not outlive the process)."""
-    buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = _DISPATCH
-    pickler.dump(value)
-    return buffer.getvalue()
+    encoders = _encoders
+    buffer = encoders.buffer
+    pickler = encoders.pickler
+    try:
+        pickler.dump(value)
+    except BaseException:
+        encoders.fresh()  # a failed value leaves nothing behind
+        raise
+    data = buffer.getvalue()
+    if len(data) > REUSE_PICKLER_BYTES:
+        encoders.fresh()
+    else:  # each value is pickled alone, as by a fresh pickler
+        pickler.clear_memo()
+        buffer.seek(0)
+        buffer.truncate()
+    return data
 
 
 class _Unpickler(pickle.Unpickler):
@@ -188,10 +208,11 @@ class DiskJournalStore:
         self._numbers = count(first_write)
         self._threaded = threaded
         self._gc_every = gc_every
-        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._system: Backend | None = None
         self._gone: dict[str, ActorRef] = {}
         self._thread: threading.Thread | None = None
+        self._synced: dict[str, int] = {}  # the writer's: each journal's highest write number synced
         self.failure: BaseException | None = None
         """What stopped the writer (a disk error): nothing is synced or confirmed after it."""
         self.batches = 0
@@ -248,12 +269,17 @@ class DiskJournalStore:
         """Pickle ``value`` and queue it; returns the write's number (a pickling error queues nothing)."""
         data = b"" if kind == "clear" else encode_value(value)
         number = next(self._numbers)
-        self._queue.put(_Write(path, number, _KINDS[kind], data))
+        self._queue.put((path, number, _KINDS[kind], data))
         return number
 
     def notify_when_synced(self, ref: ActorRef, path: str, through: int) -> None:
-        """Queue the request behind the writes it waits for: the batch that syncs them answers it."""
-        self._queue.put(_Notify(ref, path, through))
+        """Queue the request behind the writes it waits for: the batch that syncs them answers it.
+
+        The answer names the journal's highest write synced by then (``>= through``), so one
+        request can confirm writes made after it; a request whose writes an earlier batch synced
+        is answered as soon as the writer takes it, before it writes anything.
+        """
+        self._queue.put((ref, path, through))
 
     def close(self) -> None:
         """Write and sync what is queued, stop the writer and close the log (a clean stop)."""
@@ -280,7 +306,7 @@ class DiskJournalStore:
             raise RuntimeError(msg)
         self._write_drained(self._drain(self._queue.get_nowait()) if self.queued else [])
 
-    def _drain(self, first: object) -> list[object]:
+    def _drain(self, first: _Item) -> list[_Item]:
         batch = [first]
         while True:
             try:
@@ -288,7 +314,7 @@ class DiskJournalStore:
             except queue.Empty:
                 return batch
 
-    def _write_drained(self, batch: list[object]) -> None:
+    def _write_drained(self, batch: list[_Item]) -> None:
         if self.failure is not None or not batch:
             return  # the disk failed: nothing more is confirmed (the process must reopen the store)
         try:
@@ -305,46 +331,55 @@ class DiskJournalStore:
         stopping = False
         while not stopping:
             batch = self._drain(self._queue.get())
-            stopping = any(item is _STOP for item in batch)
+            stopping = _STOP in batch
             self._write_drained(batch)
 
-    def _write_batch(self, batch: list[object]) -> None:
-        # One answer per (actor, journal) and batch, the highest asked: a queue asks after every
-        # publish, and one JournalSynced per publish cost a cross-thread wake-up and a message each.
+    def _write_batch(self, batch: list[_Item]) -> None:
+        # One answer per (actor, journal) and batch, naming the highest write synced: a queue asks
+        # after a publish, and one JournalSynced per publish cost a cross-thread wake-up and a
+        # message each. A request an earlier batch already covers is answered before this one's fsync.
+        system = self._system
+        synced = self._synced
         notices: dict[tuple[ActorRef, str], int] = {}
         events: dict[str, list[bytes]] = {}  # each journal's event writes not yet put, in order
         held_bytes: dict[str, int] = {}
-        wrote = False
+        written: dict[str, int] = {}  # each journal's highest write number in this batch
         for item in batch:
-            if type(item) is _Write:
-                wrote = True
-                if item.kind == EVENTS:
-                    events.setdefault(item.path, []).append(item.value)
-                    size = held_bytes[item.path] = held_bytes.get(item.path, 0) + len(item.value)
-                    if size >= EVENTS_RECORD_BYTES:
-                        self._put_events(item.path, events.pop(item.path))
-                        del held_bytes[item.path]
+            size = len(item)
+            if size == 4:
+                path, number, kind, value = item
+                written[path] = number
+                if kind == EVENTS:
+                    events.setdefault(path, []).append(value)
+                    held = held_bytes[path] = held_bytes.get(path, 0) + len(value)
+                    if held >= EVENTS_RECORD_BYTES:
+                        self._put_events(path, events.pop(path))
+                        del held_bytes[path]
                     continue
-                held_bytes.pop(item.path, None)
-                held = events.pop(item.path, None)
-                if held is not None:  # the events before this snapshot or clear go first
-                    self._put_events(item.path, held)
-                self._apply(item)
-            elif type(item) is _Notify:
-                asker = (item.ref, item.path)
-                if notices.get(asker, 0) < item.through:
-                    notices[asker] = item.through
-        for path, held in events.items():
-            self._put_events(path, held)
-        if wrote:
+                held_bytes.pop(path, None)
+                before = events.pop(path, None)
+                if before is not None:  # the events before this snapshot or clear go first
+                    self._put_events(path, before)
+                self._apply(path, kind, value)
+            elif size == 3:
+                ref, path, through = item
+                done = synced.get(path, 0)
+                if done >= through:  # its writes came before it: none of them is in this batch
+                    if system is not None:  # synced already: no need to wait for this batch's fsync
+                        system.tell_from_thread(ref, JournalSynced(path, done))
+                elif notices.get((ref, path), 0) < through:
+                    notices[ref, path] = through
+        for path, values in events.items():
+            self._put_events(path, values)
+        if written:
             self._log.sync()
+            synced.update(written)
             self.batches += 1
             if self.batches % self._gc_every == 0:
                 self._log.collect_garbage()
-        system = self._system
         if system is not None:
             for (ref, path), through in notices.items():
-                system.tell_from_thread(ref, JournalSynced(path, through))
+                system.tell_from_thread(ref, JournalSynced(path, max(through, synced.get(path, 0))))
 
     def _put_events(self, path: str, values: list[bytes]) -> None:
         """One ``E`` record for a journal's event writes of a batch (``decode_events`` splits it again)."""
@@ -353,18 +388,17 @@ class DiskJournalStore:
         self._log.put(journal_key(path, seq), EVENTS + b"".join(values))
         self._live.setdefault(path, []).append(seq)
 
-    def _apply(self, write: _Write) -> None:
+    def _apply(self, path: str, kind: bytes, value: bytes) -> None:
         """Put a snapshot or a clear, then delete the records it replaces."""
         log = self._log
-        path = write.path
         seq = self._next_seq.get(path, 1)
         self._next_seq[path] = seq + 1
         live = self._live.setdefault(path, [])
-        log.put(journal_key(path, seq), write.kind + write.value)
+        log.put(journal_key(path, seq), kind + value)
         for old in live:  # the snapshot or clear is written first: a crash keeps a prefix of these
             log.delete(journal_key(path, old))
         live.clear()
-        if write.kind == SNAPSHOT:
+        if kind == SNAPSHOT:
             live.append(seq)
         else:
             log.delete(journal_key(path, seq))  # nothing is left to describe

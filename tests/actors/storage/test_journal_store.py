@@ -147,6 +147,48 @@ def test_one_batch_answers_each_asker_once_with_the_highest_write_it_asked_for(t
                        ("you", JournalSynced("/b", journal_b.last_write))]
 
 
+def test_an_answer_names_the_highest_write_synced_and_a_request_already_synced_waits_for_no_fsync(
+    tmp_path: Path,
+) -> None:
+    store = DiskJournalStore(tmp_path, threaded=False)
+    answers: list[tuple[object, object, int]] = []  # (asker, answer, batches synced when it was sent)
+    store.start(FakeSystem(lambda ref, message: answers.append((ref, message, store.batches))))  # type: ignore[arg-type]
+    journal = Journal("/a", None, store)
+    journal.append("x")
+    journal.when_synced("me")  # type: ignore[arg-type]
+    asked = journal.last_write
+    journal.append("y")  # after the request, in the same batch: synced by the same fsync
+    store.write_queued()
+    assert answers == [("me", JournalSynced("/a", journal.last_write), 1)]
+    assert journal.last_write > asked
+    journal.when_synced("you")  # type: ignore[arg-type]  # everything it waits for is on disk
+    journal.append("z")
+    store.write_queued()
+    # answered as the writer took it, before this batch's fsync, with what was synced then
+    assert answers[1:] == [("you", JournalSynced("/a", journal.last_write - 1), 1)]
+    assert store.batches == 2
+    store.close()
+
+
+def test_encoding_is_the_same_after_a_large_value_and_after_a_value_that_cannot_be_pickled() -> None:
+    # The thread's pickler is reused: its memo must start empty for every value, or a value would
+    # refer to objects of an earlier one (and decode wrong in another process).
+    encode = journal_store_module.encode_value
+
+    def decode(data: bytes) -> object:
+        return journal_store_module.decode_value(data, lambda path: path)  # type: ignore[arg-type, return-value]
+
+    small = ("publish", 0.0, b"body", (("k", "v"),), 4, None, None, None, "id")
+    first = encode(small)
+    large = [("text", str(n), b"x" * 10) for n in range(2000)]
+    assert decode(encode(large)) == large
+    with pytest.raises(Exception, match="pickle"):
+        encode(("publish", lambda: None))
+    assert encode(small) == first
+    assert encode(small) == first
+    assert decode(first) == small
+
+
 def test_a_journals_event_writes_of_one_batch_are_one_record_that_reads_back_in_order(tmp_path: Path) -> None:
     store = DiskJournalStore(tmp_path)
     journal_a, journal_b = Journal("/a", None, store), Journal("/b", None, store)
@@ -305,6 +347,47 @@ def test_a_publish_is_confirmed_only_once_its_write_is_synced(tmp_path: Path) ->
     answers = trio.run(run)
     assert [type(a) for a in answers] == [Published]
     assert len(disk.operations) >= 2 and "fsync" in disk.operations  # the confirm came after a sync
+
+
+def test_a_queue_keeps_one_sync_request_in_flight_and_still_confirms_every_publish(tmp_path: Path) -> None:
+    # While the writer holds the first publish's batch, twenty more are written but not asked for;
+    # the answer to the first request leads to one more request, which covers all of them.
+    disk = GateDisk()
+    store = DiskJournalStore(tmp_path, fs=disk)
+    asked: list[int] = []
+    notify = store.notify_when_synced
+
+    def counting(ref: ActorRef, path: str, through: int) -> None:
+        asked.append(through)
+        notify(ref, path, through)
+
+    store.notify_when_synced = counting  # type: ignore[method-assign]
+
+    async def run() -> list[object]:
+        answers: list[object] = []
+        async with TrioSystem(journal_store=store) as system:
+            queue = system.spawn(lambda: QueueActor(QueueConfig("q", durable=True)), name="q")
+
+            async def publish(n: int) -> None:
+                answers.append(await system.ask(queue, Publish(Message(b"m", message_id=str(n))), 10.0))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(publish, 0)
+                try:
+                    await trio.to_thread.run_sync(disk.entered.wait, 10)  # the writer holds the first write
+                    for n in range(1, 21):
+                        nursery.start_soon(publish, n)
+                    await system.wait_quiet()
+                    assert answers == []
+                finally:
+                    disk.gate.set()
+        return answers
+
+    answers = trio.run(run)
+    assert all(type(answer) is Published for answer in answers)
+    published = [answer for answer in answers if type(answer) is Published]
+    assert sorted(int(answer.message_id) for answer in published) == list(range(21))
+    assert len(asked) == 2
 
 
 def test_without_a_store_a_new_system_starts_empty(tmp_path: Path) -> None:
