@@ -289,7 +289,7 @@ def _durable_crash_workload(seed: int) -> BrokerScenario:
     if rng.random() < 0.4:  # the consumers leave early: a backlog outlives the crashes, for found_order to read
         consumers = tuple(attrs.evolve(policy, crash_after=rng.randint(1, 6)) for policy in consumers)
     prefetch = 5
-    if seeded_random(f"scenario:durable-crash:{seed}:backlog").random() < 0.4:
+    if seeded_random(f"scenario:durable-crash:{seed}:backlog").random() < 0.6:
         # a deep backlog that a compaction snapshots and a recovery restores (its own generator: the
         # draws above and below keep their values)
         prefetch, consumers = 1, _backlog_draw(seeded_random(f"scenario:durable-crash:{seed}:backlog-policy"),

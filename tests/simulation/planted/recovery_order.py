@@ -30,7 +30,9 @@ class StackedSnapshotRestore(EntryList):
                 by_rank.setdefault(entry[1], []).append(entry)
         for backlog in by_rank.values():
             backlog.sort(key=lambda entry: entry[2])  # by position: the level's order
-            messages = [entry[3] for entry in backlog]
-            for entry, message in zip(backlog, reversed(messages), strict=True):
-                entry[3] = message
+            keys = [entry[2] for entry in backlog]
+            # Each message keeps its seq (and so its body, which a paged queue's store keys by seq);
+            # only the places are handed out in reverse.
+            for entry, key in zip(backlog, reversed(keys), strict=True):
+                entry[2] = key
         super().restore(attrs.evolve(snapshot, entries=tuple(tuple(entry) for entry in entries)))
