@@ -2,9 +2,19 @@
 
 from ._ackid import AckId as AckId
 from ._ackid import AckIdCodec as AckIdCodec
+from ._edge import MODACK_MAX_S as MODACK_MAX_S
+from ._edge import request_refusal as request_refusal
 from ._filter import Filter as Filter
 from ._filter import FilterError as FilterError
 from ._filter import parse_filter as parse_filter
+from ._limits import ACK_ID_MAX_BYTES as ACK_ID_MAX_BYTES
+from ._limits import ACK_IDS_MAX as ACK_IDS_MAX
+from ._limits import ATTRIBUTE_KEY_MAX_BYTES as ATTRIBUTE_KEY_MAX_BYTES
+from ._limits import ATTRIBUTE_VALUE_MAX_BYTES as ATTRIBUTE_VALUE_MAX_BYTES
+from ._limits import ATTRIBUTES_MAX as ATTRIBUTES_MAX
+from ._limits import ORDERING_KEY_MAX_BYTES as ORDERING_KEY_MAX_BYTES
+from ._limits import PUBLISH_MAX_BYTES as PUBLISH_MAX_BYTES
+from ._limits import PUBLISH_MAX_MESSAGES as PUBLISH_MAX_MESSAGES
 from ._memory import parse_byte_size as parse_byte_size
 from ._model import Batch as Batch
 from ._model import CreateSubscription as CreateSubscription
@@ -41,6 +51,15 @@ from ._transport import PubSubTransport as PubSubTransport
 from ._transport import subscribe_remote as subscribe_remote
 
 __all__ = [
+    "ACK_IDS_MAX",
+    "ACK_ID_MAX_BYTES",
+    "ATTRIBUTES_MAX",
+    "ATTRIBUTE_KEY_MAX_BYTES",
+    "ATTRIBUTE_VALUE_MAX_BYTES",
+    "MODACK_MAX_S",
+    "ORDERING_KEY_MAX_BYTES",
+    "PUBLISH_MAX_BYTES",
+    "PUBLISH_MAX_MESSAGES",
     "AckId",
     "AckIdCodec",
     "Batch",
@@ -79,5 +98,6 @@ __all__ = [
     "TopicFactory",
     "parse_byte_size",
     "parse_filter",
+    "request_refusal",
     "subscribe_remote",
 ]

@@ -85,6 +85,10 @@ from ._pubsub import SubscriptionTerms as SubscriptionTerms
 from ._pubsub import acks_from_receivers as acks_from_receivers
 from ._pubsub import exactly_once as exactly_once
 from ._pubsub import no_confirmed_loss as no_confirmed_loss
+from ._pubsub_limits import LimitProbeDone as LimitProbeDone
+from ._pubsub_limits import LimitProbeSent as LimitProbeSent
+from ._pubsub_limits import ProbesFinished as ProbesFinished
+from ._pubsub_limits import request_limits as request_limits
 from ._pubsub_promises import filter_respected as filter_respected
 from ._pubsub_promises import generation_of as generation_of
 from ._pubsub_promises import key_order as key_order
@@ -208,4 +212,8 @@ __all__ = [
     "key_order",
     "seek_effect",
     "stream_flow",
+    "LimitProbeDone",
+    "LimitProbeSent",
+    "ProbesFinished",
+    "request_limits",
 ]

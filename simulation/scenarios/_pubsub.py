@@ -41,6 +41,7 @@ from conveyor.runtime import ActorRef, ConveyorError, EventKind, TraceEvent
 from conveyor.simulation import Fault, RunResult, Simulation, Strategy, seeded_random
 from conveyor.simulation.checkers import (
     CheckResult,
+    ProbesFinished,
     PublishDone,
     SharedTrace,
     SubscriptionTerms,
@@ -54,12 +55,14 @@ from conveyor.simulation.checkers import (
     key_order,
     no_confirmed_loss,
     queue_paths,
+    request_limits,
     seek_effect,
     stream_flow,
     strict_order,
 )
 
 from ._pubsub_clients import ClientPlan, FrontPublisher, FrontSubscriber, PublisherPlan, StopClient
+from ._pubsub_limits import PUBLISH_KINDS, LimitProbe, LimitProber, draw_limit_probes
 
 REGISTRY = "/pubsub"
 """The registry's path; every topic, subscription, binding and queue of the front is under it."""
@@ -133,6 +136,8 @@ class PubSubScenario:
         wait_s: how long a ``NextBatch`` or ``PullMessages`` waits for a first message.
         drain_at_s: from this virtual time on every client acks what it is given at once.
         horizon_s: virtual time after which the run stops waiting for the subscriptions to drain.
+        probes: requests at or over the front's limits, sent by a prober client of subscription 0
+            (``_pubsub_limits.py``).
     """
 
     subscriptions: tuple[SubscriptionPlan, ...] = (SubscriptionPlan(),)
@@ -142,6 +147,7 @@ class PubSubScenario:
     wait_s: float = 1.0
     drain_at_s: float = 8.0
     horizon_s: float = 600.0
+    probes: tuple[LimitProbe, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         _check_scenario(self)
@@ -261,7 +267,10 @@ def random_pubsub_scenario(seed: int, kind: str = "front") -> PubSubScenario:
         wait_s=rng.choice((0.5, 1.0, 2.0)),
         drain_at_s=rng.uniform(span, span + (20.0 if kind == "faults" else 8.0)),
     )
-    return _promise_features(seed, scenario) if kind == "front" else scenario
+    if kind != "front":
+        return scenario
+    scenario = _promise_features(seed, scenario)
+    return attrs.evolve(scenario, probes=draw_limit_probes(seed, span))  # drawn last, from a generator of their own
 
 
 def _promise_features(seed: int, scenario: PubSubScenario) -> PubSubScenario:
@@ -296,8 +305,9 @@ def _create(sim: Simulation, registry: ActorRef, request: CreateTopic | CreateSu
 class _Progress:
     """What the runner reads back from the trace to know when the run has drained."""
 
-    def __init__(self, publishes: int) -> None:
+    def __init__(self, publishes: int, probing: bool = False) -> None:
         self.publishes = publishes
+        self.probing = probing  # the limit prober has probes left
         self.answered = 0
         self.open: dict[str, set[int]] = {}  # queue path -> tags enqueued and not yet settled
         self.seen = 0
@@ -317,10 +327,12 @@ class _Progress:
                 self.open.setdefault(event.sender or "?", set()).discard(note.tag)
             elif cls is PublishDone:
                 self.answered += 1
+            elif cls is ProbesFinished:
+                self.probing = False
         self.seen = len(trace)
 
     def drained(self) -> bool:
-        return self.answered >= self.publishes and not any(self.open.values())
+        return self.answered >= self.publishes and not self.probing and not any(self.open.values())
 
 
 def run_pubsub_simulation(
@@ -368,7 +380,14 @@ def run_pubsub_simulation(
         ))
     for index, publisher in enumerate(scenario.publishers):
         sim.spawn(_publisher(registry, index, publisher, scenario.colours, seed), name=f"publisher-{index}")
-    progress = _Progress(sum(plan.publishes for plan in scenario.publishers))
+    if scenario.probes:
+        probes, prober_on = scenario.probes, scenario.subscription_name(0)
+        patience_s = 5.0 * deadlines[prober_on] + 1.0
+        clients.append(sim.spawn(lambda: LimitProber(registry, TOPIC, prober_on, probes, patience_s, seed),
+                                 name="limit-prober"))
+    probe_publishes = sum(1 for probe in scenario.probes if probe.kind in PUBLISH_KINDS)
+    progress = _Progress(sum(plan.publishes for plan in scenario.publishers) + probe_publishes,
+                         probing=bool(scenario.probes))
     steps = sim.steps
     while steps < max_steps and sim.now() < scenario.horizon_s:
         result = sim.run(until=sim.now() + chunk_s, max_steps=max_steps - steps)
@@ -416,6 +435,8 @@ def check_pubsub_run(trace: list[TraceEvent], scenario: PubSubScenario) -> list[
     results += guarded("stream_flow", stream_flow, trace, scenario.stream_limits())
     if any(plan.seek_at is not None for plan in scenario.clients):
         results += guarded("seek_effect", seek_effect, trace)
+    if scenario.probes:
+        results += guarded("request_limits", request_limits, trace)
     results += guarded("no_confirmed_loss", no_confirmed_loss, trace, terms)
     shared = SharedTrace(trace)
     ordered = any(plan.ordering for plan in scenario.subscriptions)
