@@ -12,7 +12,18 @@ import attrs
 
 from conveyor.simulation.scenarios import Variant
 
-from . import broker, broker_promises, kernel, lifecycle, promises, pubsub, pubsub_promises, storage, subscriber
+from . import (
+    broker,
+    broker_promises,
+    kernel,
+    lifecycle,
+    promises,
+    pubsub,
+    pubsub_limits,
+    pubsub_promises,
+    storage,
+    subscriber,
+)
 
 
 @final
@@ -366,6 +377,11 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "timeless-seek", "a Seek ignores its time: nothing published before it is marked acked", "pubsub-front",
         Variant(subscription=pubsub_promises.TimelessSeek), budget=15, checkers=frozenset({"seek_effect"}),
+    ),
+    PlantedBug(
+        "half-applied-publish", "a Publish refused for a message over a limit still stores the messages before it",
+        "pubsub-front", Variant(topic=pubsub_limits.HalfAppliedPublish), budget=10,
+        checkers=frozenset({"request_limits", "no_confirmed_loss"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
