@@ -44,8 +44,10 @@ from ._registry import SubscriptionFactory as SubscriptionFactory
 from ._registry import TopicActor as TopicActor
 from ._registry import TopicFactory as TopicFactory
 from ._server import PubSubServer as PubSubServer
+from ._subscription import IDLE_STREAM_S as IDLE_STREAM_S
 from ._subscription import Binding as Binding
 from ._subscription import SubscriptionActor as SubscriptionActor
+from ._subscription import stored_size as stored_size
 from ._transport import PubSubConsumer as PubSubConsumer
 from ._transport import PubSubTransport as PubSubTransport
 from ._transport import subscribe_remote as subscribe_remote
@@ -54,6 +56,7 @@ __all__ = [
     "ACK_IDS_MAX",
     "ACK_ID_MAX_BYTES",
     "ATTRIBUTES_MAX",
+    "IDLE_STREAM_S",
     "ATTRIBUTE_KEY_MAX_BYTES",
     "ATTRIBUTE_VALUE_MAX_BYTES",
     "MODACK_MAX_S",
@@ -99,5 +102,6 @@ __all__ = [
     "parse_byte_size",
     "parse_filter",
     "request_refusal",
+    "stored_size",
     "subscribe_remote",
 ]

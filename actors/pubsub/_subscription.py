@@ -188,6 +188,11 @@ def unpublishable(messages: tuple[PubMessage, ...]) -> str | None:
     return None
 
 
+def stored_size(message: PubMessage) -> int:
+    """Bytes ``message`` counts for in a Pull's ``max_bytes`` and in flow control: its broker ``Message.size``."""
+    return to_broker(message, False, 0.0).size
+
+
 def from_broker(message: Message) -> PubMessage:
     """The Pub/Sub message inside a broker message (reserved headers back into fields)."""
     attributes: list[tuple[str, str]] = []

@@ -85,6 +85,11 @@ from ._pubsub import SubscriptionTerms as SubscriptionTerms
 from ._pubsub import acks_from_receivers as acks_from_receivers
 from ._pubsub import exactly_once as exactly_once
 from ._pubsub import no_confirmed_loss as no_confirmed_loss
+from ._pubsub_delivery import IdleStreamEnded as IdleStreamEnded
+from ._pubsub_delivery import IdleStreamOpened as IdleStreamOpened
+from ._pubsub_delivery import idle_stream as idle_stream
+from ._pubsub_delivery import pull_fill as pull_fill
+from ._pubsub_delivery import seek_replay as seek_replay
 from ._pubsub_limits import LimitProbeDone as LimitProbeDone
 from ._pubsub_limits import LimitProbeSent as LimitProbeSent
 from ._pubsub_limits import ProbesFinished as ProbesFinished
@@ -216,4 +221,9 @@ __all__ = [
     "LimitProbeSent",
     "ProbesFinished",
     "request_limits",
+    "IdleStreamEnded",
+    "IdleStreamOpened",
+    "idle_stream",
+    "pull_fill",
+    "seek_replay",
 ]

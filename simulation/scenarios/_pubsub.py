@@ -28,6 +28,7 @@ from conveyor.actors.pubsub import (
     DeadLetterSettings,
     Failed,
     PubSubRegistry,
+    PullMessages,
     RetrySettings,
     SubscriptionActor,
     SubscriptionConfig,
@@ -52,16 +53,20 @@ from conveyor.simulation.checkers import (
     filter_respected,
     group_exclusivity,
     guarded,
+    idle_stream,
     key_order,
     no_confirmed_loss,
+    pull_fill,
     queue_paths,
     request_limits,
     seek_effect,
+    seek_replay,
     stream_flow,
     strict_order,
 )
 
 from ._pubsub_clients import ClientPlan, FrontPublisher, FrontSubscriber, PublisherPlan, StopClient
+from ._pubsub_idle import IdleStreamer, StartIdle, draw_idle_s
 from ._pubsub_limits import PUBLISH_KINDS, LimitProbe, LimitProber, draw_limit_probes
 
 REGISTRY = "/pubsub"
@@ -93,6 +98,7 @@ class SubscriptionPlan:
         retry: a retry policy (0.1-1 s backoff) instead of redelivering a nacked message at once.
         dead_letter: a dead-letter policy to the scenario's dead-letter topic after ``max_deliveries``
             deliveries (drawn below Pub/Sub's minimum of 5 too, so that short runs dead-letter).
+        retain_acked: ``retain_acked_messages`` (a Seek back replays acked messages too).
     """
 
     exactly_once: bool = False
@@ -102,6 +108,7 @@ class SubscriptionPlan:
     retry: bool = False
     dead_letter: bool = False
     max_deliveries: int = 5
+    retain_acked: bool = False
 
 
 def _check_scenario(scenario: PubSubScenario) -> None:
@@ -138,6 +145,8 @@ class PubSubScenario:
         horizon_s: virtual time after which the run stops waiting for the subscriptions to drain.
         probes: requests at or over the front's limits, sent by a prober client of subscription 0
             (``_pubsub_limits.py``).
+        idle_s: once the other clients have stopped, a client opens a stream on subscription 0 and asks
+            nothing for this long (``_pubsub_idle.py``); None: no such client.
     """
 
     subscriptions: tuple[SubscriptionPlan, ...] = (SubscriptionPlan(),)
@@ -148,6 +157,7 @@ class PubSubScenario:
     drain_at_s: float = 8.0
     horizon_s: float = 600.0
     probes: tuple[LimitProbe, ...] = ()
+    idle_s: float | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_scenario(self)
@@ -180,6 +190,7 @@ class PubSubScenario:
                 enable_message_ordering=plan.ordering, filter_text=plan.filter, filter=parse_filter(plan.filter),
                 dead_letter=DeadLetterSettings(DEAD_LETTER_TOPIC, plan.max_deliveries) if plan.dead_letter else None,
                 retry=RetrySettings(0.1, 1.0) if plan.retry else None, exactly_once=plan.exactly_once,
+                retain_acked_messages=plan.retain_acked,
             ))
         if self.dead_letters:
             configs.append(SubscriptionConfig(DEAD_LETTER_SUBSCRIPTION, DEAD_LETTER_TOPIC, ack_deadline_s=5,
@@ -202,6 +213,16 @@ class PubSubScenario:
         if self.dead_letters:
             limits["/dead-letter-client"] = ClientPlan().max_messages
         return limits
+
+    def pull_limits(self) -> dict[str, tuple[int, int]]:
+        """Each pulling client's path -> (``max_messages``, ``max_bytes``) of its Pulls."""
+        return {path: (plan.max_messages, plan.max_bytes or PullMessages("", 1, 0.0).max_bytes)
+                for path, plan in zip(self.client_paths(), self.clients, strict=True) if plan.pull}
+
+    def retaining(self) -> frozenset[str]:
+        """The names of the subscriptions that retain acked messages."""
+        return frozenset(self.subscription_name(index) for index, plan in enumerate(self.subscriptions)
+                         if plan.retain_acked)
 
     def client_paths(self) -> tuple[str, ...]:
         """The subscriber clients' paths (the dead-letter subscription's own client not included)."""
@@ -270,7 +291,39 @@ def random_pubsub_scenario(seed: int, kind: str = "front") -> PubSubScenario:
     if kind != "front":
         return scenario
     scenario = _promise_features(seed, scenario)
-    return attrs.evolve(scenario, probes=draw_limit_probes(seed, span))  # drawn last, from a generator of their own
+    scenario = attrs.evolve(scenario, probes=draw_limit_probes(seed, span))  # from a generator of their own
+    return _delivery_features(seed, scenario, span)  # drawn last, from one of their own
+
+
+def _delivery_features(seed: int, scenario: PubSubScenario, span: float) -> PubSubScenario:
+    """``scenario`` with more Seeks (some on subscriptions retaining acked messages), Pulls that fit exactly,
+    and an idle stream, drawn for ``seed`` from a generator of their own (issue 17, item 6).
+
+    A Seek is added (in a third of the runs that had none) to a client not of an exactly-once
+    subscription; a seeker's subscription retains acked messages in 40% of runs. In 40% of runs every
+    publisher pads its messages to one size S and each pulling client (one stream client turned into
+    one, if none pulls) pulls 1 to ``max_messages`` times S bytes, so batches fill exactly.
+    """
+    rng = seeded_random(f"pubsub-scenario:front:{seed}:delivery")
+    subscriptions, publishers, clients = list(scenario.subscriptions), scenario.publishers, list(scenario.clients)
+    seekers = [index for index, plan in enumerate(clients) if not subscriptions[plan.subscription].exactly_once]
+    if seekers and not any(plan.seek_at is not None for plan in clients) and rng.random() < 0.35:
+        index = rng.choice(seekers)
+        clients[index] = attrs.evolve(clients[index], seek_at=round(rng.uniform(0.2, max(0.5, 0.8 * span)), 3),
+                                      seek_back_s=round(rng.uniform(-1.0, 2.0), 3))
+    for plan in clients:
+        if plan.seek_at is not None and rng.random() < 0.4:
+            subscriptions[plan.subscription] = attrs.evolve(subscriptions[plan.subscription], retain_acked=True)
+    if rng.random() < 0.4:
+        size = rng.randint(90, 140)
+        publishers = tuple(attrs.evolve(plan, size=size) for plan in publishers)
+        if not any(plan.pull for plan in clients):
+            index = rng.randrange(len(clients))
+            clients[index] = attrs.evolve(clients[index], pull=True)
+        clients = [attrs.evolve(plan, max_bytes=size * rng.randint(1, plan.max_messages)) if plan.pull else plan
+                   for plan in clients]
+    return attrs.evolve(scenario, subscriptions=tuple(subscriptions), publishers=publishers, clients=tuple(clients),
+                        idle_s=draw_idle_s(seed))
 
 
 def _promise_features(seed: int, scenario: PubSubScenario) -> PubSubScenario:
@@ -398,6 +451,10 @@ def run_pubsub_simulation(
     for ref in clients:
         if ref.is_alive:
             ref.tell(StopClient())
+    if scenario.idle_s is not None:  # alone now: its hour of virtual time costs only its own timers
+        idle_s, idle_on = scenario.idle_s, scenario.subscription_name(0)
+        sim.spawn(lambda: IdleStreamer(registry, idle_on, idle_s, scenario.wait_s), name="idle-streamer").tell(
+            StartIdle())
     final = sim.run(max_steps=max(0, max_steps - steps))
     sim.shutdown()
     return sim, RunResult(steps=sim.steps, time=sim.now(), quiet=final.quiet and steps < max_steps)
@@ -437,6 +494,12 @@ def check_pubsub_run(trace: list[TraceEvent], scenario: PubSubScenario) -> list[
         results += guarded("seek_effect", seek_effect, trace)
     if scenario.probes:
         results += guarded("request_limits", request_limits, trace)
+    if any(plan.seek_at is not None for plan in scenario.clients):
+        results += guarded("seek_replay", seek_replay, trace, scenario.retaining())
+    if any(plan.pull for plan in scenario.clients):
+        results += guarded("pull_fill", pull_fill, trace, scenario.pull_limits())
+    if scenario.idle_s is not None:
+        results += guarded("idle_stream", idle_stream, trace)
     results += guarded("no_confirmed_loss", no_confirmed_loss, trace, terms)
     shared = SharedTrace(trace)
     ordered = any(plan.ordering for plan in scenario.subscriptions)
