@@ -64,8 +64,8 @@ def seek_replay(trace: Iterable[TraceEvent], retaining: frozenset[str]) -> Check
     """What each Seek's new queue generation was given, against what the subscription retained (module doc).
 
     ``retaining``: the names of the subscriptions with ``retain_acked_messages``. A Seek is judged once
-    answered (``SeekDone``), if a client was bound to its subscription before it was sent (which names
-    the subscription's actor) and its next generation was built. What the queues held and acked is
+    answered (``SeekDone``: its next generation was built), if a client was bound to its subscription
+    before it was sent (which names the subscription's actor). What the queues held and acked is
     taken when the Seek is sent (all of it reached the subscription before the Seek did); a message
     dead-lettered before the Seek was answered is no longer retained.
     """
@@ -114,9 +114,7 @@ def seek_replay(trace: Iterable[TraceEvent], retaining: frozenset[str]) -> Check
     violations: list[str] = []
     judged = 0
     for seek, done_at in seeks:
-        successor = given.get((seek.actor, seek.generation + 1))
-        if successor is None:
-            continue  # never built (the run ended first)
+        successor = given.get((seek.actor, seek.generation + 1), set())  # answered: it was built (maybe empty)
         judged += 1
         where = (f"Seek of {seek.subscription} to {seek.time_ns} ns sent at t={seek.sent_at:g} (generation "
                  f"{seek.generation + 1})")

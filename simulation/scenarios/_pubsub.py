@@ -299,29 +299,31 @@ def _delivery_features(seed: int, scenario: PubSubScenario, span: float) -> PubS
     """``scenario`` with more Seeks (some on subscriptions retaining acked messages), Pulls that fit exactly,
     and an idle stream, drawn for ``seed`` from a generator of their own (issue 17, item 6).
 
-    A Seek is added (in a third of the runs that had none) to a client not of an exactly-once
-    subscription; a seeker's subscription retains acked messages in 40% of runs. In 40% of runs every
-    publisher pads its messages to one size S and each pulling client (one stream client turned into
-    one, if none pulls) pulls 1 to ``max_messages`` times S bytes, so batches fill exactly.
+    A Seek is added (in half the runs that had none) to a client not of an exactly-once
+    subscription, 0.5-3 s back; a seeker's subscription retains acked messages in half the runs. In
+    half the runs every publisher pads its messages to one size S and each pulling client (one stream
+    client turned into one, if none pulls) pulls 2 or 3 times S bytes, so batches fill exactly.
     """
     rng = seeded_random(f"pubsub-scenario:front:{seed}:delivery")
     subscriptions, publishers, clients = list(scenario.subscriptions), scenario.publishers, list(scenario.clients)
     seekers = [index for index, plan in enumerate(clients) if not subscriptions[plan.subscription].exactly_once]
-    if seekers and not any(plan.seek_at is not None for plan in clients) and rng.random() < 0.35:
-        index = rng.choice(seekers)
-        clients[index] = attrs.evolve(clients[index], seek_at=round(rng.uniform(0.2, max(0.5, 0.8 * span)), 3),
-                                      seek_back_s=round(rng.uniform(-1.0, 2.0), 3))
+    if seekers and not any(plan.seek_at is not None for plan in clients) and rng.random() < 0.5:
+        index = rng.choice(seekers)  # back far enough that some messages after the time are acked already
+        clients[index] = attrs.evolve(clients[index], seek_at=round(rng.uniform(0.5, max(1.0, 0.8 * span)), 3),
+                                      seek_back_s=round(rng.uniform(0.5, 3.0), 3))
     for plan in clients:
-        if plan.seek_at is not None and rng.random() < 0.4:
+        if plan.seek_at is not None and rng.random() < 0.5:
             subscriptions[plan.subscription] = attrs.evolve(subscriptions[plan.subscription], retain_acked=True)
-    if rng.random() < 0.4:
+    if rng.random() < 0.5:
         size = rng.randint(90, 140)
         publishers = tuple(attrs.evolve(plan, size=size) for plan in publishers)
         if not any(plan.pull for plan in clients):
             index = rng.randrange(len(clients))
             clients[index] = attrs.evolve(clients[index], pull=True)
-        clients = [attrs.evolve(plan, max_bytes=size * rng.randint(1, plan.max_messages)) if plan.pull else plan
-                   for plan in clients]
+        for index, plan in enumerate(clients):
+            if plan.pull:  # two or more messages: a batch of one fits whatever its size
+                fits = rng.choice((2, 2, 3))
+                clients[index] = attrs.evolve(plan, max_bytes=size * fits, max_messages=max(plan.max_messages, fits))
     return attrs.evolve(scenario, subscriptions=tuple(subscriptions), publishers=publishers, clients=tuple(clients),
                         idle_s=draw_idle_s(seed))
 

@@ -19,6 +19,7 @@ from . import (
     lifecycle,
     promises,
     pubsub,
+    pubsub_delivery,
     pubsub_limits,
     pubsub_promises,
     storage,
@@ -382,6 +383,25 @@ PLANTED: tuple[PlantedBug, ...] = (
         "half-applied-publish", "a Publish refused for a message over a limit still stores the messages before it",
         "pubsub-front", Variant(topic=pubsub_limits.HalfAppliedPublish), budget=10,
         checkers=frozenset({"request_limits", "no_confirmed_loss"}),
+    ),
+    PlantedBug(
+        "acked-stay-in-log", "an ack leaves its message in the Seek log: a Seek back replays acked, unretained ones",
+        "pubsub-front", Variant(subscription=pubsub_delivery.AckedStayInLog), budget=10,
+        checkers=frozenset({"seek_replay"}),
+    ),
+    PlantedBug(
+        "seek-keeps-acked", "with retained acked messages, a Seek back leaves the acked ones after its time acked",
+        "pubsub-front", Variant(subscription=pubsub_delivery.SeekKeepsAcked), budget=15,
+        checkers=frozenset({"seek_replay"}),
+    ),
+    PlantedBug(
+        "short-pulls", "a Pull's batch stops a byte short of max_bytes: an exact fit loses its last message",
+        "pubsub-front", Variant(subscription=pubsub_delivery.ShortPulls), budget=15, checkers=frozenset({"pull_fill"}),
+    ),
+    PlantedBug(
+        "immortal-idle-streams", "a stream whose client asks nothing for an hour is never closed",
+        "pubsub-front", Variant(subscription=pubsub_delivery.ImmortalIdleStreams), budget=5,
+        checkers=frozenset({"idle_stream"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
