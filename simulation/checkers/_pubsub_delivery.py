@@ -105,10 +105,10 @@ def seek_replay(trace: Iterable[TraceEvent], retaining: frozenset[str]) -> Check
         elif cls is BatchReceived or cls is StreamBound:
             actor_of.setdefault(note.subscription, note.binding.rpartition("/")[0])
         elif cls is SeekSent:
-            actor = actor_of.get(note.subscription)
-            if actor is not None:
-                sent[note.subscription].append(_Seek(event.time, note.subscription, note.time_ns, actor,
-                                                     newest[actor], frozenset(held[actor]), frozenset(acked[actor])))
+            known = actor_of.get(note.subscription)
+            if known is not None:
+                sent[note.subscription].append(_Seek(event.time, note.subscription, note.time_ns, known,
+                                                     newest[known], frozenset(held[known]), frozenset(acked[known])))
         elif cls is SeekDone and sent.get(note.subscription):
             seeks.append((sent[note.subscription].pop(0), event.time))
     violations: list[str] = []
@@ -116,18 +116,18 @@ def seek_replay(trace: Iterable[TraceEvent], retaining: frozenset[str]) -> Check
     for seek, done_at in seeks:
         successor = given.get((seek.actor, seek.generation + 1), set())  # answered: it was built (maybe empty)
         judged += 1
-        where = (f"Seek of {seek.subscription} to {seek.time_ns} ns sent at t={seek.sent_at:g} (generation "
+        said = (f"Seek of {seek.subscription} to {seek.time_ns} ns sent at t={seek.sent_at:g} (generation "
                  f"{seek.generation + 1})")
         if seek.subscription in retaining:
             dropped = gone[seek.actor]
             for data in sorted(seek.held - successor):
                 if published.get(data, -1) >= seek.time_ns and dropped.get(data, done_at + 1) > done_at:
                     state = "acked" if data in seek.acked else "unacked"
-                    violations.append(f"{where}: {data[:40]!r}, published at {published[data]} ns, {state} and "
+                    violations.append(f"{said}: {data[:40]!r}, published at {published[data]} ns, {state} and "
                                       "retained, is missing from the new generation")
         else:
             for data in sorted(seek.acked & successor):
-                violations.append(f"{where}: {data[:40]!r}, acked before it and not retained, is in the new "
+                violations.append(f"{said}: {data[:40]!r}, acked before it and not retained, is in the new "
                                   "generation again")
     return CheckResult.of("seek_replay", violations, seeks=len(seeks), judged=judged)
 
