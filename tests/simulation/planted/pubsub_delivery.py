@@ -14,8 +14,9 @@ import attrs
 
 from conveyor.actors.broker import ConsumerSettings
 from conveyor.actors.pubsub import Binding, PullMessages, Settle, SubscriptionActor
-from conveyor.actors.pubsub import _subscription as subscription_module
 from conveyor.runtime import ActorRef
+
+from .pubsub_promises import BrokenBindings
 
 
 class AckedStayInLog(SubscriptionActor):  # type: ignore[misc]  # SubscriptionActor is final: a planted bug may subclass
@@ -58,15 +59,7 @@ class _DeathlessBinding(Binding):  # type: ignore[misc]  # Binding is final: lik
             super().receive(message)
 
 
-class ImmortalIdleStreams(SubscriptionActor):  # type: ignore[misc]  # likewise
+class ImmortalIdleStreams(BrokenBindings):  # type: ignore[misc]  # a final class's subclass: likewise
     """Broken: a stream whose client asks for nothing for an hour is never closed (its subscription never expires)."""
 
-    def _bind(
-        self, settings: ConsumerSettings, deadline: int, pull: PullMessages | None, reply_to: ActorRef | None
-    ) -> ActorRef:
-        real = subscription_module.Binding
-        setattr(subscription_module, "Binding", _DeathlessBinding)  # noqa: B010 - the binding is built inside, at spawn
-        try:
-            return super()._bind(settings, deadline, pull, reply_to)
-        finally:
-            setattr(subscription_module, "Binding", real)  # noqa: B010
+    binding = _DeathlessBinding
