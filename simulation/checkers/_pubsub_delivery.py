@@ -32,7 +32,7 @@ from ._result import CheckResult
 @final
 @attrs.frozen
 class IdleStreamOpened:
-    """Idle streamer's history: a stream on ``subscription`` was bound to ``binding``; it will ask after ``idle_s``."""
+    """Idle streamer's history: its stream on ``binding`` answered; it will ask again after ``idle_s`` of silence."""
 
     subscription: str
     binding: str

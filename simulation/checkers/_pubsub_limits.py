@@ -7,7 +7,8 @@ subscription's ``request_refusal``), and notes each as ``LimitProbeSent`` and it
 refused with INVALID_ARGUMENT naming the field, and changes nothing (no message of a refused
 publish is ever given to a client; an ack or nack the queues took because of a refused settlement
 is unbacked, which ``acks_from_receivers`` reports, as the probe is no ``SettleSent``); one at the
-limit is not refused.
+limit is served (not refused for its size, nor failing otherwise: ids it names that were never
+issued settle nothing).
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ class ProbesFinished:
 
 
 def request_limits(trace: Iterable[TraceEvent]) -> CheckResult:
-    """Over a limit: refused with INVALID_ARGUMENT naming the field, and none of its messages given; at it: not refused.
+    """Over a limit: refused with INVALID_ARGUMENT naming the field, and none of its messages given; at it: served.
 
-    A probe never answered (its binding crashed, the run ended) is not judged.
+    A request at a limit is well formed (its topic and subscription exist), so any failure of it is
+    one. A probe never answered (its binding crashed, the run ended) is not judged.
     """
     sent: dict[int, tuple[float, LimitProbeSent]] = {}
     refused_data: dict[bytes, int] = {}  # data of a refused publish -> its probe
@@ -86,8 +88,8 @@ def request_limits(trace: Iterable[TraceEvent]) -> CheckResult:
             elif probe.over and not note.message.startswith(probe.field):
                 violations.append(f"t={event.time:g}: {what} was refused without naming {probe.field} first: "
                                   f"{note.message[:160]}")
-            elif not probe.over and note.code == "INVALID_ARGUMENT":
-                violations.append(f"t={event.time:g}: {what} was refused: {note.message[:160]}")
+            elif not probe.over and note.code:
+                violations.append(f"t={event.time:g}: {what} failed: {note.code}: {note.message[:160]}")
         elif cls is BatchReceived:
             for _, message, _ in note.received:
                 given.append((event.time, event.sender or "?", message.data))

@@ -4,9 +4,10 @@ A stream whose client asks for no batch for ``IDLE_STREAM_S`` (an hour) has lost
 binding ends it (and goes), so that a dead client does not keep its subscription from expiring for
 ever. ``IdleStreamer`` waits for the runner's ``StartIdle`` (sent once every other client has
 stopped, so it takes nothing from them and the hour of virtual time costs only its own timers),
-opens a stream, and asks for its first batch ``idle_s`` later, just under or just over the hour. It
-notes ``IdleStreamOpened``, then ``IdleStreamEnded`` (served, or closed and when), which
-``idle_stream`` judges. Drawn last in ``pubsub-front``, from a generator of its own.
+opens a stream, takes one batch, and asks for the next ``idle_s`` later, just under or just over the
+hour (so the binding must arm its idle timer again after an answer, not only when it starts). It
+notes ``IdleStreamOpened`` when its silence starts, then ``IdleStreamEnded`` (served, or closed and
+when), which ``idle_stream`` judges. Drawn last in ``pubsub-front``, from a generator of its own.
 """
 
 from __future__ import annotations
@@ -67,36 +68,46 @@ class IdleStreamer(Actor):
         self.idle_s = idle_s
         self.wait_s = wait_s
         self.binding: ActorRef | None = None
+        self.asked = False  # its first batch came: it is silent now
         self.ended = False
 
     def receive(self, message: Any) -> None:
-        """Open, wait, ask; a close or the binding's end before the answer is what it notes."""
+        """Open, take one batch, say nothing, ask; a close or the binding's end before the answer is what it notes."""
         cls = type(message)
         if cls is StartIdle:
             self.ctx.send(self.registry, OpenStream(StreamSettings(self.subscription, 0, 1, 0)))
         elif cls is StreamOpened:
             self.binding = message.binding
             self.ctx.watch(message.binding)
-            self.ctx.note(IdleStreamOpened(self.subscription, message.binding.path, self.idle_s))
-            self.ctx.schedule(self.idle_s, _Ask())
+            self.ctx.send(message.binding, NextBatch(self.wait_s))
         elif cls is Failed:
             self.ctx.stop()  # no stream to judge (the subscription is gone)
         elif cls is _Ask:
             if self.binding is not None and not self.ended:
                 self.ctx.send(self.binding, NextBatch(self.wait_s))
         elif cls is Batch:
-            if message.received:
-                sender = self.ctx.sender
-                self.ctx.note(BatchReceived(self.subscription, sender.path if sender is not None else "?",
-                                            message.received))
-                ids = tuple(ack_id for ack_id, _, _ in message.received)
-                self.ctx.note(SettleSent(self.subscription, SettleKind.ACK, 0, ids))
-                self.ctx.send(self.registry, Settle(self.subscription, SettleKind.ACK, ids))
+            self._ack(message)
+            if not self.asked:  # the first answer: the silence starts now
+                self.asked = True
+                binding = self.binding.path if self.binding is not None else "?"
+                self.ctx.note(IdleStreamOpened(self.subscription, binding, self.idle_s))
+                self.ctx.schedule(self.idle_s, _Ask())
+                return
             self._end(served=True)
             if self.binding is not None:
                 self.ctx.send(self.binding, Detach())
-        elif cls is StreamClosed or (cls is Terminated and message.ref == self.binding):
+        elif (cls is StreamClosed or (cls is Terminated and message.ref == self.binding)) and self.asked:
             self._end(served=False)
+
+    def _ack(self, batch: Batch) -> None:
+        """Ack what a batch carried (nothing, mostly: the others have drained the subscription)."""
+        if not batch.received:
+            return
+        sender = self.ctx.sender
+        self.ctx.note(BatchReceived(self.subscription, sender.path if sender is not None else "?", batch.received))
+        ids = tuple(ack_id for ack_id, _, _ in batch.received)
+        self.ctx.note(SettleSent(self.subscription, SettleKind.ACK, 0, ids))
+        self.ctx.send(self.registry, Settle(self.subscription, SettleKind.ACK, ids))
 
     def _end(self, served: bool) -> None:
         if self.ended:
