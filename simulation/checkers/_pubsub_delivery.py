@@ -74,7 +74,7 @@ def seek_replay(trace: Iterable[TraceEvent], retaining: frozenset[str]) -> Check
     held: dict[str, set[bytes]] = defaultdict(set)  # actor -> data its queues were given
     acked: dict[str, set[bytes]] = defaultdict(set)  # actor -> data its queues took an ack of
     gone: dict[str, dict[bytes, float]] = defaultdict(dict)  # actor -> data dead-lettered or expired -> when
-    tags: dict[tuple[str, int], bytes] = {}  # (queue path, tag) -> data
+    tags: dict[tuple[str, int], bytes] = {}  # (queue path, tag) -> data (queue names repeat across subscriptions)
     newest: dict[str, int] = defaultdict(int)  # actor -> highest generation seen
     given: dict[tuple[str, int], set[bytes]] = defaultdict(set)  # (actor, generation) -> data enqueued
     sent: dict[str, list[_Seek]] = defaultdict(list)  # subscription -> seeks sent, not yet answered
@@ -90,15 +90,16 @@ def seek_replay(trace: Iterable[TraceEvent], retaining: frozenset[str]) -> Check
                 continue
             actor, generation = where
             newest[actor] = max(newest[actor], generation)
+            queue = event.sender or ""
             if cls is EntryEnqueued:
                 data = note.message.body
-                tags[(note.queue, note.tag)] = data
+                tags[(queue, note.tag)] = data
                 given[(actor, generation)].add(data)
                 held[actor].add(data)
             elif note.outcome == "acked":
-                acked[actor].add(tags.get((note.queue, note.tag), b""))
+                acked[actor].add(tags.get((queue, note.tag), b""))
             else:
-                gone[actor][tags.get((note.queue, note.tag), b"")] = event.time
+                gone[actor][tags.get((queue, note.tag), b"")] = event.time
         elif cls is PublishSent:
             for message in note.messages:
                 published[message.data] = message.publish_time_ns
@@ -150,10 +151,11 @@ def pull_fill(trace: Iterable[TraceEvent], pulls: Mapping[str, tuple[int, int]])
     """Each pull binding's batch is the longest prefix of its unlapsed deliveries within the client's limits.
 
     ``pulls``: a pulling client's path -> (``max_messages``, ``max_bytes``). A binding's buffer is
-    what its current consumer delivered to it (a ``Rebind`` empties it); a delivery whose lease ran
+    what its current consumer delivered to it (a ``Rebind`` empties it and names the next); a delivery whose lease ran
     out before the answer is dropped, as the binding drops it.
     """
     buffers: dict[str, list[Delivery]] = defaultdict(list)
+    current: dict[str, str] = {}  # binding -> its current consumer, once a Rebind named it
     answered: set[str] = set()
     violations: list[str] = []
     judged = exact = 0
@@ -162,11 +164,14 @@ def pull_fill(trace: Iterable[TraceEvent], pulls: Mapping[str, tuple[int, int]])
         message = event.message
         cls = type(message)
         if kind is EventKind.DELIVERED and cls is Delivery:
-            receiver = event.receiver or ""
-            if "/binding-" in receiver and event.sender and event.sender.startswith(receiver + "/consumer-"):
+            receiver, sender = event.receiver or "", event.sender or ""
+            if "/binding-" in receiver and sender.startswith(receiver + "/consumer-") and current.get(
+                    receiver, sender) == sender:  # an earlier generation's consumer, stopping: ignored
                 buffers[receiver].append(message)
         elif kind is EventKind.DELIVERED and type(message).__name__ == "Rebind":
-            buffers.pop(event.receiver or "", None)
+            receiver = event.receiver or ""
+            buffers.pop(receiver, None)
+            current[receiver] = f"{receiver}/consumer-{message.generation}"
         elif kind is EventKind.SENT and cls is Batch and event.receiver in pulls:
             binding = event.sender or ""
             if binding in answered or "/binding-" not in binding:
