@@ -2,6 +2,7 @@
 
 from ._ackid import AckId as AckId
 from ._ackid import AckIdCodec as AckIdCodec
+from ._containment import HandlerFailed as HandlerFailed
 from ._edge import MODACK_MAX_S as MODACK_MAX_S
 from ._edge import request_refusal as request_refusal
 from ._filter import Filter as Filter
@@ -74,6 +75,7 @@ __all__ = [
     "Done",
     "Failed",
     "Filter",
+    "HandlerFailed",
     "FilterError",
     "NextBatch",
     "OpenStream",

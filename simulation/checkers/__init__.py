@@ -93,6 +93,7 @@ from ._pubsub_delivery import seek_replay as seek_replay
 from ._pubsub_limits import LimitProbeDone as LimitProbeDone
 from ._pubsub_limits import LimitProbeSent as LimitProbeSent
 from ._pubsub_limits import ProbesFinished as ProbesFinished
+from ._pubsub_limits import contained_failures as contained_failures
 from ._pubsub_limits import request_limits as request_limits
 from ._pubsub_promises import filter_respected as filter_respected
 from ._pubsub_promises import generation_of as generation_of
@@ -226,4 +227,5 @@ __all__ = [
     "idle_stream",
     "pull_fill",
     "seek_replay",
+    "contained_failures",
 ]

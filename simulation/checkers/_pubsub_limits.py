@@ -8,7 +8,7 @@ refused with INVALID_ARGUMENT naming the field, and changes nothing (no message 
 publish is ever given to a client; an ack or nack the queues took because of a refused settlement
 is unbacked, which ``acks_from_receivers`` reports, as the probe is no ``SettleSent``); one at the
 limit is served (not refused for its size, nor failing otherwise: ids it names that were never
-issued settle nothing).
+issued settle nothing). ``contained_failures``: no request makes a front actor raise.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import final
 
 import attrs
 
+from conveyor.actors.pubsub import HandlerFailed
 from conveyor.runtime import EventKind, TraceEvent
 
 from ._pubsub import BatchReceived
@@ -98,3 +99,15 @@ def request_limits(trace: Iterable[TraceEvent]) -> CheckResult:
         if number is not None:
             violations.append(f"t={time:g}: {client} was given {data[:40]!r}, a message of refused probe {number}")
     return CheckResult.of("request_limits", violations, probes=len(sent), judged=judged, refused=refused)
+
+
+def contained_failures(trace: Iterable[TraceEvent]) -> CheckResult:
+    """No request of the simulated clients makes a front actor raise (``HandlerFailed``, answered INTERNAL).
+
+    A topic, subscription or registry contains a raise to the request that caused it and answers
+    it INTERNAL (``_containment.py``): its clients send only requests the front serves or refuses by
+    name, so every such note is a bug. Read from the actors' own ``HandlerFailed`` notes.
+    """
+    violations = [f"t={event.time:g}: {note.actor} raised handling {note.request}: {note.error[:160]}"
+                  for event in trace if event.kind is EventKind.NOTE and type(note := event.message) is HandlerFailed]
+    return CheckResult.of("contained_failures", violations)

@@ -48,6 +48,7 @@ from conveyor.simulation.checkers import (
     SubscriptionTerms,
     accounting,
     acks_from_receivers,
+    contained_failures,
     drained,
     exactly_once,
     filter_respected,
@@ -486,7 +487,8 @@ def check_pubsub_run(trace: list[TraceEvent], scenario: PubSubScenario) -> list[
     terms = scenario.terms()
     # A wrong settlement is often what loses a message: the checkers naming a cause come first, and
     # the first that fails is the one a shrink keeps failing.
-    results = guarded("acks_from_receivers", acks_from_receivers, trace)
+    results = guarded("contained_failures", contained_failures, trace)  # a raise inside the front explains the rest
+    results += guarded("acks_from_receivers", acks_from_receivers, trace)
     results += guarded("exactly_once", exactly_once, trace, terms)
     results += guarded("filter_respected", filter_respected, trace, terms)
     if any(term.ordered for term in terms):

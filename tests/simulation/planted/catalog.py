@@ -403,6 +403,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         "pubsub-front", Variant(subscription=pubsub_delivery.ImmortalIdleStreams), budget=5,
         checkers=frozenset({"idle_stream"}),
     ),
+    PlantedBug(
+        "brittle-nacks", "a nack makes the subscription's handler raise (contained, answered INTERNAL)",
+        "pubsub-front", Variant(subscription=pubsub_delivery.BrittleNacks), budget=5,
+        checkers=frozenset({"contained_failures"}),
+    ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
 

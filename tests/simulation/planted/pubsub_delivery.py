@@ -2,7 +2,7 @@
 
 Each is the real subscription (or a binding it spawns) with one rule broken, plugged into
 ``pubsub-front`` through ``Variant(subscription=...)``; ``seek_replay``, ``pull_fill`` and
-``idle_stream`` (``simulation/checkers/_pubsub_delivery.py``) find them.
+``idle_stream`` (``simulation/checkers/_pubsub_delivery.py``) and ``contained_failures`` find them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 from conveyor.actors.broker import ConsumerSettings
-from conveyor.actors.pubsub import Binding, PullMessages, Settle, SubscriptionActor
+from conveyor.actors.pubsub import Binding, PullMessages, Settle, SettleKind, SubscriptionActor
 from conveyor.runtime import ActorRef
 
 from .pubsub_promises import BrokenBindings
@@ -38,6 +38,16 @@ class SeekKeepsAcked(SubscriptionActor):  # type: ignore[misc]  # likewise
     def _rebuild(self) -> None:
         self.acked.update(getattr(self, "_acked_before", {}))
         super()._rebuild()
+
+
+class BrittleNacks(SubscriptionActor):  # type: ignore[misc]  # likewise
+    """Broken: a nack (ModifyAckDeadline 0) makes the subscription's handler raise; contained, answered INTERNAL."""
+
+    def _settle(self, request: Settle, reply_to: ActorRef | None) -> None:
+        if request.kind is SettleKind.MODACK and request.seconds == 0:
+            msg = "nack not handled"
+            raise ValueError(msg)
+        super()._settle(request, reply_to)
 
 
 class ShortPulls(SubscriptionActor):  # type: ignore[misc]  # likewise
