@@ -112,6 +112,10 @@ UNREACHABLE: dict[str, str] = {
         "Confirmations reach a binding only from the gRPC glue's StreamingPull reader (stream acks and deadline "
         "changes); no simulated client settles on a stream"
     ),
+    "actors/pubsub/_subscription.py:SubscriptionActor._use_config:compare:is not -> is#2": (
+        "UseConfig comes only from an UpdateSubscription (the registry's ReplaceSubscription), which no "
+        "simulated client sends"
+    ),
     "actors/pubsub/_subscription.py:SubscriptionActor._finish_if_done:compare:> -> >=#1": (
         "the bound of CONFIRMED_MEMORY (100,000) confirmed exactly-once ack ids is reached by no simulated run"
     ),
