@@ -53,6 +53,14 @@ EQUIVALENT: dict[str, str] = {
         "KEY_BYTES: the length of the ack-id key drawn when none is given (31 or 33 bytes instead of 32); the "
         "codec takes 16 to 64 and seals with whatever it is given, so ids issue and verify alike"
     ),
+    "actors/pubsub/_subscription.py:Binding.__init__:remove:remove `self.consumer: ActorRef | None = None`#1": (
+        "on_start assigns the consumer (_spawn_consumer) before the binding handles any message, and nothing "
+        "reads it before"
+    ),
+    "actors/pubsub/_subscription.py:Binding.__init__:constant:0 -> -1#1": (
+        "waiter_serial starts at -1 instead of 0: serials are only compared for equality with the one a timer "
+        "was armed with, and every one is taken after an increment"
+    ),
     "actors/pubsub/_subscription.py:Binding._unlapsed:compare:< -> <=#1": (
         "the guard only skips, when no buffered delivery lapsed, a loop that would then find nothing to forget"
     ),

@@ -67,7 +67,7 @@ from conveyor.simulation.checkers import (
 )
 
 from ._pubsub_clients import ClientPlan, FrontPublisher, FrontSubscriber, PublisherPlan, StopClient
-from ._pubsub_idle import IdleStreamer, StartIdle, draw_idle_s
+from ._pubsub_idle import IdleStreamer, StartIdle, draw_idle
 from ._pubsub_limits import PUBLISH_KINDS, LimitProbe, LimitProber, draw_limit_probes
 
 REGISTRY = "/pubsub"
@@ -148,6 +148,7 @@ class PubSubScenario:
             (``_pubsub_limits.py``).
         idle_s: once the other clients have stopped, a client opens a stream on subscription 0 and asks
             nothing for this long (``_pubsub_idle.py``); None: no such client.
+        idle_asks_first: whether that client takes a batch before its silence.
     """
 
     subscriptions: tuple[SubscriptionPlan, ...] = (SubscriptionPlan(),)
@@ -159,6 +160,7 @@ class PubSubScenario:
     horizon_s: float = 600.0
     probes: tuple[LimitProbe, ...] = ()
     idle_s: float | None = None
+    idle_asks_first: bool = True
 
     def __attrs_post_init__(self) -> None:
         _check_scenario(self)
@@ -325,8 +327,9 @@ def _delivery_features(seed: int, scenario: PubSubScenario, span: float) -> PubS
             if plan.pull:  # two or more messages: a batch of one fits whatever its size
                 fits = rng.choice((2, 2, 3))
                 clients[index] = attrs.evolve(plan, max_bytes=size * fits, max_messages=max(plan.max_messages, fits))
+    idle = draw_idle(seed)
     return attrs.evolve(scenario, subscriptions=tuple(subscriptions), publishers=publishers, clients=tuple(clients),
-                        idle_s=draw_idle_s(seed))
+                        idle_s=idle[0] if idle else None, idle_asks_first=idle[1] if idle else True)
 
 
 def _promise_features(seed: int, scenario: PubSubScenario) -> PubSubScenario:
@@ -455,9 +458,9 @@ def run_pubsub_simulation(
         if ref.is_alive:
             ref.tell(StopClient())
     if scenario.idle_s is not None:  # alone now: its hour of virtual time costs only its own timers
-        idle_s, idle_on = scenario.idle_s, scenario.subscription_name(0)
-        sim.spawn(lambda: IdleStreamer(registry, idle_on, idle_s, scenario.wait_s), name="idle-streamer").tell(
-            StartIdle())
+        idle_s, idle_on, first = scenario.idle_s, scenario.subscription_name(0), scenario.idle_asks_first
+        sim.spawn(lambda: IdleStreamer(registry, idle_on, idle_s, scenario.wait_s, first),
+                  name="idle-streamer").tell(StartIdle())
     final = sim.run(max_steps=max(0, max_steps - steps))
     sim.shutdown()
     return sim, RunResult(steps=sim.steps, time=sim.now(), quiet=final.quiet and steps < max_steps)

@@ -4,8 +4,9 @@ A stream whose client asks for no batch for ``IDLE_STREAM_S`` (an hour) has lost
 binding ends it (and goes), so that a dead client does not keep its subscription from expiring for
 ever. ``IdleStreamer`` waits for the runner's ``StartIdle`` (sent once every other client has
 stopped, so it takes nothing from them and the hour of virtual time costs only its own timers),
-opens a stream, takes one batch, and asks for the next ``idle_s`` later, just under or just over the
-hour (so the binding must arm its idle timer again after an answer, not only when it starts). It
+opens a stream, takes one batch (or, half the time, none), and asks for the next ``idle_s`` later,
+just under or just over the hour (the binding arms its idle timer when it starts and again after
+each answer: both are tried). It
 notes ``IdleStreamOpened`` when its silence starts, then ``IdleStreamEnded`` (served, or closed and
 when), which ``idle_stream`` judges. Drawn last in ``pubsub-front``, from a generator of its own.
 """
@@ -37,13 +38,14 @@ MARGIN_S: Final = (1.0, 300.0)
 """How far from the hour an idle period is drawn (never at it: the timer and the ask would tie)."""
 
 
-def draw_idle_s(seed: int) -> float | None:
-    """The idle period of a ``pubsub-front`` run's idle streamer (in 30% of runs), half under and half over the hour."""
+def draw_idle(seed: int) -> tuple[float, bool] | None:
+    """A ``pubsub-front`` run's idle streamer (in 30% of runs): its silence, half under and half over the hour, and
+    whether it takes a batch first (half the time: the binding arms its timer when it starts and after each answer)."""
     rng = seeded_random(f"pubsub-scenario:front:{seed}:idle")
     if rng.random() >= 0.3:
         return None
     side = 1.0 if rng.random() < 0.5 else -1.0
-    return round(IDLE_STREAM_S + side * rng.uniform(*MARGIN_S), 3)
+    return round(IDLE_STREAM_S + side * rng.uniform(*MARGIN_S), 3), rng.random() < 0.5
 
 
 @final
@@ -60,10 +62,13 @@ class _Ask:
 
 @final
 class IdleStreamer(Actor):
-    """Opens a stream on ``subscription`` when told, asks nothing for ``idle_s``, then asks once; notes the answer."""
+    """Opens a stream on ``subscription`` when told, asks for nothing for ``idle_s`` (after a first batch if
+    ``asks_first``), then asks once; notes the answer."""
 
-    def __init__(self, registry: ActorRef, subscription: str, idle_s: float, wait_s: float) -> None:
+    def __init__(self, registry: ActorRef, subscription: str, idle_s: float, wait_s: float,
+                 asks_first: bool = True) -> None:
         self.registry = registry
+        self.asks_first = asks_first
         self.subscription = subscription
         self.idle_s = idle_s
         self.wait_s = wait_s
@@ -79,7 +84,10 @@ class IdleStreamer(Actor):
         elif cls is StreamOpened:
             self.binding = message.binding
             self.ctx.watch(message.binding)
-            self.ctx.send(message.binding, NextBatch(self.wait_s))
+            if self.asks_first:
+                self.ctx.send(message.binding, NextBatch(self.wait_s))
+            else:  # silent from the start
+                self._silence()
         elif cls is Failed:
             self.ctx.stop()  # no stream to judge (the subscription is gone)
         elif cls is _Ask:
@@ -88,16 +96,19 @@ class IdleStreamer(Actor):
         elif cls is Batch:
             self._ack(message)
             if not self.asked:  # the first answer: the silence starts now
-                self.asked = True
-                binding = self.binding.path if self.binding is not None else "?"
-                self.ctx.note(IdleStreamOpened(self.subscription, binding, self.idle_s))
-                self.ctx.schedule(self.idle_s, _Ask())
+                self._silence()
                 return
             self._end(served=True)
             if self.binding is not None:
                 self.ctx.send(self.binding, Detach())
         elif (cls is StreamClosed or (cls is Terminated and message.ref == self.binding)) and self.asked:
             self._end(served=False)
+
+    def _silence(self) -> None:
+        self.asked = True
+        binding = self.binding.path if self.binding is not None else "?"
+        self.ctx.note(IdleStreamOpened(self.subscription, binding, self.idle_s))
+        self.ctx.schedule(self.idle_s, _Ask())
 
     def _ack(self, batch: Batch) -> None:
         """Ack what a batch carried (nothing, mostly: the others have drained the subscription)."""
