@@ -120,6 +120,14 @@ UNREACHABLE: dict[str, str] = {
         "Confirmations reach a binding only from the gRPC glue's StreamingPull reader (stream acks and deadline "
         "changes); no simulated client settles on a stream"
     ),
+    "actors/pubsub/_subscription.py:SubscriptionActor._storable:remove:remove `converted: list[Message] = []`#1": (
+        "_storable runs only when a routed message cannot become a broker Message, which the topic refuses "
+        "before it routes (unpublishable): defence in depth no simulated publish reaches"
+    ),
+    "actors/pubsub/_subscription.py:SubscriptionActor._dead_letter:constant:0 -> -1#2": (
+        "which attributes are dropped before the dead-letter source attributes are added: only a message "
+        "dead-lettered a second time has them, and the simulated dead-letter subscription has no dead-letter policy"
+    ),
     "actors/pubsub/_subscription.py:SubscriptionActor._use_config:compare:is not -> is#2": (
         "UseConfig comes only from an UpdateSubscription (the registry's ReplaceSubscription), which no "
         "simulated client sends"
