@@ -198,7 +198,8 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "poison-publish", "a topic confirms a publish the broker cannot store whole (issue 15, item 1)",
-        "pubsub-front", Variant(topic=pubsub.ConfirmingTopic), budget=5, checkers=frozenset({"no_confirmed_loss"}),
+        "pubsub-front", Variant(topic=pubsub.ConfirmingTopic), budget=5,
+        checkers=frozenset({"no_confirmed_loss", "contained_failures"}),
     ),
     PlantedBug(
         "tag-only-ack-ids", "a subscription settles ack ids by binding and tag, unverified (issue 15, item 2)",
