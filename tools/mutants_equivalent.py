@@ -67,6 +67,25 @@ EQUIVALENT: dict[str, str] = {
         "lift's answer (whether the fence was still up) is read by no actor: the key handler's FenceLifted "
         "handler calls it for its effect and ignores what it returns"
     ),
+    "actors/pubsub/_ackid.py:<module>:constant:32 -> 31#1": (
+        "KEY_BYTES: the length of the ack-id key drawn when none is given (31 or 33 bytes instead of 32); the "
+        "codec takes 16 to 64 and seals with whatever it is given, so ids issue and verify alike"
+    ),
+    "actors/pubsub/_ackid.py:<module>:constant:32 -> 33#1": (
+        "KEY_BYTES: the length of the ack-id key drawn when none is given (31 or 33 bytes instead of 32); the "
+        "codec takes 16 to 64 and seals with whatever it is given, so ids issue and verify alike"
+    ),
+    "actors/pubsub/_subscription.py:Binding.__init__:remove:remove `self.consumer: ActorRef | None = None`#1": (
+        "on_start assigns the consumer (_spawn_consumer) before the binding handles any message, and nothing "
+        "reads it before"
+    ),
+    "actors/pubsub/_subscription.py:Binding.__init__:constant:0 -> -1#1": (
+        "waiter_serial starts at -1 instead of 0: serials are only compared for equality with the one a timer "
+        "was armed with, and every one is taken after an increment"
+    ),
+    "actors/pubsub/_subscription.py:Binding._unlapsed:compare:< -> <=#1": (
+        "the guard only skips, when no buffered delivery lapsed, a loop that would then find nothing to forget"
+    ),
 }
 
 _TESTS_ONLY = "a query no actor calls (only its unit tests and __repr__ do)"
@@ -85,9 +104,6 @@ UNREACHABLE: dict[str, str] = {
     "actors/broker/_consumer_lists.py:ConsumerLists.is_acquiring:return:return x -> return not x#1": _TESTS_ONLY,
     "actors/broker/_consumer_lists.py:ConsumerLists.awaiting_ids:remove:remove `return tuple(self._awaiting)`#1": (
         _TESTS_ONLY
-    ),
-    "actors/broker/_queue.py:QueueActor._confirm:remove:remove `self.sync_asked = journal.last_write`#1": (
-        "answers wait for JournalSynced only when the journal is on disk; the simulator's journals never are"
     ),
     "actors/broker/_queue.py:QueueActor._unsubscribe:remove:remove `del self.by_ref[record.ref]`#1": (
         "the stale ref entry matters only to a consumer that sends Unsubscribe and subscribes again from the "
@@ -159,6 +175,36 @@ UNREACHABLE: dict[str, str] = {
         "counts as its nack), and nothing settles a copy while its callback runs (the manager nacks only "
         "copies never started); the one way left, ack_with_response timing out and the callback dropping "
         "after it, needs a backend that blocks a callback for an answer, which the simulator cannot"
+    ),
+    "actors/pubsub/_ackid.py:<module>:constant:512 -> 511#1": (
+        "MAX_ACK_ID_CHARS: only a text of exactly 512 characters is judged otherwise; AckIdCodec.read refuses it "
+        "by its seal anyway (no id this codec issues is a fifth that long), so only looks_like_ack_id, which "
+        "only the gRPC server calls, sees the change"
+    ),
+    "actors/pubsub/_ackid.py:_split:remove:remove `return None`#1": _SERVER_SHAPE,
+    "actors/pubsub/_ackid.py:_split:remove:remove `return None`#2": _SERVER_SHAPE,
+    "actors/pubsub/_subscription.py:<module>:constant:1 -> 0#3": (
+        "a subscription queue's bound of 2 GiB per message (one byte more mutated): the front refuses publishes "
+        "over 10 MB before they are stored, and no simulated client sends one near either bound"
+    ),
+    "actors/pubsub/_subscription.py:Binding._confirmations:compare:is not -> is#2": (
+        "Confirmations reach a binding only from the gRPC glue's StreamingPull reader (stream acks and deadline "
+        "changes); no simulated client settles on a stream"
+    ),
+    "actors/pubsub/_subscription.py:SubscriptionActor._storable:remove:remove `converted: list[Message] = []`#1": (
+        "_storable runs only when a routed message cannot become a broker Message, which the topic refuses "
+        "before it routes (unpublishable): defence in depth no simulated publish reaches"
+    ),
+    "actors/pubsub/_subscription.py:SubscriptionActor._dead_letter:constant:0 -> -1#2": (
+        "which attributes are dropped before the dead-letter source attributes are added: only a message "
+        "dead-lettered a second time has them, and the simulated dead-letter subscription has no dead-letter policy"
+    ),
+    "actors/pubsub/_subscription.py:SubscriptionActor._use_config:compare:is not -> is#2": (
+        "UseConfig comes only from an UpdateSubscription (the registry's ReplaceSubscription), which no "
+        "simulated client sends"
+    ),
+    "actors/pubsub/_subscription.py:SubscriptionActor._finish_if_done:compare:> -> >=#1": (
+        "the bound of CONFIRMED_MEMORY (100,000) confirmed exactly-once ack ids is reached by no simulated run"
     ),
 }
 """Mutants in code that no simulated system runs (a query only unit tests call, the gRPC server's own

@@ -2,9 +2,20 @@
 
 from ._ackid import AckId as AckId
 from ._ackid import AckIdCodec as AckIdCodec
+from ._containment import HandlerFailed as HandlerFailed
+from ._edge import MODACK_MAX_S as MODACK_MAX_S
+from ._edge import request_refusal as request_refusal
 from ._filter import Filter as Filter
 from ._filter import FilterError as FilterError
 from ._filter import parse_filter as parse_filter
+from ._limits import ACK_ID_MAX_BYTES as ACK_ID_MAX_BYTES
+from ._limits import ACK_IDS_MAX as ACK_IDS_MAX
+from ._limits import ATTRIBUTE_KEY_MAX_BYTES as ATTRIBUTE_KEY_MAX_BYTES
+from ._limits import ATTRIBUTE_VALUE_MAX_BYTES as ATTRIBUTE_VALUE_MAX_BYTES
+from ._limits import ATTRIBUTES_MAX as ATTRIBUTES_MAX
+from ._limits import ORDERING_KEY_MAX_BYTES as ORDERING_KEY_MAX_BYTES
+from ._limits import PUBLISH_MAX_BYTES as PUBLISH_MAX_BYTES
+from ._limits import PUBLISH_MAX_MESSAGES as PUBLISH_MAX_MESSAGES
 from ._memory import parse_byte_size as parse_byte_size
 from ._model import Batch as Batch
 from ._model import CreateSubscription as CreateSubscription
@@ -34,13 +45,25 @@ from ._registry import SubscriptionFactory as SubscriptionFactory
 from ._registry import TopicActor as TopicActor
 from ._registry import TopicFactory as TopicFactory
 from ._server import PubSubServer as PubSubServer
+from ._subscription import IDLE_STREAM_S as IDLE_STREAM_S
 from ._subscription import Binding as Binding
 from ._subscription import SubscriptionActor as SubscriptionActor
+from ._subscription import stored_size as stored_size
 from ._transport import PubSubConsumer as PubSubConsumer
 from ._transport import PubSubTransport as PubSubTransport
 from ._transport import subscribe_remote as subscribe_remote
 
 __all__ = [
+    "ACK_IDS_MAX",
+    "ACK_ID_MAX_BYTES",
+    "ATTRIBUTES_MAX",
+    "IDLE_STREAM_S",
+    "ATTRIBUTE_KEY_MAX_BYTES",
+    "ATTRIBUTE_VALUE_MAX_BYTES",
+    "MODACK_MAX_S",
+    "ORDERING_KEY_MAX_BYTES",
+    "PUBLISH_MAX_BYTES",
+    "PUBLISH_MAX_MESSAGES",
     "AckId",
     "AckIdCodec",
     "Batch",
@@ -52,6 +75,7 @@ __all__ = [
     "Done",
     "Failed",
     "Filter",
+    "HandlerFailed",
     "FilterError",
     "NextBatch",
     "OpenStream",
@@ -79,5 +103,7 @@ __all__ = [
     "TopicFactory",
     "parse_byte_size",
     "parse_filter",
+    "request_refusal",
+    "stored_size",
     "subscribe_remote",
 ]

@@ -18,18 +18,9 @@ from google.pubsub_v1 import types
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 
 from ._ackid import looks_like_ack_id
+from ._edge import ack_ids_refusal, message_refusal, publish_count_refusal
 from ._filter import FilterError, parse_filter
-from ._limits import (
-    ACK_ID_MAX_BYTES,
-    ACK_IDS_MAX,
-    ATTRIBUTE_KEY_MAX_BYTES,
-    ATTRIBUTE_VALUE_MAX_BYTES,
-    ATTRIBUTES_MAX,
-    ERROR_INFO_MAX_BYTES,
-    ORDERING_KEY_MAX_BYTES,
-    PUBLISH_MAX_MESSAGES,
-    quote,
-)
+from ._limits import ERROR_INFO_MAX_BYTES, quote
 from ._model import (
     DEFAULT_EXPIRATION_S,
     DEFAULT_RETENTION_S,
@@ -316,38 +307,19 @@ def pub_messages(messages: Any, publish_time_ns: int) -> tuple[PubMessage, ...]:
         BadRequest: an empty request, a message with neither data nor attributes, a bad attribute
             or ordering key, or a message that could not be received (over the 4 MiB limit).
     """
-    if not messages:
-        raise _bad("messages", "at least one message is required")
-    if len(messages) > PUBLISH_MAX_MESSAGES:
-        raise _bad("messages", f"at most {PUBLISH_MAX_MESSAGES:,} messages per Publish request (Pub/Sub's limit), "
-                               f"got {len(messages):,}")
+    refused = publish_count_refusal(messages)
+    if refused is not None:
+        raise BadRequest(refused)
     result = []
     for index, message in enumerate(messages):
         where = f"messages[{index}]"
         data = message.data
         attributes = message.attributes
-        if not data and not attributes:
-            raise _bad(where, "a message needs data or at least one attribute")
-        if len(attributes) > ATTRIBUTES_MAX:
-            raise _bad(f"{where}.attributes", f"at most {ATTRIBUTES_MAX} attributes (Pub/Sub's limit), "
-                                              f"got {len(attributes)}")
-        pairs = tuple(sorted(attributes.items())) if attributes else ()
-        for key, value in pairs:
-            field = f"{where}.attributes[{quote(key)}]"
-            size = len(key.encode())
-            if size > ATTRIBUTE_KEY_MAX_BYTES:
-                raise _bad(field, f"keys are at most {ATTRIBUTE_KEY_MAX_BYTES} bytes (Pub/Sub's limit), got {size}")
-            if key.startswith("goog"):
-                raise _bad(field, "keys starting with 'goog' are reserved")
-            size = len(value.encode())
-            if size > ATTRIBUTE_VALUE_MAX_BYTES:
-                raise _bad(field, f"values are at most {ATTRIBUTE_VALUE_MAX_BYTES} bytes (Pub/Sub's limit), "
-                                  f"got {size} bytes: {quote(value)}")
-        key = message.ordering_key
-        size = len(key.encode())
-        if size > ORDERING_KEY_MAX_BYTES:
-            raise _bad(f"{where}.ordering_key", f"at most {ORDERING_KEY_MAX_BYTES} bytes (Pub/Sub's limit), "
-                                                f"got {size} bytes: {quote(key)}")
+        pub = PubMessage(data, tuple(sorted(attributes.items())) if attributes else (), message.ordering_key,
+                         publish_time_ns)
+        refused = message_refusal(where, pub)
+        if refused is not None:
+            raise BadRequest(refused)
         if len(data) > RECEIVE_LIMIT - 64 * 1024:
             size = received_size(message)
             if size > RECEIVE_LIMIT:
@@ -355,7 +327,6 @@ def pub_messages(messages: Any, publish_time_ns: int) -> tuple[PubMessage, ...]:
                                   f"{RECEIVE_LIMIT}-byte (4 MiB) receive limit of Pub/Sub clients, so it could "
                                   "never be received; publish less than about "
                                   f"{RECEIVE_LIMIT - (size - len(data))} bytes of data")
-        pub = PubMessage(data, pairs, key, publish_time_ns)
         _check_with_broker(where, pub)
         result.append(pub)
     return tuple(result)
@@ -394,12 +365,9 @@ def check_ack_id_list(values: Sequence[str], field: str = "ack_ids") -> None:
     Raises:
         BadRequest: more than ``ACK_IDS_MAX`` ids, or one longer than ``ACK_ID_MAX_BYTES``.
     """
-    if len(values) > ACK_IDS_MAX:
-        raise _bad(field, f"at most {ACK_IDS_MAX:,} ack ids per request, got {len(values):,}")
-    for index, text in enumerate(values):
-        if len(text) > ACK_ID_MAX_BYTES or (not text.isascii() and len(text.encode()) > ACK_ID_MAX_BYTES):
-            raise _bad(f"{field}[{index}]", f"{quote(text)} is longer than {ACK_ID_MAX_BYTES} bytes, so not an "
-                                            "ack id this server issued")
+    refused = ack_ids_refusal(values, field)
+    if refused is not None:
+        raise BadRequest(refused)
 
 
 def stream_request_ids(request: Any) -> None:

@@ -23,6 +23,7 @@ from conveyor.runtime import ActorRef, Journal, JournalSynced, TimerHandle
 
 from ._ackid import KEY_BYTES, AckIdCodec
 from ._containment import ContainedActor
+from ._edge import publish_refusal
 from ._filter import Everything, Filter
 from ._model import (
     CreateSubscription,
@@ -171,7 +172,8 @@ class TopicActor(ContainedActor):
         """Publish, replay for a Seek, attach and detach subscriptions, replace settings."""
         match message:
             case Envelope(request=Publish(messages=messages), reply_to=reply_to):
-                refused = unpublishable(messages)  # checked whole, before anything is numbered or stored
+                # checked whole, before anything is numbered or stored: the front's limits, then the broker's
+                refused = publish_refusal(messages) or unpublishable(messages)
                 if refused is not None:
                     if reply_to is not None:
                         self.ctx.send(reply_to, Failed("INVALID_ARGUMENT", refused))

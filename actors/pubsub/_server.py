@@ -33,6 +33,7 @@ from conveyor.actors.storage import DiskJournalStore
 from conveyor.runtime import ActorDeadError, ActorRef, AskTimeout, ThreadSystem
 
 from . import _convert as convert
+from . import _edge as edge
 from . import _limits as limits
 from ._ackid import KEY_BYTES, looks_like_ack_id
 from ._memory import MemoryBudget, parse_byte_size, resident_bytes
@@ -459,8 +460,9 @@ class PubSubServer:
 
     def _pull(self, request: Any, context: grpc.ServicerContext) -> Any:
         name = convert.subscription_name(request.subscription)
-        if request.max_messages <= 0:
-            raise convert.BadRequest(f"max_messages: must be > 0, got {request.max_messages}")
+        refused = edge.pull_refusal(request.max_messages)
+        if refused is not None:
+            raise convert.BadRequest(refused)
         remaining = context.time_remaining()
         wait = 0.05 if request.return_immediately else _MAX_WAIT_S
         if remaining is not None:
@@ -486,8 +488,9 @@ class PubSubServer:
     def _modify_ack_deadline(self, request: Any, context: grpc.ServicerContext) -> Any:
         name = convert.subscription_name(request.subscription)
         seconds = request.ack_deadline_seconds
-        if not 0 <= seconds <= 600:
-            raise convert.BadRequest(f"ack_deadline_seconds: must be from 0 to 600, got {seconds}")
+        refused = edge.modack_refusal(seconds)
+        if refused is not None:
+            raise convert.BadRequest(refused)
         self._settle(context, Settle(name, SettleKind.MODACK, convert.ack_ids(request.ack_ids), seconds))
         return empty_pb2.Empty()
 

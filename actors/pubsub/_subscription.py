@@ -51,6 +51,7 @@ from conveyor.runtime import Actor, ActorRef, Terminated, TimerHandle
 
 from ._ackid import AckId, AckIdCodec
 from ._containment import ContainedActor, HandlerFailed
+from ._edge import request_refusal
 from ._model import (
     ORDERING_KEY,
     PUBLISH_TIME,
@@ -185,6 +186,11 @@ def unpublishable(messages: tuple[PubMessage, ...]) -> str | None:
         except (TypeError, ValueError) as error:
             return f"messages[{index}]: {error}"
     return None
+
+
+def stored_size(message: PubMessage) -> int:
+    """Bytes ``message`` counts for in a Pull's ``max_bytes`` and in flow control: its broker ``Message.size``."""
+    return to_broker(message, False, 0.0).size
 
 
 def from_broker(message: Message) -> PubMessage:
@@ -728,6 +734,11 @@ class SubscriptionActor(ContainedActor):
     # --- the glue's requests ----------------------------------------------------------------
 
     def _serve(self, request: object, reply_to: ActorRef | None) -> None:
+        refused = request_refusal(request)  # the front's limits: a refused request changes nothing
+        if refused is not None:
+            if reply_to is not None:
+                self.ctx.send(reply_to, Failed("INVALID_ARGUMENT", refused))
+            return
         match request:
             case OpenStream(settings=settings):
                 ref = self._bind(

@@ -93,6 +93,16 @@ from ._pubsub import SubscriptionTerms as SubscriptionTerms
 from ._pubsub import acks_from_receivers as acks_from_receivers
 from ._pubsub import exactly_once as exactly_once
 from ._pubsub import no_confirmed_loss as no_confirmed_loss
+from ._pubsub_delivery import IdleStreamEnded as IdleStreamEnded
+from ._pubsub_delivery import IdleStreamOpened as IdleStreamOpened
+from ._pubsub_delivery import idle_stream as idle_stream
+from ._pubsub_delivery import pull_fill as pull_fill
+from ._pubsub_delivery import seek_replay as seek_replay
+from ._pubsub_limits import LimitProbeDone as LimitProbeDone
+from ._pubsub_limits import LimitProbeSent as LimitProbeSent
+from ._pubsub_limits import ProbesFinished as ProbesFinished
+from ._pubsub_limits import contained_failures as contained_failures
+from ._pubsub_limits import request_limits as request_limits
 from ._pubsub_promises import filter_respected as filter_respected
 from ._pubsub_promises import generation_of as generation_of
 from ._pubsub_promises import key_order as key_order
@@ -230,4 +240,14 @@ __all__ = [
     "CallbackRefused",
     "callback_answer",
     "lease_schedule",
+    "LimitProbeDone",
+    "LimitProbeSent",
+    "ProbesFinished",
+    "request_limits",
+    "IdleStreamEnded",
+    "IdleStreamOpened",
+    "idle_stream",
+    "pull_fill",
+    "seek_replay",
+    "contained_failures",
 ]

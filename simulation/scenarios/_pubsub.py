@@ -28,6 +28,7 @@ from conveyor.actors.pubsub import (
     DeadLetterSettings,
     Failed,
     PubSubRegistry,
+    PullMessages,
     RetrySettings,
     SubscriptionActor,
     SubscriptionConfig,
@@ -41,25 +42,33 @@ from conveyor.runtime import ActorRef, ConveyorError, EventKind, TraceEvent
 from conveyor.simulation import Fault, RunResult, Simulation, Strategy, seeded_random
 from conveyor.simulation.checkers import (
     CheckResult,
+    ProbesFinished,
     PublishDone,
     SharedTrace,
     SubscriptionTerms,
     accounting,
     acks_from_receivers,
+    contained_failures,
     drained,
     exactly_once,
     filter_respected,
     group_exclusivity,
     guarded,
+    idle_stream,
     key_order,
     no_confirmed_loss,
+    pull_fill,
     queue_paths,
+    request_limits,
     seek_effect,
+    seek_replay,
     stream_flow,
     strict_order,
 )
 
 from ._pubsub_clients import ClientPlan, FrontPublisher, FrontSubscriber, PublisherPlan, StopClient
+from ._pubsub_idle import IdleStreamer, StartIdle, draw_idle
+from ._pubsub_limits import PUBLISH_KINDS, LimitProbe, LimitProber, draw_limit_probes
 
 REGISTRY = "/pubsub"
 """The registry's path; every topic, subscription, binding and queue of the front is under it."""
@@ -90,6 +99,7 @@ class SubscriptionPlan:
         retry: a retry policy (0.1-1 s backoff) instead of redelivering a nacked message at once.
         dead_letter: a dead-letter policy to the scenario's dead-letter topic after ``max_deliveries``
             deliveries (drawn below Pub/Sub's minimum of 5 too, so that short runs dead-letter).
+        retain_acked: ``retain_acked_messages`` (a Seek back replays acked messages too).
     """
 
     exactly_once: bool = False
@@ -99,6 +109,7 @@ class SubscriptionPlan:
     retry: bool = False
     dead_letter: bool = False
     max_deliveries: int = 5
+    retain_acked: bool = False
 
 
 def _check_scenario(scenario: PubSubScenario) -> None:
@@ -133,6 +144,11 @@ class PubSubScenario:
         wait_s: how long a ``NextBatch`` or ``PullMessages`` waits for a first message.
         drain_at_s: from this virtual time on every client acks what it is given at once.
         horizon_s: virtual time after which the run stops waiting for the subscriptions to drain.
+        probes: requests at or over the front's limits, sent by a prober client of subscription 0
+            (``_pubsub_limits.py``).
+        idle_s: once the other clients have stopped, a client opens a stream on subscription 0 and asks
+            nothing for this long (``_pubsub_idle.py``); None: no such client.
+        idle_asks_first: whether that client takes a batch before its silence.
     """
 
     subscriptions: tuple[SubscriptionPlan, ...] = (SubscriptionPlan(),)
@@ -142,6 +158,9 @@ class PubSubScenario:
     wait_s: float = 1.0
     drain_at_s: float = 8.0
     horizon_s: float = 600.0
+    probes: tuple[LimitProbe, ...] = ()
+    idle_s: float | None = None
+    idle_asks_first: bool = True
 
     def __attrs_post_init__(self) -> None:
         _check_scenario(self)
@@ -174,6 +193,7 @@ class PubSubScenario:
                 enable_message_ordering=plan.ordering, filter_text=plan.filter, filter=parse_filter(plan.filter),
                 dead_letter=DeadLetterSettings(DEAD_LETTER_TOPIC, plan.max_deliveries) if plan.dead_letter else None,
                 retry=RetrySettings(0.1, 1.0) if plan.retry else None, exactly_once=plan.exactly_once,
+                retain_acked_messages=plan.retain_acked,
             ))
         if self.dead_letters:
             configs.append(SubscriptionConfig(DEAD_LETTER_SUBSCRIPTION, DEAD_LETTER_TOPIC, ack_deadline_s=5,
@@ -196,6 +216,16 @@ class PubSubScenario:
         if self.dead_letters:
             limits["/dead-letter-client"] = ClientPlan().max_messages
         return limits
+
+    def pull_limits(self) -> dict[str, tuple[int, int]]:
+        """Each pulling client's path -> (``max_messages``, ``max_bytes``) of its Pulls."""
+        return {path: (plan.max_messages, plan.max_bytes or PullMessages("", 1, 0.0).max_bytes)
+                for path, plan in zip(self.client_paths(), self.clients, strict=True) if plan.pull}
+
+    def retaining(self) -> frozenset[str]:
+        """The names of the subscriptions that retain acked messages."""
+        return frozenset(self.subscription_name(index) for index, plan in enumerate(self.subscriptions)
+                         if plan.retain_acked)
 
     def client_paths(self) -> tuple[str, ...]:
         """The subscriber clients' paths (the dead-letter subscription's own client not included)."""
@@ -261,7 +291,45 @@ def random_pubsub_scenario(seed: int, kind: str = "front") -> PubSubScenario:
         wait_s=rng.choice((0.5, 1.0, 2.0)),
         drain_at_s=rng.uniform(span, span + (20.0 if kind == "faults" else 8.0)),
     )
-    return _promise_features(seed, scenario) if kind == "front" else scenario
+    if kind != "front":
+        return scenario
+    scenario = _promise_features(seed, scenario)
+    scenario = attrs.evolve(scenario, probes=draw_limit_probes(seed, span))  # from a generator of their own
+    return _delivery_features(seed, scenario, span)  # drawn last, from one of their own
+
+
+def _delivery_features(seed: int, scenario: PubSubScenario, span: float) -> PubSubScenario:
+    """``scenario`` with more Seeks (some on subscriptions retaining acked messages), Pulls that fit exactly,
+    and an idle stream, drawn for ``seed`` from a generator of their own (issue 17, item 6).
+
+    A Seek is added (in half the runs that had none) to a client not of an exactly-once
+    subscription, 0.5-3 s back; a seeker's subscription retains acked messages in half the runs. In
+    half the runs every publisher pads its messages to one size S and each pulling client (one stream
+    client turned into one, if none pulls) pulls 2 or 3 times S bytes, so batches fill exactly.
+    """
+    rng = seeded_random(f"pubsub-scenario:front:{seed}:delivery")
+    subscriptions, publishers, clients = list(scenario.subscriptions), scenario.publishers, list(scenario.clients)
+    seekers = [index for index, plan in enumerate(clients) if not subscriptions[plan.subscription].exactly_once]
+    if seekers and not any(plan.seek_at is not None for plan in clients) and rng.random() < 0.5:
+        index = rng.choice(seekers)  # back far enough that some messages after the time are acked already
+        clients[index] = attrs.evolve(clients[index], seek_at=round(rng.uniform(0.5, max(1.0, 0.8 * span)), 3),
+                                      seek_back_s=round(rng.uniform(0.5, 3.0), 3))
+    for plan in clients:
+        if plan.seek_at is not None and rng.random() < 0.5:
+            subscriptions[plan.subscription] = attrs.evolve(subscriptions[plan.subscription], retain_acked=True)
+    if rng.random() < 0.5:
+        size = rng.randint(90, 140)
+        publishers = tuple(attrs.evolve(plan, size=size) for plan in publishers)
+        if not any(plan.pull for plan in clients):
+            index = rng.randrange(len(clients))
+            clients[index] = attrs.evolve(clients[index], pull=True)
+        for index, plan in enumerate(clients):
+            if plan.pull:  # two or more messages: a batch of one fits whatever its size
+                fits = rng.choice((2, 2, 3))
+                clients[index] = attrs.evolve(plan, max_bytes=size * fits, max_messages=max(plan.max_messages, fits))
+    idle = draw_idle(seed)
+    return attrs.evolve(scenario, subscriptions=tuple(subscriptions), publishers=publishers, clients=tuple(clients),
+                        idle_s=idle[0] if idle else None, idle_asks_first=idle[1] if idle else True)
 
 
 def _promise_features(seed: int, scenario: PubSubScenario) -> PubSubScenario:
@@ -296,8 +364,9 @@ def _create(sim: Simulation, registry: ActorRef, request: CreateTopic | CreateSu
 class _Progress:
     """What the runner reads back from the trace to know when the run has drained."""
 
-    def __init__(self, publishes: int) -> None:
+    def __init__(self, publishes: int, probing: bool = False) -> None:
         self.publishes = publishes
+        self.probing = probing  # the limit prober has probes left
         self.answered = 0
         self.open: dict[str, set[int]] = {}  # queue path -> tags enqueued and not yet settled
         self.seen = 0
@@ -317,10 +386,12 @@ class _Progress:
                 self.open.setdefault(event.sender or "?", set()).discard(note.tag)
             elif cls is PublishDone:
                 self.answered += 1
+            elif cls is ProbesFinished:
+                self.probing = False
         self.seen = len(trace)
 
     def drained(self) -> bool:
-        return self.answered >= self.publishes and not any(self.open.values())
+        return self.answered >= self.publishes and not self.probing and not any(self.open.values())
 
 
 def run_pubsub_simulation(
@@ -368,7 +439,14 @@ def run_pubsub_simulation(
         ))
     for index, publisher in enumerate(scenario.publishers):
         sim.spawn(_publisher(registry, index, publisher, scenario.colours, seed), name=f"publisher-{index}")
-    progress = _Progress(sum(plan.publishes for plan in scenario.publishers))
+    if scenario.probes:
+        probes, prober_on = scenario.probes, scenario.subscription_name(0)
+        patience_s = 5.0 * deadlines[prober_on] + 1.0
+        clients.append(sim.spawn(lambda: LimitProber(registry, TOPIC, prober_on, probes, patience_s, seed),
+                                 name="limit-prober"))
+    probe_publishes = sum(1 for probe in scenario.probes if probe.kind in PUBLISH_KINDS)
+    progress = _Progress(sum(plan.publishes for plan in scenario.publishers) + probe_publishes,
+                         probing=bool(scenario.probes))
     steps = sim.steps
     while steps < max_steps and sim.now() < scenario.horizon_s:
         result = sim.run(until=sim.now() + chunk_s, max_steps=max_steps - steps)
@@ -379,6 +457,10 @@ def run_pubsub_simulation(
     for ref in clients:
         if ref.is_alive:
             ref.tell(StopClient())
+    if scenario.idle_s is not None:  # alone now: its hour of virtual time costs only its own timers
+        idle_s, idle_on, first = scenario.idle_s, scenario.subscription_name(0), scenario.idle_asks_first
+        sim.spawn(lambda: IdleStreamer(registry, idle_on, idle_s, scenario.wait_s, first),
+                  name="idle-streamer").tell(StartIdle())
     final = sim.run(max_steps=max(0, max_steps - steps))
     sim.shutdown()
     return sim, RunResult(steps=sim.steps, time=sim.now(), quiet=final.quiet and steps < max_steps)
@@ -408,7 +490,8 @@ def check_pubsub_run(trace: list[TraceEvent], scenario: PubSubScenario) -> list[
     terms = scenario.terms()
     # A wrong settlement is often what loses a message: the checkers naming a cause come first, and
     # the first that fails is the one a shrink keeps failing.
-    results = guarded("acks_from_receivers", acks_from_receivers, trace)
+    results = guarded("contained_failures", contained_failures, trace)  # a raise inside the front explains the rest
+    results += guarded("acks_from_receivers", acks_from_receivers, trace)
     results += guarded("exactly_once", exactly_once, trace, terms)
     results += guarded("filter_respected", filter_respected, trace, terms)
     if any(term.ordered for term in terms):
@@ -416,6 +499,14 @@ def check_pubsub_run(trace: list[TraceEvent], scenario: PubSubScenario) -> list[
     results += guarded("stream_flow", stream_flow, trace, scenario.stream_limits())
     if any(plan.seek_at is not None for plan in scenario.clients):
         results += guarded("seek_effect", seek_effect, trace)
+    if scenario.probes:
+        results += guarded("request_limits", request_limits, trace)
+    if any(plan.seek_at is not None for plan in scenario.clients):
+        results += guarded("seek_replay", seek_replay, trace, scenario.retaining())
+    if any(plan.pull for plan in scenario.clients):
+        results += guarded("pull_fill", pull_fill, trace, scenario.pull_limits())
+    if scenario.idle_s is not None:
+        results += guarded("idle_stream", idle_stream, trace)
     results += guarded("no_confirmed_loss", no_confirmed_loss, trace, terms)
     shared = SharedTrace(trace)
     ordered = any(plan.ordering for plan in scenario.subscriptions)

@@ -44,6 +44,7 @@ from conveyor.actors.pubsub import (
     StreamClosed,
     StreamOpened,
     StreamSettings,
+    stored_size,
 )
 from conveyor.runtime import Actor, ActorRef, Terminated
 from conveyor.simulation import seeded_random
@@ -76,6 +77,8 @@ class PublisherPlan:
         poison: the probability that a publish carries one message the broker refuses.
         keys: ordering keys drawn for its messages (``k0``.. or none, equally likely); 0: none.
         gap_s: the most it waits between an answer and its next publish.
+        size: pad each message's data so that it counts exactly this many bytes in a Pull's ``max_bytes``
+            (``stored_size``), so that Pulls of a multiple of it fit exactly; 0: no padding.
     """
 
     publishes: int = 4
@@ -83,6 +86,7 @@ class PublisherPlan:
     poison: float = 0.0
     keys: int = 0
     gap_s: float = 0.5
+    size: int = 0
 
 
 @final
@@ -104,6 +108,7 @@ class ClientPlan:
             ids it makes up (None: an honest client).
         seek_at: when it seeks its subscription (None: never), to ``seek_back_s`` before then
             (after, if negative).
+        max_bytes: a pulling client's ``max_bytes`` per Pull (0: no limit).
     """
 
     subscription: int = 0
@@ -118,6 +123,7 @@ class ClientPlan:
     forge: int | None = None
     seek_at: float | None = None
     seek_back_s: float = 1.0
+    max_bytes: int = 0
 
     @property
     def plain(self) -> bool:
@@ -195,7 +201,10 @@ class FrontPublisher(Actor):
                 attributes = (*attributes, POISON_ATTRIBUTE)
             key = rng.randrange(plan.keys + 1) if plan.keys else plan.keys
             data = f"p{self.number}.{self.sent}.{index}".encode()
-            messages.append(PubMessage(data, attributes, f"k{key}" if key < plan.keys else "", now_ns))
+            message = PubMessage(data, attributes, f"k{key}" if key < plan.keys else "", now_ns)
+            if plan.size and index != poison:  # a poison message is refused anyway (and has no broker size)
+                message = attrs.evolve(message, data=data + b"." * max(0, plan.size - stored_size(message)))
+            messages.append(message)
         batch = tuple(messages)
         self.sent += 1
         self.waiting = batch
@@ -347,7 +356,8 @@ class FrontSubscriber(Actor):
         plan = self.plan
         if plan.pull:
             self.pull_serial += 1
-            self.ctx.send(self.registry, PullMessages(self.subscription, plan.max_messages, self.wait_s))
+            pull = PullMessages(self.subscription, plan.max_messages, self.wait_s)
+            self.ctx.send(self.registry, attrs.evolve(pull, max_bytes=plan.max_bytes) if plan.max_bytes else pull)
             self.ctx.schedule(self.wait_s + 5 * self.deadline_s, _PullAgain(self.pull_serial))
         elif self.binding is not None:
             self.ctx.send(self.binding, NextBatch(self.wait_s))

@@ -23,6 +23,8 @@ from . import (
     lifecycle,
     promises,
     pubsub,
+    pubsub_delivery,
+    pubsub_limits,
     pubsub_promises,
     queue_stats,
     recovery_order,
@@ -202,7 +204,8 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "poison-publish", "a topic confirms a publish the broker cannot store whole (issue 15, item 1)",
-        "pubsub-front", Variant(topic=pubsub.ConfirmingTopic), budget=5, checkers=frozenset({"no_confirmed_loss"}),
+        "pubsub-front", Variant(topic=pubsub.ConfirmingTopic), budget=5,
+        checkers=frozenset({"no_confirmed_loss", "contained_failures"}),
     ),
     PlantedBug(
         "tag-only-ack-ids", "a subscription settles ack ids by binding and tag, unverified (issue 15, item 2)",
@@ -435,6 +438,35 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "restless-leaser", "the leaser passes over every lease whenever a keyed callback is scheduled",
         "ordering-keys", Variant(manager=lease_schedule.Restless), budget=5, checkers=frozenset({"lease_schedule"}),
+    ),
+    PlantedBug(
+        "half-applied-publish", "a Publish refused for a message over a limit still stores the messages before it",
+        "pubsub-front", Variant(topic=pubsub_limits.HalfAppliedPublish), budget=10,
+        checkers=frozenset({"request_limits", "no_confirmed_loss"}),
+    ),
+    PlantedBug(
+        "acked-stay-in-log", "an ack leaves its message in the Seek log: a Seek back replays acked, unretained ones",
+        "pubsub-front", Variant(subscription=pubsub_delivery.AckedStayInLog), budget=10,
+        checkers=frozenset({"seek_replay"}),
+    ),
+    PlantedBug(
+        "seek-keeps-acked", "with retained acked messages, a Seek back leaves the acked ones after its time acked",
+        "pubsub-front", Variant(subscription=pubsub_delivery.SeekKeepsAcked), budget=15,
+        checkers=frozenset({"seek_replay"}),
+    ),
+    PlantedBug(
+        "short-pulls", "a Pull's batch stops a byte short of max_bytes: an exact fit loses its last message",
+        "pubsub-front", Variant(subscription=pubsub_delivery.ShortPulls), budget=15, checkers=frozenset({"pull_fill"}),
+    ),
+    PlantedBug(
+        "immortal-idle-streams", "a stream whose client asks nothing for an hour is never closed",
+        "pubsub-front", Variant(subscription=pubsub_delivery.ImmortalIdleStreams), budget=5,
+        checkers=frozenset({"idle_stream"}),
+    ),
+    PlantedBug(
+        "brittle-nacks", "a nack makes the subscription's handler raise (contained, answered INTERNAL)",
+        "pubsub-front", Variant(subscription=pubsub_delivery.BrittleNacks), budget=5,
+        checkers=frozenset({"contained_failures"}),
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""

@@ -35,18 +35,26 @@ class _LastFirstBinding(Binding):  # type: ignore[misc]  # Binding is final: lik
         return list(reversed(super()._unlapsed(buffered)))
 
 
-class LastFirstBindings(SubscriptionActor):  # type: ignore[misc]  # SubscriptionActor is final: likewise
-    """Broken: each binding hands a batch to its client newest first; the queue's order is right, the client's not."""
+class BrokenBindings(SubscriptionActor):  # type: ignore[misc]  # SubscriptionActor is final: likewise
+    """The real subscription, spawning ``binding`` (a broken ``Binding``) for its streams and Pulls."""
+
+    binding: type[Binding] = Binding
 
     def _bind(
         self, settings: ConsumerSettings, deadline: int, pull: PullMessages | None, reply_to: ActorRef | None
     ) -> ActorRef:
         real = subscription_module.Binding
-        setattr(subscription_module, "Binding", _LastFirstBinding)  # noqa: B010 - the binding is built inside, at spawn
+        setattr(subscription_module, "Binding", self.binding)  # noqa: B010 - the binding is built inside, at spawn
         try:
             return super()._bind(settings, deadline, pull, reply_to)
         finally:
             setattr(subscription_module, "Binding", real)  # noqa: B010
+
+
+class LastFirstBindings(BrokenBindings):  # type: ignore[misc]  # a final class's subclass: likewise
+    """Broken: each binding hands a batch to its client newest first; the queue's order is right, the client's not."""
+
+    binding = _LastFirstBinding
 
 
 class OneMoreOutstanding(SubscriptionActor):  # type: ignore[misc]  # SubscriptionActor is final: likewise
