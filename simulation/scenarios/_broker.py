@@ -585,8 +585,9 @@ class ScenarioClient(Actor):
 
 
 QueueFactory = Callable[[QueueConfig], QueueActor]
-ConsumerFactory = Callable[[ActorRef, ActorRef, ConsumerSettings], ConsumerActor]
-"""Builds a scenario client's consumer from (queue, client, settings): ``ConsumerActor``, or a planted variant."""
+ConsumerFactory = Callable[[ActorRef, ActorRef | Callable[[Delivery], object], ConsumerSettings], ConsumerActor]
+"""Builds a scenario client's consumer from (queue, client, settings): ``ConsumerActor``, or a planted variant;
+a callback client's consumer too (its client a callback)."""
 
 
 def spawn_broker_scenario(
@@ -653,7 +654,7 @@ def _spawn_broker_actors(
         system.spawn(client(ClientPolicy(), settings), name=f"browser-{index}")
     callback_settings = ConsumerSettings(prefetch_messages=scenario.prefetch)
     for index in range(scenario.callback_clients):
-        system.spawn(lambda: CallbackClient(queue, callback_settings), name=f"callback-{index}")
+        system.spawn(lambda: CallbackClient(queue, callback_settings, consumer_factory), name=f"callback-{index}")
     system.spawn(lambda: ScenarioPublisher(queue, scenario, config, later), name="publisher")
     if scenario.pokes:
         flaky = None if scenario.pokes_stop else system.spawn(FlakyActor, name=FLAKY)

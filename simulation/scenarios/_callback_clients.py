@@ -13,11 +13,15 @@ actor): it refuses the first delivery of every third message, and acks everythin
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any, final
 
 from conveyor.actors.broker import ConsumerActor, ConsumerSettings, Delivery
 from conveyor.runtime import Actor, ActorRef
 from conveyor.simulation.checkers import CallbackHandled, CallbackRefused
+
+CallbackConsumerFactory = Callable[[ActorRef, Callable[[Delivery], object], ConsumerSettings], ConsumerActor]
+"""Builds a callback client's consumer from (queue, callback, settings): ``ConsumerActor``, or a planted variant."""
 
 CALLBACK_CLIENTS = "/callback-"
 """Path prefix of the callback clients (``/callback-0`` ...): their consumer is ``/callback-k/consumer``."""
@@ -38,16 +42,19 @@ def answer_by_callback(queue_path: str, delivery: Delivery) -> CallbackHandled:
 
 @final
 class CallbackClient(Actor):
-    """Owns a ``ConsumerActor`` whose client is ``answer_by_callback``; it answers nothing itself."""
+    """Owns a ``ConsumerActor`` (or the scenario variant's consumer) whose client is ``answer_by_callback``; it
+    answers nothing itself."""
 
-    def __init__(self, queue: ActorRef, settings: ConsumerSettings) -> None:
+    def __init__(self, queue: ActorRef, settings: ConsumerSettings,
+                 consumer_factory: CallbackConsumerFactory = ConsumerActor) -> None:
         self.queue = queue
         self.settings = settings
+        self.consumer_factory = consumer_factory
 
     def on_start(self) -> None:
         """Spawn the consumer, supervised by this client."""
         callback = functools.partial(answer_by_callback, str(self.queue.path))
-        self.ctx.spawn(lambda: ConsumerActor(self.queue, callback, self.settings), name="consumer")
+        self.ctx.spawn(lambda: self.consumer_factory(self.queue, callback, self.settings), name="consumer")
 
     def receive(self, message: Any) -> None:
         """Nothing comes here: the consumer runs the callback itself."""

@@ -15,6 +15,7 @@ from conveyor.simulation.scenarios import Variant
 from . import (
     broker,
     broker_promises,
+    callback_consumer,
     durable_paging,
     kernel,
     kernel_notices,
@@ -30,6 +31,7 @@ from . import (
     recovery_order,
     storage,
     subscriber,
+    zero_deadline_decision,
 )
 
 
@@ -467,6 +469,16 @@ PLANTED: tuple[PlantedBug, ...] = (
         "brittle-nacks", "a nack makes the subscription's handler raise (contained, answered INTERNAL)",
         "pubsub-front", Variant(subscription=pubsub_delivery.BrittleNacks), budget=5,
         checkers=frozenset({"contained_failures"}),
+    ),
+    PlantedBug(
+        "acked-failed-callbacks", "a callback client's consumer acks a delivery whose callback raised, not nacks it",
+        "broker-swarm", Variant(consumer=callback_consumer.AcksFailedCallbacks), budget=10,
+        checkers=frozenset({"total_queue"}),
+    ),
+    PlantedBug(
+        "undecided-zero-deadline", "a zero ack deadline is sent as a deadline change, not taken as the message's nack",
+        "subscriber-swarm", Variant(manager=zero_deadline_decision.ZeroDeadlineUndecided), budget=10,
+        checkers=frozenset({"ordering_keys", "runs_once", "no_loss"}), shrink_runs=600,
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
