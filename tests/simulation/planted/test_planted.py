@@ -69,16 +69,40 @@ FRONT_BUGS = [bug for bug in PLANTED if bug.variant.topic is not None or bug.var
 def test_the_default_simulate_all_finds_the_front_bugs(bug: PlantedBug, monkeypatch: pytest.MonkeyPatch) -> None:
     """``conveyor simulate all``, as shipped (default scenarios, strategy and fault plans), with the front's actor
     swapped for the planted one wherever the scenarios build it, fails the bug's scenario within its budget."""
-    from typer.testing import CliRunner
-
-    from conveyor.cli import app
     from conveyor.simulation.scenarios import _pubsub
 
     if bug.variant.topic is not None:
         monkeypatch.setattr(_pubsub, "TopicActor", bug.variant.topic)
     if bug.variant.subscription is not None:
         monkeypatch.setattr(_pubsub, "SubscriptionActor", bug.variant.subscription)
-    result = CliRunner().invoke(app, ["simulate", "all", "--seeds", str(bug.budget)])
+    _assert_simulate_all_fails(bug, bug.budget)
+
+
+CLIENT_SIDE_BUGS = [bug for bug in PLANTED if bug.variant.consumer is not None or bug.variant.manager is not None]
+
+
+@pytest.mark.parametrize("bug", CLIENT_SIDE_BUGS, ids=lambda bug: bug.name)
+def test_the_default_simulate_all_finds_the_consumer_and_manager_bugs(
+    bug: PlantedBug, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``conveyor simulate all``, as shipped, with the bug's variant (the broker clients' consumers, callback clients'
+    too, or the subscription's manager) wherever a run takes the default, fails the bug's scenario by the seed the
+    portfolio found it at (only that many seeds are run, to keep it cheap)."""
+    from conveyor.simulation.scenarios import _registry
+
+    run = _first_failure(bug)
+    assert run is not None
+    monkeypatch.setattr(_registry, "Variant", lambda: bug.variant)  # ``run_scenario``'s default: ``Variant()``
+    _assert_simulate_all_fails(bug, run.report.seed + 1)
+
+
+def _assert_simulate_all_fails(bug: PlantedBug, seeds: int) -> None:
+    """``conveyor simulate all --seeds SEEDS`` exits 1, with failures in the bug's scenario by one of its checkers."""
+    from typer.testing import CliRunner
+
+    from conveyor.cli import app
+
+    result = CliRunner().invoke(app, ["simulate", "all", "--seeds", str(seeds)])
     assert result.exit_code == 1, result.output
     row = next(line for line in result.output.splitlines() if line.startswith(f"│ {bug.scenario} "))
     failures = int(row.strip("│").split("│")[4])
