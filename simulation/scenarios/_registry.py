@@ -112,10 +112,10 @@ Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario
 class Variant:
     """A planted-bug or test variant of a scenario's actors (``None``: the real ones).
 
-    ``queue`` swaps a broker scenario's queue, ``consumer`` its clients' consumers, ``manager`` a
-    subscriber scenario's manager, ``topic`` and ``subscription`` the Pub/Sub front's topic and
-    subscription actors, and ``simulation`` the kernel itself (what builds the ``Simulation``), in
-    any family.
+    ``queue`` swaps a broker scenario's queue, ``consumer`` its clients' consumers (the callback
+    clients' too), ``manager`` a subscriber scenario's manager, ``topic`` and ``subscription`` the
+    Pub/Sub front's topic and subscription actors, and ``simulation`` the kernel itself (what
+    builds the ``Simulation``), in any family.
     """
 
     queue: QueueFactory | None = None
