@@ -285,7 +285,7 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "confirm-before-sync", "the journal store says a write is synced when it is queued (issue 18, item 7)",
         "durable-crash", Variant(simulation=storage.eager_confirms), budget=30,
-        checkers=frozenset({"durable_total_queue"}),
+        checkers=frozenset({"durable_total_queue", "acked_stays_acked"}),  # a confirmed publish or ack undone
     ),
     PlantedBug(
         "recovery-skips-last-segment", "recovery does not see the newest segment file (issue 18, item 7)",
