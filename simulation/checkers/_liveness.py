@@ -393,7 +393,8 @@ def _run(
 ) -> list[CheckResult]:
     events = trace if isinstance(trace, list) else list(trace)
     board = _Board(priorities, prefetch, _freezes(events))
-    board.unanswered = _unanswered(events, queue_path)
+    if any(isinstance(monitor, _StallMonitor) for monitor in monitors):  # the only reader: skip the scan otherwise
+        board.unanswered = _unanswered(events, queue_path)
     for point in _replay(events, queue_path, board):
         for monitor in monitors:
             monitor.see(point, board)
