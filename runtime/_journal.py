@@ -10,15 +10,16 @@ deterministic, replaying its recorded calls gives exactly the state it had.
 A journal is keyed by the actor's path, so it survives supervision restarts, the
 simulator's ``Crash`` faults and a stopped actor respawned at the same path. It lives in
 the system's memory; given a ``JournalStore`` (``data_dir=`` on a system, see
-``conveyor.actors.storage.DiskJournalStore``) it also hands every write to the store, which
+``conveyor.actors.storage.DiskJournalStore``) it instead hands every write to the store, which
 keeps it on disk off the actor and says so with a ``JournalSynced`` message when asked, so
-the journal survives the process too. Only the actor at its path touches it, one handler at
-a time, so it needs no lock.
+the journal survives the process too. Such a journal keeps no event and no snapshot in RAM,
+only counts: reading it (replay, ``snapshot``) reads them back from the store. Only the actor
+at its path touches it, one handler at a time, so it needs no lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal, Protocol, TypeAlias, final
 
@@ -53,8 +54,17 @@ class JournalStore(Protocol):
         """Begin work for ``system``: answers go through its ``tell_from_thread``, and refs to actors
         of an earlier process that recovered journals name come back as its ``gone_ref``."""
 
-    def load(self, path: str) -> tuple[object, Sequence[object]]:
-        """The snapshot (or None) and the events after it that the store recovered for ``path``."""
+    def recovered(self, path: str) -> tuple[bool, bool]:
+        """Whether the store held a snapshot for ``path`` when it opened, and whether it held events after it."""
+
+    def read_snapshot(self, path: str) -> object:
+        """The latest snapshot written for ``path`` (None if none since it was created or cleared).
+
+        Every write made so far counts, whether or not the store has written it yet.
+        """
+
+    def read_events(self, path: str) -> Iterator[object]:
+        """The events written for ``path`` after its latest snapshot, oldest first, every write so far included."""
 
     def write(self, path: str, kind: WriteKind, value: object) -> int:
         """Queue one write (``events``: a tuple of events; ``snapshot``: the state; ``clear``: None).
@@ -74,8 +84,10 @@ class JournalStore(Protocol):
 class Journal:
     """The events and the latest snapshot one actor recorded, in order.
 
-    Values are kept by reference, not copied: record frozen values, or a private copy that
-    nobody mutates afterwards.
+    Without a store, values are kept by reference, not copied: record frozen values, or a private
+    copy that nobody mutates afterwards. With one, they are kept only by the store (pickled when
+    written): iterating the journal and ``snapshot`` read copies back from it, so read it in
+    ``on_start`` (replay), not on every message; ``len`` and ``bool`` are counts, read nothing.
 
     Args:
         path: the owning actor's path.
@@ -85,8 +97,8 @@ class Journal:
         store: where the writes also go to outlive the process; its recovered state is loaded.
     """
 
-    __slots__ = ("_before_write", "_events", "_group_depth", "_pending", "_snapshot", "_snapshots", "_store",
-                 "attached", "last_write", "path", "writes")
+    __slots__ = ("_before_write", "_count", "_events", "_group_depth", "_has_snapshot", "_pending", "_snapshot",
+                 "_snapshots", "_store", "attached", "last_write", "path", "writes")
 
     def __init__(
         self, path: str, before_write: Callable[[], None] | None = None, store: JournalStore | None = None,
@@ -106,10 +118,14 @@ class Journal:
         self.attached: dict[str, object] = {}
         """What the actor keeps beside its journal for its next instances in this process, never written to
         the store (a durable paged queue's body store: a restart must reuse it, not open a second one)."""
+        # With a store: whether it holds a snapshot, and how many events after it (None: some, not yet
+        # counted: recovered from disk, counted by the first read).
+        self._has_snapshot = False
+        self._count: int | None = 0
         if store is not None:
-            snapshot, events = store.load(path)
-            self._snapshot = snapshot
-            self._events.extend(events)
+            has_snapshot, has_events = store.recovered(path)
+            self._has_snapshot = has_snapshot
+            self._count = None if has_events else 0
 
     @property
     def on_disk(self) -> bool:
@@ -141,7 +157,10 @@ class Journal:
             self._before_write()
         if self._store is not None:
             self._stored("events", (event,))
-        self._events.append(event)
+            if self._count is not None:
+                self._count += 1
+        else:
+            self._events.append(event)
         self.writes += 1
 
     @property
@@ -174,7 +193,10 @@ class Journal:
             self._before_write()  # what it raises fails the whole group: nothing was recorded
         if self._store is not None:
             self._stored("events", tuple(pending))
-        self._events.extend(pending)
+            if self._count is not None:
+                self._count += len(pending)
+        else:
+            self._events.extend(pending)
         self.writes += 1
 
     def save_snapshot(self, state: object) -> None:
@@ -190,22 +212,32 @@ class Journal:
             self._before_write()
         if self._store is not None:
             self._stored("snapshot", state)
-        self._snapshot = state
+            self._has_snapshot = True
+        else:
+            self._snapshot = state
         self._snapshots += 1
         self._events.clear()
+        self._count = 0
         self.writes += 1
 
     def clear(self) -> None:
         """Forget the snapshot and every event: the actor starts from nothing next time."""
-        if self._store is not None and (self._snapshot is not None or self._events):
+        if self._store is not None and self:
             self._stored("clear", None)
         self._snapshot = None
+        self._has_snapshot = False
         self._events.clear()
+        self._count = 0
 
     @property
     def snapshot(self) -> object:
-        """The latest snapshot, or None if none was saved since the journal was created or cleared."""
-        return self._snapshot
+        """The latest snapshot, or None if none was saved since the journal was created or cleared.
+
+        With a store, a copy read back from it each time.
+        """
+        if self._store is None or not self._has_snapshot:
+            return self._snapshot
+        return self._store.read_snapshot(self.path)
 
     @property
     def snapshots_saved(self) -> int:
@@ -213,17 +245,36 @@ class Journal:
         return self._snapshots
 
     def __iter__(self) -> Iterator[object]:
-        """The events recorded after the latest snapshot, oldest first."""
-        return iter(self._events)
+        """The events recorded after the latest snapshot, oldest first (with a store, read back from it)."""
+        if self._store is None or self._count == 0:
+            return iter(self._events)
+        return self._read_events(self._store)
+
+    def _read_events(self, store: JournalStore) -> Iterator[object]:
+        count = 0
+        for event in store.read_events(self.path):
+            count += 1
+            yield event
+        self._count = count  # a read to the end counts what was recovered
 
     def __len__(self) -> int:
-        """How many events were recorded after the latest snapshot."""
-        return len(self._events)
+        """How many events were recorded after the latest snapshot (a journal recovered from disk counts
+        them once, when first read)."""
+        if self._store is None:
+            return len(self._events)
+        if self._count is None:
+            for _ in self._read_events(self._store):
+                pass
+        assert self._count is not None
+        return self._count
 
     def __bool__(self) -> bool:
         """True when there is anything to recover: a snapshot or an event."""
-        return self._snapshot is not None or bool(self._events)
+        if self._store is None:
+            return self._snapshot is not None or bool(self._events)
+        return self._has_snapshot or self._count != 0
 
     def __repr__(self) -> str:
-        has = "a snapshot and " if self._snapshot is not None else ""
-        return f"<Journal {self.path}: {has}{len(self._events)} events>"
+        has = "a snapshot and " if self._snapshot is not None or self._has_snapshot else ""
+        count = len(self._events) if self._store is None else self._count
+        return f"<Journal {self.path}: {has}{'some' if count is None else count} events>"

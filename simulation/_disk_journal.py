@@ -10,7 +10,7 @@ the store's queue dies with the process and a new store is opened on what the di
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, final
 
 from conveyor.runtime import ActorRef
@@ -31,8 +31,14 @@ class SteppedJournalStore(Protocol):
     def start(self, system: Backend) -> None:
         """Begin work for ``system``."""
 
-    def load(self, path: str) -> tuple[object, Sequence[object]]:
-        """What the store recovered for ``path``."""
+    def recovered(self, path: str) -> tuple[bool, bool]:
+        """Whether the store recovered a snapshot for ``path``, and events after it."""
+
+    def read_snapshot(self, path: str) -> object:
+        """The latest snapshot written for ``path``, queued writes included."""
+
+    def read_events(self, path: str) -> Iterator[object]:
+        """The events written for ``path`` after its snapshot, queued writes included."""
 
     def write(self, path: str, kind: WriteKind, value: object) -> int:
         """Queue one write; its number."""
@@ -81,9 +87,17 @@ class SimJournal:
         self._system = system
         self.store.start(system)
 
-    def load(self, path: str) -> tuple[object, Sequence[object]]:
-        """What the current store recovered for ``path``."""
-        return self.store.load(path)
+    def recovered(self, path: str) -> tuple[bool, bool]:
+        """What the current store recovered for ``path``: a snapshot, events."""
+        return self.store.recovered(path)
+
+    def read_snapshot(self, path: str) -> object:
+        """The current store's latest snapshot of ``path`` (read from the disk, or still queued)."""
+        return self.store.read_snapshot(path)
+
+    def read_events(self, path: str) -> Iterator[object]:
+        """The current store's events of ``path`` after its snapshot (read from the disk, or still queued)."""
+        return self.store.read_events(path)
 
     def write(self, path: str, kind: WriteKind, value: object) -> int:
         """Queue a write in the store; a flush follows after the disk's latency."""

@@ -201,7 +201,7 @@ def _frozen(value: object) -> object:
 
 def journal_calls(
     core: EntryList, journal: Journal, after: Callable[[int], None], after_events: int = COMPACT_AFTER_EVENTS,
-    bodies_elsewhere: bool = False,
+    bodies_elsewhere: bool = False, published: int | None = None,
 ) -> None:
     """Make ``core`` record each of its state-changing calls in ``journal`` once the call returns.
 
@@ -220,11 +220,14 @@ def journal_calls(
     recorded as ``publish_stored`` with the message's body left out, so the journal holds no body,
     and a take or browse with one more argument, the seq whose paged body stopped it (replay sets
     ``EntryList.stop_at`` from it, as ``EntryList.replaying`` pages nothing).
+
+    ``published`` is what ``published_bytes(journal)`` says, counted by the caller's replay (None: scan
+    the journal for it, which reads a disk store's events back once more).
     """
     append = journal.append
     depth = [0]  # calls of this core in progress: only the outermost one is recorded
     # Message bytes the journal's events published (since the last snapshot), and that snapshot's count.
-    held = [published_bytes(journal), journal.snapshots_saved]
+    held = [published_bytes(journal) if published is None else published, journal.snapshots_saved]
 
     def recorded(event: RecordedCall, published: int = 0) -> None:
         append(event)

@@ -872,11 +872,14 @@ class QueueActor(Actor):
                 restored.delivered, restored.acked = kept.delivered, kept.acked
         consumers = self.consumers
         core.replaying = self.pager is not None
+        published = 0  # message bytes the events publish (journal_calls counts on from it)
         for event in journal:
             if type(event) is tuple or type(event) is CoreCall:
                 call = as_core_call(event)
                 method, args = call.method, call.args
                 result = replay_call(core, call)
+                if method == "publish":
+                    published += args[0].size
                 if method in ("take", "browse", "ack") and (record := consumers.get(args[0])) is not None:
                     if method == "take":
                         record.delivered += len(result[0])
@@ -909,7 +912,7 @@ class QueueActor(Actor):
         core.replaying = False
         pager = self.pager
         journal_calls(core, journal, self._compact_if_long, self.config.compact_after_events,
-                      bodies_elsewhere=pager is not None)
+                      bodies_elsewhere=pager is not None, published=published)
         self.journal = journal
         self.on_disk = journal.on_disk
         if pager is not None:

@@ -14,21 +14,33 @@ tuples of events (the writer joins a journal's event writes of a batch into one 
 snapshot, or ``C`` (cleared). A snapshot or a clear is written before the deletions of the records
 it replaces, and the log keeps a crash's prefix, so recovery (the latest ``S`` or ``C``, then the
 ``E`` records after it) never sees events without the state they follow.
+
+The store keeps no value in RAM once it is written: a journal reads its snapshot and events back
+from the log (``read_snapshot``, ``read_events``), and RAM holds only each journal's live record
+numbers (one per batch, not per event) and the refs its values name (few: consumers, dead-letter
+targets). A read sees every write made before it: with the writer thread running it is served by
+the writer, in queue order, after the writes queued before it (the writer is the log's only
+user, so no lock is needed); without it (the simulator, or before ``start``) the caller owns the
+log and reads the queued writes it has not written yet beside it.
 """
 
 from __future__ import annotations
 
 import copyreg
 import io
+import itertools
 import logging
 import os
 import pickle
 import queue
 import threading
-from collections.abc import Callable, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from itertools import count
 from typing import Any, Final, TypeAlias, final
 from urllib.parse import quote
+
+import attrs
 
 from conveyor.runtime import ActorRef, JournalSynced
 from conveyor.runtime.lowlevel import Backend, WriteKind
@@ -48,24 +60,29 @@ BODIES_DIRECTORY: Final = "bodies"
 """The subdirectory of the store's directory that holds durable queues' body stores (``body_location``)."""
 GC_EVERY_SYNCS: Final = 256
 """The writer collects garbage (compacts sparse segments) once per this many batches."""
+READ_CHUNK_BYTES: Final = 1024 * 1024
+"""A read of a journal's events hands over records of about this many bytes at a time."""
 
 
 # What handlers queue for the writer, as plain tuples told apart by their length (one is built per
-# publish): a write, (path, number, kind, encoded value); a sync request, (ref, path, through); and
-# the empty tuple, which stops the writer.
+# publish): a write, (path, number, kind, encoded value); a sync request, (ref, path, through); a
+# read, (reply queue, (path, after)): ``after`` -1 asks for the snapshot, else for the event records
+# numbered above it; and the empty tuple, which stops the writer.
 _Item: TypeAlias = "tuple[Any, ...]"
 
 _STOP: Final = ()
 
 
-def _ref_from_disk(path: str) -> ActorRef:
-    """Stands in the pickle for an ``ActorRef``; the store's unpickler maps it to ``Backend.gone_ref``."""
+def _ref_from_disk(path: str, uid: int | None = None) -> ActorRef:
+    """Stands in the pickle for an ``ActorRef`` (its path and the actor's id in its process); the store's
+    unpickler maps it back to that actor if this store wrote it, else to ``Backend.gone_ref``."""
     msg = f"a journal's ref to {path} is read only through DiskJournalStore"
     raise RuntimeError(msg)
 
 
-def _reduce_ref(ref: ActorRef) -> tuple[Callable[[str], ActorRef], tuple[str]]:
-    return _ref_from_disk, (ref.path,)
+def _reduce_ref(ref: ActorRef) -> tuple[Callable[[str, int], ActorRef], tuple[str, int]]:
+    _encoders.refs.append(ref)  # the store remembers it: read back in this process, it is this ref again
+    return _ref_from_disk, (ref.path, ref.cell.uid)
 
 
 _DISPATCH: Final = {**copyreg.dispatch_table, ActorRef: _reduce_ref}
@@ -89,6 +106,7 @@ class _Encoders(threading.local):
     def fresh(self) -> None:
         self.buffer = io.BytesIO()
         self.pickler = _RefPickler(self.buffer, pickle.HIGHEST_PROTOCOL)
+        self.refs: list[ActorRef] = []  # the refs the value being encoded names
 
 
 _encoders: Final = _Encoders()
@@ -96,7 +114,14 @@ _encoders: Final = _Encoders()
 
 def encode_value(value: object) -> bytes:
     """Pickle ``value``; each ``ActorRef`` in it is kept as its path (the actor will not outlive the process)."""
+    return _encode(value)[0]
+
+
+def _encode(value: object) -> tuple[bytes, list[ActorRef]]:
+    """``encode_value``'s bytes and the refs they name."""
     encoders = _encoders
+    if encoders.refs:
+        encoders.refs = []
     buffer = encoders.buffer
     pickler = encoders.pickler
     try:
@@ -106,18 +131,24 @@ def encode_value(value: object) -> bytes:
         raise
     data = buffer.getvalue()
     if len(data) > REUSE_PICKLER_BYTES:
+        refs = encoders.refs
         encoders.fresh()
-    else:  # each value is pickled alone, as by a fresh pickler
-        pickler.clear_memo()
-        buffer.seek(0)
-        buffer.truncate()
-    return data
+        return data, refs
+    pickler.clear_memo()  # each value is pickled alone, as by a fresh pickler
+    buffer.seek(0)
+    buffer.truncate()
+    return data, encoders.refs
+
+
+RefResolver: TypeAlias = "Callable[..., ActorRef]"
+"""Makes a stored ref an ``ActorRef`` again: called with its path and (if it was stored with one) the
+actor's id in the process that wrote it."""
 
 
 class _Unpickler(pickle.Unpickler):
-    """Reads ``encode_value``'s bytes: a stored ref becomes ``gone(path)``, one object per path."""
+    """Reads ``encode_value``'s bytes: a stored ref becomes ``gone(path, uid)``."""
 
-    def __init__(self, data: bytes | io.BytesIO, gone: Callable[[str], ActorRef]) -> None:
+    def __init__(self, data: bytes | io.BytesIO, gone: RefResolver) -> None:
         super().__init__(data if isinstance(data, io.BytesIO) else io.BytesIO(data))
         self._gone = gone
 
@@ -127,12 +158,12 @@ class _Unpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def decode_value(data: bytes, gone: Callable[[str], ActorRef]) -> Any:
+def decode_value(data: bytes, gone: RefResolver) -> Any:
     """The value ``encode_value`` wrote, its refs made by ``gone``."""
     return _Unpickler(data, gone).load()
 
 
-def decode_events(data: bytes, gone: Callable[[str], ActorRef]) -> list[object]:
+def decode_events(data: bytes, gone: RefResolver) -> list[object]:
     """The events of one ``E`` record: each ``encode_value``'d tuple joined into it, in order."""
     stream = io.BytesIO(data)
     events: list[object] = []
@@ -150,26 +181,38 @@ def _parse_key(key: bytes) -> tuple[str, int]:
     return key[:-9].decode(), int.from_bytes(key[-8:], "big")
 
 
-Recovered: TypeAlias = "tuple[bytes | None, list[bytes]]"
-"""A journal as read from the log, still encoded: its snapshot's bytes (or None) and its events' batches."""
+@final
+@attrs.frozen
+class RecoveredJournal:
+    """Where a journal's records lie in the log as recovered: no value, only write numbers."""
+
+    snapshot: int | None
+    """The number of its snapshot's record (None: no snapshot): the first of its live records."""
+    stale: tuple[int, ...]
+    """Records before its latest snapshot or clear that a crash kept: deleted with the next one."""
 
 
-def recover_journals(log: SegmentLog) -> tuple[dict[str, Recovered], dict[str, list[int]]]:
-    """Each path's snapshot and event batches (encoded) as the log holds them, and its live write numbers."""
+def recover_journals(log: SegmentLog) -> tuple[dict[str, RecoveredJournal], dict[str, list[int]]]:
+    """Each path's snapshot record and stale records, and the numbers of its live records (the snapshot's
+    first, then its events' in order): the latest ``S`` or ``C`` and what follows it.
+
+    Only each record's kind is kept while the log is read, never its value: a journal is read back from
+    the log when it is replayed.
+    """
     records: dict[str, list[tuple[int, bytes]]] = {}
     for key, value in log.items():
         path, seq = _parse_key(key)
-        records.setdefault(path, []).append((seq, value))
-    journals: dict[str, Recovered] = {}
+        records.setdefault(path, []).append((seq, value[:1]))
+    journals: dict[str, RecoveredJournal] = {}
     live: dict[str, list[int]] = {}
     for path, writes in records.items():
         writes.sort(key=lambda write: write[0])
-        live[path] = [seq for seq, _ in writes]
-        base = max((i for i, (_, value) in enumerate(writes) if value[:1] in (SNAPSHOT, CLEARED)), default=-1)
-        snapshot = writes[base][1][1:] if base >= 0 and writes[base][1][:1] == SNAPSHOT else None
-        events = [value[1:] for _, value in writes[base + 1:]]
-        if snapshot is not None or events:
-            journals[path] = (snapshot, events)
+        base = max((i for i, (_, kind) in enumerate(writes) if kind in (SNAPSHOT, CLEARED)), default=-1)
+        has_snapshot = base >= 0 and writes[base][1] == SNAPSHOT
+        first = base if has_snapshot else base + 1
+        live[path] = [seq for seq, _ in writes[first:]]
+        journals[path] = RecoveredJournal(writes[base][0] if has_snapshot else None,
+                                          tuple(seq for seq, _ in writes[:first]))
     return journals, live
 
 
@@ -203,12 +246,20 @@ class DiskJournalStore:
         if recovery.truncated or recovery.damaged:
             logger.warning("journal store %s: recovery cut torn tails %s, damaged segments %s",
                            self.directory, recovery.truncated, recovery.damaged)
-        self._recovered, self._live = recover_journals(self._log)
-        self._next_seq = {path: (seqs[-1] + 1 if seqs else 1) for path, seqs in self._live.items()}
+        heads, self._live = recover_journals(self._log)
+        # The log's owner's (the writer's, or the caller's without one): each journal's live records
+        # (its snapshot's first), those a crash left before them, and its snapshot's record number.
+        self._snapshot_at = {path: head.snapshot for path, head in heads.items() if head.snapshot is not None}
+        self._stale = {path: list(head.stale) for path, head in heads.items() if head.stale}
+        self._next_seq = {path: max([*self._live[path], *head.stale]) + 1 for path, head in heads.items()}
+        self._recovered = {path: (head.snapshot is not None, len(self._live[path]) > (head.snapshot is not None))
+                           for path, head in heads.items()}
+        self._refs: dict[str, dict[int, ActorRef]] = {}  # each journal's refs written by this store, by actor id
         self._numbers = count(first_write)
         self._threaded = threaded
         self._gc_every = gc_every
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
+        self._held: list[_Item] = []  # taken from the queue by a read without the writer, not yet written
         self._system: Backend | None = None
         self._gone: dict[str, ActorRef] = {}
         self._thread: threading.Thread | None = None
@@ -221,7 +272,7 @@ class DiskJournalStore:
     @property
     def recovered_paths(self) -> tuple[str, ...]:
         """The journals recovered from disk and not yet opened."""
-        return tuple(self._recovered)
+        return tuple(path for path, (snapshot, events) in self._recovered.items() if snapshot or events)
 
     def body_location(self, path: str) -> tuple[str, FileSystem | None]:
         """Where the actor at ``path`` keeps data beside its journal (a durable paged queue's bodies): a
@@ -236,25 +287,119 @@ class DiskJournalStore:
         self._system = system
         if not self._threaded:
             return
-        self._thread = threading.Thread(target=self._run, name="conveyor-journal-store", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._run, name="conveyor-journal-store", daemon=True)
+        thread.start()
+        self._thread = thread
 
-    def load(self, path: str) -> tuple[object, Sequence[object]]:
-        """What the log held for ``path`` when the store opened (once: later opens get nothing).
+    def recovered(self, path: str) -> tuple[bool, bool]:
+        """Whether the log held a snapshot for ``path`` when the store opened, and events after it (once:
+        later opens get ``(False, False)``). A journal reads them with ``read_snapshot`` / ``read_events``."""
+        return self._recovered.pop(path, (False, False))
 
-        Refs in it name actors of the earlier process: they come back as the system's ``gone_ref``.
+    def read_snapshot(self, path: str) -> object:
+        """The latest snapshot written for ``path`` (None: none since it was created or cleared), written
+        or still queued. Refs in it name the actors this store's writes named, or, written by an
+        earlier process, the system's ``gone_ref``."""
+        data = self._request(path, -1) if self._thread is not None else self._read_direct(path)[0]
+        return None if data is None else decode_value(data, self._resolver(path))  # type: ignore[arg-type]
+
+    def read_events(self, path: str) -> Iterator[object]:
+        """The events written for ``path`` after its latest snapshot, written or still queued, oldest first.
+
+        Read a record (about ``READ_CHUNK_BYTES`` of them with the writer thread) at a time: iterate it
+        inside the handler that asked, before the journal writes again.
         """
-        recovered = self._recovered.pop(path, None)
-        if recovered is None:
-            return None, ()
-        snapshot, batches = recovered
-        events: list[object] = []
-        for batch in batches:
-            events.extend(decode_events(batch, self._gone_ref))
-        return (None if snapshot is None else self._decode(snapshot)), events
+        resolve = self._resolver(path)
+        for data in self._event_records(path):
+            yield from decode_events(data, resolve)
 
-    def _decode(self, data: bytes) -> Any:
-        return decode_value(data, self._gone_ref)
+    def _event_records(self, path: str) -> Iterator[bytes]:
+        if self._thread is None:
+            yield from self._read_direct(path)[1]
+            return
+        after = 0
+        while True:
+            answer: tuple[list[bytes], int] = self._request(path, after)  # type: ignore[assignment]
+            values, after = answer
+            if not values:
+                return
+            yield from values
+
+    def _request(self, path: str, after: int) -> object:
+        """Have the writer serve a read once it has put every write queued before it; its answer."""
+        reply: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._queue.put((reply, (path, after)))
+        while True:
+            try:
+                answer = reply.get(timeout=1.0)
+                break
+            except queue.Empty:
+                thread = self._thread
+                if thread is None or not thread.is_alive():
+                    msg = f"journal store {self.directory} stopped before it answered a read of {path}"
+                    raise RuntimeError(msg) from None
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def _read_direct(self, path: str) -> tuple[bytes | None, Iterator[bytes]]:
+        """Without a writer thread: the snapshot and event records of ``path``, what is queued included."""
+        held = self._held
+        held.extend(self._drain(None))
+        snapshot: bytes | None = None
+        from_log = True
+        queued: list[bytes] = []
+        for item in held:
+            if len(item) == 4 and item[0] == path:
+                kind = item[2]
+                if kind == EVENTS:
+                    queued.append(item[3])
+                else:
+                    from_log = False
+                    snapshot = item[3] if kind == SNAPSHOT else None
+                    queued.clear()
+        if from_log:
+            records = (value for _, value in self._records_after(path, 0))
+            return self._snapshot_record(path), itertools.chain(records, queued)
+        return snapshot, iter(queued)
+
+    def _snapshot_record(self, path: str) -> bytes | None:
+        seq = self._snapshot_at.get(path)
+        return None if seq is None else self._log.get(journal_key(path, seq))[1:]
+
+    def _records_after(self, path: str, after: int) -> Iterator[tuple[int, bytes]]:
+        """Each event record of ``path`` numbered above ``after``: its number and value, read from the log."""
+        live = self._live.get(path, ())
+        start = max(bisect_right(live, after), 1 if path in self._snapshot_at else 0)
+        for seq in itertools.islice(live, start, None):
+            yield seq, self._log.get(journal_key(path, seq))[1:]
+
+    def _serve(self, path: str, after: int) -> object:
+        """The writer's answer to a read: the snapshot's bytes, or the next event records and the last one's number."""
+        if after < 0:
+            return self._snapshot_record(path)
+        values: list[bytes] = []
+        size = 0
+        last = after
+        for last, value in self._records_after(path, after):  # noqa: B007 - the last one read is the answer's
+            values.append(value)
+            size += len(value)
+            if size >= READ_CHUNK_BYTES:
+                break
+        return values, last
+
+    def _resolver(self, path: str) -> RefResolver:
+        """Makes the refs of ``path``'s values: those this store wrote are the same refs again, others gone."""
+        written = self._refs.get(path)
+
+        def resolve(ref_path: str, uid: int | None = None) -> ActorRef:
+            if written is not None and uid is not None:
+                ref = written.get(uid)
+                if ref is not None and ref.path == ref_path:
+                    return ref
+            return self._gone_ref(ref_path)
+
+        return resolve
 
     def _gone_ref(self, path: str) -> ActorRef:
         ref = self._gone.get(path)
@@ -267,10 +412,26 @@ class DiskJournalStore:
 
     def write(self, path: str, kind: WriteKind, value: object) -> int:
         """Pickle ``value`` and queue it; returns the write's number (a pickling error queues nothing)."""
-        data = b"" if kind == "clear" else encode_value(value)
+        refs: list[ActorRef] = []
+        if kind == "clear":
+            data = b""
+        else:
+            data, refs = _encode(value)
+        if refs or kind != "events":  # a snapshot or a clear replaces every value before it, and their refs
+            self._note_refs(path, kind, refs)
         number = next(self._numbers)
         self._queue.put((path, number, _KINDS[kind], data))
         return number
+
+    def _note_refs(self, path: str, kind: WriteKind, refs: list[ActorRef]) -> None:
+        """Remember the refs ``path``'s values name while one of them does: reads give back the same refs."""
+        by_uid = {ref.cell.uid: ref for ref in refs}
+        if kind == "events":
+            self._refs.setdefault(path, {}).update(by_uid)
+        elif by_uid:
+            self._refs[path] = by_uid
+        else:
+            self._refs.pop(path, None)
 
     def notify_when_synced(self, ref: ActorRef, path: str, through: int) -> None:
         """Queue the request behind the writes it waits for: the batch that syncs them answers it.
@@ -294,7 +455,7 @@ class DiskJournalStore:
     @property
     def queued(self) -> bool:
         """Whether writes or sync requests wait for ``write_queued`` (or the writer thread)."""
-        return not self._queue.empty()
+        return bool(self._held) or not self._queue.empty()
 
     def write_queued(self) -> None:
         """Without a writer thread: write what is queued as one batch, sync once, answer (one group commit).
@@ -304,10 +465,13 @@ class DiskJournalStore:
         if self._threaded:
             msg = f"journal store {self.directory} has a writer thread: it writes the queue itself"
             raise RuntimeError(msg)
-        self._write_drained(self._drain(self._queue.get_nowait()) if self.queued else [])
+        batch, self._held = self._held, []
+        batch.extend(self._drain(None))
+        self._write_drained(batch)
 
-    def _drain(self, first: _Item) -> list[_Item]:
-        batch = [first]
+    def _drain(self, first: _Item | None) -> list[_Item]:
+        """``first`` and every item queued after it (None: whatever is queued, perhaps nothing)."""
+        batch = [] if first is None else [first]
         while True:
             try:
                 batch.append(self._queue.get_nowait())
@@ -315,24 +479,37 @@ class DiskJournalStore:
                 return batch
 
     def _write_drained(self, batch: list[_Item]) -> None:
-        if self.failure is not None or not batch:
-            return  # the disk failed: nothing more is confirmed (the process must reopen the store)
+        if self.failure is not None:  # the disk failed: nothing more is confirmed (the process must reopen the store)
+            self._refuse_reads(batch)
+            return
+        if not batch:
+            return
         try:
             self._write_batch(batch)
         except Exception as error:
             self.failure = error
+            self._refuse_reads(batch)
             if self._threaded:  # a driver without the thread reads ``failure`` and decides
                 logger.exception("journal store %s: writing failed; no write is confirmed from now on",
                                  self.directory)
+
+    def _refuse_reads(self, batch: list[_Item]) -> None:
+        """Answer the reads of a batch the failed disk will not serve (one already answered ignores it)."""
+        for item in batch:
+            if len(item) == 2:
+                msg = f"journal store {self.directory} failed ({self.failure!r}): its journals cannot be read back"
+                item[0].put(RuntimeError(msg))
 
     # -- the writer thread -------------------------------------------------------------------
 
     def _run(self) -> None:
         stopping = False
+        batch, self._held = self._held, []  # queued and read before the thread started
         while not stopping:
-            batch = self._drain(self._queue.get())
+            batch.extend(self._drain(self._queue.get()) if not batch else self._drain(None))
             stopping = _STOP in batch
             self._write_drained(batch)
+            batch = []
 
     def _write_batch(self, batch: list[_Item]) -> None:
         # One answer per (actor, journal) and batch, naming the highest write synced: a queue asks
@@ -369,6 +546,17 @@ class DiskJournalStore:
                         system.tell_from_thread(ref, JournalSynced(path, done))
                 elif notices.get((ref, path), 0) < through:
                     notices[ref, path] = through
+            elif size == 2:
+                reply, (path, after) = item
+                held_bytes.pop(path, None)
+                before = events.pop(path, None)
+                if before is not None:  # the read sees them: put them now (this batch still syncs them)
+                    self._put_events(path, before)
+                try:
+                    answer = self._serve(path, after)
+                except Exception as error:  # noqa: BLE001 - the reader raises it
+                    answer = error
+                reply.put(answer)
         for path, values in events.items():
             self._put_events(path, values)
         if written:
@@ -395,10 +583,12 @@ class DiskJournalStore:
         self._next_seq[path] = seq + 1
         live = self._live.setdefault(path, [])
         log.put(journal_key(path, seq), kind + value)
-        for old in live:  # the snapshot or clear is written first: a crash keeps a prefix of these
+        for old in [*self._stale.pop(path, ()), *live]:  # after it: a crash keeps a prefix of these
             log.delete(journal_key(path, old))
         live.clear()
         if kind == SNAPSHOT:
             live.append(seq)
+            self._snapshot_at[path] = seq
         else:
+            self._snapshot_at.pop(path, None)
             log.delete(journal_key(path, seq))  # nothing is left to describe

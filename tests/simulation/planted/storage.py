@@ -17,7 +17,7 @@ For ``paging``, a broken shell (``Variant(shell=...)``):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
 from typing import Any, cast
 
 from conveyor.actors.broker import AckResult, QueueActor
@@ -47,8 +47,14 @@ class EagerConfirms:
         self.system = system
         self.store.start(system)
 
-    def load(self, path: str) -> tuple[object, Sequence[object]]:
-        return self.store.load(path)
+    def recovered(self, path: str) -> tuple[bool, bool]:
+        return self.store.recovered(path)
+
+    def read_snapshot(self, path: str) -> object:
+        return self.store.read_snapshot(path)
+
+    def read_events(self, path: str) -> Iterator[object]:
+        return self.store.read_events(path)
 
     def write(self, path: str, kind: WriteKind, value: object) -> int:
         return self.store.write(path, kind, value)
