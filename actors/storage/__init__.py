@@ -12,6 +12,7 @@ never from a handler. The record codec (``frame``, ``unframe``, ``scan``) is pur
 
 from ._index import QueueIndex as QueueIndex
 from ._journal_store import DiskJournalStore as DiskJournalStore
+from ._journal_store import RecoveredJournal as RecoveredJournal
 from ._journal_store import journal_key as journal_key
 from ._journal_store import recover_journals as recover_journals
 from ._segment_codec import Compacted as Compacted
@@ -94,6 +95,7 @@ __all__ = [
     "ReadMessage",
     "ReadPending",
     "RecordLocation",
+    "RecoveredJournal",
     "Recovery",
     "RemoveMessages",
     "Scan",
