@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import gc
 import tracemalloc
+from collections.abc import Callable
 
 import trio
 
@@ -27,6 +28,7 @@ from conveyor.actors.broker import (
     QueueConfig,
     QueueStats,
 )
+from conveyor.actors.storage import DiskJournalStore
 from conveyor.runtime import Actor, TrioSystem
 
 from ._common import check_equal
@@ -53,10 +55,16 @@ def _body(number: int, size: int) -> bytes:
     return number.to_bytes(8, "big") * (size // 8) + bytes(size % 8)
 
 
-async def _backlog(messages: int, size: int, batch: int, target: int | None) -> dict[str, float]:
+async def _backlog(
+    messages: int, size: int, batch: int, target: int | None, journal_dir: str | None = None
+) -> dict[str, float]:
+    """The backlog's heap per message; with ``journal_dir`` the queue is durable, its journal in a
+    ``DiskJournalStore`` there (``benchmarks/journal_ram.py``)."""
     gc.collect()
-    async with TrioSystem() as system:
-        queue = system.spawn(lambda: QueueActor(QueueConfig("backlog", memory_target_bytes=target)), name="q")
+    store = None if journal_dir is None else DiskJournalStore(journal_dir)
+    async with TrioSystem(journal_store=store) as system:
+        config = QueueConfig("backlog", durable=store is not None, memory_target_bytes=target)
+        queue = system.spawn(lambda: QueueActor(config), name="q")
         await system.ask(queue, GetStats())
         await system.wait_quiet()
         gc.collect()
@@ -101,14 +109,14 @@ def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: i
     return figures
 
 
-def cli() -> None:
-    """``python -m conveyor.benchmarks.paging``."""
-    parser = argparse.ArgumentParser(description=__doc__)
+def cli(measure: Callable[..., dict[str, float]] = main, description: str | None = __doc__) -> None:
+    """``python -m conveyor.benchmarks.paging`` (and ``journal_ram``, whose ``measure`` takes the same options)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--target", type=int, default=1024 * 1024)
     args = parser.parse_args()
-    main(messages=args.messages, size=args.size, target=args.target)
+    measure(messages=args.messages, size=args.size, target=args.target)
 
 
 if __name__ == "__main__":

@@ -512,17 +512,30 @@ def test_a_durable_queue_keeps_new_settings_across_a_crash(compacted: bool) -> N
     assert deliveries == list(range(1, limit + 1))
 
 
+LARGE_BODY = bytes(1024 * 1024)
+
+
+def acking_queue(seed: int) -> tuple[Simulation, ActorRef]:
+    """A durable queue (crashable) on the simulator whose one consumer acks every delivery."""
+    sim = Simulation(seed=seed, trace=False)
+    queue = sim.spawn(lambda: CrashableQueue(QueueConfig("q", durable=True)), name="q")
+    client = sim.spawn(Client, name="client")
+    sim.spawn(lambda: ConsumerActor(queue, client, ConsumerSettings(prefetch_messages=2)), name="consumer")
+    return sim, queue
+
+
+def publish_large(sim: Simulation, queue: ActorRef, numbers: range) -> None:
+    """Publish a 1 MiB message per number, each handled (and acked) before the next."""
+    for n in numbers:
+        queue.tell(Publish(Message(LARGE_BODY, message_id=str(n))))
+        sim.run()
+
+
 def test_a_journal_lets_go_of_acked_bodies_once_they_outweigh_what_is_live() -> None:
     # Events keep the messages they published: a few large messages, all acked, must not stay in
     # memory until a thousand events have passed (a Pub/Sub server's memory budget saw them stay).
-    sim = Simulation(seed=3, trace=False)
-    queue = sim.spawn(lambda: QueueActor(QueueConfig("q", durable=True)), name="q")
-    client = sim.spawn(Client, name="client")  # acks every delivery
-    sim.spawn(lambda: ConsumerActor(queue, client, ConsumerSettings(prefetch_messages=2)), name="consumer")
-    body = bytes(1024 * 1024)
-    for n in range(12):
-        queue.tell(Publish(Message(body, message_id=str(n))))
-        sim.run()
+    sim, queue = acking_queue(seed=3)
+    publish_large(sim, queue, range(12))
     journal = sim.journals["/q"]
     stats = sim.ask(queue, GetStats())
     assert stats.acked == 12
@@ -539,21 +552,14 @@ def test_the_bytes_a_journals_events_publish_are_counted_again_by_a_restarts_rep
     # The count that compacts a journal of large acked messages is rebuilt by the replay, not kept
     # by the dead instance: restarted after three 1 MiB publishes, the queue still compacts at the
     # fourth (as one that never restarted), not four publishes after the restart.
-    sim = Simulation(seed=3, trace=False)
-    queue = sim.spawn(lambda: CrashableQueue(QueueConfig("q", durable=True)), name="q")
-    client = sim.spawn(Client, name="client")  # acks every delivery
-    sim.spawn(lambda: ConsumerActor(queue, client, ConsumerSettings(prefetch_messages=2)), name="consumer")
-    body = bytes(1024 * 1024)
-    for n in range(3):
-        queue.tell(Publish(Message(body, message_id=str(n))))
-        sim.run()
+    sim, queue = acking_queue(seed=3)
+    publish_large(sim, queue, range(3))
     journal = sim.journals["/q"]
     if sim.ask(queue, GetStats()).body_bytes_in_ram is not None:
         pytest.skip("paged (--force-paging): the events hold no body to count")
-    assert (journal.snapshots_saved, published_bytes(journal)) == (0, 3 * len(body))
+    assert (journal.snapshots_saved, published_bytes(journal)) == (0, 3 * len(LARGE_BODY))
     queue.tell(CrashNow())
     sim.run()
-    queue.tell(Publish(Message(body, message_id="3")))
-    sim.run()
+    publish_large(sim, queue, range(3, 4))
     assert journal.snapshots_saved == 1
     assert sim.ask(queue, GetStats()).acked == 4

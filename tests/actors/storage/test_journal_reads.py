@@ -31,6 +31,7 @@ from tests.actors.broker.clients import Action, consume, received
 from tests.actors.broker.test_durable import CrashableQueue, CrashNow
 from tests.actors.storage.helpers import RecordingFileSystem
 from tests.actors.storage.test_journal_store import FakeSystem
+from tests.actors.storage.test_journal_store import apply as apply_each
 from tests.conftest import TrioHarness
 
 Step = tuple[str, Any]
@@ -48,21 +49,13 @@ steps = st.lists(
 
 
 def apply(journal: Journal, kind: str, value: Any) -> None:
-    if kind == "append":
-        journal.append(value)
-    elif kind == "group":
-        with journal.atomic():
-            for event in value:
-                journal.append(event)
-    elif kind == "failed group":
+    if kind == "failed group":
         with pytest.raises(KeyError), journal.atomic():
             for event in value:
                 journal.append(event)
             raise KeyError("the handler failed inside the group")
-    elif kind == "snapshot":
-        journal.save_snapshot(value)
-    elif kind == "clear":
-        journal.clear()
+    else:
+        apply_each(journal, [(kind, value)])
 
 
 def answers(journal: Journal) -> tuple[object, list[object], int, bool]:

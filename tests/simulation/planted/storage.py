@@ -17,13 +17,12 @@ For ``paging``, a broken shell (``Variant(shell=...)``):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, cast
 
 from conveyor.actors.broker import AckResult, QueueActor
 from conveyor.actors.storage import FileSystem, VariableQueue, scan
 from conveyor.runtime import ActorRef, JournalSynced
-from conveyor.runtime.lowlevel import Backend, WriteKind
+from conveyor.runtime.lowlevel import Backend
 from conveyor.simulation import SimDisk, Simulation, SteppedJournalStore
 from conveyor.simulation.scenarios import PagingScenario, PagingShell, disk_store_opener
 
@@ -35,39 +34,16 @@ class EagerConfirms:
         self.store = store
         self.system: Backend | None = None
 
-    @property
-    def failure(self) -> BaseException | None:
-        return self.store.failure
-
-    @property
-    def queued(self) -> bool:
-        return self.store.queued
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)  # everything else is the store's own
 
     def start(self, system: Backend) -> None:
         self.system = system
         self.store.start(system)
 
-    def recovered(self, path: str) -> tuple[bool, bool]:
-        return self.store.recovered(path)
-
-    def read_snapshot(self, path: str) -> object:
-        return self.store.read_snapshot(path)
-
-    def read_events(self, path: str) -> Iterator[object]:
-        return self.store.read_events(path)
-
-    def write(self, path: str, kind: WriteKind, value: object) -> int:
-        return self.store.write(path, kind, value)
-
     def notify_when_synced(self, ref: ActorRef, path: str, through: int) -> None:
         assert self.system is not None
         self.system.tell_from_thread(ref, JournalSynced(path, through))
-
-    def write_queued(self) -> None:
-        self.store.write_queued()
-
-    def close(self) -> None:
-        self.store.close()
 
 
 class _Passthrough:
