@@ -444,10 +444,11 @@ class DiskJournalStore:
 
     def close(self) -> None:
         """Write and sync what is queued, stop the writer and close the log (a clean stop)."""
-        thread, self._thread = self._thread, None
+        thread = self._thread
         if thread is not None:
             self._queue.put(_STOP)
             thread.join()
+            self._thread = None  # only now: until the writer stops, a read must go through it
         elif not self._threaded:
             self.write_queued()
         self._log.close()
