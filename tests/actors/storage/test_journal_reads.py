@@ -25,14 +25,14 @@ from hypothesis import strategies as st
 from conveyor.actors.broker import Message, Publish, QueueConfig
 from conveyor.actors.broker import _durable as durable
 from conveyor.actors.storage import DiskJournalStore
-from conveyor.runtime import ActorRef, Journal, TrioSystem
+from conveyor.runtime import ActorRef, Journal, ThreadSystem, TrioSystem
 from conveyor.simulation import Simulation
 from tests.actors.broker.clients import Action, consume, received
 from tests.actors.broker.test_durable import CrashableQueue, CrashNow
 from tests.actors.storage.helpers import RecordingFileSystem
 from tests.actors.storage.test_journal_store import FakeSystem
 from tests.actors.storage.test_journal_store import apply as apply_each
-from tests.conftest import TrioHarness
+from tests.conftest import Harness, ThreadHarness, TrioHarness
 
 Step = tuple[str, Any]
 steps = st.lists(
@@ -216,21 +216,30 @@ def test_a_ref_reads_back_as_itself_from_its_store_and_as_a_gone_ref_from_a_late
     reopened.close()
 
 
-def test_a_durable_queue_restarted_in_the_process_keeps_its_consumers_on_a_disk_store(tmp_path: Path) -> None:
+async def _restart_keeps_the_consumer(harness: Harness) -> list[bytes]:
+    queue = harness.spawn(lambda: CrashableQueue(QueueConfig("q", durable=True)), name="q")
+    client, _ = consume(harness, queue, Action.ACK)
+    for n in range(3):
+        await harness.ask(queue, Publish(Message(f"m{n}".encode())))
+    queue.tell(CrashNow())  # the replay reads the journal back from the store
+    for n in range(3, 6):
+        await harness.ask(queue, Publish(Message(f"m{n}".encode())))
+    with trio.fail_after(10):
+        while len(await received(harness, client)) < 6:
+            await trio.sleep(0.01)
+    return [body for body, _ in await received(harness, client)]
+
+
+@pytest.mark.parametrize("backend", ["trio", "threads"])
+def test_a_durable_queue_restarted_in_the_process_keeps_its_consumers_on_a_disk_store(
+    tmp_path: Path, backend: str
+) -> None:
     async def run() -> list[bytes]:
-        async with TrioSystem(journal_store=DiskJournalStore(tmp_path)) as system:
-            harness = TrioHarness(system)
-            queue = system.spawn(lambda: CrashableQueue(QueueConfig("q", durable=True)), name="q")
-            client, _ = consume(harness, queue, Action.ACK)
-            for n in range(3):
-                await system.ask(queue, Publish(Message(f"m{n}".encode())))
-            queue.tell(CrashNow())  # the replay reads the journal back from the store
-            for n in range(3, 6):
-                await system.ask(queue, Publish(Message(f"m{n}".encode())))
-            with trio.fail_after(10):
-                while len(await received(harness, client)) < 6:
-                    await trio.sleep(0.01)
-            return [body for body, _ in await received(harness, client)]
+        if backend == "trio":
+            async with TrioSystem(journal_store=DiskJournalStore(tmp_path)) as system:
+                return await _restart_keeps_the_consumer(TrioHarness(system))
+        with ThreadSystem(journal_store=DiskJournalStore(tmp_path)) as threads:
+            return await _restart_keeps_the_consumer(ThreadHarness(threads))
 
     assert sorted(trio.run(run)) == [f"m{n}".encode() for n in range(6)]
 
