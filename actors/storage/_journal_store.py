@@ -35,7 +35,7 @@ import pickle
 import queue
 import threading
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from itertools import count
 from typing import Any, Final, TypeAlias, final
 from urllib.parse import quote
@@ -71,6 +71,7 @@ READ_CHUNK_BYTES: Final = 1024 * 1024
 _Item: TypeAlias = "tuple[Any, ...]"
 
 _STOP: Final = ()
+_NO_REFS: Final[Sequence[ActorRef]] = ()
 
 
 def _ref_from_disk(path: str, uid: int | None = None) -> ActorRef:
@@ -113,11 +114,12 @@ _encoders: Final = _Encoders()
 
 
 def encode_value(value: object) -> bytes:
-    """Pickle ``value``; each ``ActorRef`` in it is kept as its path (the actor will not outlive the process)."""
+    """Pickle ``value``; each ``ActorRef`` in it is kept as its path and its actor's id in this process (the
+    actor will not outlive the process: another process reads it as a gone ref)."""
     return _encode(value)[0]
 
 
-def _encode(value: object) -> tuple[bytes, list[ActorRef]]:
+def _encode(value: object) -> tuple[bytes, Sequence[ActorRef]]:
     """``encode_value``'s bytes and the refs they name."""
     encoders = _encoders
     if encoders.refs:
@@ -412,9 +414,8 @@ class DiskJournalStore:
 
     def write(self, path: str, kind: WriteKind, value: object) -> int:
         """Pickle ``value`` and queue it; returns the write's number (a pickling error queues nothing)."""
-        refs: list[ActorRef] = []
         if kind == "clear":
-            data = b""
+            data, refs = b"", _NO_REFS
         else:
             data, refs = _encode(value)
         if refs or kind != "events":  # a snapshot or a clear replaces every value before it, and their refs
@@ -423,7 +424,7 @@ class DiskJournalStore:
         self._queue.put((path, number, _KINDS[kind], data))
         return number
 
-    def _note_refs(self, path: str, kind: WriteKind, refs: list[ActorRef]) -> None:
+    def _note_refs(self, path: str, kind: WriteKind, refs: Sequence[ActorRef]) -> None:
         """Remember the refs ``path``'s values name while one of them does: reads give back the same refs."""
         by_uid = {ref.cell.uid: ref for ref in refs}
         if kind == "events":
