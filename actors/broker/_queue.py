@@ -71,6 +71,7 @@ from ._notes import (
     StaleNackIgnored,
 )
 from ._paging import BodyPager
+from ._store_turn import StoreFree, StoreTurn, run_in_turn, turn_of
 from ._values import (
     DEAD_LETTER_QUEUE,
     DEAD_LETTER_REASON,
@@ -192,6 +193,9 @@ class QueueActor(Actor):
         self.bodies_now = False  # durable with its journal in memory: bodies go to the store in the handler
         self.noted_held = 0  # the bytes of bodies in RAM the last BodiesInRam note said
         self.page_job: int | None = None
+        # A durable queue's store is shared with its other instances: one job at a time (``_store_turn``).
+        self.turn: StoreTurn | None = None
+        self.store_free = True  # False while a dead instance's job still holds the store
         self.outbox: deque[_Held] = deque()
         self.waiting: dict[int, list[_Held]] = {}
         self.held_pulls: list[tuple[int, int, int, ActorRef | None]] = []  # waiting for a body, in arrival order
@@ -338,10 +342,13 @@ class QueueActor(Actor):
                 self.page_job = None
                 self._loaded(result)
             case JobFailed(job_id=job_id, error=error) if job_id == self.page_job:
-                if self.journal is not None:  # durable: the restart reopens the store on what the disk kept
-                    self.journal.attached.pop("bodies", None)
+                self._drop_store()
                 msg = f"queue {self.name!r}: its body store failed ({error!r})"
                 raise PagingFailed(msg) from error
+            case StoreFree() | JobDone() | JobFailed() if not self.store_free:
+                self._store_released(type(message) is JobFailed)  # a dead instance's job (of this cell) ended
+            case StoreFree():
+                pass  # the store was free already when this instance recovered
             case GetStats():
                 self.ctx.reply(self.stats())
             case Published() | PublishRejected() | ConsumerListStats():
@@ -997,6 +1004,9 @@ class QueueActor(Actor):
             store = self.body_store = self.make_durable_body_store(journal)
             # A job of a dead instance may still come: its batch is stale from now on (PageBatch.generation).
             pager.generation = store.generation = getattr(store, "generation", 0) + 1  # type: ignore[attr-defined]
+            # ... or still run (a thread): this instance's jobs wait until it ends.
+            turn = self.turn = turn_of(journal.attached)
+            self.store_free = turn.wait_for(self.ctx.teller_for_threads(self.ctx.self_ref))
             self.bodies_now = not journal.on_disk
             # Bodies of publishes the journal lost (written, their journal write not): their seqs come again.
             if self.bodies_now:
@@ -1130,10 +1140,34 @@ class QueueActor(Actor):
             self.ctx.note(BodiesInRam(self.name, self.noted_held, pager.target_bytes if target is None else target))
         if pager.durable and self.on_disk and self.journal is not None:
             self._hold_deletes(pager, self.journal)
-        if self.page_job is None:
+        if self.page_job is None and self.store_free:
             batch = pager.take_batch()
             if batch is not None:
-                self.page_job = self.ctx.run_job(run_page_batch, self.body_store, batch)
+                turn = self.turn
+                if turn is None:
+                    self.page_job = self.ctx.run_job(run_page_batch, self.body_store, batch)
+                else:
+                    self.page_job = self.ctx.run_job(run_in_turn, turn, turn.start(), self.body_store, batch)
+
+    def _store_released(self, failed: bool) -> None:
+        """The dead instance's job that held the store has ended: this instance's jobs may start.
+
+        If that job failed, the store may be half-changed: it is dropped, and the restart reopens it.
+        """
+        turn = self.turn
+        assert turn is not None
+        turn.ended()
+        self.store_free = True
+        if failed or turn.broken:
+            self._drop_store()
+            msg = f"queue {self.name!r}: its body store failed in a job of an earlier instance"
+            raise PagingFailed(msg)
+
+    def _drop_store(self) -> None:
+        """A durable queue's store failed a job: the next instance reopens it on what the disk kept."""
+        if self.journal is not None:
+            self.journal.attached.pop("bodies", None)
+            self.journal.attached.pop("body_turn", None)
 
     def _hold_deletes(self, pager: BodyPager, journal: Journal) -> None:
         """A settled entry's body is deleted only once the journal write that settled it is synced:
