@@ -23,7 +23,8 @@ deletes, so a dead letter can still read the body of the entry it settles.
 A durable queue's pager (``durable=True``) writes every body as it is published (write-through,
 the store syncs it; ``unsynced`` holds the bodies not yet synced, which a snapshot keeps), holds
 the deletes of settled entries until their journal write is synced (``hold_deletes`` /
-``release_deletes``: the settle must survive a crash before the body goes), and reports bodies the
+``release_deletes``: the settle must survive a crash before the body goes), keeps the bodies of dead
+letters the queue owes until they are sent (``keep`` / ``release_kept``), and reports bodies the
 store lost (``lost``: publishes never confirmed) for the queue to drop.
 """
 
