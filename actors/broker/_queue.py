@@ -196,6 +196,7 @@ class QueueActor(Actor):
         # A durable queue's store is shared with its other instances: one job at a time (``_store_turn``).
         self.turn: StoreTurn | None = None
         self.store_free = True  # False while a dead instance's job still holds the store
+        self.awaited: tuple[int, int | None] = (0, None)  # that job's token, and its id if it is this cell's
         self.outbox: deque[_Held] = deque()
         self.waiting: dict[int, list[_Held]] = {}
         self.held_pulls: list[tuple[int, int, int, ActorRef | None]] = []  # waiting for a body, in arrival order
@@ -345,10 +346,14 @@ class QueueActor(Actor):
                 self._drop_store()
                 msg = f"queue {self.name!r}: its body store failed ({error!r})"
                 raise PagingFailed(msg) from error
-            case StoreFree() | JobDone() | JobFailed() if not self.store_free:
-                self._store_released(type(message) is JobFailed)  # a dead instance's job (of this cell) ended
+            case StoreFree(token=token) if not self.store_free and token == self.awaited[0]:
+                self._store_released(False)  # the dead instance's job that held the store ended
+            case JobDone(job_id=job_id) | JobFailed(job_id=job_id) if (
+                not self.store_free and job_id == self.awaited[1]
+            ):
+                self._store_released(type(message) is JobFailed)  # likewise (a fault may fail it unrun)
             case StoreFree():
-                pass  # the store was free already when this instance recovered
+                pass  # for an earlier instance, or the store was free already when this one recovered
             case GetStats():
                 self.ctx.reply(self.stats())
             case Published() | PublishRejected() | ConsumerListStats():
@@ -1006,7 +1011,11 @@ class QueueActor(Actor):
             pager.generation = store.generation = getattr(store, "generation", 0) + 1  # type: ignore[attr-defined]
             # ... or still run (a thread): this instance's jobs wait until it ends.
             turn = self.turn = turn_of(journal.attached)
-            self.store_free = turn.wait_for(self.ctx.teller_for_threads(self.ctx.self_ref))
+            token = turn.wait_for(self.ctx.teller_for_threads(self.ctx.self_ref))
+            if token:
+                job = turn.job
+                self.store_free = False
+                self.awaited = (token, job[1] if job is not None and job[0] == self.ctx.self_ref else None)
             self.bodies_now = not journal.on_disk
             # Bodies of publishes the journal lost (written, their journal write not): their seqs come again.
             if self.bodies_now:
@@ -1147,7 +1156,8 @@ class QueueActor(Actor):
                 if turn is None:
                     self.page_job = self.ctx.run_job(run_page_batch, self.body_store, batch)
                 else:
-                    self.page_job = self.ctx.run_job(run_in_turn, turn, turn.start(), self.body_store, batch)
+                    job_id = self.page_job = self.ctx.run_job(run_in_turn, turn, turn.start(), self.body_store, batch)
+                    turn.job = (self.ctx.self_ref, job_id)
 
     def _store_released(self, failed: bool) -> None:
         """The dead instance's job that held the store has ended: this instance's jobs may start.

@@ -38,7 +38,7 @@ class StoreFree:
 class StoreTurn:
     """Which job holds a durable queue's body store, and which instance waits for it (see the module)."""
 
-    __slots__ = ("broken", "running", "started", "waiter")
+    __slots__ = ("broken", "job", "running", "started", "waiter")
 
     def __init__(self) -> None:
         self.running = 0
@@ -48,6 +48,8 @@ class StoreTurn:
         self.broken = False
         """A job raised: the store may be half-changed, and the instance that waited for it must not use it."""
         self.started = 0
+        self.job: tuple[object, int] | None = None
+        """The latest job started: (its cell's ref, its job id), so an instance of the same cell knows its outcome."""
 
     def start(self) -> int:
         """A handler starts a job on the store (none runs): its token."""
@@ -55,13 +57,14 @@ class StoreTurn:
         self.running = self.started
         return self.started
 
-    def wait_for(self, tell: Callable[[object], None]) -> bool:
-        """A recovered instance asks for the store: True if free now; else ``tell(StoreFree)`` once it is."""
+    def wait_for(self, tell: Callable[[object], None]) -> int:
+        """A recovered instance asks for the store: 0 if free now; else the token of the job that holds it,
+        and ``tell(StoreFree(token))`` comes once that job ends."""
         self.waiter = tell
-        if self.running:
-            return False
-        self.waiter = None
-        return True
+        running = self.running
+        if not running:
+            self.waiter = None
+        return running
 
     def ended(self) -> None:
         """The instance waiting learnt that the job ended (``StoreFree``, or that job's own outcome)."""
