@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from conveyor.actors.broker import (
@@ -36,7 +37,7 @@ from conveyor.actors.broker import (
     run_page_batch,
 )
 from conveyor.actors.storage import DiskJournalStore
-from conveyor.runtime import ActorRef, Journal, ThreadSystem
+from conveyor.runtime import ActorRef, EventKind, Journal, ThreadSystem
 from tests.actors.broker.clients import Action, Client, GetSeen, Send, consume, received, seen
 from tests.actors.broker.test_durable import CrashableQueue, CrashNow
 from tests.conftest import Harness
@@ -122,7 +123,8 @@ class GatedStore:
     """A durable body store (a dict) whose reads wait while ``gate`` is shut, noting any call made while
     another is inside: two jobs at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, fail_held: bool = False) -> None:
+        self.fail_held = fail_held  # the held read raises once the gate opens
         self.inner = MemoryBodyStore(durable=True)
         self.generation = 0
         self.gate = threading.Event()
@@ -152,6 +154,9 @@ class GatedStore:
             if not self.gate.is_set():
                 self.held.set()
                 assert self.gate.wait(10)
+                if self.fail_held:
+                    msg = "injected disk error in the held read"
+                    raise OSError(msg)
             return self.inner.read(seqs)
 
     def delete(self, seqs: Any) -> None:
@@ -175,9 +180,21 @@ class GatedQueue(CrashableQueue):
         return self.store
 
 
-def test_a_restarted_queue_starts_no_job_while_the_dead_instances_job_runs(tmp_path: Path) -> None:
-    store = GatedStore()
-    with ThreadSystem(journal_store=DiskJournalStore(tmp_path)) as system:
+@attrs.frozen
+class HeldJobRun:
+    """What ``run_with_a_held_job`` saw."""
+
+    overlaps: list[str]
+    reads_while_held: list[tuple[int, ...]]
+    last_read: tuple[int, ...]
+    dead_letters: QueueStats
+    failures: list[str]
+
+
+def run_with_a_held_job(tmp_path: Path, store: GatedStore) -> HeldJobRun:
+    """On threads: a nack dead-letters a paged message; its read is held at the store's gate while the
+    queue is made to fail; the restarted instance gets the time to start a job; then the gate opens."""
+    with ThreadSystem(journal_store=DiskJournalStore(tmp_path), trace=True) as system:
         dlq = system.spawn(lambda: QueueActor(QueueConfig("dlq")), name="dlq")
         queue = system.spawn(lambda: GatedQueue(owing_queue(dlq), store), name="q")
         assert type(system.ask(queue, Publish(Message(body(0), message_id="0")))) is Published
@@ -203,10 +220,30 @@ def test_a_restarted_queue_starts_no_job_while_the_dead_instances_job_runs(tmp_p
             time.sleep(0.005)
         assert system.wait_quiet(10)
         dead = system.ask(dlq, GetStats())
-    assert store.overlaps == []
-    assert reads_while_held == []  # the restarted instance read nothing while the held job ran
-    assert store.reads[-1] == (delivery.tag,)  # then it read the body, and sent the dead letter once
-    assert (dead.depth, dead.published) == (1, 1)
+        failures = [event.error or "" for event in system.trace
+                    if event.kind is EventKind.FAILED and event.receiver == "/q"]
+    return HeldJobRun(store.overlaps, reads_while_held, store.reads[-1], dead, failures)
+
+
+def test_a_restarted_queue_starts_no_job_while_the_dead_instances_job_runs(tmp_path: Path) -> None:
+    run = run_with_a_held_job(tmp_path, GatedStore())
+    assert run.overlaps == []
+    assert run.reads_while_held == []  # the restarted instance read nothing while the held job ran
+    assert run.last_read == (1,)  # then it read the body, and sent the dead letter once
+    assert (run.dead_letters.depth, run.dead_letters.published) == (1, 1)
+    assert len(run.failures) == 1  # the injected one
+
+
+def test_a_restarted_queue_drops_a_store_whose_dead_job_failed(tmp_path: Path) -> None:
+    # The held job fails once the gate opens: the store may be half-changed, so the instance that
+    # waited for it fails too (PagingFailed) and the next one reopens it, then sends the dead letter.
+    run = run_with_a_held_job(tmp_path, GatedStore(fail_held=True))
+    assert run.overlaps == []
+    assert run.reads_while_held == []
+    assert (run.dead_letters.depth, run.dead_letters.published) == (1, 1)
+    assert len(run.failures) == 2
+    assert "PagingFailed" in run.failures[1]
+    assert "earlier instance" in run.failures[1]
 
 
 # --- the pager keeps an owed dead letter's body ---------------------------------------------------
