@@ -150,8 +150,8 @@ class MemoryBodyStore:
 
     def forget_from(self, seq: int) -> None:
         """Forget every body keyed ``seq`` or above."""
-        for key in [key for key in self.bodies if key >= seq]:
-            del self.bodies[key]
+        for key in [key for key in list(self.bodies) if key >= seq]:  # a copy: a dead instance's job may pop one
+            self.bodies.pop(key, None)
 
 
 _KEY = 8  # bytes of a seq as a segment-log key

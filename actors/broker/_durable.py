@@ -34,6 +34,7 @@ import attrs
 from conveyor.runtime import Journal
 
 from ._client_protocol import Subscribe
+from ._dead_letters import DeadLetterOwed
 from ._entries import EntryList, EntryListSnapshot
 from ._values import COMPACT_AFTER_EVENTS, Message, QueueConfig
 
@@ -182,6 +183,8 @@ class QueueSnapshot:
     next_consumer_id: int
     config: QueueConfig | None = None
     """The settings at the snapshot, if a ``Reconfigure`` changed them (None: the queue's own)."""
+    owed: tuple[DeadLetterOwed, ...] = ()
+    """A durable paged queue's dead letters settled and not yet sent, in order (``_dead_letters``)."""
 
 
 _KEPT_AS_IS = frozenset({int, float, str, bool, type(None), tuple, frozenset, Message})
@@ -202,6 +205,7 @@ def _frozen(value: object) -> object:
 def journal_calls(
     core: EntryList, journal: Journal, after: Callable[[int], None], after_events: int = COMPACT_AFTER_EVENTS,
     bodies_elsewhere: bool = False, published: int | None = None,
+    owing: Callable[[str, Any], tuple[object, ...]] | None = None,
 ) -> None:
     """Make ``core`` record each of its state-changing calls in ``journal`` once the call returns.
 
@@ -223,6 +227,9 @@ def journal_calls(
 
     ``published`` is what ``published_bytes(journal)`` says, counted by the caller's replay (None: scan
     the journal for it, which reads a disk store's events back once more).
+
+    ``owing(method, result)`` (a durable paged queue's): events that must be written with the call, in
+    the same write (the dead letters it settled that the queue owes, ``_dead_letters``).
     """
     append = journal.append
     depth = [0]  # calls of this core in progress: only the outermost one is recorded
@@ -251,7 +258,13 @@ def journal_calls(
             finally:
                 depth[0] = 0
             if record:
-                if bodies_elsewhere and name == PUBLISH:
+                extra = () if owing is None or name in _NEVER_OWING else owing(name, result)
+                if extra:  # one write: the call and what it makes the queue owe
+                    with journal.atomic():
+                        recorded(recorded_call(name, frozen))
+                        for event in extra:
+                            append(event)
+                elif bodies_elsewhere and name == PUBLISH:
                     full: Message = frozen[0]
                     recorded(recorded_call("publish_stored", (attrs.evolve(full, body=b""), frozen[1], full.size)))
                 elif bodies_elsewhere and name in _WALK_ARGS:
@@ -316,6 +329,8 @@ def needs_compaction(
 
 _WALK_ARGS = {"take": 5, "browse": 3}
 """The arguments of the walks; one more recorded is the seq that stopped it (``journal_calls``)."""
+_NEVER_OWING = frozenset({PUBLISH, "publish_stored", *_WALK_ARGS})
+"""Calls that dead-letter nothing: ``owing`` is not asked (their records have forms of their own)."""
 
 
 def replay_call(core: EntryList, event: object) -> Any:

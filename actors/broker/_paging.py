@@ -23,7 +23,8 @@ deletes, so a dead letter can still read the body of the entry it settles.
 A durable queue's pager (``durable=True``) writes every body as it is published (write-through,
 the store syncs it; ``unsynced`` holds the bodies not yet synced, which a snapshot keeps), holds
 the deletes of settled entries until their journal write is synced (``hold_deletes`` /
-``release_deletes``: the settle must survive a crash before the body goes), and reports bodies the
+``release_deletes``: the settle must survive a crash before the body goes), keeps the bodies of dead
+letters the queue owes until they are sent (``keep`` / ``release_kept``), and reports bodies the
 store lost (``lost``: publishes never confirmed) for the queue to drop.
 """
 
@@ -108,6 +109,9 @@ class BodyPager:
         """Durable, after a recovery: the next batch first forgets the store's bodies from this seq on."""
         self.generation = 0
         """Durable: the store's generation this instance recovered with (its batches carry it)."""
+        self.kept: set[int] = set()
+        """Durable: settled entries whose body stays in the store until ``release_kept`` (dead letters owed)."""
+        self._released: list[int] = []  # kept bodies released since the last batch: deleted like settled ones
 
     @property
     def held_bytes(self) -> int:
@@ -157,9 +161,32 @@ class BodyPager:
         order = self._unsynced_order
         return not order or order[0] > seq
 
+    def keep(self, seq: int) -> None:
+        """Durable: the settled entry ``seq`` keeps its body in the store (its dead letter is owed) until released."""
+        self.kept.add(seq)
+
+    def release_kept(self, seq: int) -> None:
+        """Durable: the body kept for ``seq`` may go, as a settled entry's (on disk: once the journal is synced)."""
+        self.kept.discard(seq)
+        self._released.append(seq)
+
+    def need_settled(self, seq: int, size: int) -> None:
+        """Read the body of the settled entry ``seq`` (an owed dead letter a restarted queue recovered)."""
+        self._read_seq(seq, size)
+
+    def _settled(self) -> list[int]:
+        """The bodies to delete: entries settled since the last call, but those kept, and those released."""
+        settled = self.entries.take_unstored()
+        if self.kept:
+            settled = [seq for seq in settled if seq not in self.kept]
+        if self._released:
+            settled += self._released
+            self._released = []
+        return settled
+
     def hold_deletes(self, journal_write: int) -> None:
         """Durable on disk: the entries settled so far keep their bodies until write ``journal_write`` is synced."""
-        settled = self.entries.take_unstored()
+        settled = self._settled()
         if settled:
             self._held_deletes.append((journal_write, settled))
 
@@ -259,7 +286,7 @@ class BodyPager:
         """The store's next job, if there is work and none in flight (then one is, until ``loaded``)."""
         if self.in_flight:
             return None
-        deletes = self.entries.take_unstored()
+        deletes = self._settled()
         if self._ready_deletes:
             deletes = self._ready_deletes + deletes
             self._ready_deletes = []
@@ -326,10 +353,12 @@ class BodyPager:
             heapq.heappush(self._deepest, (-entry.position[0], -entry.seq, entry.seq))
 
     def _read(self, entry: Entry) -> None:
-        seq = entry.seq
+        self._read_seq(entry.seq, entry.size)
+
+    def _read_seq(self, seq: int, size: int) -> None:
         if seq not in self.reading:
-            self.reading[seq] = entry.size
-            self.reading_bytes += entry.size
+            self.reading[seq] = size
+            self.reading_bytes += size
             self._reads.append(seq)
 
     def _page_out(self, entry: Entry) -> None:

@@ -43,6 +43,7 @@ from ._client_protocol import (
     Unsubscribe,
 )
 from ._consumer_lists import ConsumerListStats
+from ._dead_letters import DeadLetterOwed, DeadLetterSent
 from ._durable import (
     ConsumerRegistered,
     ConsumerUnregistered,
@@ -70,6 +71,7 @@ from ._notes import (
     StaleNackIgnored,
 )
 from ._paging import BodyPager
+from ._store_turn import StoreFree, StoreTurn, run_in_turn, turn_of
 from ._values import (
     DEAD_LETTER_QUEUE,
     DEAD_LETTER_REASON,
@@ -99,7 +101,7 @@ class PagingFailed(RuntimeError):
 class _Held:
     """A dead letter whose body is paged out: it waits until the body is read, and for every earlier one."""
 
-    __slots__ = ("build", "lost", "messages", "missing", "target")
+    __slots__ = ("build", "lost", "messages", "missing", "owed", "target")
 
     def __init__(
         self, target: ActorRef, missing: set[int], messages: dict[int, Message],
@@ -110,6 +112,7 @@ class _Held:
         self.messages = messages  # seq -> message as taken (without its body while missing)
         self.build = build  # the message to send, from the complete messages
         self.lost = False  # a durable store lost a body it needs (a publish never confirmed): not sent
+        self.owed = 0  # a durable queue's owed dead letter (its seq): journaled as sent just before the send
 
 
 @final
@@ -190,9 +193,15 @@ class QueueActor(Actor):
         self.bodies_now = False  # durable with its journal in memory: bodies go to the store in the handler
         self.noted_held = 0  # the bytes of bodies in RAM the last BodiesInRam note said
         self.page_job: int | None = None
+        # A durable queue's store is shared with its other instances: one job at a time (``_store_turn``).
+        self.turn: StoreTurn | None = None
+        self.store_free = True  # False while a dead instance's job still holds the store
+        self.awaited: tuple[int, int | None] = (0, None)  # that job's token, and its id if it is this cell's
         self.outbox: deque[_Held] = deque()
         self.waiting: dict[int, list[_Held]] = {}
         self.held_pulls: list[tuple[int, int, int, ActorRef | None]] = []  # waiting for a body, in arrival order
+        # A durable paged queue's dead letters settled and not yet sent, by seq, in order (``_dead_letters``).
+        self.owed: dict[int, DeadLetterOwed] = {}
 
     def make_entries(self, config: QueueConfig) -> EntryList:
         """The sans-IO core; a subclass may supply a variant (the simulation's planted bugs do)."""
@@ -248,6 +257,8 @@ class QueueActor(Actor):
         self.manager = self.ctx.spawn(self.make_manager, name="consumers")
         if recovered:
             self._resume()
+        if self.owed and self.pager is not None:
+            self._page()  # read the bodies of the dead letters a dead instance owed, and send them
 
     def on_stop(self) -> None:
         """Record what is still in the queue, so a trace accounts for every message."""
@@ -332,10 +343,17 @@ class QueueActor(Actor):
                 self.page_job = None
                 self._loaded(result)
             case JobFailed(job_id=job_id, error=error) if job_id == self.page_job:
-                if self.journal is not None:  # durable: the restart reopens the store on what the disk kept
-                    self.journal.attached.pop("bodies", None)
+                self._drop_store()
                 msg = f"queue {self.name!r}: its body store failed ({error!r})"
                 raise PagingFailed(msg) from error
+            case StoreFree(token=token) if not self.store_free and token == self.awaited[0]:
+                self._store_released(False)  # the dead instance's job that held the store ended
+            case JobDone(job_id=job_id) | JobFailed(job_id=job_id) if (
+                not self.store_free and job_id == self.awaited[1]
+            ):
+                self._store_released(type(message) is JobFailed)  # likewise (a fault may fail it unrun)
+            case StoreFree():
+                pass  # for an earlier instance, or the store was free already when this one recovered
             case GetStats():
                 self.ctx.reply(self.stats())
             case Published() | PublishRejected() | ConsumerListStats():
@@ -494,9 +512,12 @@ class QueueActor(Actor):
         del self.by_ref[record.ref]
         self.rejoining.discard(consumer_id)
         now = self.ctx.now()
-        returned = self.entries.remove_consumer(consumer_id, now)
-        if self.journal is not None:
-            self.journal.append(ConsumerUnregistered(consumer_id, now))
+        with self._one_write():  # the dead letters it owes are written with it
+            returned = self.entries.remove_consumer(consumer_id, now)
+            if self.journal is not None:
+                self.journal.append(ConsumerUnregistered(consumer_id, now))
+                for owed in self._owing("remove_consumer", returned):
+                    self.journal.append(owed)
         self.ctx.unwatch(record.ref)
         self._tell_manager(RemoveConsumer(consumer_id))
         self._returned(returned, consumer_id, reason)
@@ -703,9 +724,23 @@ class QueueActor(Actor):
             self.after_write.append(lambda: self._dead_letter(entry, reason, consumer_id))
             return
         self._settled(entry, "dead_lettered", consumer_id, reason)
+        owed = self.owed.get(entry.seq) if self.owed else None
+        if owed is not None:  # a durable paged queue's, journaled with its settle (``_owing``)
+            self._send_owed(owed, None if entry.paged else entry.message.body)
+            return
         target = self.config.dead_letter
         if target is None:
             return
+        message = self._dead_letter_message(entry, reason)
+        if self.pager is None:
+            self.ctx.send(target, Publish(message))
+            return
+        seq = entry.seq
+        self._send_when_loaded(target, (entry,),
+                               lambda messages: Publish(attrs.evolve(message, body=messages[seq].body)))
+
+    def _dead_letter_message(self, entry: Entry, reason: str) -> Message:
+        """What a dead letter publishes: ``entry``'s message with headers that say why, without TTL or delay."""
         headers = dict(entry.message.headers)
         headers[DEAD_LETTER_REASON] = reason
         headers[DEAD_LETTER_QUEUE] = self.name
@@ -714,15 +749,66 @@ class QueueActor(Actor):
         if error is not None:
             headers[LAST_ERROR_TYPE] = error.error_type
             headers[LAST_ERROR] = error.text
-        seq = entry.seq
+        return attrs.evolve(entry.message, headers=headers, ttl_s=None, delay_s=None)
 
-        def forward(messages: dict[int, Message]) -> Publish:
-            return Publish(attrs.evolve(messages[seq], headers=headers, ttl_s=None, delay_s=None))
-
-        if self.pager is None:
-            self.ctx.send(target, forward({seq: entry.message}))
+    def _owing(self, method: str, result: Any) -> tuple[DeadLetterOwed, ...]:
+        """The dead letters a core call just settled that this durable paged queue will owe: those whose body is
+        paged out, and every one behind an owed one. ``journal_calls`` writes them with the call; each keeps its
+        body in the store until it is sent (``_dead_letters``)."""
+        if method == "evict_least_significant":
+            dead: tuple[Entry, ...] = () if result is None else (result,)
+            reason = "max-length"
+        elif type(result) is Returned:
+            dead = result.dead_lettered
+            reason = "delivery-limit"
         else:
-            self._send_when_loaded(target, (entry,), forward)
+            return ()
+        target = self.config.dead_letter
+        pager = self.pager
+        if not dead or target is None or pager is None:
+            return ()
+        owing = []
+        for entry in dead:
+            if entry.paged or self.owed:
+                message = attrs.evolve(self._dead_letter_message(entry, reason), body=b"")
+                owed = self.owed[entry.seq] = DeadLetterOwed(entry.seq, target, message, entry.size)
+                pager.keep(entry.seq)
+                owing.append(owed)
+        return tuple(owing)
+
+    def _send_owed(self, owed: DeadLetterOwed, body: bytes | None) -> None:
+        """Send an owed dead letter once its body is in hand (None: read it from the store), after every earlier one."""
+        pager = self.pager
+        assert pager is not None
+        seq = owed.seq
+        message = owed.message
+        held = _Held(owed.target, set(), {seq: message}, lambda messages: Publish(messages[seq]))
+        held.owed = seq
+        if body is None:
+            pager.need_settled(seq, owed.size)
+            held.missing.add(seq)
+            self.waiting.setdefault(seq, []).append(held)
+        else:
+            held.messages[seq] = attrs.evolve(message, body=body)
+        self.outbox.append(held)
+        self._flush_outbox()
+
+    def _flush_outbox(self) -> None:
+        """Send the held sends whose bodies are all in, from the oldest; an owed dead letter is journaled sent first."""
+        outbox = self.outbox
+        while outbox and not outbox[0].missing:
+            held = outbox.popleft()
+            if held.owed:
+                self._dead_letter_sent(held.owed)
+            if not held.lost:
+                self.ctx.send(held.target, held.build(held.messages))
+
+    def _dead_letter_sent(self, seq: int) -> None:
+        """Journal an owed dead letter sent (a failed write fails the handler before the send: the restart sends it)."""
+        assert self.journal is not None and self.pager is not None
+        self.journal.append(DeadLetterSent(seq))
+        del self.owed[seq]
+        self.pager.release_kept(seq)
 
     # --- time -----------------------------------------------------------------------------
 
@@ -865,6 +951,7 @@ class QueueActor(Actor):
             if snapshot.config is not None:
                 self._use_config(snapshot.config)
             core.restore(snapshot.core)
+            self.owed = {owed.seq: owed for owed in snapshot.owed}
             self.rejected = snapshot.rejected
             self.next_consumer_id = snapshot.next_consumer_id
             for kept in snapshot.consumers:
@@ -906,19 +993,33 @@ class QueueActor(Actor):
                 self.rejected += 1
             elif type(event) is QueueReconfigured:
                 self._use_config(event.config)
+            elif type(event) is DeadLetterOwed:
+                self.owed[event.seq] = event
+            elif type(event) is DeadLetterSent:
+                self.owed.pop(event.seq, None)
+                if self.pager is not None:
+                    self.pager.release_kept(event.seq)  # its delete may have died with the instance
             else:
                 msg = f"journal of durable queue {self.name!r} holds {event!r}, which it never writes"
                 raise TypeError(msg)
         core.replaying = False
         pager = self.pager
         journal_calls(core, journal, self._compact_if_long, self.config.compact_after_events,
-                      bodies_elsewhere=pager is not None, published=published)
+                      bodies_elsewhere=pager is not None, published=published,
+                      owing=None if pager is None else self._owing)
         self.journal = journal
         self.on_disk = journal.on_disk
         if pager is not None:
             store = self.body_store = self.make_durable_body_store(journal)
             # A job of a dead instance may still come: its batch is stale from now on (PageBatch.generation).
             pager.generation = store.generation = getattr(store, "generation", 0) + 1  # type: ignore[attr-defined]
+            # ... or still run (a thread): this instance's jobs wait until it ends.
+            turn = self.turn = turn_of(journal.attached)
+            token = turn.wait_for(self.ctx.teller_for_threads(self.ctx.self_ref))
+            if token:
+                job = turn.job
+                self.store_free = False
+                self.awaited = (token, job[1] if job is not None and job[0] == self.ctx.self_ref else None)
             self.bodies_now = not journal.on_disk
             # Bodies of publishes the journal lost (written, their journal write not): their seqs come again.
             if self.bodies_now:
@@ -928,7 +1029,18 @@ class QueueActor(Actor):
             pager.recovered()
             if self.bodies_now:
                 self._write_bodies_now()
+            self._resend_owed(pager)
         return found
+
+    def _resend_owed(self, pager: BodyPager) -> None:
+        """After recovery: the dead letters the journal owes are sent in order, once their bodies are read."""
+        current = self.config.dead_letter
+        for owed in self.owed.values():
+            pager.keep(owed.seq)
+            target = owed.target
+            if not target.is_alive and current is not None and current.path == target.path:
+                target = current  # journaled before a process restart: its ref came back as a stopped one
+            self._send_owed(attrs.evolve(owed, target=target) if target is not owed.target else owed, None)
 
     def _resume(self) -> None:
         """After recovery: watch the consumers again, tell the new manager of them, re-arm the timer.
@@ -967,7 +1079,8 @@ class QueueActor(Actor):
         )
         pager = self.pager
         core = self.entries.snapshot(pager.unsynced) if pager is not None else self.entries.snapshot()
-        journal.save_snapshot(QueueSnapshot(core, consumers, self.rejected, self.next_consumer_id, self.config))
+        journal.save_snapshot(QueueSnapshot(core, consumers, self.rejected, self.next_consumer_id, self.config,
+                                            tuple(self.owed.values())))
 
     # --- paging ---------------------------------------------------------------------------
 
@@ -1005,11 +1118,7 @@ class QueueActor(Actor):
             self._drop_lost(pager)
         if self.unconfirmed:
             self._send_confirmed()  # their bodies may be synced now
-        outbox = self.outbox
-        while outbox and not outbox[0].missing:
-            held = outbox.popleft()
-            if not held.lost:
-                self.ctx.send(held.target, held.build(held.messages))
+        self._flush_outbox()
         pulls = self.held_pulls
         self.held_pulls = []
         for consumer_id, max_messages, max_bytes, reply_to in pulls:  # their bodies are in RAM until the next balance
@@ -1044,10 +1153,35 @@ class QueueActor(Actor):
             self.ctx.note(BodiesInRam(self.name, self.noted_held, pager.target_bytes if target is None else target))
         if pager.durable and self.on_disk and self.journal is not None:
             self._hold_deletes(pager, self.journal)
-        if self.page_job is None:
+        if self.page_job is None and self.store_free:
             batch = pager.take_batch()
             if batch is not None:
-                self.page_job = self.ctx.run_job(run_page_batch, self.body_store, batch)
+                turn = self.turn
+                if turn is None:
+                    self.page_job = self.ctx.run_job(run_page_batch, self.body_store, batch)
+                else:
+                    job_id = self.page_job = self.ctx.run_job(run_in_turn, turn, turn.start(), self.body_store, batch)
+                    turn.job = (self.ctx.self_ref, job_id)
+
+    def _store_released(self, failed: bool) -> None:
+        """The dead instance's job that held the store has ended: this instance's jobs may start.
+
+        If that job failed, the store may be half-changed: it is dropped, and the restart reopens it.
+        """
+        turn = self.turn
+        assert turn is not None
+        turn.ended()
+        self.store_free = True
+        if failed or turn.broken:
+            self._drop_store()
+            msg = f"queue {self.name!r}: its body store failed in a job of an earlier instance"
+            raise PagingFailed(msg)
+
+    def _drop_store(self) -> None:
+        """A durable queue's store failed a job: the next instance reopens it on what the disk kept."""
+        if self.journal is not None:
+            self.journal.attached.pop("bodies", None)
+            self.journal.attached.pop("body_turn", None)
 
     def _hold_deletes(self, pager: BodyPager, journal: Journal) -> None:
         """A settled entry's body is deleted only once the journal write that settled it is synced:

@@ -169,7 +169,7 @@ class BrokerScenario:
         hand_over_waits: the queue's ``hand_over_timeout_s`` is None: a consumer told of work keeps
             it until it pulls or loses interest, however long (Qpid's behaviour).
         memory_target_bytes: the queues page their bodies under this target (``QueueConfig``); None
-            keeps every body in RAM. Ignored for a durable scenario (a durable queue cannot page yet).
+            keeps every body in RAM. A durable queue pages its bodies only (docs/storage.md).
         kernel_probe: what the kernel probe does once the run is quiet (``_kernel_probe.py``): asks
             answered twice or late, a child that escalates; None: no probe.
         callback_clients: consumers beside ``consumers`` whose client is a callback run as a job
@@ -608,9 +608,7 @@ def _spawn_broker_actors(
 ) -> tuple[ActorRef, tuple[ActorRef, ...]]:
     """Spawn the scenario's actors; return the queue's ref and the dead-letter queues' (the second one a
     ``Reconfigure`` switches to, if the scenario draws one)."""
-    # A durable queue pages only on the simulated disk (durable-crash): elsewhere (a queue-crash fault makes
-    # a swarm's queues durable) a dead letter waiting for its body's read dies with the queue (docs/storage.md).
-    target = None if scenario.durable and scenario.disk is None else scenario.memory_target_bytes
+    target = scenario.memory_target_bytes  # a durable queue pages too (a queue-crash fault makes a swarm's durable)
 
     def dead_letter_queue(name: str) -> ActorRef:
         return system.spawn(

@@ -17,6 +17,7 @@ import attrs
 import pytest
 
 from conveyor.actors.broker import BodyPager, QueueActor, QueueConfig, run_page_batch
+from conveyor.actors.broker._store_turn import run_in_turn
 from conveyor.simulation import Simulation
 
 
@@ -40,7 +41,7 @@ def force_paging(monkeypatch: pytest.MonkeyPatch, target_bytes: int) -> None:
     start_job = Simulation.start_job
 
     def instant_page_jobs(self: Simulation, cell: Any, job_id: int, fn: Any, args: tuple[Any, ...]) -> None:
-        if fn is not run_page_batch:
+        if fn is not run_page_batch and fn is not run_in_turn:
             start_job(self, cell, job_id, fn, args)
             return
         drawn = self._job_duration
