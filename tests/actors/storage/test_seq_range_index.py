@@ -147,3 +147,47 @@ def test_a_corrupt_record_inside_a_segment_is_set_aside_and_the_records_before_i
     reopened.ack(0)
     reopened.close()
     assert SeqRangeIndex(tmp_path, ids_per_segment=100).seq_ids() == []
+
+
+class _CountingDisk:
+    """The simulator's disk, counting the descriptors open at once."""
+
+    def __init__(self) -> None:
+        self.disk = SimDisk(random.Random(5))
+        self.open = 0
+        self.most = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.disk, name)
+
+    def _opened(self, fd: int) -> int:
+        self.open += 1
+        self.most = max(self.most, self.open)
+        return fd
+
+    def open_append(self, path: str) -> int:
+        return self._opened(self.disk.open_append(path))
+
+    def open_read(self, path: str) -> int:
+        return self._opened(self.disk.open_read(path))
+
+    def close(self, fd: int) -> None:
+        self.disk.close(fd)
+        self.open -= 1
+
+
+def test_read_each_reads_ids_across_segments_with_a_bounded_number_of_open_files() -> None:
+    fs = _CountingDisk()
+    index = SeqRangeIndex("/q", fs=fs, ids_per_segment=2)  # type: ignore[arg-type]
+    for seq_id in range(40):  # 20 segments, each written, synced, read and acked in turn
+        index.publish(seq_id, b"m%d" % seq_id)
+        index.sync()
+    assert index.read_each([39, 0, 7, 100, 7]) == [b"m39", b"m0", b"m7", None, b"m7"]
+    assert [index.read(seq_id) for seq_id in range(0, 40, 3)] == [b"m%d" % seq_id for seq_id in range(0, 40, 3)]
+    for seq_id in range(1, 40, 2):
+        index.ack(seq_id)
+        index.sync()
+    assert index.read_each(list(range(6))) == [b"m0", None, b"m2", None, b"m4", None]
+    assert fs.most <= 17  # 8 to read, 8 to append plus the one written since the sync, of 20 segments
+    index.close()
+    assert fs.open == 0
