@@ -16,12 +16,13 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import zlib
 from collections.abc import Sequence
 from typing import Final, ParamSpec, TypeVar, final
 
 import attrs
 
-from ._segment_codec import HEADER, frame, scan
+from ._segment_codec import HEADER, MAX_PAYLOAD, CorruptRecord, frame, scan
 from ._segment_files import FileSystem, OsFileSystem
 from ._segment_log import Collected, FailStop, Recovery, Synced, Truncation
 
@@ -33,6 +34,8 @@ SEGMENT_SUFFIX: Final = ".qidx"
 _TEMPORARY_SUFFIX: Final = ".tmp"
 _CORRUPT_SUFFIX: Final = ".corrupt"
 _MAX_ID: Final = 1 << 64
+_PARSE_WINDOW: Final = 64 << 10
+"""Bytes a segment's parse reads at a time; of a longer record (a large body) only its head is read."""
 _OPEN_FILES: Final = 8
 """Descriptors kept open for appending, and as many for reading (the segments used last): a long queue
 spans many segments, and one descriptor each would run into the process's limit."""
@@ -340,33 +343,64 @@ class SeqRangeIndex(FailStop):
         return [found.get(seq_id) for seq_id in seq_ids]
 
     def _read_segment(self, number: int, wanted: list[int]) -> list[IndexRecord]:
-        """The records of ``wanted`` (live ids of segment ``number``), read with one pread spanning them."""
+        """The records of ``wanted`` (live ids of segment ``number``), each checked against its CRC.
+
+        Records close together on disk are read with one pread; a gap over ``_PARSE_WINDOW`` starts another."""
         locations = self._locations(number)
-        first = min(locations[i][0] for i in wanted)
-        last = max(locations[i][0] + locations[i][1] for i in wanted)
-        data = self._pread(number, first, last - first)
+        spans = sorted({locations[seq_id][:2] for seq_id in wanted})
+        data: dict[int, tuple[int, memoryview]] = {}  # a record's offset -> (where its run starts, the run)
+        run = 0
+        while run < len(spans):
+            last = run
+            while last + 1 < len(spans) and spans[last + 1][0] - sum(spans[last]) <= _PARSE_WINDOW:
+                last += 1
+            first, end = spans[run][0], sum(spans[last])
+            read = memoryview(self._pread(number, first, end - first))
+            data.update((offset, (first, read)) for offset, _ in spans[run : last + 1])
+            run = last + 1
         found: list[IndexRecord] = []
         for seq_id in wanted:
             offset, size, delivered = locations[seq_id]
-            found.append(IndexRecord(seq_id, data[offset - first + _HEAD_SIZE : offset - first + size], delivered))
+            first, read = data[offset]
+            start = offset - first
+            if zlib.crc32(read[start + 4 : start + size]) != HEADER.unpack_from(read, start)[0]:
+                msg = f"queue index {self._directory}: the record of seq_id {seq_id} in segment {number} fails its CRC"
+                raise CorruptRecord(msg)
+            found.append(IndexRecord(seq_id, bytes(read[start + _HEAD_SIZE : start + size]), delivered))
         return found
 
     def _locations(self, number: int) -> dict[int, tuple[int, int, bool]]:
-        """Where each live id of segment ``number`` has its last publish, parsed from the file once and cached."""
+        """Where each live id of segment ``number`` has its last publish, parsed from the file once and cached.
+
+        The parse reads the file a window at a time and skips the payloads that run past it, so a
+        segment of large records costs RAM for its heads only."""
         if self._cache is not None and self._cache[0] == number:
             return self._cache[1]
         segment = self._segments[number]
         self._flush(number, segment)
-        data = self._fs.read(self._path(number))
         locations: dict[int, tuple[int, int, bool]] = {}
-        unpack = _RECORD_HEAD.unpack_from
-        for offset, size in scan(data).spans:
-            kind, seq_id = unpack(data, offset + HEADER.size)
+        unpack_header, unpack_head = HEADER.unpack_from, _RECORD_HEAD.unpack_from
+        end = segment.size  # the file's size, now that it is flushed
+        offset = window_start = 0
+        window = b""
+        while offset + _HEAD_SIZE <= end:  # record heads only: each record's CRC is checked when it is read
+            at = offset - window_start
+            if at + _HEAD_SIZE > len(window):
+                window_start, at = offset, 0
+                window = self._pread(number, offset, min(_PARSE_WINDOW, end - offset))
+                if len(window) < _HEAD_SIZE:
+                    break
+            length = unpack_header(window, at)[1]
+            if not _RECORD_HEAD.size <= length <= MAX_PAYLOAD:
+                break  # a length damaged since the open: where the next record starts is unknowable
+            kind, seq_id = unpack_head(window, at + HEADER.size)
+            size = HEADER.size + length
             if kind == _PUBLISH:
                 locations[seq_id] = (offset, size, False)
             elif kind == _DELIVER and seq_id in locations:
                 place = locations[seq_id]
                 locations[seq_id] = (place[0], place[1], True)
+            offset += size
         base = number * self._ids
         locations = {i: place for i, place in locations.items() if segment.is_live(i - base)}
         self._cache = (number, locations)
@@ -408,11 +442,10 @@ class SeqRangeIndex(FailStop):
             if segment.records == 0 or segment.live / segment.records >= threshold:
                 continue
             locations = self._locations(number)
-            data = self._fs.read(self._path(number))
             parts: list[bytes] = []
             for seq_id in sorted(locations):
                 offset, size, delivered = locations[seq_id]
-                parts.append(data[offset : offset + size])
+                parts.append(self._pread(number, offset, size))  # the live records only, not the whole file
                 if delivered:
                     parts.append(frame(_RECORD_HEAD.pack(_DELIVER, seq_id)))
             content = b"".join(parts)

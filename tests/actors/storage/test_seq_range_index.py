@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conveyor.actors.storage import SeqRangeIndex
+from conveyor.actors.storage import CorruptRecord, SeqRangeIndex
 from conveyor.simulation import DiskFaults, SimDisk
 
 from .helpers import crash_index
@@ -150,12 +150,13 @@ def test_a_corrupt_record_inside_a_segment_is_set_aside_and_the_records_before_i
 
 
 class _CountingDisk:
-    """The simulator's disk, counting the descriptors open at once."""
+    """The simulator's disk, counting the descriptors open at once and the largest read."""
 
     def __init__(self) -> None:
         self.disk = SimDisk(random.Random(5))
         self.open = 0
         self.most = 0
+        self.largest_read = 0
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.disk, name)
@@ -170,6 +171,16 @@ class _CountingDisk:
 
     def open_read(self, path: str) -> int:
         return self._opened(self.disk.open_read(path))
+
+    def read(self, path: str) -> bytes:
+        data = self.disk.read(path)
+        self.largest_read = max(self.largest_read, len(data))
+        return data
+
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        data = self.disk.pread(fd, size, offset)
+        self.largest_read = max(self.largest_read, len(data))
+        return data
 
     def close(self, fd: int) -> None:
         self.disk.close(fd)
@@ -191,3 +202,23 @@ def test_read_each_reads_ids_across_segments_with_a_bounded_number_of_open_files
     assert fs.most <= 17  # 8 to read, 8 to append plus the one written since the sync, of 20 segments
     index.close()
     assert fs.open == 0
+
+
+def test_a_segment_of_large_records_is_parsed_without_reading_it_whole_and_a_bad_crc_is_found_on_read() -> None:
+    fs = _CountingDisk()
+    index = SeqRangeIndex("/q", fs=fs, ids_per_segment=4)  # type: ignore[arg-type]
+    large = [bytes([n]) * (1 << 20) for n in range(4)]
+    for seq_id, entry in enumerate(large):
+        index.publish(seq_id, entry)
+    index.sync()
+    assert index.read_each([3, 1]) == [large[3], large[1]]
+    assert fs.largest_read < 2 << 20  # the record read; never the 4 MiB file
+    index.ack(0)
+    assert index.collect_garbage(1.0).written == (0,) and index.read(2) == large[2]
+    assert fs.largest_read < 2 << 20
+    index.publish(5, b"five")
+    index.sync()
+    file = fs.disk._names["/q/0000000001.qidx"]
+    file.cached[-1] ^= 1  # a bit flipped on the disk since the open
+    with pytest.raises(CorruptRecord, match="seq_id 5 in segment 1 fails its CRC"):
+        index.read_each([5])
