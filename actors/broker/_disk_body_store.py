@@ -87,14 +87,12 @@ class _Opened:
         self.chunks: SegmentLog | None = None
 
 
-def _remove(opened: _Opened, directory: str, owned: bool) -> None:
-    """When a transient store is collected: close its files, then delete the directory it made."""
+def _close(opened: _Opened) -> None:
+    """When a transient store is collected while the process runs: close its files."""
     for files in (opened.bodies, opened.chunks):
         if files is not None:
             with contextlib.suppress(OSError):  # a simulated crash invalidated its descriptors: nothing to close
                 files.close()
-    if owned:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _sync_found(fs: FileSystem, directory: str) -> None:
@@ -169,7 +167,10 @@ class DiskBodyStore:
             self._fs.fsync_dir(os.path.dirname(directory.rstrip(os.sep)))
         else:  # a durable store lives as long as its journal: the process (a simulated crash invalidates
             # its descriptors, whose numbers a new store may hold by the time this one is collected)
-            weakref.finalize(self, _remove, self._opened, directory, owned)
+            closing = weakref.finalize(self, _close, self._opened)
+            closing.atexit = False  # at exit a job may still be using the files, and the process's end closes them
+            if owned:
+                weakref.finalize(self, shutil.rmtree, directory, ignore_errors=True)
         return bodies
 
     def _chunks(self) -> SegmentLog:

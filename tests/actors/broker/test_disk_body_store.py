@@ -10,6 +10,7 @@ checks both against a dict.
 
 from __future__ import annotations
 
+import gc
 import random
 
 import pytest
@@ -71,6 +72,17 @@ def test_a_transient_store_never_syncs() -> None:
     store.write([(1, b"one"), (-1, b"chunk")])
     fs.crash()
     assert fs.paths == ()
+
+
+def test_a_collected_transient_store_closes_its_files() -> None:
+    fs = disk()
+    store = DiskBodyStore("/q", fs=fs, seqs_per_segment=SEQS)
+    store.write([(1, b"one"), (-1, b"chunk")])
+    assert store.read([1, -1]) == [b"one", b"chunk"]
+    assert fs._fds
+    del store
+    gc.collect()
+    assert not fs._fds
 
 
 def test_garbage_collection_compacts_a_sparse_segment_and_keeps_its_bodies() -> None:
