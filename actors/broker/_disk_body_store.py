@@ -203,7 +203,7 @@ class DiskBodyStore:
                 raise ValueError(msg)
             index.publish(seq, body)
         index.sync()
-        if durable and chunks is not None:
+        if chunks is not None:  # transient: hands the log's buffer (up to 1 MiB) to the kernel
             chunks.sync()
 
     def read(self, seqs: Sequence[int]) -> list[bytes | None]:
@@ -246,7 +246,7 @@ class DiskBodyStore:
             elif not durable or seq in index:
                 index.ack(seq)
         index.sync()
-        if durable and chunks is not None:
+        if chunks is not None:  # transient: hands the log's buffer (up to 1 MiB) to the kernel
             chunks.sync()
         self._count_deletes(len(seqs))
 
