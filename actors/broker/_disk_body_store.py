@@ -21,6 +21,8 @@ from conveyor.actors.storage import FileSystem, OsFileSystem, SegmentLog, SeqRan
 
 SEQS_PER_SEGMENT: Final = 1024
 """Seqs per body segment file: 1 MiB of 1 KiB bodies, the most a read of one body parses."""
+PARSED_SEGMENTS: Final = 4
+"""Body segments whose offsets reads keep: the heads of a few priority levels, read in turn, parse once."""
 BODIES_SUBDIRECTORY: Final = "seqs"
 CHUNKS_SUBDIRECTORY: Final = "chunks"
 _KEY: Final = 8  # bytes of a chunk key in the chunk log
@@ -161,7 +163,8 @@ class DiskBodyStore:
         directory = tempfile.mkdtemp(prefix="conveyor-pages-") if self._directory is None else self._directory
         self._directory = directory
         where = os.path.join(directory, BODIES_SUBDIRECTORY)
-        bodies = self._opened.bodies = SeqRangeIndex(where, fs=self._fs, ids_per_segment=self._seqs_per_segment)
+        bodies = self._opened.bodies = SeqRangeIndex(where, fs=self._fs, ids_per_segment=self._seqs_per_segment,
+                                                     parsed_segments=PARSED_SEGMENTS)
         if self.durable:
             _sync_found(self._fs, where)
             self._fs.fsync_dir(os.path.dirname(directory.rstrip(os.sep)))

@@ -111,14 +111,19 @@ class SeqRangeIndex(FailStop):
     Same public shape as ``QueueIndex`` (``publish``, ``ack``, ``read``, ``read_from``, ``seq_ids``,
     ``span``, ``sync``, ``collect_garbage``, ``close``), plus ``deliver`` and ``read_records`` for
     delivery marks. Blocking file calls: use it from a job or an I/O actor, never from a handler.
+    ``parsed_segments``: how many segments' record offsets reads keep (reads that alternate between
+    segments, a body store's, parse each only once).
     """
 
     _what = "queue index"
 
     def __init__(self, directory: str | os.PathLike[str], *, fs: FileSystem | None = None,
-                 ids_per_segment: int = DEFAULT_IDS_PER_SEGMENT) -> None:
+                 ids_per_segment: int = DEFAULT_IDS_PER_SEGMENT, parsed_segments: int = 1) -> None:
         if not isinstance(ids_per_segment, int) or ids_per_segment < 1:
             msg = f"ids_per_segment must be an int >= 1, got {ids_per_segment!r}"
+            raise ValueError(msg)
+        if not isinstance(parsed_segments, int) or parsed_segments < 1:
+            msg = f"parsed_segments must be an int >= 1, got {parsed_segments!r}"
             raise ValueError(msg)
         self._directory = os.fspath(directory)
         self._fs: FileSystem = fs if fs is not None else OsFileSystem()
@@ -130,8 +135,10 @@ class SeqRangeIndex(FailStop):
         self._written = 0
         self._synced_through = 0
         self._unsynced_records = 0
-        self._cache: tuple[int, dict[int, tuple[int, int, bool]]] | None = None
-        """The last segment parsed for a read: its live ids' record (offset, size, delivered)."""
+        self._cache: dict[int, dict[int, tuple[int, int, bool]]] = {}
+        """The last ``parsed_segments`` segments parsed for a read, the one used last at the end: each live
+        id's record (offset, size, delivered)."""
+        self._parsed_segments = parsed_segments
         self._readers: dict[int, int] = {}
         """Descriptors open for reading, by segment, the one used last at the end."""
         self._writers: dict[int, None] = {}
@@ -154,9 +161,9 @@ class SeqRangeIndex(FailStop):
         if segment is None:
             segment = self._segments[number] = _Segment(self._ids)
         record = frame(_RECORD_HEAD.pack(_PUBLISH, seq_id) + entry)
-        cache = self._cache
-        if cache is not None and cache[0] == number:
-            cache[1][seq_id] = (segment.size, len(record), False)
+        locations = self._cache.get(number)
+        if locations is not None:
+            locations[seq_id] = (segment.size, len(record), False)
         if not segment.is_live(offset):
             segment.set_live(offset)
             segment.live += 1
@@ -165,10 +172,10 @@ class SeqRangeIndex(FailStop):
     def deliver(self, seq_id: int) -> int:
         """Mark ``seq_id`` delivered (durable after the next sync). Raises KeyError if it is not live."""
         number, segment = self._live_segment(seq_id)
-        cache = self._cache
-        if cache is not None and cache[0] == number:
-            offset, size, _ = cache[1][seq_id]
-            cache[1][seq_id] = (offset, size, True)
+        locations = self._cache.get(number)
+        if locations is not None:
+            offset, size, _ = locations[seq_id]
+            locations[seq_id] = (offset, size, True)
         return self._append(number, segment, frame(_RECORD_HEAD.pack(_DELIVER, seq_id)))
 
     def ack(self, seq_id: int) -> int:
@@ -178,9 +185,9 @@ class SeqRangeIndex(FailStop):
         number, segment = self._live_segment(seq_id)
         segment.clear_live(seq_id - number * self._ids)
         segment.live -= 1
-        cache = self._cache
-        if cache is not None and cache[0] == number:
-            del cache[1][seq_id]
+        locations = self._cache.get(number)
+        if locations is not None:
+            del locations[seq_id]
         return self._append(number, segment, frame(_RECORD_HEAD.pack(_ACK, seq_id)))
 
     def _live_segment(self, seq_id: int) -> tuple[int, _Segment]:
@@ -255,8 +262,7 @@ class SeqRangeIndex(FailStop):
         if segment.size > len(segment.pending) or segment.fd >= 0:  # the file exists
             self._fs.unlink(self._path(number))
             self._names_changed = True
-        if self._cache is not None and self._cache[0] == number:
-            self._cache = None
+        self._cache.pop(number, None)
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -374,8 +380,11 @@ class SeqRangeIndex(FailStop):
 
         The parse reads the file a window at a time and skips the payloads that run past it, so a
         segment of large records costs RAM for its heads only."""
-        if self._cache is not None and self._cache[0] == number:
-            return self._cache[1]
+        cache = self._cache
+        cached = cache.pop(number, None)
+        if cached is not None:
+            cache[number] = cached
+            return cached
         segment = self._segments[number]
         self._flush(number, segment)
         locations: dict[int, tuple[int, int, bool]] = {}
@@ -403,7 +412,9 @@ class SeqRangeIndex(FailStop):
             offset += size
         base = number * self._ids
         locations = {i: place for i, place in locations.items() if segment.is_live(i - base)}
-        self._cache = (number, locations)
+        if len(cache) >= self._parsed_segments:
+            del cache[next(iter(cache))]
+        cache[number] = locations
         return locations
 
     def _pread(self, number: int, offset: int, size: int) -> bytes:
@@ -464,7 +475,7 @@ class SeqRangeIndex(FailStop):
             self._fs.rename(path + _TEMPORARY_SUFFIX, path)
             self._names_changed = True
             segment.size, segment.records = len(content), len(parts)
-            self._cache = None
+            self._cache.pop(number, None)
             written.append(number)
             copied += len(locations)
         if self._names_changed:

@@ -129,6 +129,8 @@ def test_bad_arguments_name_the_field(tmp_path: Path) -> None:
         index.collect_garbage(2)
     with pytest.raises(ValueError, match="ids_per_segment must be an int >= 1, got 0"):
         SeqRangeIndex(tmp_path, ids_per_segment=0)
+    with pytest.raises(ValueError, match="parsed_segments must be an int >= 1, got 0"):
+        SeqRangeIndex(tmp_path, parsed_segments=0)
 
 
 def test_a_corrupt_record_inside_a_segment_is_set_aside_and_the_records_before_it_kept(tmp_path: Path) -> None:
@@ -157,6 +159,7 @@ class _CountingDisk:
         self.open = 0
         self.most = 0
         self.largest_read = 0
+        self.preads = 0
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.disk, name)
@@ -178,6 +181,7 @@ class _CountingDisk:
         return data
 
     def pread(self, fd: int, size: int, offset: int) -> bytes:
+        self.preads += 1
         data = self.disk.pread(fd, size, offset)
         self.largest_read = max(self.largest_read, len(data))
         return data
@@ -222,3 +226,16 @@ def test_a_segment_of_large_records_is_parsed_without_reading_it_whole_and_a_bad
     file.cached[-1] ^= 1  # a bit flipped on the disk since the open
     with pytest.raises(CorruptRecord, match="seq_id 5 in segment 1 fails its CRC"):
         index.read_each([5])
+
+
+@pytest.mark.parametrize(("parsed", "preads"), [(1, 4), (2, 2)])
+def test_reads_alternating_between_segments_parse_each_once_when_both_are_kept(parsed: int, preads: int) -> None:
+    fs = _CountingDisk()
+    index = SeqRangeIndex("/q", fs=fs, ids_per_segment=4, parsed_segments=parsed)  # type: ignore[arg-type]
+    for seq_id in range(8):
+        index.publish(seq_id, b"m%d" % seq_id)
+    index.sync()
+    assert index.read_each([0]) == [b"m0"] and index.read_each([4]) == [b"m4"]
+    before = fs.preads
+    assert index.read_each([1]) == [b"m1"] and index.read_each([5]) == [b"m5"]
+    assert fs.preads - before == preads  # a record read each, and a parse each unless both are kept
