@@ -1,7 +1,6 @@
 """The broker: a strictly ordered queue, its consumer manager and consumers, as actors (seeds 000, 001)."""
 
 from ._body_store import BodyStore as BodyStore
-from ._body_store import DiskBodyStore as DiskBodyStore
 from ._body_store import MemoryBodyStore as MemoryBodyStore
 from ._body_store import PageBatch as PageBatch
 from ._body_store import PageDone as PageDone
@@ -40,6 +39,7 @@ from ._consumer import Suspend as Suspend
 from ._consumer_lists import ConsumerLists as ConsumerLists
 from ._consumer_lists import ConsumerListStats as ConsumerListStats
 from ._consumer_lists import ConsumerState as ConsumerState
+from ._disk_body_store import DiskBodyStore as DiskBodyStore
 from ._entries import DeltaChunk as DeltaChunk
 from ._entries import EntryList as EntryList
 from ._entries import EntryState as EntryState

@@ -3,26 +3,18 @@
 A ``BodyStore`` maps an entry's seq to its body. The queue never calls it from a handler: each
 ``PageBatch`` (writes, then reads, then deletes) runs in one job (``run_page_batch``), and the
 bodies read come back in the job's ``JobDone``. One batch at a time per queue, so a read always
-sees every write before it and the store needs no lock. ``DiskBodyStore`` keeps the bodies in a
-``SegmentLog`` (CRC per record, garbage collection) in a directory of its own, made on first use;
-``MemoryBodyStore`` keeps them in a dict (tests, and a simulator without a disk of its own). A
-simulated disk plugs in as ``DiskBodyStore(fs=...)`` (the segment log's ``FileSystem``).
+sees every write before it and the store needs no lock. ``DiskBodyStore`` (``_disk_body_store``)
+keeps the bodies on disk by seq; ``MemoryBodyStore`` keeps them in a dict (tests, and a simulator
+without a disk of its own).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import pickle
-import shutil
-import tempfile
-import weakref
 from collections.abc import Sequence
 from typing import Protocol, final
 
 import attrs
-
-from conveyor.actors.storage import FileSystem, OsFileSystem, SegmentLog
 
 from ._values import Message
 
@@ -152,187 +144,3 @@ class MemoryBodyStore:
         """Forget every body keyed ``seq`` or above."""
         for key in [key for key in list(self.bodies) if key >= seq]:  # a copy: a dead instance's job may pop one
             self.bodies.pop(key, None)
-
-
-_KEY = 8  # bytes of a seq as a segment-log key
-
-
-@final
-class _Unsynced:
-    """A ``FileSystem`` whose syncs do nothing: paged bodies are copies of RAM, never needed after a crash."""
-
-    def __init__(self, fs: FileSystem) -> None:
-        self._fs = fs
-
-    def makedirs(self, directory: str) -> None:
-        self._fs.makedirs(directory)
-
-    def listdir(self, directory: str) -> list[str]:
-        return self._fs.listdir(directory)
-
-    def read(self, path: str) -> bytes:
-        return self._fs.read(path)
-
-    def size(self, path: str) -> int:
-        return self._fs.size(path)
-
-    def open_append(self, path: str) -> int:
-        return self._fs.open_append(path)
-
-    def open_read(self, path: str) -> int:
-        return self._fs.open_read(path)
-
-    def write(self, fd: int, data: bytes | bytearray | memoryview) -> None:
-        self._fs.write(fd, data)
-
-    def pread(self, fd: int, size: int, offset: int) -> bytes:
-        return self._fs.pread(fd, size, offset)
-
-    def fsync(self, fd: int) -> None:
-        """Nothing: see the class."""
-
-    def close(self, fd: int) -> None:
-        self._fs.close(fd)
-
-    def truncate(self, path: str, size: int) -> None:
-        self._fs.truncate(path, size)
-
-    def rename(self, source: str, destination: str) -> None:
-        self._fs.rename(source, destination)
-
-    def unlink(self, path: str) -> None:
-        self._fs.unlink(path)
-
-    def fsync_dir(self, directory: str) -> None:
-        """Nothing: see the class."""
-
-
-def _remove(log: list[SegmentLog], directory: str, owned: bool) -> None:
-    """When the store is collected: delete the directory it made, then close the log's files."""
-    if owned:
-        shutil.rmtree(directory, ignore_errors=True)
-    for opened in log:
-        with contextlib.suppress(OSError):  # its directory is gone: closing the files is all that is left
-            opened.close()
-
-
-def _sync_all(fs: FileSystem, directory: str) -> None:
-    """Make durable every file and name a durable store finds at open: an earlier store in this process
-    may have failed before its sync (the log would append to a file whose name a crash still loses)."""
-    for name in fs.listdir(directory):
-        fd = fs.open_append(os.path.join(directory, name))
-        try:
-            fs.fsync(fd)
-        finally:
-            fs.close(fd)
-    fs.fsync_dir(directory)
-    fs.fsync_dir(os.path.dirname(directory.rstrip(os.sep)))
-
-
-@final
-class DiskBodyStore:
-    """Bodies in a ``SegmentLog``: paged-out messages cost RAM only for their entries.
-
-    A transient queue's store syncs nothing (the log's syncs are no-ops): a paged body is a copy
-    of RAM that dies with the process, so a crash loses nothing a restart would keep. A durable
-    queue's (``durable=True``) syncs every write before the job ends, so the queue confirms a
-    publish only once its body is on disk; after a crash it may lack the body of a publish whose
-    journal write reached the disk but whose body did not (never confirmed): such a body reads as
-    None and the queue drops the entry. Args:
-        directory: where the segments go; None makes a temporary directory on first use, removed
-            with the store (a durable store needs one).
-        fs: the file operations (a simulated disk plugs in here); None for the real ones.
-        collect_every: run the log's garbage collection after this many deletes.
-        durable: sync writes, keep the directory, and read a missing body as None.
-    """
-
-    def __init__(
-        self, directory: str | None = None, fs: FileSystem | None = None, collect_every: int = 8192,
-        durable: bool = False,
-    ) -> None:
-        if collect_every < 1:
-            msg = f"DiskBodyStore.collect_every must be an int >= 1, got {collect_every!r}"
-            raise ValueError(msg)
-        if durable and directory is None:
-            msg = "DiskBodyStore(durable=True) needs a directory: a temporary one dies with the process"
-            raise ValueError(msg)
-        self._directory = directory
-        self.durable = durable
-        self.generation = 0  # bumped by each queue instance that recovers with this store (``PageBatch``)
-        real = OsFileSystem() if fs is None else fs
-        self._fs: FileSystem = real if durable else _Unsynced(real)
-        self._collect_every = collect_every
-        self._deleted = 0
-        self._opened: list[SegmentLog] = []  # the log, once opened (a list the finaliser can see filled)
-
-    def _log(self) -> SegmentLog:
-        if self._opened:
-            return self._opened[0]
-        owned = self._directory is None
-        directory = tempfile.mkdtemp(prefix="conveyor-pages-") if self._directory is None else self._directory
-        self._directory = directory
-        self._opened.append(SegmentLog(directory, fs=self._fs))
-        if self.durable:
-            _sync_all(self._fs, directory)
-        if not self.durable:  # a durable store lives as long as its journal: the process (a simulated crash
-            # invalidates its descriptors, whose numbers a new store may hold by the time this one is collected)
-            weakref.finalize(self, _remove, self._opened, directory, owned)
-        return self._opened[0]
-
-    def write(self, bodies: Sequence[tuple[int, bytes]]) -> None:
-        """Append each (seq, body) to the log (durable: replacing an older copy, then one sync for all)."""
-        log = self._log()
-        durable = self.durable
-        for seq, body in bodies:
-            key = seq.to_bytes(_KEY, "big", signed=True)
-            if durable and key in log:
-                log.delete(key)
-            log.put(key, body)
-        if durable and bodies:
-            log.sync()
-
-    def read(self, seqs: Sequence[int]) -> list[bytes | None]:
-        """The bodies of ``seqs``, each checked against its CRC (durable: None for a body not stored)."""
-        log = self._log()
-        if self.durable:
-            return [log.get(key) if (key := seq.to_bytes(_KEY, "big", signed=True)) in log else None for seq in seqs]
-        return [log.get(seq.to_bytes(_KEY, "big", signed=True)) for seq in seqs]
-
-    def delete(self, seqs: Sequence[int]) -> None:
-        """Drop the bodies of ``seqs``; now and then compact the segments they leave sparse.
-
-        Durable: a body not stored is skipped, and the deletes are synced (what a crash would keep
-        of them is only disk space: each entry's settle was synced before its delete was asked).
-        """
-        log = self._log()
-        durable = self.durable
-        for seq in seqs:
-            key = seq.to_bytes(_KEY, "big", signed=True)
-            if durable and key not in log:
-                continue
-            log.delete(key)
-        if durable and seqs:
-            log.sync()
-        self._count_deletes(len(seqs))
-
-    def forget_from(self, seq: int) -> None:
-        """Drop every body keyed ``seq`` or above (synced: new bodies will reuse these keys)."""
-        log = self._log()
-        stored = log.keys()  # a SegmentLog's keys: a list, not a dict's view
-        doomed = [key for key in stored if int.from_bytes(key, "big", signed=True) >= seq]
-        for key in doomed:
-            log.delete(key)
-        if doomed:
-            log.sync()
-            self._count_deletes(len(doomed))
-
-    def _count_deletes(self, count: int) -> None:
-        self._deleted += count
-        if self._deleted >= self._collect_every:
-            self._deleted = 0
-            self._log().collect_garbage()
-
-    @property
-    def directory(self) -> str | None:
-        """Where the segments are (None until first used, when the directory is temporary)."""
-        return self._directory

@@ -18,7 +18,7 @@ import attrs
 
 from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Journal, JournalSynced, Terminated, TimerHandle
 
-from ._body_store import BodyStore, DiskBodyStore, MemoryBodyStore, PageDone, run_page_batch
+from ._body_store import BodyStore, MemoryBodyStore, PageDone, run_page_batch
 from ._client_protocol import (
     Ack,
     AckResult,
@@ -44,6 +44,7 @@ from ._client_protocol import (
 )
 from ._consumer_lists import ConsumerListStats
 from ._dead_letters import DeadLetterOwed, DeadLetterSent
+from ._disk_body_store import DiskBodyStore
 from ._durable import (
     ConsumerRegistered,
     ConsumerUnregistered,

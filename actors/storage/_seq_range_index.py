@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import zlib
+from collections.abc import Sequence
 from typing import Final, ParamSpec, TypeVar, final
 
 import attrs
 
-from ._segment_codec import HEADER, frame, scan
+from ._segment_codec import HEADER, MAX_PAYLOAD, CorruptRecord, frame, scan
 from ._segment_files import FileSystem, OsFileSystem
 from ._segment_log import Collected, FailStop, Recovery, Synced, Truncation
 
@@ -32,6 +34,11 @@ SEGMENT_SUFFIX: Final = ".qidx"
 _TEMPORARY_SUFFIX: Final = ".tmp"
 _CORRUPT_SUFFIX: Final = ".corrupt"
 _MAX_ID: Final = 1 << 64
+_PARSE_WINDOW: Final = 64 << 10
+"""Bytes a segment's parse reads at a time; of a longer record (a large body) only its head is read."""
+_OPEN_FILES: Final = 8
+"""Descriptors kept open for appending, and as many for reading (the segments used last): a long queue
+spans many segments, and one descriptor each would run into the process's limit."""
 _PUBLISH: Final = 1
 _DELIVER: Final = 2
 _ACK: Final = 3
@@ -104,14 +111,19 @@ class SeqRangeIndex(FailStop):
     Same public shape as ``QueueIndex`` (``publish``, ``ack``, ``read``, ``read_from``, ``seq_ids``,
     ``span``, ``sync``, ``collect_garbage``, ``close``), plus ``deliver`` and ``read_records`` for
     delivery marks. Blocking file calls: use it from a job or an I/O actor, never from a handler.
+    ``parsed_segments``: how many segments' record offsets reads keep (reads that alternate between
+    segments, a body store's, parse each only once).
     """
 
     _what = "queue index"
 
     def __init__(self, directory: str | os.PathLike[str], *, fs: FileSystem | None = None,
-                 ids_per_segment: int = DEFAULT_IDS_PER_SEGMENT) -> None:
+                 ids_per_segment: int = DEFAULT_IDS_PER_SEGMENT, parsed_segments: int = 1) -> None:
         if not isinstance(ids_per_segment, int) or ids_per_segment < 1:
             msg = f"ids_per_segment must be an int >= 1, got {ids_per_segment!r}"
+            raise ValueError(msg)
+        if not isinstance(parsed_segments, int) or parsed_segments < 1:
+            msg = f"parsed_segments must be an int >= 1, got {parsed_segments!r}"
             raise ValueError(msg)
         self._directory = os.fspath(directory)
         self._fs: FileSystem = fs if fs is not None else OsFileSystem()
@@ -123,9 +135,14 @@ class SeqRangeIndex(FailStop):
         self._written = 0
         self._synced_through = 0
         self._unsynced_records = 0
-        self._cache: tuple[int, dict[int, tuple[int, int, bool]]] | None = None
-        """The last segment parsed for a read: its live ids' record (offset, size, delivered)."""
+        self._cache: dict[int, dict[int, tuple[int, int, bool]]] = {}
+        """The last ``parsed_segments`` segments parsed for a read, the one used last at the end: each live
+        id's record (offset, size, delivered)."""
+        self._parsed_segments = parsed_segments
         self._readers: dict[int, int] = {}
+        """Descriptors open for reading, by segment, the one used last at the end."""
+        self._writers: dict[int, None] = {}
+        """Segments whose append descriptor is open, the one written last at the end."""
         self._failed: BaseException | None = None
         self._closed = False
         self.recovery: Recovery = self._guarded(self._recover)
@@ -144,9 +161,9 @@ class SeqRangeIndex(FailStop):
         if segment is None:
             segment = self._segments[number] = _Segment(self._ids)
         record = frame(_RECORD_HEAD.pack(_PUBLISH, seq_id) + entry)
-        cache = self._cache
-        if cache is not None and cache[0] == number:
-            cache[1][seq_id] = (segment.size, len(record), False)
+        locations = self._cache.get(number)
+        if locations is not None:
+            locations[seq_id] = (segment.size, len(record), False)
         if not segment.is_live(offset):
             segment.set_live(offset)
             segment.live += 1
@@ -155,10 +172,10 @@ class SeqRangeIndex(FailStop):
     def deliver(self, seq_id: int) -> int:
         """Mark ``seq_id`` delivered (durable after the next sync). Raises KeyError if it is not live."""
         number, segment = self._live_segment(seq_id)
-        cache = self._cache
-        if cache is not None and cache[0] == number:
-            offset, size, _ = cache[1][seq_id]
-            cache[1][seq_id] = (offset, size, True)
+        locations = self._cache.get(number)
+        if locations is not None:
+            offset, size, _ = locations[seq_id]
+            locations[seq_id] = (offset, size, True)
         return self._append(number, segment, frame(_RECORD_HEAD.pack(_DELIVER, seq_id)))
 
     def ack(self, seq_id: int) -> int:
@@ -168,9 +185,9 @@ class SeqRangeIndex(FailStop):
         number, segment = self._live_segment(seq_id)
         segment.clear_live(seq_id - number * self._ids)
         segment.live -= 1
-        cache = self._cache
-        if cache is not None and cache[0] == number:
-            del cache[1][seq_id]
+        locations = self._cache.get(number)
+        if locations is not None:
+            del locations[seq_id]
         return self._append(number, segment, frame(_RECORD_HEAD.pack(_ACK, seq_id)))
 
     def _live_segment(self, seq_id: int) -> tuple[int, _Segment]:
@@ -211,6 +228,13 @@ class SeqRangeIndex(FailStop):
         if self._names_changed:
             self._fs.fsync_dir(self._directory)
             self._names_changed = False
+        writers = self._writers
+        while len(writers) > _OPEN_FILES:  # every segment is synced: any descriptor may close
+            number = next(iter(writers))
+            del writers[number]
+            segment = self._segments[number]
+            self._fs.close(segment.fd)
+            segment.fd = -1
         synced = Synced(self._written, self._unsynced_records, files)
         self._synced_through, self._unsynced_records = self._written, 0
         return synced
@@ -224,19 +248,21 @@ class SeqRangeIndex(FailStop):
             if segment.size == len(segment.pending):  # no file yet: its name must be synced too
                 self._names_changed = True
             segment.fd = self._fs.open_append(path)
+        self._writers.pop(number, None)
+        self._writers[number] = None
         self._fs.write(segment.fd, segment.pending)
         segment.pending = bytearray()
 
     def _delete_segment(self, number: int) -> None:
         segment = self._segments.pop(number)
+        self._writers.pop(number, None)
         for fd in (segment.fd, self._readers.pop(number, -1)):
             if fd >= 0:
                 self._fs.close(fd)
         if segment.size > len(segment.pending) or segment.fd >= 0:  # the file exists
             self._fs.unlink(self._path(number))
             self._names_changed = True
-        if self._cache is not None and self._cache[0] == number:
-            self._cache = None
+        self._cache.pop(number, None)
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -299,47 +325,109 @@ class SeqRangeIndex(FailStop):
         for number in sorted(n for n, s in self._segments.items() if s.live and (n + 1) * self._ids > start):
             if len(found) >= limit or number * self._ids >= end:
                 break
-            locations = self._locations(number)
             base = number * self._ids
             offsets = self._segments[number].live_offsets(max(0, start - base), limit - len(found))
             wanted = [base + offset for offset in offsets if base + offset < end]  # no sort of the segment
-            if not wanted:
-                continue
-            first = min(locations[i][0] for i in wanted)
-            last = max(locations[i][0] + locations[i][1] for i in wanted)
-            data = self._pread(number, first, last - first)
-            for seq_id in wanted:
-                offset, size, delivered = locations[seq_id]
-                found.append(IndexRecord(seq_id, data[offset - first + _HEAD_SIZE : offset - first + size], delivered))
+            if wanted:
+                found.extend(self._read_segment(number, wanted))
+        return found
+
+    def read_each(self, seq_ids: Sequence[int]) -> list[bytes | None]:
+        """The entry of each of ``seq_ids``, in that order, None for an id not live; one read per segment.
+
+        Unlike ``read``, it finds each id's segment directly, never walking the others (a body store's reads)."""
+        self._check_open()
+        return self._guarded(self._read_each, seq_ids)
+
+    def _read_each(self, seq_ids: Sequence[int]) -> list[bytes | None]:
+        by_segment: dict[int, list[int]] = {}
+        for seq_id in seq_ids:
+            if seq_id in self:
+                by_segment.setdefault(seq_id // self._ids, []).append(seq_id)
+        found = {record.seq_id: record.entry for number, wanted in by_segment.items()
+                 for record in self._read_segment(number, wanted)}
+        return [found.get(seq_id) for seq_id in seq_ids]
+
+    def _read_segment(self, number: int, wanted: list[int]) -> list[IndexRecord]:
+        """The records of ``wanted`` (live ids of segment ``number``), each checked against its CRC.
+
+        Records close together on disk are read with one pread; a gap over ``_PARSE_WINDOW`` starts another."""
+        locations = self._locations(number)
+        spans = sorted({locations[seq_id][:2] for seq_id in wanted})
+        data: dict[int, tuple[int, memoryview]] = {}  # a record's offset -> (where its run starts, the run)
+        run = 0
+        while run < len(spans):
+            last = run
+            while last + 1 < len(spans) and spans[last + 1][0] - sum(spans[last]) <= _PARSE_WINDOW:
+                last += 1
+            first, end = spans[run][0], sum(spans[last])
+            read = memoryview(self._pread(number, first, end - first))
+            data.update((offset, (first, read)) for offset, _ in spans[run : last + 1])
+            run = last + 1
+        found: list[IndexRecord] = []
+        for seq_id in wanted:
+            offset, size, delivered = locations[seq_id]
+            first, read = data[offset]
+            start = offset - first
+            if zlib.crc32(read[start + 4 : start + size]) != HEADER.unpack_from(read, start)[0]:
+                msg = f"queue index {self._directory}: the record of seq_id {seq_id} in segment {number} fails its CRC"
+                raise CorruptRecord(msg)
+            found.append(IndexRecord(seq_id, bytes(read[start + _HEAD_SIZE : start + size]), delivered))
         return found
 
     def _locations(self, number: int) -> dict[int, tuple[int, int, bool]]:
-        """Where each live id of segment ``number`` has its last publish, parsed from the file once and cached."""
-        if self._cache is not None and self._cache[0] == number:
-            return self._cache[1]
+        """Where each live id of segment ``number`` has its last publish, parsed from the file once and cached.
+
+        The parse reads the file a window at a time and skips the payloads that run past it, so a
+        segment of large records costs RAM for its heads only."""
+        cache = self._cache
+        cached = cache.pop(number, None)
+        if cached is not None:
+            cache[number] = cached
+            return cached
         segment = self._segments[number]
         self._flush(number, segment)
-        data = self._fs.read(self._path(number))
         locations: dict[int, tuple[int, int, bool]] = {}
-        unpack = _RECORD_HEAD.unpack_from
-        for offset, size in scan(data).spans:
-            kind, seq_id = unpack(data, offset + HEADER.size)
+        unpack_header, unpack_head = HEADER.unpack_from, _RECORD_HEAD.unpack_from
+        end = segment.size  # the file's size, now that it is flushed
+        offset = window_start = 0
+        window = b""
+        while offset + _HEAD_SIZE <= end:  # record heads only: each record's CRC is checked when it is read
+            at = offset - window_start
+            if at + _HEAD_SIZE > len(window):
+                window_start, at = offset, 0
+                window = self._pread(number, offset, min(_PARSE_WINDOW, end - offset))
+                if len(window) < _HEAD_SIZE:
+                    break
+            length = unpack_header(window, at)[1]
+            if not _RECORD_HEAD.size <= length <= MAX_PAYLOAD:
+                break  # a length damaged since the open: where the next record starts is unknowable
+            kind, seq_id = unpack_head(window, at + HEADER.size)
+            size = HEADER.size + length
             if kind == _PUBLISH:
                 locations[seq_id] = (offset, size, False)
             elif kind == _DELIVER and seq_id in locations:
                 place = locations[seq_id]
                 locations[seq_id] = (place[0], place[1], True)
+            offset += size
         base = number * self._ids
         locations = {i: place for i, place in locations.items() if segment.is_live(i - base)}
-        self._cache = (number, locations)
+        if len(cache) >= self._parsed_segments:
+            del cache[next(iter(cache))]
+        cache[number] = locations
         return locations
 
     def _pread(self, number: int, offset: int, size: int) -> bytes:
         segment = self._segments[number]
         self._flush(number, segment)
-        fd = self._readers.get(number)
+        readers = self._readers
+        fd = readers.pop(number, None)
         if fd is None:
-            fd = self._readers[number] = self._fs.open_read(self._path(number))
+            fd = self._fs.open_read(self._path(number))
+            if len(readers) >= _OPEN_FILES:
+                oldest = next(iter(readers))
+                self._fs.close(readers.pop(oldest))
+        readers[number] = fd
         return self._fs.pread(fd, size, offset)
 
     # -- garbage collection -----------------------------------------------------------------------
@@ -365,11 +453,10 @@ class SeqRangeIndex(FailStop):
             if segment.records == 0 or segment.live / segment.records >= threshold:
                 continue
             locations = self._locations(number)
-            data = self._fs.read(self._path(number))
             parts: list[bytes] = []
             for seq_id in sorted(locations):
                 offset, size, delivered = locations[seq_id]
-                parts.append(data[offset : offset + size])
+                parts.append(self._pread(number, offset, size))  # the live records only, not the whole file
                 if delivered:
                     parts.append(frame(_RECORD_HEAD.pack(_DELIVER, seq_id)))
             content = b"".join(parts)
@@ -384,10 +471,11 @@ class SeqRangeIndex(FailStop):
                 if old >= 0:
                     self._fs.close(old)
             segment.fd = -1
+            self._writers.pop(number, None)
             self._fs.rename(path + _TEMPORARY_SUFFIX, path)
             self._names_changed = True
             segment.size, segment.records = len(content), len(parts)
-            self._cache = None
+            self._cache.pop(number, None)
             written.append(number)
             copied += len(locations)
         if self._names_changed:
@@ -504,6 +592,7 @@ class SeqRangeIndex(FailStop):
                     except OSError:
                         logger.exception("queue index %s: closing a file failed", self._directory)
             self._readers.clear()
+            self._writers.clear()
             for segment in self._segments.values():
                 segment.fd = -1
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conveyor.actors.storage import SeqRangeIndex
+from conveyor.actors.storage import CorruptRecord, SeqRangeIndex
 from conveyor.simulation import DiskFaults, SimDisk
 
 from .helpers import crash_index
@@ -129,6 +129,8 @@ def test_bad_arguments_name_the_field(tmp_path: Path) -> None:
         index.collect_garbage(2)
     with pytest.raises(ValueError, match="ids_per_segment must be an int >= 1, got 0"):
         SeqRangeIndex(tmp_path, ids_per_segment=0)
+    with pytest.raises(ValueError, match="parsed_segments must be an int >= 1, got 0"):
+        SeqRangeIndex(tmp_path, parsed_segments=0)
 
 
 def test_a_corrupt_record_inside_a_segment_is_set_aside_and_the_records_before_it_kept(tmp_path: Path) -> None:
@@ -147,3 +149,93 @@ def test_a_corrupt_record_inside_a_segment_is_set_aside_and_the_records_before_i
     reopened.ack(0)
     reopened.close()
     assert SeqRangeIndex(tmp_path, ids_per_segment=100).seq_ids() == []
+
+
+class _CountingDisk:
+    """The simulator's disk, counting the descriptors open at once and the largest read."""
+
+    def __init__(self) -> None:
+        self.disk = SimDisk(random.Random(5))
+        self.open = 0
+        self.most = 0
+        self.largest_read = 0
+        self.preads = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.disk, name)
+
+    def _opened(self, fd: int) -> int:
+        self.open += 1
+        self.most = max(self.most, self.open)
+        return fd
+
+    def open_append(self, path: str) -> int:
+        return self._opened(self.disk.open_append(path))
+
+    def open_read(self, path: str) -> int:
+        return self._opened(self.disk.open_read(path))
+
+    def read(self, path: str) -> bytes:
+        data = self.disk.read(path)
+        self.largest_read = max(self.largest_read, len(data))
+        return data
+
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        self.preads += 1
+        data = self.disk.pread(fd, size, offset)
+        self.largest_read = max(self.largest_read, len(data))
+        return data
+
+    def close(self, fd: int) -> None:
+        self.disk.close(fd)
+        self.open -= 1
+
+
+def test_read_each_reads_ids_across_segments_with_a_bounded_number_of_open_files() -> None:
+    fs = _CountingDisk()
+    index = SeqRangeIndex("/q", fs=fs, ids_per_segment=2)  # type: ignore[arg-type]
+    for seq_id in range(40):  # 20 segments, each written, synced, read and acked in turn
+        index.publish(seq_id, b"m%d" % seq_id)
+        index.sync()
+    assert index.read_each([39, 0, 7, 100, 7]) == [b"m39", b"m0", b"m7", None, b"m7"]
+    assert [index.read(seq_id) for seq_id in range(0, 40, 3)] == [b"m%d" % seq_id for seq_id in range(0, 40, 3)]
+    for seq_id in range(1, 40, 2):
+        index.ack(seq_id)
+        index.sync()
+    assert index.read_each(list(range(6))) == [b"m0", None, b"m2", None, b"m4", None]
+    assert fs.most <= 17  # 8 to read, 8 to append plus the one written since the sync, of 20 segments
+    index.close()
+    assert fs.open == 0
+
+
+def test_a_segment_of_large_records_is_parsed_without_reading_it_whole_and_a_bad_crc_is_found_on_read() -> None:
+    fs = _CountingDisk()
+    index = SeqRangeIndex("/q", fs=fs, ids_per_segment=4)  # type: ignore[arg-type]
+    large = [bytes([n]) * (1 << 20) for n in range(4)]
+    for seq_id, entry in enumerate(large):
+        index.publish(seq_id, entry)
+    index.sync()
+    assert index.read_each([3, 1]) == [large[3], large[1]]
+    assert fs.largest_read < 2 << 20  # the record read; never the 4 MiB file
+    index.ack(0)
+    assert index.collect_garbage(1.0).written == (0,) and index.read(2) == large[2]
+    assert fs.largest_read < 2 << 20
+    index.publish(5, b"five")
+    index.sync()
+    file = fs.disk._names["/q/0000000001.qidx"]
+    file.cached[-1] ^= 1  # a bit flipped on the disk since the open
+    with pytest.raises(CorruptRecord, match="seq_id 5 in segment 1 fails its CRC"):
+        index.read_each([5])
+
+
+@pytest.mark.parametrize(("parsed", "preads"), [(1, 4), (2, 2)])
+def test_reads_alternating_between_segments_parse_each_once_when_both_are_kept(parsed: int, preads: int) -> None:
+    fs = _CountingDisk()
+    index = SeqRangeIndex("/q", fs=fs, ids_per_segment=4, parsed_segments=parsed)  # type: ignore[arg-type]
+    for seq_id in range(8):
+        index.publish(seq_id, b"m%d" % seq_id)
+    index.sync()
+    assert index.read_each([0]) == [b"m0"] and index.read_each([4]) == [b"m4"]
+    before = fs.preads
+    assert index.read_each([1]) == [b"m1"] and index.read_each([5]) == [b"m5"]
+    assert fs.preads - before == preads  # a record read each, and a parse each unless both are kept
