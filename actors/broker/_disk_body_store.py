@@ -97,6 +97,28 @@ def _close(opened: _Opened) -> None:
                 files.close()
 
 
+OLD_LAYOUT_SUFFIX: Final = ".seg"
+"""A segment file right in a durable store's directory: the layout before bodies were kept by seq."""
+
+
+def refuse_old_layout(fs: FileSystem, directory: str) -> None:
+    """Raise if ``directory`` holds a durable body store of the earlier layout (one ``SegmentLog``).
+
+    Its bodies are not read by this store; opening it anyway would read every body as lost and drop
+    the confirmed messages' entries, so the queue fails with a clear error instead.
+    """
+    try:
+        names = fs.listdir(directory)
+    except FileNotFoundError:
+        return
+    old = sorted(name for name in names if name.endswith(OLD_LAYOUT_SUFFIX))
+    if old:
+        msg = (f"body store {directory!r} was written by an earlier conveyor (segment files {old[:3]} in the "
+               f"directory itself, not in {BODIES_SUBDIRECTORY}/ and {CHUNKS_SUBDIRECTORY}/); this version cannot "
+               "read it, and opening it would drop its messages: drain the queue with the earlier version first")
+        raise RuntimeError(msg)
+
+
 def _sync_found(fs: FileSystem, directory: str) -> None:
     """Make durable every file and name a durable store finds at open: an earlier store in this process
     may have failed before its sync (it would append to a file whose name a crash still loses)."""
@@ -162,6 +184,8 @@ class DiskBodyStore:
         owned = self._directory is None
         directory = tempfile.mkdtemp(prefix="conveyor-pages-") if self._directory is None else self._directory
         self._directory = directory
+        if self.durable and not owned:
+            refuse_old_layout(self._fs, directory)
         where = os.path.join(directory, BODIES_SUBDIRECTORY)
         bodies = self._opened.bodies = SeqRangeIndex(where, fs=self._fs, ids_per_segment=self._seqs_per_segment,
                                                      parsed_segments=PARSED_SEGMENTS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import random
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -108,6 +109,16 @@ def test_a_durable_store_keeps_what_it_synced_across_a_crash() -> None:
     again.forget_from(2)
     fs.crash()
     assert DiskBodyStore("/q", fs=fs, durable=True, seqs_per_segment=SEQS).read([2, 9]) == [None, None]
+
+
+def test_a_durable_store_of_the_earlier_layout_is_refused_not_read_as_lost(tmp_path: Path) -> None:
+    old = tmp_path / "q"
+    old.mkdir()
+    (old / "0000000001.seg").write_bytes(b"a segment log of bodies keyed by seq")
+    store = DiskBodyStore(str(old), durable=True)
+    with pytest.raises(RuntimeError, match="earlier conveyor"):
+        store.read([1])
+    assert sorted(path.name for path in old.iterdir()) == ["0000000001.seg"]  # nothing made, nothing dropped
 
 
 def test_a_torn_write_is_cut_at_open_and_the_bodies_before_it_read() -> None:
