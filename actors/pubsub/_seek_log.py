@@ -112,9 +112,11 @@ class SeekLog:
         self.bytes = sum(len(m.data) for m in messages.values())
 
     def _remove(self, message_id: str) -> None:
+        """``message_id`` leaves the log (and the acked set)."""
         message = self._messages.pop(message_id, None)
         if message is not None:
             self.bytes -= len(message.data)
+            self.acked.pop(message_id, None)
 
     # --- changes ---------------------------------------------------------------------------
 
@@ -153,7 +155,6 @@ class SeekLog:
     def drop(self, message_id: str) -> None:
         """A message dead-lettered: no Seek replays it."""
         self._remove(message_id)
-        self.acked.pop(message_id, None)
 
     def add_retained(self, messages: Iterable[PubMessage]) -> None:
         """A retaining topic's messages, for a Seek: those the log lacks join it, in publish order."""
@@ -183,9 +184,8 @@ class SeekLog:
 
     def unretain(self) -> None:
         """retain_acked_messages turned off: the acked messages leave the log."""
-        for message_id in self.acked:
+        for message_id in list(self.acked):
             self._remove(message_id)
-        self.acked.clear()
 
     def confirm(self, ack_ids: Iterable[str]) -> None:
         """Exactly-once acks confirmed to their client: remembered (the oldest forgotten past the limit)."""
