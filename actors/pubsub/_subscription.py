@@ -639,7 +639,10 @@ class SubscriptionActor(ContainedActor):
             elif isinstance(snapshot, QueueGeneration):  # written before the Seek log was journaled
                 self.memory.generation = snapshot.generation
             for event in journal:
-                self.memory.replay(event)  # type: ignore[arg-type]
+                try:
+                    self.memory.replay(event)  # type: ignore[arg-type]
+                except (ValueError, TypeError) as error:  # a start that raised would be restarted into the same
+                    logger.error("%s skips an event of its journal it cannot replay: %r", journal.path, error)
         self.queue = self._spawn_queue()
         if self.memory.rebuilding:
             self._rebuild()
@@ -711,7 +714,9 @@ class SubscriptionActor(ContainedActor):
                 self._serve(request, reply_to)
             case Confirmed():
                 self._confirmed(message)
-            case BatchPublished(outcomes=outcomes):
+            case BatchPublished(outcomes=outcomes) if self.ctx.sender == self.queue:
+                # (An answer of a queue a Seek replaced, sent before it stopped, names none of the batches
+                # routed since: taken for the oldest of them, it would drop them all.)
                 self._batch_kept(outcomes[-1].message_id if outcomes else None)
             case Publish(message=dead):
                 self._dead_letter(dead)

@@ -89,3 +89,19 @@ def test_a_seek_cut_short_by_a_crash_is_done_again_at_the_next_start(tmp_path: P
         assert sorted(message.message_id for _, message, _ in batch.received) == sorted(ids)
     finally:
         server.close()
+
+
+def test_an_event_the_journal_cannot_replay_is_skipped_not_fatal(tmp_path: Path) -> None:
+    server = PubSubServer(data_dir=tmp_path)
+    ids = _setup(lambda request: server.system.ask(server.registry, request, timeout=30.0), exactly_once=False)
+    server.close()
+    store = DiskJournalStore(tmp_path, threaded=False)
+    store.write(SUBSCRIPTION_PATH, "events", (("no such event", 1),))
+    store.write_queued()
+    store.close()
+    server = PubSubServer(data_dir=tmp_path)
+    try:  # a start that raised would be restarted into the same raise, and its journal lost at the end
+        batch = server.system.ask(server.registry, PullMessages(SUBSCRIPTION, 10, 2.0), timeout=30.0)
+        assert sorted(message.message_id for _, message, _ in batch.received) == sorted(ids)
+    finally:
+        server.close()
