@@ -222,6 +222,8 @@ def test_a_seek_after_kill_9_replays_retained_acked_messages_and_keeps_unacked_o
         published = {publisher.publish(TOPIC, f"m{n}".encode()).result(WAIT_S): f"m{n}".encode() for n in range(10)}
         assert _pull_all(subscriber, 10, retaining) == published  # acked: gone until a Seek back
         assert _pull_all(subscriber, 1, retaining, patience=2) == {}
+        leased = subscriber.pull(subscription=plain, max_messages=10, timeout=WAIT_S).received_messages
+        assert leased  # held, not acked, at the kill
         publisher.stop()
         subscriber.close()
     finally:
@@ -231,6 +233,9 @@ def test_a_seek_after_kill_9_replays_retained_acked_messages_and_keeps_unacked_o
     try:
         subscriber = pubsub_v1.SubscriberClient()
         assert _pull_all(subscriber, 1, retaining, patience=2) == {}  # still acked after the restart
+        # A plain subscription ignores an ack id whose lease the kill ended (as Pub/Sub ignores an
+        # expired one): it settles nothing, so the Seek below still finds those messages unacked.
+        subscriber.acknowledge(subscription=plain, ack_ids=[r.ack_id for r in leased])
         for name in (retaining, plain):
             subscriber.seek(request={"subscription": name, "time": {"seconds": int(before)}})
             assert _pull_all(subscriber, 10, name) == published, name  # same messages, same ids

@@ -105,3 +105,24 @@ def test_an_event_the_journal_cannot_replay_is_skipped_not_fatal(tmp_path: Path)
         assert sorted(message.message_id for _, message, _ in batch.received) == sorted(ids)
     finally:
         server.close()
+
+
+def _first_delivery(start: int) -> tuple[Simulation, Any, str, str]:
+    """A fresh process (start ``start``, the same key): topic, exactly-once subscription, 3 messages, 1 pulled."""
+    sim = Simulation(7)
+    registry = sim.spawn(lambda: PubSubRegistry(b"k" * 32, start=start), name="pubsub")
+    _setup(lambda request: sim.ask(registry, request), exactly_once=True)
+    batch = sim.ask(registry, PullMessages(SUBSCRIPTION, 1, 1.0))
+    ((ack_id, message, _),) = batch.received
+    return sim, registry, ack_id, message.message_id
+
+
+def test_an_ack_id_of_an_earlier_start_never_settles_a_delivery_of_this_one() -> None:
+    # Two starts that did the same things: the same subscription, binding, tag, attempt and message.
+    _, _, earlier, message_id = _first_delivery(start=1)
+    sim, registry, current, again = _first_delivery(start=2)
+    assert again == message_id and current != earlier  # only the start tells them apart
+    answer = sim.ask(registry, Settle(SUBSCRIPTION, SettleKind.ACK, (earlier,)))
+    assert answer == SettleOutcome((earlier,))  # refused: its lease ended with its process
+    assert sim.ask(registry, Settle(SUBSCRIPTION, SettleKind.ACK, (current,))) == SettleOutcome(())  # still held
+    sim.shutdown()
