@@ -556,7 +556,7 @@ def shutting_down(ref: ActorRef) -> bool:
 @final
 @attrs.frozen
 class QueueGeneration:
-    """A subscription's journal: the generation its current queue has (each Seek starts a new one)."""
+    """A subscription's journal snapshot before the Seek log was journaled (``SeekLogState`` now): the generation."""
 
     generation: int
 
@@ -648,7 +648,7 @@ class SubscriptionActor(ContainedActor):
             self._rebuild()
 
     def _record(self, event: Event, data_bytes: int = 0) -> None:
-        """Journal ``event`` (on a disk store), before the handler applies it; compact when the events outgrow it."""
+        """Journal ``event`` (on a disk store) before the handler applies it; ``data_bytes``: its message data."""
         journal = self.journal
         if journal is None:
             return
