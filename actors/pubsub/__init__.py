@@ -44,6 +44,8 @@ from ._registry import PubSubRegistry as PubSubRegistry
 from ._registry import SubscriptionFactory as SubscriptionFactory
 from ._registry import TopicActor as TopicActor
 from ._registry import TopicFactory as TopicFactory
+from ._seek_log import SeekLog as SeekLog
+from ._seek_log import SeekLogState as SeekLogState
 from ._server import PubSubServer as PubSubServer
 from ._subscription import IDLE_STREAM_S as IDLE_STREAM_S
 from ._subscription import Binding as Binding
@@ -95,6 +97,8 @@ __all__ = [
     "StreamClosed",
     "StreamOpened",
     "StreamSettings",
+    "SeekLog",
+    "SeekLogState",
     "SubscriptionActor",
     "SubscriptionConfig",
     "SubscriptionFactory",

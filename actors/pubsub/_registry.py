@@ -304,6 +304,10 @@ class PubSubRegistry(ContainedActor):
             one drawn from the operating system's secure source per server start
             (``PubSubServer`` does); None draws it from ``ctx.random`` (seeded, so replayable, in
             the simulator; not secret).
+        start: which start of the server's data directory this is (``PubSubServer`` counts them
+            there; 0 without one). It is the high half of every subscription's number, so an ack id
+            issued before a restart, sealed with the same key, still names its message but no live
+            subscription or binding: its lease ended with the process, and it settles nothing.
         topic_factory, subscription_factory: build the topics' and subscriptions' actors; the
             real ones by default. The simulator's planted bugs swap in broken variants here.
     """
@@ -312,6 +316,7 @@ class PubSubRegistry(ContainedActor):
         self,
         ack_key: bytes | None = None,
         *,
+        start: int = 0,
         topic_factory: TopicFactory = TopicActor,
         subscription_factory: SubscriptionFactory = SubscriptionActor,
     ) -> None:
@@ -319,6 +324,10 @@ class PubSubRegistry(ContainedActor):
         self.subscriptions: dict[str, tuple[SubscriptionConfig, ActorRef]] = {}
         self.spawned = 0
         self.codec = AckIdCodec(ack_key) if ack_key is not None else None
+        if type(start) is not int or not 0 <= start < 1 << 31:
+            msg = f"PubSubRegistry start must be an int from 0 to 2**31 - 1, got {start!r}"
+            raise ValueError(msg)
+        self.first_number = start << 32  # subscription numbers of this start: above every earlier start's
         self.topic_factory = topic_factory
         self.subscription_factory = subscription_factory
         self.activity: dict[str, int] = {}  # subscription -> requests seen (an expiry check compares it)
@@ -566,7 +575,9 @@ class PubSubRegistry(ContainedActor):
         me, codec = self.ctx.self_ref, self.codec
         assert codec is not None
         name = self._child_name("subscription")
-        number = self.spawned  # never reused: an ack id of a deleted subscription names another number
+        # Never reused, in this process or a later start: an ack id of a deleted subscription, or of an
+        # earlier process, names another number. (``spawned`` alone names the actor: a restart replays it.)
+        number = self.first_number + self.spawned
         make = self.subscription_factory
         ref = self.ctx.spawn(lambda: make(config, me, number, codec), name=name)
         self.subscriptions[config.name] = (config, ref)

@@ -36,6 +36,8 @@ from . import _convert as convert
 from . import _edge as edge
 from . import _limits as limits
 from ._ackid import KEY_BYTES, looks_like_ack_id
+from ._data_dir import ack_key as saved_ack_key
+from ._data_dir import count_start
 from ._memory import MemoryBudget, parse_byte_size, resident_bytes
 from ._model import (
     Batch,
@@ -149,7 +151,8 @@ class PubSubServer:
             (which clients retry). None: no budget.
         data_dir: keep topics, subscriptions and their messages in this directory, so they outlive
             the process (a restart, kill -9): every journal goes to a ``DiskJournalStore`` there,
-            and a publish is answered only once it is synced. None: in memory only.
+            and a publish is answered only once it is synced; the ack-id key is kept there too
+            (``pubsub/ack-id-key``, mode 0600). None: in memory only, a key drawn per process.
 
     Raises:
         ValueError: a bad argument, naming it; a budget below what the process holds already.
@@ -181,8 +184,11 @@ class PubSubServer:
         self.clock = clock
         self.store = None if data_dir is None else DiskJournalStore(data_dir)
         self.system = ThreadSystem(job_workers=2, journal_store=self.store)
-        ack_key = secrets.token_bytes(KEY_BYTES)  # seals ack ids: nobody outside this process can make one
-        self.registry: ActorRef = self.system.spawn(lambda: PubSubRegistry(ack_key), name="pubsub")
+        if data_dir is None:  # seals ack ids: nobody outside this process can make one
+            ack_key, start = secrets.token_bytes(KEY_BYTES), 0
+        else:  # kept with the data, so an ack id outlives a restart (and this start's numbers are new)
+            ack_key, start = saved_ack_key(data_dir), count_start(data_dir)
+        self.registry: ActorRef = self.system.spawn(lambda: PubSubRegistry(ack_key, start=start), name="pubsub")
         self._server: grpc.Server | None = None
         self._streams: dict[int, ActorRef] = {}  # open streams; dict operations are atomic in CPython
         self._stream_errors: dict[int, str] = {}  # a stream's refused request, from its reader thread

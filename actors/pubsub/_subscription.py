@@ -47,7 +47,7 @@ from conveyor.actors.broker import (
     RetryPolicy,
     Suspend,
 )
-from conveyor.runtime import Actor, ActorRef, Terminated, TimerHandle
+from conveyor.runtime import Actor, ActorRef, Journal, JournalSynced, Terminated, TimerHandle
 
 from ._ackid import AckId, AckIdCodec
 from ._containment import ContainedActor, HandlerFailed
@@ -89,10 +89,23 @@ from ._protocol import (
     TopicGone,
     UseConfig,
 )
+from ._seek_log import (
+    CONFIRM,
+    DROP,
+    GENERATION,
+    REBUILT,
+    RETAINED,
+    ROUTE,
+    SEEK,
+    SETTLE,
+    UNRETAIN,
+    Event,
+    SeekLog,
+    SeekLogState,
+    rows,
+)
 
 logger = logging.getLogger("conveyor.pubsub")
-CONFIRMED_MEMORY = 100_000
-"""Confirmed exactly-once ack ids a subscription remembers, to confirm a repeated ack (about 10 MB at most)."""
 UNLIMITED_MESSAGES = 1_000_000_000
 UNLIMITED_BYTES = 1 << 62
 _MAX_MESSAGE_BYTES = (1 << 31) - 1  # the glue enforces Pub/Sub's limits before a message gets here
@@ -151,12 +164,6 @@ def _fitting(deliveries: list[Delivery], max_bytes: int) -> tuple[list[Delivery]
         if index and size > max_bytes:
             return deliveries[:index], deliveries[index:]
     return deliveries, []
-
-
-def _publish_order(message: PubMessage) -> tuple[int, int]:
-    """Sort key: publish time, then the topic's number (message ids are decimal)."""
-    number = int(message.message_id) if message.message_id.isdecimal() else 0
-    return message.publish_time_ns, number
 
 
 def to_broker(message: PubMessage, ordered: bool, ttl_s: float) -> Message:
@@ -549,7 +556,7 @@ def shutting_down(ref: ActorRef) -> bool:
 @final
 @attrs.frozen
 class QueueGeneration:
-    """A subscription's journal: the generation its current queue has (each Seek starts a new one)."""
+    """A subscription's journal snapshot before the Seek log was journaled (``SeekLogState`` now): the generation."""
 
     generation: int
 
@@ -564,6 +571,10 @@ class SubscriptionActor(ContainedActor):
         number: its incarnation number, named by every ack id it issues (the registry never reuses one).
         codec: seals and verifies ack ids; an id that does not verify as this subscription's, for
             its current queue generation, settles nothing.
+
+    On a disk store it journals its ``SeekLog`` (the Seek log, the confirmed exactly-once ack ids,
+    the queue generation), so a new process recovers them; an exactly-once ack is answered only
+    once its confirmation is synced.
     """
 
     def __init__(self, config: SubscriptionConfig, registry: ActorRef, number: int, codec: AckIdCodec) -> None:
@@ -571,30 +582,104 @@ class SubscriptionActor(ContainedActor):
         self.registry = registry
         self.number = number
         self.codec = codec
-        self.generation = 0
+        self.memory = SeekLog()
+        self.journal: Journal | None = None  # on a disk store: the SeekLog's events
+        self.event_bytes = 0  # message data held by the journal's events since its snapshot
+        self.rebuild_batch: str | None = None  # the last message id of the batch a Seek's new queue must confirm
+        # Exactly-once answers waiting for the journal's sync: (write number, asker, answer), in order.
+        self.unsynced: deque[tuple[int, ActorRef, SettleOutcome]] = deque()
+        self.synced_through = 0
         self.queue: ActorRef | None = None
-        self.log: OrderedDict[str, PubMessage] = OrderedDict()
-        self.acked: dict[str, None] = {}  # with retain_acked_messages: acked ones still in the log
-        self.latest_ns = 0
         self.bindings: dict[int, ActorRef] = {}
         self.by_ref: dict[ActorRef, int] = {}
         self.next_binding = 0
         self.pending: dict[int, _Pending] = {}
         self.next_confirm = 0
-        # Exactly-once: ack ids whose ack the queue confirmed, oldest first (bounded), so that an ack
-        # sent again (Google's client resends every id an error marked transient) is confirmed again
-        # after its binding has ended.
-        self.confirmed: OrderedDict[str, None] = OrderedDict()
         # Batches sent to the queue and not yet confirmed, oldest first: (the batch's last message
         # id, Route token, topic). The id pairs an answer with its batch even after a queue restart
         # lost the answers of the batches before it.
         self.routed: deque[tuple[str, int, ActorRef | None]] = deque()
 
+    # The Seek log's state, under the names the handlers (and the planted bugs' variants) use.
+    @property
+    def generation(self) -> int:
+        """The current queue generation (each Seek starts a new one)."""
+        return self.memory.generation
+
+    @property
+    def log(self) -> OrderedDict[str, PubMessage]:
+        """Message id -> message of every message a Seek may replay (``SeekLog.messages``)."""
+        return self.memory.messages
+
+    @log.setter
+    def log(self, messages: OrderedDict[str, PubMessage]) -> None:
+        self.memory.messages = messages
+
+    @property
+    def acked(self) -> dict[str, None]:
+        """With retain_acked_messages: the acked messages still in the log."""
+        return self.memory.acked
+
+    @property
+    def confirmed(self) -> OrderedDict[str, None]:
+        """Exactly-once: ack ids whose ack was confirmed (bounded), so a repeated ack is confirmed again."""
+        return self.memory.confirmed
+
     def on_start(self) -> None:
-        """Create the first queue generation, or, recovered from disk, the one the journal names."""
-        if self.ctx.journal_on_disk and isinstance(snapshot := self.ctx.journal.snapshot, QueueGeneration):
-            self.generation = snapshot.generation
+        """Create the first queue generation, or, recovered from disk, the one the journal names.
+
+        A Seek whose new queue had not confirmed the log's messages before the process died is
+        done again, into a fresh generation: the log, journaled before the queue, is the truth.
+        """
+        if self.ctx.journal_on_disk:
+            journal = self.journal = self.ctx.journal
+            snapshot = journal.snapshot
+            if isinstance(snapshot, SeekLogState):
+                self.memory = SeekLog.restore(snapshot)
+            elif isinstance(snapshot, QueueGeneration):  # written before the Seek log was journaled
+                self.memory.generation = snapshot.generation
+            for event in journal:
+                try:
+                    self.memory.replay(event)  # type: ignore[arg-type]
+                except (ValueError, TypeError) as error:  # a start that raised would be restarted into the same
+                    logger.error("%s skips an event of its journal it cannot replay: %r", journal.path, error)
         self.queue = self._spawn_queue()
+        if self.memory.rebuilding:
+            self._rebuild()
+
+    def _record(self, event: Event, data_bytes: int = 0) -> None:
+        """Journal ``event`` (on a disk store) before the handler applies it; ``data_bytes``: its message data."""
+        journal = self.journal
+        if journal is None:
+            return
+        journal.append(event)
+        self.event_bytes += data_bytes
+
+    def _compact_if_due(self) -> None:
+        """Replace the journal by a snapshot once its events outgrow the state (after the change is applied)."""
+        journal = self.journal
+        if journal is not None and self.memory.needs_compaction(len(journal), self.event_bytes):
+            journal.save_snapshot(self.memory.snapshot())
+            self.event_bytes = 0
+
+    def _answer_settle(self, reply_to: ActorRef | None, outcome: SettleOutcome) -> None:
+        """Answer an exactly-once ack once every journal write so far is synced (what it confirmed stays so)."""
+        if reply_to is None:
+            return
+        journal = self.journal
+        if journal is None or (not self.unsynced and journal.last_write <= self.synced_through):
+            self.ctx.send(reply_to, outcome)
+            return
+        if not self.unsynced or self.unsynced[-1][0] < journal.last_write:
+            journal.when_synced(self.ctx.self_ref)
+        self.unsynced.append((journal.last_write, reply_to, outcome))
+
+    def _synced(self, through: int) -> None:
+        self.synced_through = max(self.synced_through, through)
+        unsynced = self.unsynced
+        while unsynced and unsynced[0][0] <= through:
+            _, reply_to, outcome = unsynced.popleft()
+            self.ctx.send(reply_to, outcome)
 
     def on_stop(self) -> None:
         """Stopped for good (deleted), the journal goes too; a shutdown keeps it for the next start."""
@@ -629,7 +714,9 @@ class SubscriptionActor(ContainedActor):
                 self._serve(request, reply_to)
             case Confirmed():
                 self._confirmed(message)
-            case BatchPublished(outcomes=outcomes):
+            case BatchPublished(outcomes=outcomes) if self.ctx.sender == self.queue:
+                # (An answer of a queue a Seek replaced, sent before it stopped, names none of the batches
+                # routed since: taken for the oldest of them, it would drop them all.)
                 self._batch_kept(outcomes[-1].message_id if outcomes else None)
             case Publish(message=dead):
                 self._dead_letter(dead)
@@ -644,6 +731,9 @@ class SubscriptionActor(ContainedActor):
             case Shutdown():
                 for ref in self.bindings.values():
                     self.ctx.send(ref, Close("server shutting down"))
+            case JournalSynced(through=through):
+                self._synced(through)
+        self._compact_if_due()
 
     # --- messages in ----------------------------------------------------------------------
 
@@ -659,18 +749,9 @@ class SubscriptionActor(ContainedActor):
                 if token:
                     self.ctx.reply(Routed(token, self.config.name))
                 return
-        log = self.log
-        for m in messages:
-            log[m.message_id] = m
-        newest = messages[-1].publish_time_ns
-        self.latest_ns = max(self.latest_ns, newest)
-        horizon = self.latest_ns - int(config.retention_s * 1e9)
-        while log:
-            first = next(iter(log.values()))
-            if first.publish_time_ns >= horizon:
-                break
-            log.popitem(last=False)
-            self.acked.pop(first.message_id, None)
+        if self.journal is not None:  # before the queue's own write: a crash never keeps its and not this
+            self._record((ROUTE, rows(messages), config.retention_s), sum(len(m.data) for m in messages))
+        self.memory.route(messages, config.retention_s)
         assert self.queue is not None
         self.ctx.send(self.queue, PublishBatch(batch))
         self.routed.append((batch[-1].message_id, token, self.ctx.sender))
@@ -687,6 +768,10 @@ class SubscriptionActor(ContainedActor):
             if last_id is None or batch_id == last_id:
                 if token and topic is not None:
                     self.ctx.send(topic, Routed(token, self.config.name))
+                elif batch_id == self.rebuild_batch:  # a Seek's new queue holds the log's messages
+                    self.rebuild_batch = None
+                    self._record((REBUILT,))
+                    self.memory.rebuilt()
                 return
 
     def _storable(self, messages: tuple[PubMessage, ...]) -> tuple[tuple[PubMessage, ...], tuple[Message, ...]]:
@@ -717,7 +802,9 @@ class SubscriptionActor(ContainedActor):
         headers.pop(DEAD_LETTER_REASON, None)
         headers.pop(DEAD_LETTER_QUEUE, None)
         original = from_broker(attrs.evolve(dead, headers=headers))
-        self.log.pop(original.message_id, None)
+        if original.message_id in self.log or original.message_id in self.acked:
+            self._record((DROP, original.message_id))
+            self.memory.drop(original.message_id)
         policy = self.config.dead_letter
         if policy is None:
             return
@@ -803,6 +890,7 @@ class SubscriptionActor(ContainedActor):
         read, number, generation, bindings = self.codec.read, self.number, self.generation, self.bindings
         acking = request.kind is SettleKind.ACK
         confirmed = self.confirmed if confirm else {}
+        acked_ids: list[str] = []
         for text in request.ack_ids:
             if text in confirmed:
                 continue  # acked and confirmed before: confirmed again, and nothing to settle
@@ -813,10 +901,12 @@ class SubscriptionActor(ContainedActor):
                 continue
             groups.setdefault(ack_id.binding, []).append(ack_id)
             texts[(ack_id.binding, ack_id.tag)] = text
-            if acking and not config.retain_acked_messages:
-                self.log.pop(ack_id.message_id, None)
-            elif acking:
-                self.acked[ack_id.message_id] = None
+            if acking:
+                acked_ids.append(ack_id.message_id)
+        if acked_ids:
+            retain = config.retain_acked_messages
+            self._record((SETTLE, tuple(acked_ids), retain))
+            self.memory.settle(acked_ids, retain)
         confirm_id = None
         if confirm:
             self.next_confirm += 1
@@ -852,14 +942,11 @@ class SubscriptionActor(ContainedActor):
             return
         del self.pending[confirm_id]
         refused = set(pending.invalid)
-        confirmed = self.confirmed
-        for text in pending.texts.values():
-            if text not in refused:
-                confirmed[text] = None
-        while len(confirmed) > CONFIRMED_MEMORY:
-            confirmed.popitem(last=False)
-        if pending.reply_to is not None:
-            self.ctx.send(pending.reply_to, SettleOutcome(tuple(pending.invalid)))
+        newly = tuple(text for text in pending.texts.values() if text not in refused)
+        if newly:
+            self._record((CONFIRM, newly))
+            self.memory.confirm(newly)
+        self._answer_settle(pending.reply_to, SettleOutcome(tuple(pending.invalid)))
 
     def _binding_gone(self, ref: ActorRef) -> None:
         number = self.by_ref.pop(ref, None)
@@ -881,35 +968,24 @@ class SubscriptionActor(ContainedActor):
         with topic retention replays them all, as in Pub/Sub.
         """
         log = self.log
-        added = False
-        for message in messages:
-            if message.message_id not in log:
-                log[message.message_id] = message
-                added = True
-        if added:
-            self.log = OrderedDict(sorted(log.items(), key=lambda item: _publish_order(item[1])))
+        new = [message for message in messages if message.message_id not in log]
+        if new:
+            self._record((RETAINED, rows(new)), sum(len(m.data) for m in new))
+            self.memory.add_retained(new)
 
     def _seek(self, time_ns: int, now_ns: int) -> None:
         """Messages published before ``time_ns`` count as acked, later ones (still retained) as not."""
-        self.latest_ns = max(self.latest_ns, now_ns)
-        if self.config.retain_acked_messages:
-            for message_id, message in self.log.items():
-                if message.publish_time_ns < time_ns:
-                    self.acked[message_id] = None
-                else:
-                    self.acked.pop(message_id, None)
-        else:
-            for message_id in [mid for mid, m in self.log.items() if m.publish_time_ns < time_ns]:
-                del self.log[message_id]
+        retain = self.config.retain_acked_messages
+        self._record((SEEK, time_ns, now_ns, retain))
+        self.memory.seek(time_ns, now_ns, retain)
         self._rebuild()
 
     def _use_config(self, config: SubscriptionConfig) -> None:
         old = self.config
         self.config = config
-        if not config.retain_acked_messages:
-            for message_id in self.acked:
-                self.log.pop(message_id, None)
-            self.acked.clear()
+        if not config.retain_acked_messages and self.acked:
+            self._record((UNRETAIN,))
+            self.memory.unretain()
         # In place, not as a new queue generation: the messages held by clients keep their leases
         # (and ack ids). A new retention applies to messages routed from now on.
         if any(getattr(old, name) != getattr(config, name) for name in ("ack_deadline_s", "dead_letter", "retry")):
@@ -923,28 +999,30 @@ class SubscriptionActor(ContainedActor):
                 self.ctx.send(ref, reconfigured)
 
     def _rebuild(self) -> None:
-        """A new queue generation holding every retained, unacked message, in publish order."""
+        """A new queue generation holding every retained, unacked message, in publish order.
+
+        On a disk store the generation is journaled as unfinished until its queue confirms the
+        batch (``REBUILT``): a crash in between makes the next start rebuild again from the log.
+        """
         if self.queue is not None:
             self.ctx.stop(self.queue)
+        self.rebuild_batch = None
         while self.routed:  # the old queue answers no more: what it held is in the log, replayed below
             self._batch_kept(None)
-        self.generation += 1
-        if self.ctx.journal_on_disk:
-            self.ctx.journal.save_snapshot(QueueGeneration(self.generation))
+        self._record((GENERATION, self.generation + 1))
+        self.memory.new_generation()
         queue = self._spawn_queue()
         self.queue = queue
         config = self.config
-        horizon_s = config.retention_s
-        kept = []
-        for message_id, message in self.log.items():
-            if message_id in self.acked:
-                continue
-            left_s = horizon_s - (self.latest_ns - message.publish_time_ns) / 1e9
-            if left_s > 0:
-                kept.append(to_broker(message, config.enable_message_ordering, left_s))
+        ordered = config.enable_message_ordering
+        kept = [to_broker(message, ordered, left_s) for message, left_s in self.memory.unacked(config.retention_s)]
         if kept:
             self.ctx.send(queue, PublishBatch(tuple(kept)))
             self.routed.append((kept[-1].message_id, 0, None))
+            self.rebuild_batch = kept[-1].message_id
+        else:
+            self._record((REBUILT,))
+            self.memory.rebuilt()
         rebind = Rebind(queue, self.generation, config.ack_deadline_s, config.exactly_once,
                         config.enable_message_ordering, config.dead_letter is not None)
         for ref in self.bindings.values():

@@ -7,11 +7,15 @@ settings, and every confirmed message under the id the publisher was given.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from google.api_core import exceptions
 from google.cloud import pubsub_v1
+from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeStatus
 
 from conveyor.actors.pubsub import PubSubServer
 from tests.cli.test_serve import WAIT_S, Publishers, Served
@@ -25,18 +29,21 @@ def _start(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Served:
     return served
 
 
-def _pull_all(subscriber: pubsub_v1.SubscriberClient, expected: int) -> dict[str, bytes]:
-    """Pull (and ack) until ``expected`` distinct messages came, or nothing more comes."""
+def _pull_all(subscriber: pubsub_v1.SubscriberClient, expected: int, name: str = SUBSCRIPTION,
+              patience: int = 20) -> dict[str, bytes]:
+    """Pull (and ack) until ``expected`` distinct messages came, or ``patience`` pulls in a row came empty."""
     seen: dict[str, bytes] = {}
     empty = 0
-    while len(seen) < expected and empty < 20:
-        response = subscriber.pull(subscription=SUBSCRIPTION, max_messages=100, timeout=WAIT_S)
+    while len(seen) < expected and empty < patience:
+        # A pull waits for its first message at most until its deadline is near: a short one when
+        # nothing is expected.
+        response = subscriber.pull(subscription=name, max_messages=100, timeout=WAIT_S if patience > 2 else 2.0)
         if not response.received_messages:
             empty += 1
             continue
         for received in response.received_messages:
             seen[received.message.message_id] = received.message.data
-        subscriber.acknowledge(subscription=SUBSCRIPTION, ack_ids=[r.ack_id for r in response.received_messages])
+        subscriber.acknowledge(subscription=name, ack_ids=[r.ack_id for r in response.received_messages])
     return seen
 
 
@@ -135,3 +142,103 @@ def test_kill_9_while_publishing_loses_no_confirmed_message(tmp_path: Path, monk
     # time leaves a confirm sent early little room to show: the 300-message test above is the one
     # that catches that; this one kills the writer mid-batch.)
     assert confirmed <= set(pulled)
+
+
+def test_exactly_once_acks_confirmed_before_kill_9_stay_acked_and_their_ids_stay_confirmed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(a) A confirmed exactly-once ack survives kill -9; (c) ack ids from before it behave as documented."""
+    data_dir = tmp_path / "data"
+    served = _start(data_dir, monkeypatch)
+    confirmed: dict[str, str] = {}  # message id -> the ack id whose ack was confirmed
+    held: dict[str, str] = {}  # message id -> the ack id of a delivery still leased at the kill
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def receive(message: Any) -> None:
+        if int(message.attributes["n"]) % 2:
+            with lock:
+                held[message.message_id] = message.ack_id
+        else:
+            status = message.ack_with_response().result(timeout=WAIT_S)
+            assert status == AcknowledgeStatus.SUCCESS
+            with lock:
+                confirmed[message.message_id] = message.ack_id
+        with lock:
+            if len(confirmed) + len(held) == 20:
+                done.set()
+
+    try:
+        publisher = pubsub_v1.PublisherClient()
+        subscriber = pubsub_v1.SubscriberClient()
+        publisher.create_topic(name=TOPIC)
+        subscriber.create_subscription(request={"name": SUBSCRIPTION, "topic": TOPIC,
+                                                "enable_exactly_once_delivery": True})
+        ids = {publisher.publish(TOPIC, f"m{n}".encode(), n=str(n)).result(WAIT_S): n for n in range(20)}
+        streaming = subscriber.subscribe(SUBSCRIPTION, receive)
+        assert done.wait(WAIT_S), f"{len(confirmed)} confirmed and {len(held)} held of 20"
+    finally:
+        served.kill()  # SIGKILL with ten messages leased to the stream
+    streaming.cancel()
+    publisher.stop()
+    subscriber.close()
+    assert sorted(ids[m] for m in confirmed) == list(range(0, 20, 2))
+
+    again = _start(data_dir, monkeypatch)
+    try:
+        subscriber = pubsub_v1.SubscriberClient()
+        # (c) An ack id whose ack was confirmed before the kill is confirmed again, as before it.
+        subscriber.acknowledge(subscription=SUBSCRIPTION, ack_ids=list(confirmed.values()))
+        # (c) An ack id of a lease the kill ended names its message, but the lease is over: refused
+        # as an expired ack id is (exactly-once), and the message is delivered again.
+        stale_message, stale_ack_id = next(iter(held.items()))
+        with pytest.raises(exceptions.InvalidArgument, match="no longer valid"):
+            subscriber.acknowledge(subscription=SUBSCRIPTION, ack_ids=[stale_ack_id])
+        # (a) What was confirmed never comes back; what was held does, under the same ids.
+        redelivered = _pull_all(subscriber, 10)
+        redelivered.update(_pull_all(subscriber, 1, patience=2))
+        assert set(redelivered) == set(held)
+        assert stale_message in redelivered
+        assert {ids[m] for m in redelivered} == set(range(1, 20, 2))
+        subscriber.close()
+    finally:
+        again.kill()
+
+
+def test_a_seek_after_kill_9_replays_retained_acked_messages_and_keeps_unacked_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(b) The Seek log outlives kill -9: retained acked messages replay, unacked ones are not lost."""
+    data_dir = tmp_path / "data"
+    retaining, plain = SUBSCRIPTION + "-retaining", SUBSCRIPTION + "-plain"
+    served = _start(data_dir, monkeypatch)
+    before = time.time() - 1
+    try:
+        publisher = pubsub_v1.PublisherClient()
+        subscriber = pubsub_v1.SubscriberClient()
+        publisher.create_topic(name=TOPIC)
+        subscriber.create_subscription(request={"name": retaining, "topic": TOPIC, "retain_acked_messages": True})
+        subscriber.create_subscription(request={"name": plain, "topic": TOPIC})
+        published = {publisher.publish(TOPIC, f"m{n}".encode()).result(WAIT_S): f"m{n}".encode() for n in range(10)}
+        assert _pull_all(subscriber, 10, retaining) == published  # acked: gone until a Seek back
+        assert _pull_all(subscriber, 1, retaining, patience=2) == {}
+        leased = subscriber.pull(subscription=plain, max_messages=10, timeout=WAIT_S).received_messages
+        assert leased  # held, not acked, at the kill
+        publisher.stop()
+        subscriber.close()
+    finally:
+        served.kill()
+
+    again = _start(data_dir, monkeypatch)
+    try:
+        subscriber = pubsub_v1.SubscriberClient()
+        assert _pull_all(subscriber, 1, retaining, patience=2) == {}  # still acked after the restart
+        # A plain subscription ignores an ack id whose lease the kill ended (as Pub/Sub ignores an
+        # expired one): it settles nothing, so the Seek below still finds those messages unacked.
+        subscriber.acknowledge(subscription=plain, ack_ids=[r.ack_id for r in leased])
+        for name in (retaining, plain):
+            subscriber.seek(request={"subscription": name, "time": {"seconds": int(before)}})
+            assert _pull_all(subscriber, 10, name) == published, name  # same messages, same ids
+        subscriber.close()
+    finally:
+        again.kill()
