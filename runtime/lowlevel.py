@@ -4,7 +4,8 @@ Actor code needs only ``conveyor.runtime``. A backend (the simulator, a disk or 
 store to come) or a library of message types imports from here: the ``Backend`` protocol it
 implements, the cells it moves messages into, the timer queue and the ``TimerFired`` it
 delivers, the store hook, the ``JournalStore`` a disk store implements, and the immutability
-declarations for message classes. Each name is exported once: the journal, jobs' messages and
+declarations for message classes, and the ZooKeeper session protocol (``ZkCall`` / ``ZkReply``
+and the rest) that a session actor of any backend answers. Each name is exported once: the journal, jobs' messages and
 the trace types live in ``conveyor.runtime``.
 (A module, not a package, so its re-exports are named by ``__all__`` alone.)
 """
@@ -15,6 +16,30 @@ from ._immutability import checked_when_built, register_immutable_type
 from ._journal import JournalStore, WriteKind
 from ._messages import TimerFired
 from ._timers import TimerQueue
+from ._zookeeper import (
+    ZK_ERROR_CODES,
+    ZkCall,
+    ZkCheck,
+    ZkClose,
+    ZkCreate,
+    ZkDelete,
+    ZkErrorCode,
+    ZkExists,
+    ZkGetChildren,
+    ZkGetData,
+    ZkMulti,
+    ZkMultiFailed,
+    ZkNode,
+    ZkOperation,
+    ZkReply,
+    ZkSessionEvent,
+    ZkSessionState,
+    ZkSetData,
+    ZkWatchFired,
+    ZkWatchKind,
+    ZkWatchSession,
+    ZkWrite,
+)
 
 __all__ = [
     "ActorCell",
@@ -26,6 +51,28 @@ __all__ = [
     "TimerFired",
     "TimerQueue",
     "WriteKind",
+    "ZK_ERROR_CODES",
+    "ZkCall",
+    "ZkCheck",
+    "ZkClose",
+    "ZkCreate",
+    "ZkDelete",
+    "ZkErrorCode",
+    "ZkExists",
+    "ZkGetChildren",
+    "ZkGetData",
+    "ZkMulti",
+    "ZkMultiFailed",
+    "ZkNode",
+    "ZkOperation",
+    "ZkReply",
+    "ZkSessionEvent",
+    "ZkSessionState",
+    "ZkSetData",
+    "ZkWatchFired",
+    "ZkWatchKind",
+    "ZkWatchSession",
+    "ZkWrite",
     "checked_when_built",
     "fail_promise_if_asked",
     "register_immutable_type",
