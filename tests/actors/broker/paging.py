@@ -32,7 +32,7 @@ def force_paging(monkeypatch: pytest.MonkeyPatch, target_bytes: int) -> None:
     monkeypatch.setattr(QueueActor, "__init__", paged_init)
 
     def small_deltas(self: QueueActor, target: int) -> BodyPager:
-        chunk = None if self.config.max_length is not None or self.config.durable else 2
+        chunk = None if self.config.max_length is not None else 2
         return BodyPager(self.entries, target, chunk, 2, durable=self.config.durable)
 
     monkeypatch.setattr(QueueActor, "make_pager", small_deltas)
