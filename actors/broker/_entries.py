@@ -997,6 +997,9 @@ class EntryList:
         if len(run) != count or run[0].seq != first:
             msg = f"level {rank} has no run of {count} entries from seq {first} to push to its delta"
             raise ValueError(msg)
+        for entry in run:
+            if not entry.paged:  # a snapshot kept its body (unsynced then): the push says it is synced now
+                self.page_out(entry)
         self.push_delta(rank, run, key)
 
     def last_delta_chunk(self, rank: int) -> DeltaChunk:
