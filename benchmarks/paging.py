@@ -1,8 +1,9 @@
 """RAM per queued message, with and without paging: a backlog on ``QueueActor`` measured by tracemalloc.
 
 A queue on ``TrioSystem`` takes ``messages`` bodies of ``size`` bytes (``PublishBatch`` of ``batch``),
-once with every body in RAM and once with ``memory_target_bytes`` (bodies written to a
-``DiskBodyStore`` in a job); once the system is quiet (the store's last job done), the Python heap
+once with every body in RAM, once with ``memory_target_bytes`` (bodies written to a
+``DiskBodyStore`` in a job) and once durable with that target, its journal in a ``DiskJournalStore``
+(the journal's events in RAM are measured apart: another change takes them off RAM); once the system is quiet (the store's last job done), the Python heap
 the backlog holds is read with tracemalloc (every thread's allocations: the store's table too) and
 divided by ``messages``. Then the queue is drained by one consumer and every body checked.
 """
@@ -11,7 +12,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import sys
+import tempfile
 import tracemalloc
+import types
+from collections.abc import Iterable
 
 import trio
 
@@ -27,6 +32,7 @@ from conveyor.actors.broker import (
     QueueConfig,
     QueueStats,
 )
+from conveyor.actors.storage import DiskJournalStore
 from conveyor.runtime import Actor, TrioSystem
 
 from ._common import check_equal
@@ -53,10 +59,33 @@ def _body(number: int, size: int) -> bytes:
     return number.to_bytes(8, "big") * (size // 8) + bytes(size % 8)
 
 
-async def _backlog(messages: int, size: int, batch: int, target: int | None) -> dict[str, float]:
+def _deep_size(roots: Iterable[object], seen: set[int]) -> int:
+    """Bytes of ``roots`` and every object they reach but those in ``seen`` (which gains them): each object
+    once, classes, modules and functions left out."""
+    stack = list(roots)
+    total = 0
+    while stack:
+        item = stack.pop()
+        if id(item) in seen or isinstance(item, (type, types.ModuleType, types.FunctionType)):
+            continue
+        seen.add(id(item))
+        total += sys.getsizeof(item)
+        stack.extend(gc.get_referents(item))
+    return total
+
+
+async def _backlog(messages: int, size: int, batch: int, target: int | None, durable: bool = False) -> dict[str, float]:
     gc.collect()
-    async with TrioSystem() as system:
-        queue = system.spawn(lambda: QueueActor(QueueConfig("backlog", memory_target_bytes=target)), name="q")
+    directory = tempfile.TemporaryDirectory(prefix="conveyor-paging-") if durable else None
+    store = None if directory is None else DiskJournalStore(directory.name)
+    made: list[QueueActor] = []
+
+    def make_queue() -> QueueActor:
+        made.append(QueueActor(QueueConfig("backlog", durable=durable, memory_target_bytes=target)))
+        return made[-1]
+
+    async with TrioSystem(journal_store=store) as system:
+        queue = system.spawn(make_queue, name="q")
         await system.ask(queue, GetStats())
         await system.wait_quiet()
         gc.collect()
@@ -68,6 +97,11 @@ async def _backlog(messages: int, size: int, batch: int, target: int | None) -> 
         await system.wait_quiet()
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] - before
+        actor = made[-1]
+        # The journal's events alone hold (their objects the entries do not share): another change takes them off RAM.
+        seen: set[int] = set()
+        _deep_size((actor.entries, actor.pager, actor.body_store), seen)
+        events = 0 if actor.journal is None else _deep_size(list(actor.journal), seen)
         stats: QueueStats = await system.ask(queue, GetStats())
         check_equal("paging", "depth", messages, stats.depth)
         drain = _Drain(size)
@@ -78,7 +112,10 @@ async def _backlog(messages: int, size: int, batch: int, target: int | None) -> 
                 await trio.sleep(0.05)
         check_equal("paging", "bodies intact", 0, drain.wrong)
         system.shutdown()
-    return {"bytes_per_message": held / messages, "bodies_in_ram": float(stats.body_bytes_in_ram or messages * size)}
+    if directory is not None:
+        directory.cleanup()
+    return {"bytes_per_message": held / messages, "bodies_in_ram": float(stats.body_bytes_in_ram or messages * size),
+            "journal_events_per_message": events / messages, "entries_out_of_ram": float(stats.entries_out_of_ram)}
 
 
 def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: int = 1024 * 1024) -> dict[str, float]:
@@ -87,17 +124,26 @@ def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: i
     try:
         plain = trio.run(_backlog, messages, size, batch, None)
         paged = trio.run(_backlog, messages, size, batch, target)
+        durable = trio.run(_backlog, messages, size, batch, target, True)
     finally:
         tracemalloc.stop()
     figures = {
         "ram_per_message_bytes": plain["bytes_per_message"],
         "paged_ram_per_message_bytes": paged["bytes_per_message"],
         "paged_bodies_in_ram_bytes": paged["bodies_in_ram"],
+        "durable_paged_ram_per_message_bytes": durable["bytes_per_message"],
+        "durable_journal_events_per_message_bytes": durable["journal_events_per_message"],
+        "durable_entries_out_of_ram": durable["entries_out_of_ram"],
     }
     print(f"paging: {messages:,} queued messages of {size:,} bytes (tracemalloc, after quiet)")
     print(f"  every body in RAM:                 {figures['ram_per_message_bytes']:>10,.0f} bytes a message")
     print(f"  memory_target_bytes={target:,}: {figures['paged_ram_per_message_bytes']:>10,.0f} bytes a message "
           f"({figures['paged_bodies_in_ram_bytes']:,.0f} bytes of bodies held)")
+    durable_ram = figures["durable_paged_ram_per_message_bytes"]
+    events = figures["durable_journal_events_per_message_bytes"]
+    print(f"  durable, memory_target_bytes={target:,} (DiskJournalStore): {durable_ram:>10,.0f} bytes a message, of "
+          f"which {events:,.0f} the journal's events and {durable_ram - events:,.0f} the rest "
+          f"({figures['durable_entries_out_of_ram']:,.0f} entries out of RAM)")
     return figures
 
 

@@ -396,6 +396,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"durable_total_queue"}),
     ),
     PlantedBug(
+        "reused-chunk-keys", "a recovered durable queue names new delta chunks from -1 again, over chunks its deltas name",
+        "durable-crash", Variant(queue=durable_paging.ReusesChunkKeys), budget=30,
+        checkers=frozenset({"durable_total_queue"}),
+    ),
+    PlantedBug(
         "pages-at-twice-the-target", "a paged queue's pager is built with twice its memory target (and 64 bytes)",
         "paged-swarm", Variant(queue=durable_paging.PagesAtTwiceTheTarget), budget=10,
         checkers=frozenset({"ram_under_target"}),
