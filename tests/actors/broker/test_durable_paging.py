@@ -63,6 +63,7 @@ def test_a_durable_paged_queue_keeps_its_bodies_on_disk_and_none_in_its_journal(
     assert before.depth == count
     assert before.body_bytes_in_ram is not None and before.body_bytes_in_ram <= TARGET
     assert before.bodies_paged >= count - TARGET // BODY
+    assert before.entries_out_of_ram >= count - 2 * 4  # the deep tail's entries in deltas (chunks of 2, 4 kept)
     assert not [arg for event in events for arg in getattr(event, "args", ()) if getattr(arg, "body", b"")]
     bodies = tmp_path / "bodies"
     assert [p.name for p in bodies.iterdir()] == ["%2Fq"]
