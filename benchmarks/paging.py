@@ -3,9 +3,10 @@
 A queue on ``TrioSystem`` takes ``messages`` bodies of ``size`` bytes (``PublishBatch`` of ``batch``),
 once with every body in RAM, once with ``memory_target_bytes`` (bodies written to a
 ``DiskBodyStore`` in a job) and once durable with that target, its journal in a ``DiskJournalStore``
-(the journal's events in RAM are measured apart: another change takes them off RAM); once the system is quiet (the store's last job done), the Python heap
-the backlog holds is read with tracemalloc (every thread's allocations: the store's table too) and
-divided by ``messages``. Then the queue is drained by one consumer and every body checked.
+(the journal's events in RAM are measured apart: another change takes them off RAM); once the
+system is quiet (the store's last job done), the Python heap the backlog holds is read with
+tracemalloc (every thread's allocations: the store's table too) and divided by ``messages``.
+Then the queue is drained by one consumer and every body checked.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ async def _backlog(messages: int, size: int, batch: int, target: int | None, dur
         actor = made[-1]
         # The journal's events alone hold (their objects the entries do not share): another change takes them off RAM.
         seen: set[int] = set()
-        _deep_size((actor.entries, actor.pager, actor.body_store), seen)
+        entries = _deep_size((actor.entries, actor.pager), seen)
+        store = _deep_size((actor.body_store,), seen)
         events = 0 if actor.journal is None else _deep_size(list(actor.journal), seen)
         stats: QueueStats = await system.ask(queue, GetStats())
         check_equal("paging", "depth", messages, stats.depth)
@@ -115,7 +117,8 @@ async def _backlog(messages: int, size: int, batch: int, target: int | None, dur
     if directory is not None:
         directory.cleanup()
     return {"bytes_per_message": held / messages, "bodies_in_ram": float(stats.body_bytes_in_ram or messages * size),
-            "journal_events_per_message": events / messages, "entries_out_of_ram": float(stats.entries_out_of_ram)}
+            "journal_events_per_message": events / messages, "entries_out_of_ram": float(stats.entries_out_of_ram),
+            "entries_per_message": entries / messages, "store_per_message": store / messages}
 
 
 def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: int = 1024 * 1024) -> dict[str, float]:
@@ -134,6 +137,8 @@ def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: i
         "durable_paged_ram_per_message_bytes": durable["bytes_per_message"],
         "durable_journal_events_per_message_bytes": durable["journal_events_per_message"],
         "durable_entries_out_of_ram": durable["entries_out_of_ram"],
+        "durable_entries_per_message_bytes": durable["entries_per_message"],
+        "durable_store_per_message_bytes": durable["store_per_message"],
     }
     print(f"paging: {messages:,} queued messages of {size:,} bytes (tracemalloc, after quiet)")
     print(f"  every body in RAM:                 {figures['ram_per_message_bytes']:>10,.0f} bytes a message")
@@ -143,7 +148,10 @@ def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: i
     events = figures["durable_journal_events_per_message_bytes"]
     print(f"  durable, memory_target_bytes={target:,} (DiskJournalStore): {durable_ram:>10,.0f} bytes a message, of "
           f"which {events:,.0f} the journal's events and {durable_ram - events:,.0f} the rest "
-          f"({figures['durable_entries_out_of_ram']:,.0f} entries out of RAM)")
+          f"({figures['durable_entries_out_of_ram']:,.0f} entries out of RAM); objects reached (sys.getsizeof): "
+          f"{figures['durable_entries_per_message_bytes']:,.0f} from the entry list and pager, "
+          f"{figures['durable_store_per_message_bytes']:,.0f} from the body store, {events:,.0f} from the journal's "
+          f"events alone")
     return figures
 
 

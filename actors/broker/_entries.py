@@ -425,20 +425,19 @@ class EntryList:
             pending = unsynced_chunks or {}
             full: list[tuple[Any, ...]] = []
             for rank, level in enumerate(self._levels):
-                kept = tuple(chunk for chunk in level.delta if chunk.key not in pending)
-                if kept:
-                    deltas.append((rank, kept))
+                synced = tuple(chunk for chunk in level.delta if chunk.key not in pending)
+                if synced:
+                    deltas.append((rank, synced))
                 for chunk in level.delta:
                     records = pending.get(chunk.key)
                     if records is None:
                         continue
-                    for seq, message, size in records:
+                    for seq, kept, size in records:
                         body = None if unsynced is None else unsynced.get(seq)
                         if body is None:
                             stored.append((seq, size))
-                        else:
-                            message = attrs.evolve(message, body=body)
-                        full.append((seq, rank, seq, message, _AVAILABLE, None, 0, None, 0, 0, 0.0, None))
+                        full.append((seq, rank, seq, kept if body is None else attrs.evolve(kept, body=body),
+                                     _AVAILABLE, None, 0, None, 0, 0, 0.0, None))
             if full:  # in publish order, as ``restore`` keeps its live entries
                 entries = tuple(sorted(entries + tuple(full), key=lambda row: row[0]))
         cursors = tuple(

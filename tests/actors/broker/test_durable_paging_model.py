@@ -15,8 +15,16 @@ import pickle
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from conveyor.actors.broker import BodyPager, EntryList, MatchAll, MemoryBodyStore, Message, run_page_batch
-from conveyor.actors.broker import EntryState, PageDone
+from conveyor.actors.broker import (
+    BodyPager,
+    EntryList,
+    EntryState,
+    MatchAll,
+    MemoryBodyStore,
+    Message,
+    PageDone,
+    run_page_batch,
+)
 from conveyor.actors.broker._body_store import DeltaRecord
 from conveyor.actors.broker._durable import as_core_call, delta_pushed, journal_calls, replay_call
 from conveyor.actors.broker._entries import EntryListSnapshot
@@ -133,7 +141,7 @@ def logical(core: EntryList, store: MemoryBodyStore, unsynced_chunks: dict[int, 
     """Every live entry as (seq, position, state, consumer, deliveries, size, message id), a delta's read from
     its chunk record (in the store, or not yet synced); the cursors (pointers and held seqs) and counters.
     Checks the paged counters on the way (the deltas' entries count as paged)."""
-    records: dict[int, DeltaRecord] = {}
+    records: dict[int, tuple[int, DeltaRecord]] = {}
     for rank in core.delta_ranks():
         for chunk in core.delta_chunks(rank):
             kept = unsynced_chunks.get(chunk.key)

@@ -396,7 +396,8 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"durable_total_queue"}),
     ),
     PlantedBug(
-        "reused-chunk-keys", "a recovered durable queue names new delta chunks from -1 again, over chunks its deltas name",
+        "reused-chunk-keys",
+        "a recovered durable queue names new delta chunks from -1 again, over chunks its deltas name",
         "durable-crash", Variant(queue=durable_paging.ReusesChunkKeys), budget=30,
         checkers=frozenset({"durable_total_queue"}),
     ),

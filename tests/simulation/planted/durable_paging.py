@@ -29,7 +29,7 @@ class ReusesChunkKeys(QueueActor):
     def _recover(self) -> bool:
         found = super()._recover()
         if self.pager is not None:
-            self.pager._next_chunk = -1  # noqa: SLF001  # the bug: forget the keys in use
+            self.pager._next_chunk = -1  # the bug: forget the keys in use
         return found
 
 
