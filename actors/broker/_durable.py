@@ -223,8 +223,10 @@ def journal_calls(
 
     ``bodies_elsewhere`` (a durable paged queue, whose body store keeps every body): a publish is
     recorded as ``publish_stored`` with the message's body left out, so the journal holds no body,
-    and a take or browse with one more argument, the seq whose paged body stopped it (replay sets
-    ``EntryList.stop_at`` from it, as ``EntryList.replaying`` pages nothing).
+    and a take or browse with one more argument, what stopped it (``walk_stop``: the seq of a paged
+    body, or the position of a delta; replay sets ``EntryList.stop_at`` or ``stop_before`` from it, as
+    ``EntryList.replaying`` pages nothing). A delta's load (``load_delta``) is recorded with its
+    chunk's records; its push is appended by the queue once the chunk is synced (``delta_pushed``).
     """
     append = journal.append
     depth = [0]  # calls of this core in progress: only the outermost one is recorded
