@@ -168,7 +168,7 @@ def test_a_body_the_store_lost_drops_its_entry_and_the_rest_is_delivered() -> No
         queue.tell(Publish(Message(body(n), message_id=str(n))))
     sim.run()
     store = sim.journals["/q"].attached["bodies"]
-    assert isinstance(store, MemoryBodyStore) and sorted(store.bodies) == [1, 2, 3, 4, 5]
+    assert isinstance(store, MemoryBodyStore) and sorted(k for k in store.bodies if k > 0) == [1, 2, 3, 4, 5]
     del store.bodies[3]  # the body of message 2 (seq 3) never reached the store
     queue.tell(CrashNow())
     sim.run()
