@@ -60,7 +60,7 @@ def _body(number: int, size: int) -> bytes:
     return number.to_bytes(8, "big") * (size // 8) + bytes(size % 8)
 
 
-def _deep_size(roots: Iterable[object], seen: set[int]) -> int:
+def deep_size(roots: Iterable[object], seen: set[int]) -> int:
     """Bytes of ``roots`` and every object they reach but those in ``seen`` (which gains them): each object
     once, classes, modules and functions left out."""
     stack = list(roots)
@@ -101,9 +101,9 @@ async def _backlog(messages: int, size: int, batch: int, target: int | None, dur
         actor = made[-1]
         # The journal's events alone hold (their objects the entries do not share): another change takes them off RAM.
         seen: set[int] = set()
-        entries = _deep_size((actor.entries, actor.pager), seen)
-        store = _deep_size((actor.body_store,), seen)
-        events = 0 if actor.journal is None else _deep_size(list(actor.journal), seen)
+        entries = deep_size((actor.entries, actor.pager), seen)
+        store_bytes = deep_size((actor.body_store,), seen)
+        events = 0 if actor.journal is None else deep_size(list(actor.journal), seen)
         stats: QueueStats = await system.ask(queue, GetStats())
         check_equal("paging", "depth", messages, stats.depth)
         drain = _Drain(size)
@@ -118,7 +118,7 @@ async def _backlog(messages: int, size: int, batch: int, target: int | None, dur
         directory.cleanup()
     return {"bytes_per_message": held / messages, "bodies_in_ram": float(stats.body_bytes_in_ram or messages * size),
             "journal_events_per_message": events / messages, "entries_out_of_ram": float(stats.entries_out_of_ram),
-            "entries_per_message": entries / messages, "store_per_message": store / messages}
+            "entries_per_message": entries / messages, "store_per_message": store_bytes / messages}
 
 
 def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: int = 1024 * 1024) -> dict[str, float]:
