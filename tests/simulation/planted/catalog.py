@@ -428,7 +428,9 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "stacked-snapshot-restore", "restoring a snapshot rebuilds each level's undelivered messages newest first",
         "durable-crash", Variant(queue=broker.queue_with_entries(recovery_order.StackedSnapshotRestore)), budget=30,
-        checkers=frozenset({"found_order"}), shrink_runs=600,
+        # On a paged draw the places it hands out in reverse break the deltas' order (a level's places in seq
+        # order), and messages go missing: durable_total_queue finds that first.
+        checkers=frozenset({"found_order", "durable_total_queue"}), shrink_runs=600,
     ),
     PlantedBug(
         "acks-counted-as-asked", "QueueStats.acked counts an ack's tags the consumer no longer held", "priorities",
