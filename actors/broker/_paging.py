@@ -24,7 +24,10 @@ A durable queue's pager (``durable=True``) writes every body as it is published 
 the store syncs it; ``unsynced`` holds the bodies not yet synced, which a snapshot keeps), holds
 the deletes of settled entries until their journal write is synced (``hold_deletes`` /
 ``release_deletes``: the settle must survive a crash before the body goes), and reports bodies the
-store lost (``lost``: publishes never confirmed) for the queue to drop.
+store lost (``lost``: publishes never confirmed) for the queue to drop. Its delta chunks are kept
+(``unsynced_chunks``) until their write is synced, then announced (``chunk_stored``) for the queue
+to journal the push; a chunk read back is deleted once its journaled load is synced
+(``hold_chunk_deletes``).
 """
 
 from __future__ import annotations
