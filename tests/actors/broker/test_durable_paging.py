@@ -71,6 +71,8 @@ def test_a_durable_paged_queue_keeps_its_bodies_on_disk_and_none_in_its_journal(
     async def second() -> tuple[list[tuple[bytes, int]], QueueStats]:
         async with TrioSystem(journal_store=DiskJournalStore(tmp_path)) as system:
             queue = system.spawn(lambda: QueueActor(durable_paged()), name="q")
+            recovered: QueueStats = await system.ask(queue, GetStats())
+            assert recovered.entries_out_of_ram == before.entries_out_of_ram  # the deltas came back as deltas
             client, _ = consume(system_harness(system), queue, Action.ACK,
                                 settings=ConsumerSettings(prefetch_messages=4))
             with trio.fail_after(20):
