@@ -5,18 +5,17 @@ A ``QueueConfig(durable=True)`` queue on ``TrioSystem(journal_store=DiskJournalS
 once with every body in RAM and once paged under ``memory_target_bytes``. Once the system is quiet
 the Python heap the backlog holds (every thread's allocations: the journal's events if it keeps
 them, the store's tables) is read and divided by ``messages``; then the queue is drained and every
-body checked (``paging._backlog`` with a journal directory). What the journal keeps in RAM per
+body checked (``paging._backlog``, durable). What the journal keeps in RAM per
 event shows as the difference between two commits.
 """
 
 from __future__ import annotations
 
-import tempfile
+import argparse
 import tracemalloc
 
 import trio
 
-from . import paging
 from .paging import _backlog
 
 
@@ -24,9 +23,8 @@ def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: i
     """Measure a durable backlog's heap with every body in RAM and paged; print and return the figures."""
     tracemalloc.start()
     try:
-        with tempfile.TemporaryDirectory() as plain_dir, tempfile.TemporaryDirectory() as paged_dir:
-            plain = trio.run(_backlog, messages, size, batch, None, plain_dir)["bytes_per_message"]
-            paged = trio.run(_backlog, messages, size, batch, target, paged_dir)["bytes_per_message"]
+        plain = trio.run(_backlog, messages, size, batch, None, True)["bytes_per_message"]
+        paged = trio.run(_backlog, messages, size, batch, target, True)["bytes_per_message"]
     finally:
         tracemalloc.stop()
     print(f"durable queue on a DiskJournalStore: {messages:,} queued messages of {size:,} bytes "
@@ -38,7 +36,12 @@ def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: i
 
 def cli() -> None:
     """``python -m conveyor.benchmarks.journal_ram``."""
-    paging.cli(main, __doc__)
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--target", type=int, default=1024 * 1024)
+    args = parser.parse_args()
+    main(messages=args.messages, size=args.size, target=args.target)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from conveyor.runtime import Journal
 
 from ._client_protocol import Subscribe
 from ._dead_letters import DeadLetterOwed
-from ._entries import EntryList, EntryListSnapshot
+from ._entries import DeltaChunk, EntryList, EntryListSnapshot
 from ._values import COMPACT_AFTER_EVENTS, Message, QueueConfig
 
 REGISTRY_CALLS = frozenset({"add_consumer", "remove_consumer", "set_interest"})
@@ -56,8 +56,13 @@ RECORDED_CALLS = frozenset({
     "expire_leases",
     "expire_ttls",
     "release_delays",
+    "load_delta",
 })
 """The other ``EntryList`` methods that change its state, each journaled as a call (``recorded_call``)."""
+
+PUSH_DELTA = "push_delta_run"
+"""A durable paged queue's delta push, journaled once its chunk is synced in the body store
+(``delta_pushed``); replayed by ``EntryList.push_delta_run``, never called live."""
 
 COMPACT_AFTER_BYTES = 4 * 1024 * 1024
 """... or once the messages its events hold pass this many bytes and ``COMPACT_FACTOR`` times the live ones'.
@@ -222,8 +227,10 @@ def journal_calls(
 
     ``bodies_elsewhere`` (a durable paged queue, whose body store keeps every body): a publish is
     recorded as ``publish_stored`` with the message's body left out, so the journal holds no body,
-    and a take or browse with one more argument, the seq whose paged body stopped it (replay sets
-    ``EntryList.stop_at`` from it, as ``EntryList.replaying`` pages nothing).
+    and a take or browse with one more argument, what stopped it (``walk_stop``: the seq of a paged
+    body, or the position of a delta; replay sets ``EntryList.stop_at`` or ``stop_before`` from it, as
+    ``EntryList.replaying`` pages nothing). A delta's load (``load_delta``) is recorded with its
+    chunk's records; its push is appended by the queue once the chunk is synced (``delta_pushed``).
 
     ``published`` is what ``published_bytes(journal)`` says, counted by the caller's replay (None: scan
     the journal for it, which reads a disk store's events back once more).
@@ -268,9 +275,8 @@ def journal_calls(
                     full: Message = frozen[0]
                     recorded(recorded_call("publish_stored", (attrs.evolve(full, body=b""), frozen[1], full.size)))
                 elif bodies_elsewhere and name in _WALK_ARGS:
-                    # Which body stopped the walk depends on paging, which replay does not redo: say it.
-                    blocked = core.blocked
-                    recorded(recorded_call(name, (*frozen, 0 if blocked is None else blocked.seq)))
+                    # Which body or delta stopped the walk depends on paging, which replay does not redo: say it.
+                    recorded(recorded_call(name, (*frozen, walk_stop(core))))
                 else:
                     recorded(recorded_call(name, frozen))
             return result
@@ -328,25 +334,44 @@ def needs_compaction(
 
 
 _WALK_ARGS = {"take": 5, "browse": 3}
-"""The arguments of the walks; one more recorded is the seq that stopped it (``journal_calls``)."""
+"""The arguments of the walks; one more recorded is what stopped it (``walk_stop``)."""
 _NEVER_OWING = frozenset({PUBLISH, "publish_stored", *_WALK_ARGS})
 """Calls that dead-letter nothing: ``owing`` is not asked (their records have forms of their own)."""
+
+
+def walk_stop(core: EntryList) -> int | tuple[int, int]:
+    """What stopped the core's last take or browse, as the journal records it: the seq of the paged body
+    (0: none), or the position (rank, first seq) of the delta. Replay stops there (``replay_call``)."""
+    if core.blocked_rank is not None:
+        return (core.blocked_rank, core.blocked_seq)
+    blocked = core.blocked
+    return 0 if blocked is None else blocked.seq
+
+
+def delta_pushed(rank: int, chunk: DeltaChunk) -> RecordedCall:
+    """The journal event of a delta chunk now synced in the body store: replay moves its entries out of RAM."""
+    return (PUSH_DELTA, rank, chunk.key, chunk.seqs[0], len(chunk.seqs))
 
 
 def replay_call(core: EntryList, event: object) -> Any:
     """Make one recorded call (``recorded_call``'s tuple, or an older journal's ``CoreCall``) again on ``core``."""
     call = as_core_call(event)
     method = call.method
-    if method not in RECORDED_CALLS and method not in REGISTRY_CALLS:
-        allowed = sorted(RECORDED_CALLS | REGISTRY_CALLS)
+    if method not in RECORDED_CALLS and method not in REGISTRY_CALLS and method != PUSH_DELTA:
+        allowed = sorted(RECORDED_CALLS | REGISTRY_CALLS | {PUSH_DELTA})
         msg = f"journal holds a call to EntryList.{method}, which is not one of {allowed}"
         raise ValueError(msg)
     args = call.args
     walk = _WALK_ARGS.get(method)
-    if walk is not None and len(args) > walk:  # a durable paged queue's: where a paged body stopped it
-        core.stop_at = args[walk]
+    if walk is not None and len(args) > walk:  # a durable paged queue's: where a paged body or a delta stopped it
+        stop = args[walk]
+        if type(stop) is tuple:
+            core.stop_before = stop
+        else:
+            core.stop_at = stop
         try:
             return getattr(type(core), method)(core, *args[:walk])
         finally:
             core.stop_at = 0
+            core.stop_before = None
     return getattr(type(core), method)(core, *args)

@@ -257,6 +257,9 @@ class EntryListSnapshot:
     stored: tuple[tuple[int, int], ...] = ()
     """(seq, size) of the entries whose body is in a durable queue's body store, not in the snapshot
     (their message has an empty body): ``snapshot(unsynced=...)``."""
+    deltas: tuple[tuple[int, tuple[DeltaChunk, ...]], ...] = ()
+    """(rank, chunks) of the levels whose deltas hold entries out of RAM: each chunk's key, seqs and sizes
+    only, its records (the entries) staying in the durable body store (``snapshot(unsynced_chunks=...)``)."""
 
 
 _COUNTERS = ("available", "acquired", "published", "delivered", "redelivered", "acked", "dead_lettered", "expired")
@@ -312,6 +315,11 @@ class EntryList:
         """A durable paged queue's recovery replays its calls: a paged body blocks a walk only where it did."""
         self.stop_at = 0
         """While replaying, the seq whose paged body stopped the take or browse being replayed (0: none)."""
+        self.stop_before: tuple[int, int] | None = None
+        """While replaying, the position (rank, seq) of the delta that stopped the walk being replayed
+        (None: none did): the walk stops there whether or not those entries are in a delta now."""
+        self.blocked_seq = 0
+        """The first seq of the delta that stopped the last walk (with ``blocked_rank``; 0: none did)."""
         # counters
         self.published = 0
         self.delivered = 0
@@ -383,12 +391,18 @@ class EntryList:
 
     # --- durability -------------------------------------------------------------------------
 
-    def snapshot(self, unsynced: Mapping[int, bytes] | None = None) -> EntryListSnapshot:
+    def snapshot(
+        self, unsynced: Mapping[int, bytes] | None = None,
+        unsynced_chunks: Mapping[int, Iterable[tuple[int, Message, int]]] | None = None,
+    ) -> EntryListSnapshot:
         """Everything this list holds, as an immutable value that ``restore`` loads back.
 
         ``unsynced`` (a durable paged queue's): the entries whose body is stored are kept without it
         (``EntryListSnapshot.stored``), but for those whose store write is not yet synced, whose
-        body ``unsynced`` gives.
+        body ``unsynced`` gives. The levels' deltas are kept as their chunks' keys, seqs and sizes
+        (``EntryListSnapshot.deltas``: the chunks are in the store), but for the chunks of
+        ``unsynced_chunks`` (key -> records: their store write is not yet synced), whose entries are
+        kept in full, as available pristine entries (a level's unsynced chunks are its delta's last).
         """
         stored: list[tuple[int, int]] = []
 
@@ -406,6 +420,26 @@ class EntryList:
              e.delivery_count, e.lease, e.available_at, e.expires_at)
             for e in self._live.values()
         )
+        deltas: list[tuple[int, tuple[DeltaChunk, ...]]] = []
+        if self.delta_count:
+            pending = unsynced_chunks or {}
+            full: list[tuple[Any, ...]] = []
+            for rank, level in enumerate(self._levels):
+                synced = tuple(chunk for chunk in level.delta if chunk.key not in pending)
+                if synced:
+                    deltas.append((rank, synced))
+                for chunk in level.delta:
+                    records = pending.get(chunk.key)
+                    if records is None:
+                        continue
+                    for seq, kept, size in records:
+                        body = None if unsynced is None else unsynced.get(seq)
+                        if body is None:
+                            stored.append((seq, size))
+                        full.append((seq, rank, seq, kept if body is None else attrs.evolve(kept, body=body),
+                                     _AVAILABLE, None, 0, None, 0, 0, 0.0, None))
+            if full:  # in publish order, as ``restore`` keeps its live entries
+                entries = tuple(sorted(entries + tuple(full), key=lambda row: row[0]))
         cursors = tuple(
             (cid, c.selector, c.priority, c.acquiring, c.interested, c.pointer, tuple(c.held))
             for cid, c in self._cursors.items()
@@ -425,6 +459,7 @@ class EntryList:
             counters=tuple(getattr(self, name) for name in _COUNTERS),
             errors=tuple((e.seq, e.last_error) for e in self._live.values() if e.last_error is not None),
             stored=tuple(stored),
+            deltas=tuple(deltas),
         )
 
     def restore(self, snapshot: EntryListSnapshot) -> None:
@@ -470,6 +505,16 @@ class EntryList:
         for level in self._levels:
             level.entries.sort(key=lambda entry: entry.position[1])
             level.seqs = [entry.position[1] for entry in level.entries]
+        delta_bytes = 0
+        for rank, chunks in snapshot.deltas:
+            self._levels[rank].delta.extend(chunks)
+            for chunk in chunks:
+                self.delta_count += len(chunk.seqs)
+                delta_bytes += sum(chunk.sizes)
+        if self.delta_count:
+            self.delta_used = True
+            self.paged += self.delta_count
+            self.paged_bytes += delta_bytes
         for cid, selector, priority, acquiring, interested, pointer, held in snapshot.cursors:
             cursor = _Cursor(selector, priority, acquiring, pointer)
             cursor.interested = interested
@@ -484,7 +529,7 @@ class EntryList:
         self._top_priority = snapshot.top_priority
         for name, value in zip(_COUNTERS, snapshot.counters, strict=True):
             setattr(self, name, value)
-        self.live_bytes = sum(entry.size for entry in self._live.values())
+        self.live_bytes = sum(entry.size for entry in self._live.values()) + delta_bytes
 
     def live_tags(self) -> tuple[int, ...]:
         """Tags of every entry not yet in a final state, in publish order (the deltas' included)."""
@@ -557,6 +602,7 @@ class EntryList:
             walk, i.e. more might be there for this consumer).
         """
         self.blocked = self.blocked_rank = None
+        self.blocked_seq = 0
         cursor = self._cursors[consumer_id]
         selector = cursor.selector
         match_all = type(selector) is MatchAll
@@ -617,6 +663,7 @@ class EntryList:
         ``stop_at``: as in ``take``.
         """
         self.blocked = self.blocked_rank = None
+        self.blocked_seq = 0
         cursor = self._cursors[consumer_id]
         selector = cursor.selector
         match_all = type(selector) is MatchAll
@@ -940,6 +987,32 @@ class EntryList:
         self.delta_used = True
         return tuple((entry.seq, entry.message, entry.size) for entry in run)
 
+    def push_delta_run(self, rank: int, key: int, first: int, count: int) -> None:
+        """Replay a durable queue's push: the ``count`` entries of level ``rank`` from seq ``first`` on go
+        to its delta as chunk ``key`` (whose records the body store kept: nothing is returned)."""
+        level = self._levels[rank]
+        start = bisect.bisect_left(level.seqs, first, level.head)
+        run = level.entries[start:start + count]
+        if len(run) != count or run[0].seq != first:
+            msg = f"level {rank} has no run of {count} entries from seq {first} to push to its delta"
+            raise ValueError(msg)
+        for entry in run:
+            if not entry.paged:  # a snapshot kept its body (unsynced then): the push says it is synced now
+                self.page_out(entry)
+        self.push_delta(rank, run, key)
+
+    def last_delta_chunk(self, rank: int) -> DeltaChunk:
+        """The chunk pushed last to level ``rank``'s delta (``push_delta`` adds each after the others)."""
+        return self._levels[rank].delta[-1]
+
+    def delta_chunks(self, rank: int) -> tuple[DeltaChunk, ...]:
+        """The chunks of level ``rank``'s delta, first to last."""
+        return tuple(self._levels[rank].delta)
+
+    def in_ram(self) -> Iterator[Entry]:
+        """The live entries in RAM (not in a delta), in no particular order."""
+        return iter(self._live.values())
+
     def paged_run(self, entry: Entry, limit: int) -> list[Entry]:
         """``entry`` and the live entries after it on its level whose bodies are paged out, up to ``limit``.
 
@@ -1019,6 +1092,9 @@ class EntryList:
             level = levels[level_rank]
             entries = level.entries
             gap = level.gap_after(seq if level_rank == rank else -1) if level.delta else None
+            stop = self.stop_before
+            if stop is not None and stop[0] == level_rank:  # replaying: stop where a delta stopped the walk
+                gap = stop[1] - 1 if gap is None else min(gap, stop[1] - 1)
             if level.head >= len(entries) and gap is None:
                 continue  # nothing live on this level now
             start = level.after(seq) if level_rank == rank else level.head
@@ -1036,6 +1112,7 @@ class EntryList:
                     index = level.after(entry.seq)
             if gap is not None:
                 self.blocked_rank = level_rank  # its delta must be loaded before the walk goes on
+                self.blocked_seq = gap
                 return
 
     def _live_after_seq(self, seq: int) -> Iterator[Entry]:
@@ -1051,6 +1128,8 @@ class EntryList:
         merged = heapq.merge(*(level_entries(level) for level in self._levels), key=lambda entry: entry.seq)
         gaps = [(gap, rank) for rank, level in enumerate(self._levels)
                 if level.delta and (gap := level.gap_after(seq)) is not None]
+        if self.stop_before is not None:  # replaying: stop where a delta stopped the browse
+            gaps.append((self.stop_before[1] - 1, self.stop_before[0]))
         if not gaps:
             return merged
         return self._before_gap(merged, min(gaps))
@@ -1063,6 +1142,7 @@ class EntryList:
                 break
             yield entry
         self.blocked_rank = rank
+        self.blocked_seq = first
 
     def _group_allows(self, entry: Entry, consumer_id: int) -> bool:
         group = entry.message.group

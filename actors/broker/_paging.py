@@ -25,18 +25,21 @@ the store syncs it; ``unsynced`` holds the bodies not yet synced, which a snapsh
 the deletes of settled entries until their journal write is synced (``hold_deletes`` /
 ``release_deletes``: the settle must survive a crash before the body goes), keeps the bodies of dead
 letters the queue owes until they are sent (``keep`` / ``release_kept``), and reports bodies the
-store lost (``lost``: publishes never confirmed) for the queue to drop.
+store lost (``lost``: publishes never confirmed) for the queue to drop. Its delta chunks are kept
+(``unsynced_chunks``) until their write is synced, then announced (``chunk_stored``) for the queue
+to journal the push; a chunk read back is deleted once its journaled load is synced
+(``hold_chunk_deletes``).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import final
 
 from ._body_store import DeltaRecord, PageBatch, PageDone
-from ._entries import Entry, EntryList, EntryState
+from ._entries import DeltaChunk, Entry, EntryList, EntryState
 
 _AVAILABLE = EntryState.AVAILABLE
 _ACQUIRED = EntryState.ACQUIRED
@@ -112,6 +115,18 @@ class BodyPager:
         self.kept: set[int] = set()
         """Durable: settled entries whose body stays in the store until ``release_kept`` (dead letters owed)."""
         self._released: list[int] = []  # kept bodies released since the last batch: deleted like settled ones
+        self.unsynced_chunks: dict[int, tuple[DeltaRecord, ...]] = {}
+        """Durable: delta chunks handed to the store whose write is not yet synced, key -> records (a
+        snapshot keeps their entries in full: no journal event names them yet)."""
+        self._chunk_ranks: dict[int, tuple[int, DeltaChunk]] = {}  # durable: (level, chunk) of ``unsynced_chunks``
+        self._in_flight_chunks: tuple[int, ...] = ()  # durable: keys of the chunks the batch in flight writes
+        self.chunk_stored: Callable[[int, DeltaChunk], None] | None = None
+        """Durable: told (level, chunk) once a chunk's write is synced, before anything reads it back (the
+        queue journals the push there, so replay moves the same entries out of RAM)."""
+        self._loaded_chunks: list[int] = []  # durable on disk: chunks read back, deleted once that is journaled
+        self.hold_chunk_deletes = False
+        """Durable on disk: a chunk read back is deleted with the deletes ``hold_deletes`` holds, once the
+        journal's event of its load is synced (a crash before would still need it)."""
 
     @property
     def held_bytes(self) -> int:
@@ -132,12 +147,13 @@ class BodyPager:
         heapq.heappush(self._deepest, (-entry.position[0], -entry.seq, entry.seq))
 
     def recovered(self) -> None:
-        """A durable queue rebuilt its entries: track each, and write the bodies the store lacks."""
+        """A durable queue rebuilt its entries: track each in RAM (the deltas' stay in the store), write the
+        bodies the store lacks, and name new chunks below every chunk the deltas hold."""
         entries = self.entries
-        for seq in entries.live_tags():
-            entry = entries.get(seq)
-            if entry is None:
-                continue
+        keys = [chunk.key for rank in entries.delta_ranks() for chunk in entries.delta_chunks(rank)]
+        self._next_chunk = min(keys, default=0) - 1
+        for entry in sorted(entries.in_ram(), key=lambda entry: entry.seq):
+            seq = entry.seq
             if not entry.stored and not entry.paged:
                 self.published(entry)  # a snapshot kept its body: its write was not synced then
                 if entry.state is _ACQUIRED:
@@ -185,8 +201,12 @@ class BodyPager:
         return settled
 
     def hold_deletes(self, journal_write: int) -> None:
-        """Durable on disk: the entries settled so far keep their bodies until write ``journal_write`` is synced."""
+        """Durable on disk: the entries settled so far keep their bodies, and the delta chunks read back
+        theirs, until write ``journal_write`` is synced."""
         settled = self._settled()
+        if self._loaded_chunks:
+            settled += self._loaded_chunks
+            self._loaded_chunks = []
         if settled:
             self._held_deletes.append((journal_write, settled))
 
@@ -274,7 +294,11 @@ class BodyPager:
                 if run is not None and not any(entry.seq in reading or entry.seq in came_back for entry in run):
                     key = self._next_chunk
                     self._next_chunk -= 1
-                    self._chunk_writes.append((key, entries.push_delta(rank, run, key)))
+                    records = entries.push_delta(rank, run, key)
+                    self._chunk_writes.append((key, records))
+                    if self.durable:
+                        self.unsynced_chunks[key] = records
+                        self._chunk_ranks[key] = (rank, entries.last_delta_chunk(rank))
                     break
             else:
                 break
@@ -298,6 +322,7 @@ class BodyPager:
         self.forget_from = None
         if self.durable:
             self._in_flight_writes = len(self._writes)
+            self._in_flight_chunks = tuple(key for key, _ in self._chunk_writes)
         self._writes = []
         self._reads = []
         self._chunk_writes = []
@@ -317,6 +342,9 @@ class BodyPager:
             for _ in range(self._in_flight_writes):
                 unsynced.pop(order.popleft(), None)
             self._in_flight_writes = 0
+        if self._in_flight_chunks:  # durable: the batch's chunks are synced: journal their pushes, in order
+            self._chunks_synced(self._in_flight_chunks)
+            self._in_flight_chunks = ()
         for key, records in done.chunks:
             rank = self.loading.pop(key)
             chunk = entries.first_delta_chunk(rank)
@@ -326,7 +354,10 @@ class BodyPager:
             for back in entries.load_delta(rank, records):
                 heapq.heappush(self._shallowest, back.position)
                 self.came_back.add(back.seq)
-            self._chunk_deletes.append(key)
+            if self.durable and self.hold_chunk_deletes:
+                self._loaded_chunks.append(key)  # the journal's load event must be synced first
+            else:
+                self._chunk_deletes.append(key)
         reading = self.reading
         for seq, body in done.bodies:
             self.read += 1
@@ -343,6 +374,15 @@ class BodyPager:
                 self._delivered.append(seq)
             else:
                 self._track(entry)
+
+    def _chunks_synced(self, keys: Iterable[int]) -> None:
+        """Durable: these chunks' writes are synced; tell ``chunk_stored`` of each."""
+        for key in keys:
+            # Still in its delta: a chunk is read back only by this batch (after its write) or a later one.
+            del self.unsynced_chunks[key]
+            rank, chunk = self._chunk_ranks.pop(key)
+            if self.chunk_stored is not None:
+                self.chunk_stored(rank, chunk)
 
     # --- internals ------------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ from ._durable import (
     QueueSnapshot,
     RegisteredConsumer,
     as_core_call,
+    delta_pushed,
     journal_calls,
     needs_compaction,
     replay_call,
@@ -213,13 +214,13 @@ class QueueActor(Actor):
 
         Entries move out of RAM (delta) in chunks of one per KiB of the target, 2 to
         ``DELTA_CHUNK_ENTRIES``, keeping twice that many available in RAM (a small target keeps few
-        entries too), unless the queue has a length limit (the ring's victim may be in the delta) or is
-        durable (its bodies only are paged: see docs/storage.md).
+        entries too), unless the queue has a length limit (the ring's victim may be in the delta).
+        A durable queue's chunks go to its synced store, and its journal records their pushes and loads
+        (docs/storage.md, "A durable queue that pages").
         """
         chunk = min(DELTA_CHUNK_ENTRIES, max(2, target_bytes // 1024))
         config = self.config
-        return BodyPager(self.entries, target_bytes,
-                         None if config.max_length is not None or config.durable else chunk, 2 * chunk,
+        return BodyPager(self.entries, target_bytes, None if config.max_length is not None else chunk, 2 * chunk,
                          durable=config.durable)
 
     def make_body_store(self) -> BodyStore:
@@ -1028,6 +1029,8 @@ class QueueActor(Actor):
             else:
                 pager.forget_from = core.next_seq  # the next job's first step
             pager.recovered()
+            pager.chunk_stored = lambda rank, chunk: journal.append(delta_pushed(rank, chunk))
+            pager.hold_chunk_deletes = journal.on_disk
             if self.bodies_now:
                 self._write_bodies_now()
             self._resend_owed(pager)
@@ -1079,7 +1082,8 @@ class QueueActor(Actor):
             for cid, record in self.consumers.items()
         )
         pager = self.pager
-        core = self.entries.snapshot(pager.unsynced) if pager is not None else self.entries.snapshot()
+        core = (self.entries.snapshot(pager.unsynced, pager.unsynced_chunks) if pager is not None
+                else self.entries.snapshot())
         journal.save_snapshot(QueueSnapshot(core, consumers, self.rejected, self.next_consumer_id, self.config,
                                             tuple(self.owed.values())))
 

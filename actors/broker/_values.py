@@ -238,8 +238,8 @@ class QueueConfig:
         memory_target_bytes: most message bytes (``Message.size``) the queue keeps in RAM; past it
             the bodies of the entries deepest in the queue are written to a body store and read
             back ahead of need (docs/storage.md, "Paging the broker's queue"). None keeps every
-            body in RAM. A durable queue pages its bodies only (its entries stay in RAM): each body is
-            written to a synced body store beside its journal, which keeps none (docs/storage.md).
+            body in RAM. A durable queue writes each body to a synced body store beside its journal,
+            which keeps none, and its deltas' chunks there too (docs/storage.md).
     """
 
     name: str = attrs.field(validator=non_empty_str)

@@ -2,8 +2,8 @@
 
 ``pytest --force-paging=BYTES`` (tests/conftest.py) applies ``force_paging`` to every test, so
 the existing broker suites and scenarios run on paged queues: bodies leave RAM at once, entries
-beyond the first two paged ones leave it two at a time (delta; a durable queue pages bodies only,
-into its synced store beside the journal), and each delivery, browse and dead letter waits for its
+beyond the first two paged ones leave it two at a time (delta; a durable queue's go to its synced
+store beside the journal), and each delivery, browse and dead letter waits for its
 body (and its entry) to be read back. In the simulator the body
 store's jobs then take no virtual time: the suites' ``quiet()`` runs only until the clock's
 present, and a test that never lets time pass would otherwise wait for a body forever.
@@ -33,7 +33,7 @@ def force_paging(monkeypatch: pytest.MonkeyPatch, target_bytes: int) -> None:
     monkeypatch.setattr(QueueActor, "__init__", paged_init)
 
     def small_deltas(self: QueueActor, target: int) -> BodyPager:
-        chunk = None if self.config.max_length is not None or self.config.durable else 2
+        chunk = None if self.config.max_length is not None else 2
         return BodyPager(self.entries, target, chunk, 2, durable=self.config.durable)
 
     monkeypatch.setattr(QueueActor, "make_pager", small_deltas)

@@ -66,11 +66,11 @@ def test_memory_target_must_be_a_non_negative_int(bad: object) -> None:
         QueueConfig("q", memory_target_bytes=bad)  # type: ignore[arg-type]
 
 
-def test_a_durable_queue_pages_its_bodies_only() -> None:
+def test_a_durable_queue_pages_its_bodies_and_its_deep_tails_entries() -> None:
     # tests/actors/broker/test_durable_paging.py has the rest: its store, confirms and recovery.
     queue = QueueActor(QueueConfig("q", durable=True, memory_target_bytes=1024))
     assert queue.pager is not None and queue.pager.durable
-    assert queue.pager.chunk_entries is None  # no deltas: its entries stay in RAM
+    assert queue.pager.chunk_entries == 2  # deltas, as a transient queue's
     assert queue.body_store is None  # made beside its journal when it recovers
 
 

@@ -3,6 +3,8 @@ and any one's RAM (``paged-swarm``).
 
 * ``ConfirmsBeforeBodySync``: a publish is confirmed once its journal write is synced, without
   waiting for its body's (a crash between the two loses a confirmed message).
+* ``ReusesChunkKeys``: a recovered queue names its new delta chunks from -1 again, as a new queue
+  does, so a push overwrites a chunk its recovered deltas still name (their entries are lost).
 * ``PagesAtTwiceTheTarget``: the pager is built with twice the queue's target and 64 bytes more, so
   the queue holds more bodies in RAM than it was told to (``ram_under_target``).
 """
@@ -19,6 +21,16 @@ class ConfirmsBeforeBodySync(QueueActor):
         entry = super()._enqueue_entry(payload)  # type: ignore[arg-type]
         self.last_body = 0  # the body the confirm waits for: none
         return entry
+
+
+class ReusesChunkKeys(QueueActor):
+    """Broken: after a recovery, new delta chunks are named from -1 again, over chunks the deltas still name."""
+
+    def _recover(self) -> bool:
+        found = super()._recover()
+        if self.pager is not None:
+            self.pager._next_chunk = -1  # the bug: forget the keys in use
+        return found
 
 
 class PagesAtTwiceTheTarget(QueueActor):
