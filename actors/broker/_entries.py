@@ -205,9 +205,13 @@ class _Level:
             self.dead -= 1
         self.head = head
         if head == end or head > 1024 or (self.dead > 64 and self.dead * 2 > end - head):
-            kept = [e for e in entries[head:] if e.state is _AVAILABLE or e.state is _ACQUIRED]
-            self.entries = kept
-            self.seqs = [e.seq for e in kept]
+            if self.dead == 0:  # only the head was final (a queue consumed in order): slices, no walk
+                self.entries = entries[head:]
+                self.seqs = self.seqs[head:]
+            else:
+                kept = [e for e in entries[head:] if e.state is _AVAILABLE or e.state is _ACQUIRED]
+                self.entries = kept
+                self.seqs = [e.seq for e in kept]
             self.head = 0
             self.dead = 0
 
@@ -695,11 +699,15 @@ class EntryList:
         return bool(self._groups)
 
     def _compact_leases(self) -> None:
-        """Drop lease-heap items of settled entries (``ack`` calls this once they dominate)."""
+        """Drop lease-heap items of settled entries (``ack`` calls this once they dominate).
+
+        Filters the heap itself, whose size bounds the work, rather than walking every live entry:
+        every acquired entry's current lease is in it (``_acquire`` and ``extend`` push it).
+        """
+        live = self._live
         self._leases = [
-            (entry.deadline, entry.seq, entry.lease)
-            for entry in self._live.values()
-            if entry.state is _ACQUIRED and entry.deadline is not None
+            item for item in self._leases
+            if (entry := live.get(item[1])) is not None and entry.state is _ACQUIRED and entry.lease == item[2]
         ]
         heapq.heapify(self._leases)
 
