@@ -514,3 +514,17 @@ def test_held_entries_keep_their_leases_through_thousands_of_acks() -> None:
     assert entries.next_wakeup() == 1000.0
     assert entries.expire_leases(999.0) == Returned()
     assert [entry.seq for entry in entries.expire_leases(1049.0).available] == extended
+
+
+def test_a_take_that_expires_thousands_on_its_way_still_takes_what_follows_in_order() -> None:
+    """Expiring entries during a walk trims the level's head under it (past 1,024): the walk goes on
+    from the same place, neither skipping nor repeating an entry."""
+    entries = fresh()
+    for n in range(3000):
+        entries.publish(msg(n, ttl_s=1.0), 0.0)
+    for n in range(3000, 3010):
+        entries.publish(msg(n), 0.0)
+    taken, expired, _ = entries.take(1, 2.0, 5, 10**9, FAR)
+    assert len(expired) == 3000
+    assert bodies(taken) == [3000, 3001, 3002, 3003, 3004]
+    assert bodies(entries.take(1, 2.0, 10, 10**9, FAR)[0]) == [3005, 3006, 3007, 3008, 3009]
