@@ -472,16 +472,19 @@ def test_a_nack_for_an_older_delivery_leaves_the_redelivery_leased() -> None:
     assert again.state is EntryState.AVAILABLE
 
 
+def _published_and_watched(count: int, watched: int) -> tuple[EntryList, list[weakref.ref[Message]]]:
+    """A list with ``count`` messages published and one consumer; weak refs to the first ``watched``."""
+    entries = fresh()
+    published = [msg(n) for n in range(count)]
+    for message in published:
+        entries.publish(message, 0.0)
+    return entries, [weakref.ref(message) for message in published[:watched]]
+
 
 def test_a_long_queue_acked_in_order_trims_its_head_and_keeps_its_order() -> None:
     """Thousands of in-order acks trim the level's head many times over: the acked bodies go (all
     but at most the 1,025 the lazy trim keeps), and the rest is still taken in order."""
-    entries = fresh()
-    published = [msg(n) for n in range(6000)]
-    for message in published:
-        entries.publish(message, 0.0)
-    kept = [weakref.ref(message) for message in published[:5000]]
-    del published, message
+    entries, kept = _published_and_watched(6000, 5000)
     for _ in range(50):
         taken, _, _ = entries.take(1, 0.0, 100, 10**9, FAR)
         entries.ack(1, [entry.seq for entry in taken])
@@ -494,12 +497,7 @@ def test_a_long_queue_acked_in_order_trims_its_head_and_keeps_its_order() -> Non
 def test_held_entries_keep_their_leases_through_thousands_of_acks() -> None:
     """The lease heap is compacted many times over while one entry per batch stays held, extended:
     each held entry still lapses at its own deadline, none earlier; the acked ones are let go."""
-    entries = fresh()
-    published = [msg(n) for n in range(6000)]
-    for message in published:
-        entries.publish(message, 0.0)
-    kept = [weakref.ref(message) for message in published[:5000]]
-    del published, message
+    entries, kept = _published_and_watched(6000, 5000)
     extended: list[int] = []
     for batch in range(50):  # 5,000 taken 100 at a time; one per batch extended, the rest acked
         taken, _, _ = entries.take(1, 0.0, 100, 10**9, 10.0 + batch)
