@@ -21,9 +21,9 @@ from conveyor.actors.broker import ConsumerActor, ConsumerSettings, GetStats, Me
 from conveyor.actors.storage import DiskJournalStore
 from conveyor.runtime import Actor, ActorRef, TrioSystem
 
+from ._clients import BatchAckingClient, GetCount
 from ._common import check_equal
 from ._storage_core import distinct_body
-from .broker import BatchAckingClient, GetCount
 
 ACK_DEADLINE_S = 600.0
 """Long enough that no lease lapses during a run (a redelivery would be a wrong count)."""

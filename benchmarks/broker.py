@@ -76,6 +76,7 @@ from conveyor.actors.broker import (
     QueueConfig,
     QueueStats,
 )
+from conveyor.benchmarks._clients import BatchAckingClient, GetCount
 from conveyor.benchmarks._common import check_equal
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, TrioSystem
 from conveyor.simulation import RoundRobin, Simulation
@@ -86,8 +87,6 @@ BODY = bytes(BODY_BYTES)
 """The one body every message carries (shared: a publisher has its payload already)."""
 ACK_EVERY = 50
 """The batch-acking client acks this many deliveries with one Ack (PLATFORM.md measured RabbitMQ so)."""
-FLUSH_S = 0.002
-"""...and whatever is pending after this long."""
 YIELD_EVERY = 100
 """Trio and asyncio senders yield after this many messages."""
 PREFETCH = 100
@@ -102,11 +101,6 @@ SECONDARY_DIVISOR = 2
 """The secondary TrioSystem runs and the Simulation runs get ``messages // SECONDARY_DIVISOR``."""
 STATS_POLL_S = 0.001
 STATS_WAIT_S = 60.0
-
-
-@attrs.frozen
-class GetCount:
-    """Asks an acking client for the deliveries it acked, or the confirming publisher for its confirms."""
 
 
 @attrs.frozen
@@ -132,46 +126,6 @@ class AckingClient(Actor):
             self.ctx.reply(Ack(message.consumer_id, (message.tag,)))
         elif type(message) is GetCount:
             self.ctx.reply(self.count)
-
-
-@attrs.frozen
-class _Flush:
-    """The batch-acking client's timer: ack what is pending."""
-
-
-class BatchAckingClient(Actor):
-    """Acks deliveries ``every`` at a time with one ``Ack(tags)`` (RabbitMQ's multiple ack), and
-    whatever is left after ``FLUSH_S``, so a tail shorter than a batch is not held forever."""
-
-    def __init__(self, every: int) -> None:
-        self.every = every
-        self.count = 0
-        self.pending: list[int] = []
-        self.consumer_id = 0
-        self.consumer: ActorRef | None = None
-        self.timer_armed = False
-
-    def receive(self, message: object) -> None:
-        if type(message) is Delivery:
-            self.count += 1
-            self.consumer = self.ctx.sender
-            self.consumer_id = message.consumer_id
-            self.pending.append(message.tag)
-            if len(self.pending) >= self.every:
-                self._flush()
-            elif not self.timer_armed:
-                self.timer_armed = True
-                self.ctx.schedule(FLUSH_S, _Flush())
-        elif type(message) is _Flush:
-            self.timer_armed = False
-            self._flush()
-        elif type(message) is GetCount:
-            self.ctx.reply(self.count)
-
-    def _flush(self) -> None:
-        if self.pending and self.consumer is not None:
-            self.ctx.send(self.consumer, Ack(self.consumer_id, tuple(self.pending)))
-            self.pending = []
 
 
 @attrs.frozen

@@ -234,13 +234,17 @@ class TrioSystem(ActorSystemBase):
         return self._current
 
     def tell(self, target: CellBase, message: object) -> None:
-        """The hot path of ``ActorRef.tell``, inlined: the base class's checks, then the mailbox."""
+        """``ActorRef.tell``: the base class's check, then ``send``."""
         sender = self._current
         if sender is None and not target.alive:
             msg = f"{target.path} has stopped; tell() cannot deliver {type(message).__qualname__}"
             raise ActorDeadError(msg)
+        self.send(sender, target, message)
+
+    def send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
+        """The base class's send with ``enqueue`` inlined: the hot path of ``ctx.send`` and ``ctx.reply``."""
         if type(target) is not _TrioCell:
-            self.send(sender, target, message)  # an answer told to an asker's ref
+            super().send(sender, target, message)  # an answer to an asker (marked answered), or refused
             return
         tracer = self.tracer
         if tracer is not None:

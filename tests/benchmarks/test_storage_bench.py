@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,3 +42,12 @@ def test_a_memory_option_must_be_a_queue_config_field() -> None:
     with pytest.raises(ValueError, match="one of"):
         memory_option("no_such_field")
     assert memory_option("max_length") == "max_length"
+
+
+def test_conveyors_side_runs_in_a_process_without_the_simulator_or_client_libraries() -> None:
+    # Its garbage collector would walk their objects on every full collection of a run.
+    code = ("import sys, conveyor.benchmarks._throughput_child; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'google', 'grpc', 'rich', 'matplotlib'}), "
+            "any(m.startswith('conveyor.simulation') for m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["[]", "False"]

@@ -9,6 +9,7 @@ check what a client sees: nothing lost, nothing redelivered, leases and acks sti
 from __future__ import annotations
 
 import functools
+import pickle
 from typing import Any
 
 import attrs
@@ -458,6 +459,27 @@ def test_a_recorded_publish_holds_only_plain_values_and_gives_back_an_equal_mess
     assert as_core_call(recorded_call("ack", (3, (1, 2)))) == CoreCall("ack", (3, (1, 2)))
     with pytest.raises(ValueError, match=r"a recorded call is a tuple \(method, \*args\), got \(\)"):
         as_core_call(())
+
+
+# A Message pickled before it had ``__reduce__``: attrs' slots state, as journals on disk may hold it.
+_ATTRS_STATE_PICKLE = (
+    b"\x80\x05\x95\xa4\x00\x00\x00\x00\x00\x00\x00\x8c\x1dconveyor.actors.broker._model\x94\x8c\x07Message"
+    b"\x94\x93\x94)\x81\x94}\x94(\x8c\x04body\x94C\x01x\x94\x8c\x07headers\x94\x8c\x01a\x94K\x01\x86\x94"
+    b"\x85\x94\x8c\x08priority\x94K\x07\x8c\x05ttl_s\x94G@\x08\x00\x00\x00\x00\x00\x00\x8c\x07delay_s\x94N"
+    b"\x8c\x05group\x94\x8c\x01g\x94\x8c\nmessage_id\x94\x8c\x02id\x94\x8c\x04size\x94K\x03ub."
+)
+
+
+def test_a_message_pickles_as_its_fields_and_one_pickled_as_attrs_state_still_loads() -> None:
+    # A snapshot pickles every queued message: as (Message, fields) it needs no state dict per message.
+    message = Message(b"x", headers={"a": 1}, priority=7, ttl_s=3.0, group="g", message_id="id")
+    for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        data = pickle.dumps(message, protocol)
+        assert b"size" not in data, "rebuilt by Message(*fields), which computes size"
+        again = pickle.loads(data)
+        assert (again, again.size) == (message, message.size)
+    old = pickle.loads(_ATTRS_STATE_PICKLE)
+    assert (old, old.size) == (message, message.size)
 
 
 def test_a_call_that_raises_is_not_recorded() -> None:

@@ -470,3 +470,59 @@ def test_a_nack_for_an_older_delivery_leaves_the_redelivery_leased() -> None:
     assert (again.state, again.consumer, again.deadline) == (EntryState.ACQUIRED, 1, 20.0)
     assert entries.give_back(1, (first.seq,), 10.5, 0.0, (2,)).available == (again,)
     assert again.state is EntryState.AVAILABLE
+
+
+def _published_and_watched(count: int, watched: int) -> tuple[EntryList, list[weakref.ref[Message]]]:
+    """A list with ``count`` messages published and one consumer; weak refs to the first ``watched``."""
+    entries = fresh()
+    published = [msg(n) for n in range(count)]
+    for message in published:
+        entries.publish(message, 0.0)
+    return entries, [weakref.ref(message) for message in published[:watched]]
+
+
+def test_a_long_queue_acked_in_order_trims_its_head_and_keeps_its_order() -> None:
+    """Thousands of in-order acks trim the level's head many times over: the acked bodies go (all
+    but at most the 1,025 the lazy trim keeps), and the rest is still taken in order."""
+    entries, kept = _published_and_watched(6000, 5000)
+    for _ in range(50):
+        taken, _, _ = entries.take(1, 0.0, 100, 10**9, FAR)
+        entries.ack(1, [entry.seq for entry in taken])
+    del taken
+    gc.collect()
+    assert sum(ref() is not None for ref in kept) <= 1025
+    assert bodies(entries.take(1, 0.0, 1000, 10**9, FAR)[0]) == list(range(5000, 6000))
+
+
+def test_held_entries_keep_their_leases_through_thousands_of_acks() -> None:
+    """The lease heap is compacted many times over while one entry per batch stays held, extended:
+    each held entry still lapses at its own deadline, none earlier; the acked ones are let go."""
+    entries, kept = _published_and_watched(6000, 5000)
+    extended: list[int] = []
+    for batch in range(50):  # 5,000 taken 100 at a time; one per batch extended, the rest acked
+        taken, _, _ = entries.take(1, 0.0, 100, 10**9, 10.0 + batch)
+        first, *rest = [entry.seq for entry in taken]
+        assert entries.extend(1, (first,), 1000.0 + batch) == (first,)
+        extended.append(first)
+        assert entries.ack(1, rest) == (tuple(rest), ())
+    del taken, rest
+    gc.collect()
+    assert sum(ref() is None for ref in kept) > 4000, "sparse levels drop their acked entries all the same"
+    assert [entry.seq for entry in entries.live_in_order()] == extended + list(range(5001, 6001))
+    assert entries.next_wakeup() == 1000.0
+    assert entries.expire_leases(999.0) == Returned()
+    assert [entry.seq for entry in entries.expire_leases(1049.0).available] == extended
+
+
+def test_a_take_that_expires_thousands_on_its_way_still_takes_what_follows_in_order() -> None:
+    """Expiring entries during a walk trims the level's head under it (past 1,024): the walk goes on
+    from the same place, neither skipping nor repeating an entry."""
+    entries = fresh()
+    for n in range(3000):
+        entries.publish(msg(n, ttl_s=1.0), 0.0)
+    for n in range(3000, 3010):
+        entries.publish(msg(n), 0.0)
+    taken, expired, _ = entries.take(1, 2.0, 5, 10**9, FAR)
+    assert len(expired) == 3000
+    assert bodies(taken) == [3000, 3001, 3002, 3003, 3004]
+    assert bodies(entries.take(1, 2.0, 10, 10**9, FAR)[0]) == [3005, 3006, 3007, 3008, 3009]

@@ -64,8 +64,8 @@ def queue_with_lists(lists: type[ConsumerLists]) -> QueueFactory:
 class _TailLevel(_Level):
     """A priority level whose bisect keys are the entries' positions (which a tail release changes)."""
 
-    def removed(self) -> None:
-        super().removed()
+    def removed(self, count: int = 1) -> None:
+        super().removed(count)
         self.seqs = [entry.position[1] for entry in self.entries]
 
 
