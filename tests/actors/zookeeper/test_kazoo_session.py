@@ -92,7 +92,8 @@ class Session:
 
     async def wait_for_state(self, state: str, count: int = 1, timeout: float = 30.0) -> ZkSessionEvent:
         await self.harness.wait_until(lambda: self.states().count(state) >= count, timeout)
-        return [e for e in self.of_type(ZkSessionEvent) if e.state == state][count - 1]
+        events: list[ZkSessionEvent] = [e for e in self.of_type(ZkSessionEvent) if e.state == state]
+        return events[count - 1]
 
 
 @pytest.fixture(params=["trio", "threads"])
