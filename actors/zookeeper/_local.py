@@ -25,6 +25,8 @@ ZOOKEEPER_CONF = Path("/etc/zookeeper/conf")
 INSTALL_HINT = "run `make zookeeper` (apt-get install --no-install-recommends zookeeper; needs root or sudo)"
 JVM_OPTIONS = ("-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 """A small heap and a quick start: several test servers may share a 2-core machine."""
+POLL_S = 0.1
+"""How often a starting server is asked whether it serves."""
 
 
 class ZooKeeperNotInstalled(RuntimeError):
@@ -122,9 +124,9 @@ class _ServerProcess:
 
 
 def _wait_serving(servers: list[_ServerProcess], timeout: float, modes: tuple[str, ...]) -> None:
-    """Until every server answers ``ruok`` with ``imok`` and ``srvr`` with one of ``modes``."""
-    deadline = time.monotonic() + timeout
+    """Until every server answers ``ruok`` with ``imok`` and ``srvr`` with one of ``modes`` (polled every 0.1 s)."""
     waiting = list(servers)
+    polls_left = int(timeout / POLL_S)
     while waiting:
         server = waiting[0]
         if server.pid is None:
@@ -134,11 +136,12 @@ def _wait_serving(servers: list[_ServerProcess], timeout: float, modes: tuple[st
         if four_letter_word(server.client_port, "ruok") == "imok" and server_mode(server.client_port) in modes:
             waiting.pop(0)
             continue
-        if time.monotonic() > deadline:
+        if polls_left <= 0:
             msg = (f"ZooKeeper on port {server.client_port} did not serve within {timeout} s; "
                    f"its output:\n{server.log_tail()}")
             raise TimeoutError(msg)
-        time.sleep(0.1)
+        polls_left -= 1
+        time.sleep(POLL_S)
 
 
 def _base_config(data_dir: Path, client_port: int, tick_ms: int, force_sync: bool) -> list[str]:

@@ -24,6 +24,8 @@ class PartitionProxy:
         self.open = True
         self.closed = False
         self.sockets: list[socket.socket] = []  # the test's threads only append and close: no lock needed
+        self.sent_upstream = 0
+        """Bytes forwarded from clients to the server (one pump thread adds to it per connection)."""
         self.thread = threading.Thread(target=self._accept, name="partition-proxy", daemon=True)
         self.thread.start()
 
@@ -71,14 +73,15 @@ class PartitionProxy:
                 continue
             server.settimeout(None)
             self.sockets += [client, server]
-            for source, target in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+            for source, target, upstream in ((client, server, True), (server, client, False)):
+                threading.Thread(target=self._pump, args=(source, target, upstream), daemon=True).start()
 
-    @staticmethod
-    def _pump(source: socket.socket, target: socket.socket) -> None:
+    def _pump(self, source: socket.socket, target: socket.socket, upstream: bool) -> None:
         try:
             while chunk := source.recv(65536):
                 target.sendall(chunk)
+                if upstream:
+                    self.sent_upstream += len(chunk)
         except OSError:
             pass
         finally:
