@@ -18,7 +18,7 @@ from conveyor.runtime.lowlevel import (
     zk_operation_problem,
 )
 
-segments = st.text(st.characters(blacklist_characters="/\x00", blacklist_categories=("Cs",)), min_size=1,
+segments = st.text(st.characters(exclude_characters="/\x00", exclude_categories=["Cs"]), min_size=1,
                    max_size=8).filter(lambda s: s not in {".", ".."})
 paths = st.lists(segments, min_size=1, max_size=4).map(lambda parts: "/" + "/".join(parts))
 writes = st.one_of(
@@ -54,7 +54,7 @@ def test_each_field_is_named_with_what_it_allows() -> None:
         (ZkCreate("/a", b"x" * (ZK_MAX_DATA_BYTES + 1)), "operation.data is 1048576 bytes"),
         (ZkCreate("/a", ephemeral=1), "operation.ephemeral must be a bool"),  # type: ignore[arg-type]
         (ZkDelete("/a", version=-2), "operation.version must be an int >= -1, got -2"),
-        (ZkSetData("/a", b"", version=True), "operation.version must be an int >= -1"),  # type: ignore[arg-type]
+        (ZkSetData("/a", b"", version=True), "operation.version must be an int >= -1"),
         (ZkExists("/a", watch="yes"), "operation.watch must be a bool"),  # type: ignore[arg-type]
         (ZkMulti([ZkCheck("/a", 0)]), "operation.operations must be a tuple"),  # type: ignore[arg-type]
         (ZkMulti((ZkCreate("/a", make_parents=True),)), "operation.operations[0].make_parents must be False"),
