@@ -225,11 +225,19 @@ class KazooSession(Actor):
         client.start_async()
 
     def on_stop(self) -> None:
-        """Close the session (its ephemeral nodes go) on a thread of its own: stopping kazoo waits."""
-        if self._client is not None and not self._closing:
-            self._closing = True
-            threading.Thread(target=_stop_client, args=(self._client,), name="conveyor-kazoo-close",
-                             daemon=True).start()
+        """Close the session (its ephemeral nodes go); subscribers hear ``closed`` once it is."""
+        self._close_on_thread("closed")
+
+    def _close_on_thread(self, state: ZkSessionState) -> None:
+        """Close the session on a thread of its own (stopping kazoo waits for the server), then tell
+        the subscribers ``state``: the actor may be gone by then, so the thread tells them itself."""
+        if self._client is None or self._closing:
+            return
+        self._closing = True
+        tells = tuple(_quietly(self.ctx.teller_for_threads(ref)) for ref in self._subscribers)
+        event = ZkSessionEvent(self._session_id, state)
+        threading.Thread(target=_stop_then_tell, args=(self._client, tells, event), name="conveyor-kazoo-close",
+                         daemon=True).start()
 
     # ---- messages --------------------------------------------------------------------------------
 
@@ -308,10 +316,8 @@ class KazooSession(Actor):
         self._close_job = self.ctx.run_job(_stop_client, self._client)
 
     def _abandon(self) -> None:
-        """A handler failed: close the session before the restart opens another, and say it is gone."""
-        if self._client is not None and not self._closing:
-            self.on_stop()
-            self._tell_subscribers("expired")
+        """A handler failed: close the session before the restart opens another; subscribers hear ``expired``."""
+        self._close_on_thread("expired")
 
     # ---- calls -----------------------------------------------------------------------------------
 
@@ -432,6 +438,15 @@ def _stop_client(client: Any) -> None:
         client.stop()
     finally:
         client.close()
+
+
+def _stop_then_tell(client: Any, tells: tuple[Callable[[object], None], ...], event: ZkSessionEvent) -> None:
+    try:
+        _stop_client(client)
+    except Exception as error:  # noqa: BLE001  a thread of its own: log, and still tell
+        log.error("closing the ZooKeeper session %#x failed: %r", event.session_id, error)
+    for tell in tells:
+        tell(event)
 
 
 def _nothing(_: Any) -> None:
