@@ -195,6 +195,11 @@ class LocalZooKeeper:
         """True while the server process is alive (serving or not)."""
         return self._server.pid is not None
 
+    @property
+    def serving(self) -> bool:
+        """True when the server answers ``ruok`` within a second (not when killed, stopped or paused)."""
+        return self.running and four_letter_word(self.port, "ruok") == "imok"
+
     def start(self, timeout: float = 30.0) -> LocalZooKeeper:
         """Start the server (again, after ``kill`` or ``stop``) and wait until it serves.
 

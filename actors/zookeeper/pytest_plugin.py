@@ -7,7 +7,7 @@ so a machine without ZooKeeper cannot pass the suite by leaving these tests out.
 
 * ``zookeeper_server``: one ``LocalZooKeeper`` for the whole session (tick 500 ms, no fsync);
   ``kill()`` / ``start()`` / ``restart()`` it for crash tests.
-* ``zookeeper``: that server's ``host:port``, running again if an earlier test left it down.
+* ``zookeeper``: that server's ``host:port``, serving again if an earlier test left it down.
 * ``zookeeper_ensemble``: a three-node ``LocalZooKeeperEnsemble`` for the session (for slow tests),
   every member running again before each test.
 """
@@ -38,9 +38,10 @@ def zookeeper_server() -> Iterator[LocalZooKeeper]:
 
 @pytest.fixture
 def zookeeper(zookeeper_server: LocalZooKeeper) -> str:
-    """``host:port`` of the session's ZooKeeper, started again first if a test before left it killed."""
-    if not zookeeper_server.running:
-        zookeeper_server.start()
+    """``host:port`` of the session's ZooKeeper, started again first if a test before left it down (killed, or
+    paused with SIGSTOP by a test that failed before killing it)."""
+    if not zookeeper_server.serving:
+        zookeeper_server.restart()
     return zookeeper_server.address
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from conveyor.actors.zookeeper import LocalZooKeeper, zookeeper_missing
 
@@ -29,3 +32,13 @@ def test_a_killed_server_comes_back_on_its_port_and_data(zookeeper_server: Local
     zookeeper_server.restart()
     assert zookeeper_server.port == port and zookeeper_server.pid not in {None, pid}
     assert (zookeeper_server.directory / "data" / "version-2").is_dir()
+
+
+def test_a_server_left_paused_is_serving_again_for_the_next_test(zookeeper_server: LocalZooKeeper,
+                                                                 request: pytest.FixtureRequest) -> None:
+    pid = zookeeper_server.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # as a crash test that failed between its pause and its kill
+    assert not zookeeper_server.serving
+    address = request.getfixturevalue("zookeeper")
+    assert address == zookeeper_server.address and zookeeper_server.serving and zookeeper_server.pid != pid
