@@ -29,7 +29,7 @@ from kazoo import exceptions as kazoo_errors
 from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KazooState
 
-from conveyor.runtime import Actor, ActorRef, ConveyorError, JobDone, JobFailed
+from conveyor.runtime import Actor, ActorRef, ConveyorError
 from conveyor.runtime.lowlevel import (
     ZkCall,
     ZkCheck,
@@ -208,7 +208,6 @@ class KazooSession(Actor):
         """The live session's id (0 before the first connection)."""
         self._suspended = False
         self._closing = False
-        self._close_job: int | None = None
         self._held: list[ZkCall] = []
         self._subscribers: list[ActorRef] = []
 
@@ -263,11 +262,10 @@ class KazooSession(Actor):
                 if current is not None:
                     self.ctx.send(ref, ZkSessionEvent(self._session_id, current))
             case ZkClose():
-                self._close()
-            case JobDone(job_id=job_id) | JobFailed(job_id=job_id) if job_id == self._close_job:
-                if type(message) is JobFailed:
-                    log.error("closing the ZooKeeper session %#x failed: %r", self._session_id, message.error)
-                self._tell_subscribers("closed")
+                for call in self._held:
+                    self.ctx.send(call.reply_to, ZkReply(call.request_id, error="closed"))
+                self._held = []
+                self._close_on_thread("closed")
             case _:
                 msg = (f"KazooSession takes ZkCall, ZkWatchSession and ZkClose, "
                        f"got {type(message).__qualname__}")
@@ -287,7 +285,7 @@ class KazooSession(Actor):
 
     def _state_changed(self, state: str, session_id: int) -> None:
         if self._closing:
-            return  # ZkClose or on_stop: "closed" follows the close job
+            return  # ZkClose, on_stop or a failed handler: the closing thread tells the subscribers
         if state == KazooState.CONNECTED:
             first = session_id != self._session_id
             told: ZkSessionState = "connected" if first else "reconnected"
@@ -305,15 +303,6 @@ class KazooSession(Actor):
         elif state == KazooState.LOST and self._session_id != 0:
             self._suspended = False
             self._tell_subscribers("expired")
-
-    def _close(self) -> None:
-        if self._closing:
-            return
-        self._closing = True
-        for call in self._held:
-            self.ctx.send(call.reply_to, ZkReply(call.request_id, error="closed"))
-        self._held = []
-        self._close_job = self.ctx.run_job(_stop_client, self._client)
 
     def _abandon(self) -> None:
         """A handler failed: close the session before the restart opens another; subscribers hear ``expired``."""
@@ -340,8 +329,14 @@ class KazooSession(Actor):
 
     def _send(self, call: ZkCall) -> None:
         """Hand ``call`` to kazoo; its completion tells ``call.reply_to`` from kazoo's thread."""
-        client = self._client
         tell = _quietly(self.ctx.teller_for_threads(call.reply_to))
+        try:
+            self._start(call, tell)
+        except (TypeError, ValueError) as error:  # kazoo's own argument checks, should one pass ours
+            self.ctx.send(call.reply_to, ZkReply(call.request_id, f"operation: {error}", "bad_arguments"))
+
+    def _start(self, call: ZkCall, tell: Callable[[object], None]) -> None:
+        client = self._client
         request_id = call.request_id
         operation = call.operation
         convert: Callable[[Any], object]
