@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml $(shell find $(CODE_DIRS) -type d -not -name __pycache_
 	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=strict
 	@touch $@
 
-.PHONY: java install demo test test-slow crash-test mutants lint typecheck bench bench-storage rabbitmq clean
+.PHONY: java zookeeper install demo test test-slow crash-test mutants lint typecheck bench bench-storage rabbitmq clean
 # PySpark (the sweep, trace analysis) needs a Java runtime: install one when none is on the PATH.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 java:
@@ -23,6 +23,15 @@ java:
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openjdk-17-jre-headless; }
 
 install: java $(STAMP)
+
+# ZooKeeper 3.8 (Debian package `zookeeper`, not started as a service): the tests' fixtures start private servers
+# on loopback (conveyor.actors.zookeeper.pytest_plugin). Quiet when it is already there.
+ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
+zookeeper: java
+	@test -f $(ZOOKEEPER_JAR) || { \
+		echo "zookeeper missing; installing the Debian package"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		$(SUDO) apt-get install -y -qq --no-install-recommends zookeeper >/dev/null; }
 
 # The actor demo on the three backends, then the main job: a default Spark sweep (summary table, report path).
 demo: install
@@ -36,10 +45,10 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-test: install lint typecheck
+test: install zookeeper lint typecheck
 	$(BIN)/python -m pytest -m "not slow" -q
 
-test-slow: install
+test-slow: install zookeeper
 	$(BIN)/python -m pytest -m slow -q
 
 # The kill -9 crash test by hand (tests/crash): CYCLES kills of a client life on one data directory, a drain,

@@ -217,3 +217,97 @@ class ZkSessionEvent:
 @attrs.frozen
 class ZkClose:
     """Close the session cleanly: its ephemeral nodes go at once; later calls answer ``closed``."""
+
+
+ZK_MAX_DATA_BYTES = 1_048_575
+"""ZooKeeper's default ``jute.maxbuffer`` less one: a larger node (or multi) is refused by the server."""
+
+
+def _path_problem(field: str, path: object, *, trailing_slash: bool = False) -> str | None:
+    if type(path) is not str:
+        return f"{field} must be a str, got {type(path).__qualname__}"
+    if not path.startswith("/"):
+        return f"{field} must start with '/', got {path!r}"
+    if "\x00" in path:
+        return f"{field} must not contain NUL, got {path!r}"
+    parts = path.split("/")[1:]
+    if path != "/" and not (trailing_slash and path.endswith("/")) and not all(parts):
+        return f"{field} must not have an empty segment ('//' or a trailing '/'), got {path!r}"
+    if any(part in {".", ".."} for part in parts):
+        return f"{field} must not have a '.' or '..' segment, got {path!r}"
+    return None
+
+
+def _flag_problem(field: str, value: object) -> str | None:
+    return None if type(value) is bool else f"{field} must be a bool, got {value!r}"
+
+
+def _version_problem(field: str, version: object, *, lowest: int) -> str | None:
+    if type(version) is not int or version < lowest:
+        return f"{field} must be an int >= {lowest}, got {version!r}"
+    return None
+
+
+def _data_problem(field: str, data: object) -> str | None:
+    if type(data) is not bytes:
+        return f"{field} must be bytes, got {type(data).__qualname__}"
+    if len(data) > ZK_MAX_DATA_BYTES:
+        return f"{field} is {len(data)} bytes; ZooKeeper takes at most {ZK_MAX_DATA_BYTES} (jute.maxbuffer)"
+    return None
+
+
+def _write_problem(prefix: str, operation: object, *, in_multi: bool) -> str | None:
+    """What is wrong with one write operation (fields named ``prefix.field``), or None."""
+    match operation:
+        case ZkCreate(path=path, data=data, ephemeral=ephemeral, sequential=sequential, make_parents=make_parents):
+            problems = [
+                _path_problem(f"{prefix}.path", path, trailing_slash=sequential is True),
+                _data_problem(f"{prefix}.data", data),
+                _flag_problem(f"{prefix}.ephemeral", ephemeral),
+                _flag_problem(f"{prefix}.sequential", sequential),
+                _flag_problem(f"{prefix}.make_parents", make_parents),
+            ]
+            if in_multi and make_parents is True:
+                problems.append(f"{prefix}.make_parents must be False inside a ZkMulti (create the parents first)")
+        case ZkDelete(path=path, version=version) | ZkCheck(path=path, version=version):
+            problems = [_path_problem(f"{prefix}.path", path),
+                        _version_problem(f"{prefix}.version", version, lowest=-1)]
+        case ZkSetData(path=path, data=data, version=version):
+            problems = [_path_problem(f"{prefix}.path", path), _data_problem(f"{prefix}.data", data),
+                        _version_problem(f"{prefix}.version", version, lowest=-1)]
+        case _:
+            return None
+    return next((problem for problem in problems if problem is not None), None)
+
+
+def zk_operation_problem(operation: object) -> str | None:
+    """What is wrong with ``operation`` of a ``ZkCall``, naming the field, or None when it is well formed.
+
+    Both backends' session actors check it at the edge and answer ``bad_arguments`` with this text as
+    the reply's value, so a typo never reaches a server (which would refuse it, or drop the connection
+    for an oversized node) and reads the same on every backend.
+    """
+    match operation:
+        case ZkCreate() | ZkDelete() | ZkSetData() | ZkCheck():
+            return _write_problem("operation", operation, in_multi=False)
+        case ZkMulti(operations=operations):
+            if type(operations) is not tuple:
+                return f"operation.operations must be a tuple of writes, got {type(operations).__qualname__}"
+            total = 0
+            for index, write in enumerate(operations):
+                if type(write) not in {ZkCreate, ZkDelete, ZkSetData, ZkCheck}:
+                    return (f"operation.operations[{index}] must be a ZkCreate, ZkDelete, ZkSetData or ZkCheck, "
+                            f"got {type(write).__qualname__}")
+                problem = _write_problem(f"operation.operations[{index}]", write, in_multi=True)
+                if problem is not None:
+                    return problem
+                total += len(getattr(write, "data", b"")) + len(write.path)
+            if total > ZK_MAX_DATA_BYTES:
+                return f"operation holds {total} bytes of data and paths; ZooKeeper takes at most {ZK_MAX_DATA_BYTES}"
+            return None
+        case (ZkGetChildren(path=path, watch=watch) | ZkGetData(path=path, watch=watch)
+              | ZkExists(path=path, watch=watch)):
+            return _path_problem("operation.path", path) or _flag_problem("operation.watch", watch)
+        case _:
+            kinds = "ZkCreate, ZkDelete, ZkSetData, ZkCheck, ZkMulti, ZkGetChildren, ZkGetData or ZkExists"
+            return f"operation must be a {kinds}, got {type(operation).__qualname__}"

@@ -18,6 +18,7 @@ from ._messages import TimerFired
 from ._timers import TimerQueue
 from ._zookeeper import (
     ZK_ERROR_CODES,
+    ZK_MAX_DATA_BYTES,
     ZkCall,
     ZkCheck,
     ZkClose,
@@ -39,6 +40,7 @@ from ._zookeeper import (
     ZkWatchKind,
     ZkWatchSession,
     ZkWrite,
+    zk_operation_problem,
 )
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "TimerQueue",
     "WriteKind",
     "ZK_ERROR_CODES",
+    "ZK_MAX_DATA_BYTES",
     "ZkCall",
     "ZkCheck",
     "ZkClose",
@@ -76,4 +79,5 @@ __all__ = [
     "checked_when_built",
     "fail_promise_if_asked",
     "register_immutable_type",
+    "zk_operation_problem",
 ]

@@ -1,3 +1,18 @@
 """ZooKeeper sessions as actors (seed 004): a kazoo client owned by an actor that answers the kernel's
 ZooKeeper session protocol (``conveyor.runtime.lowlevel.ZkCall`` and the rest), so nothing that uses
-ZooKeeper blocks a handler or shares the client."""
+ZooKeeper blocks a handler or shares the client. ``LocalZooKeeper`` / ``LocalZooKeeperEnsemble`` start
+real servers on loopback for tests and benchmarks (the ``pytest_plugin`` fixtures use them)."""
+
+from ._kazoo import KazooSession as KazooSession
+from ._local import LocalZooKeeper as LocalZooKeeper
+from ._local import LocalZooKeeperEnsemble as LocalZooKeeperEnsemble
+from ._local import ZooKeeperNotInstalled as ZooKeeperNotInstalled
+from ._local import zookeeper_missing as zookeeper_missing
+
+__all__ = [
+    "KazooSession",
+    "LocalZooKeeper",
+    "LocalZooKeeperEnsemble",
+    "ZooKeeperNotInstalled",
+    "zookeeper_missing",
+]
