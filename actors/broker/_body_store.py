@@ -16,6 +16,8 @@ from typing import Protocol, final
 
 import attrs
 
+from conveyor.actors.storage import note_bytes_handled
+
 from ._values import Message
 
 
@@ -89,6 +91,7 @@ def run_page_batch(store: BodyStore, batch: PageBatch) -> PageDone:
     if deletes:
         store.delete(deletes)
     split = len(batch.reads)
+    note_bytes_handled(sum(len(body) for _, body in writes) + sum(len(value) for value in values if value is not None))
     return PageDone(
         tuple(zip(batch.reads, values[:split], strict=True)),
         tuple((key, _chunk(key, value)) for key, value in zip(batch.chunk_reads, values[split:], strict=True)),

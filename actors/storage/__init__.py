@@ -10,6 +10,8 @@ never from a handler. The record codec (``frame``, ``unframe``, ``scan``) is pur
 ``DiskJournalStore`` keeps the runtime's actor journals in a ``SegmentLog`` (``journal_store=`` on a system).
 """
 
+from ._heap_trim import TRIM_EVERY_BYTES as TRIM_EVERY_BYTES
+from ._heap_trim import note_bytes_handled as note_bytes_handled
 from ._index import QueueIndex as QueueIndex
 from ._journal_store import DiskJournalStore as DiskJournalStore
 from ._journal_store import RecoveredJournal as RecoveredJournal
@@ -68,6 +70,8 @@ from ._vq_effects import WriteIndex as WriteIndex
 from ._vq_effects import WriteMessage as WriteMessage
 
 __all__ = [
+    "TRIM_EVERY_BYTES",
+    "note_bytes_handled",
     "DEFAULT_EMBED_BELOW",
     "DEFAULT_IDS_PER_SEGMENT",
     "DEFAULT_SEGMENT_ENTRIES",

@@ -45,6 +45,7 @@ import attrs
 from conveyor.runtime import ActorRef, JournalSynced
 from conveyor.runtime.lowlevel import Backend, WriteKind
 
+from ._heap_trim import note_bytes_handled
 from ._segment_files import FileSystem
 from ._segment_log import DEFAULT_SEGMENT_SIZE, SegmentLog
 
@@ -575,8 +576,10 @@ class DiskJournalStore:
         """One ``E`` record for a journal's event writes of a batch (``decode_events`` splits it again)."""
         seq = self._next_seq.get(path, 1)
         self._next_seq[path] = seq + 1
-        self._log.put(journal_key(path, seq), EVENTS + b"".join(values))
+        record = EVENTS + b"".join(values)
+        self._log.put(journal_key(path, seq), record)
         self._live.setdefault(path, []).append(seq)
+        note_bytes_handled(len(record))
 
     def _apply(self, path: str, kind: bytes, value: bytes) -> None:
         """Put a snapshot or a clear, then delete the records it replaces."""
