@@ -59,6 +59,7 @@ from ._notes import QueueClosed as QueueClosed
 from ._notes import QueueRecovered as QueueRecovered
 from ._notes import StaleNackIgnored as StaleNackIgnored
 from ._paging import BodyPager as BodyPager
+from ._queue import ENTRY_RAM_BYTES as ENTRY_RAM_BYTES
 from ._queue import PagingFailed as PagingFailed
 from ._queue import QueueActor as QueueActor
 from ._selectors import AllOf as AllOf
@@ -86,6 +87,7 @@ from ._values import Reconfigure as Reconfigure
 from ._values import RetryPolicy as RetryPolicy
 
 __all__ = [
+    "ENTRY_RAM_BYTES",
     "COMPACT_AFTER_EVENTS",
     "BrokerActor",
     "DeclareQueue",

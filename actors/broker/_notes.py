@@ -91,8 +91,9 @@ class StaleNackIgnored:
 @final
 @attrs.frozen
 class BodiesInRam:
-    """Note, written by a paged queue (``memory_target_bytes``) after a handler that changed it: the bytes
-    of live bodies it holds in RAM, and its target (the ``ram_under_target`` checker compares them)."""
+    """Note, written by a paged queue (``memory_target_bytes``) after a handler that changed it: what it
+    holds in RAM as its target counts it (the live bodies' bytes and ``ENTRY_RAM_BYTES`` for each), and
+    its target (the ``ram_under_target`` checker compares them)."""
 
     queue: str
     held_bytes: int

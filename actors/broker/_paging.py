@@ -52,16 +52,20 @@ class BodyPager:
     Args:
         entries: the queue's entry list (the pager swaps bodies in and out of its entries).
         target_bytes: bytes of bodies the queue may hold in RAM, live entries only; 0 pages every body.
+            Each body held (or being read) also counts ``entry_bytes``.
         chunk_entries: with delta on, entries move out of RAM (into a level's delta) this many at a
             time; None keeps every entry in RAM.
         keep_entries: available entries kept in RAM: chunks go to delta while more than this and a
             chunk are, and come back once no more than this are.
         durable: a durable queue's: write every body as it is published, see the module.
+        entry_bytes: what holding a body costs beside its bytes (its message object, the entry's share
+            of the list and the pager's heaps): a target then bounds RAM, not only body bytes
+            (``QueueActor.make_pager`` passes ``ENTRY_RAM_BYTES``). 0 counts body bytes only.
     """
 
     def __init__(
         self, entries: EntryList, target_bytes: int, chunk_entries: int | None = None, keep_entries: int = 0,
-        durable: bool = False,
+        durable: bool = False, entry_bytes: int = 0,
     ) -> None:
         if type(target_bytes) is not int or target_bytes < 0:
             msg = f"BodyPager.target_bytes must be an int >= 0, got {target_bytes!r}"
@@ -72,6 +76,10 @@ class BodyPager:
         if type(keep_entries) is not int or keep_entries < 0:
             msg = f"BodyPager.keep_entries must be an int >= 0, got {keep_entries!r}"
             raise ValueError(msg)
+        if type(entry_bytes) is not int or entry_bytes < 0:
+            msg = f"BodyPager.entry_bytes must be an int >= 0, got {entry_bytes!r}"
+            raise ValueError(msg)
+        self.entry_bytes = entry_bytes
         self.entries = entries
         self.target_bytes = target_bytes
         self.chunk_entries = chunk_entries
@@ -133,6 +141,15 @@ class BodyPager:
         """Bytes of the live entries' bodies in RAM."""
         entries = self.entries
         return entries.live_bytes - entries.paged_bytes
+
+    @property
+    def held_cost(self) -> int:
+        """What the target bounds: ``held_bytes`` and ``entry_bytes`` for each body in RAM."""
+        entries = self.entries
+        held = entries.live_bytes - entries.paged_bytes
+        if self.entry_bytes:
+            held += self.entry_bytes * (entries.available + entries.acquired - entries.paged)
+        return held
 
     # --- what happened to entries ----------------------------------------------------------
 
@@ -254,18 +271,23 @@ class BodyPager:
     def balance(self) -> None:
         """Page bodies out past the target, and read the shallowest back while they fit."""
         target = self.target_bytes
-        held = self.held_bytes
+        each = self.entry_bytes
+        held = self.held_cost
         while held > target:
             victim = self._victim()
             if victim is None:
                 break
             self._page_out(victim)
-            held -= victim.size
+            held -= victim.size + each
         while True:
             wanted = self._next_wanted()
-            if wanted is None or self.reading_bytes + wanted.size > target:
+            if wanted is None:
                 break
-            if held + self.reading_bytes + wanted.size <= target:
+            reading = self.reading_bytes + each * len(self.reading)
+            needs = wanted.size + each
+            if reading + needs > target:
+                break
+            if held + reading + needs <= target:
                 self._read(wanted)
                 continue
             deeper = self._deepest_in_ram()
@@ -273,7 +295,7 @@ class BodyPager:
                 break
             heapq.heappop(self._deepest)
             self._page_out(deeper)
-            held -= deeper.size
+            held -= deeper.size + each
         if self.chunk_entries is not None:
             self._push_deltas(self.chunk_entries)
         self._compact()

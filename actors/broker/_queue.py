@@ -94,6 +94,12 @@ _WORK = WorkAvailable()
 DELTA_CHUNK_ENTRIES = 256
 """A paged queue moves the entries of its deep tail out of RAM this many at a time."""
 
+ENTRY_RAM_BYTES = 512
+"""What a message held in RAM costs beside its body, counted against ``memory_target_bytes``: its
+``Message`` object and its entry's (the entry, its place in the list and the live table, the pager's heap
+items; 540 bytes measured with tracemalloc, docs/storage.md). Without it a target of 64 MiB of 1 KiB
+bodies held 65,536 entries and about 100 MiB."""
+
 
 class PagingFailed(RuntimeError):
     """A paged queue's body store failed a job: the bodies it holds cannot be trusted any more."""
@@ -212,6 +218,7 @@ class QueueActor(Actor):
     def make_pager(self, target_bytes: int) -> BodyPager:
         """The paging core of a queue with ``memory_target_bytes``; a subclass may tune it.
 
+        Each body held counts ``ENTRY_RAM_BYTES`` more against the target (its message and entry).
         Entries move out of RAM (delta) in chunks of one per KiB of the target, 2 to
         ``DELTA_CHUNK_ENTRIES``, keeping twice that many available in RAM (a small target keeps few
         entries too), unless the queue has a length limit (the ring's victim may be in the delta).
@@ -221,7 +228,7 @@ class QueueActor(Actor):
         chunk = min(DELTA_CHUNK_ENTRIES, max(2, target_bytes // 1024))
         config = self.config
         return BodyPager(self.entries, target_bytes, None if config.max_length is not None else chunk, 2 * chunk,
-                         durable=config.durable)
+                         durable=config.durable, entry_bytes=ENTRY_RAM_BYTES)
 
     def make_body_store(self) -> BodyStore:
         """Where a paged queue keeps bodies out of RAM: a segment log in a temporary directory.
@@ -1152,8 +1159,8 @@ class QueueActor(Actor):
         pager = self.pager
         assert pager is not None
         pager.balance()
-        if self.ctx.tracing and pager.held_bytes != self.noted_held:
-            self.noted_held = pager.held_bytes
+        if self.ctx.tracing and pager.held_cost != self.noted_held:
+            self.noted_held = pager.held_cost
             target = self.config.memory_target_bytes  # the queue's own setting, not the pager's idea of it
             self.ctx.note(BodiesInRam(self.name, self.noted_held, pager.target_bytes if target is None else target))
         if pager.durable and self.on_disk and self.journal is not None:

@@ -243,7 +243,8 @@ class QueueConfig:
             passes the work on to the next interested consumer (the silent one stays notified;
             the queue still gives each entry to one consumer). None waits forever, as Qpid
             does, so one frozen consumer can hold work that others with credit could take.
-        memory_target_bytes: most message bytes (``Message.size``) the queue keeps in RAM; past it
+        memory_target_bytes: most bytes of messages the queue keeps in RAM, each counted as its
+            body (``Message.size``) and ``ENTRY_RAM_BYTES`` for its message and entry; past it
             the bodies of the entries deepest in the queue are written to a body store and read
             back ahead of need (docs/storage.md, "Paging the broker's queue"). None keeps every
             body in RAM. A durable queue writes each body to a synced body store beside its journal,
@@ -288,7 +289,7 @@ class QueueConfig:
         if value is None:
             return
         if type(value) is not int or value < 0:
-            fail("QueueConfig", "memory_target_bytes", "None or an int >= 0 (bytes of bodies kept in RAM)", value)
+            fail("QueueConfig", "memory_target_bytes", "None or an int >= 0 (bytes of messages kept in RAM)", value)
 
     @dead_letter.validator
     def _check_dead_letter(self, attribute: attrs.Attribute[ActorRef | None], value: ActorRef | None) -> None:

@@ -19,6 +19,7 @@ import attrs
 
 from conveyor.actors.broker import (
     COMPACT_AFTER_EVENTS,
+    ENTRY_RAM_BYTES,
     ConsumerActor,
     Delivered,
     EntryEnqueued,
@@ -296,10 +297,15 @@ def _durable_crash_workload(seed: int) -> BrokerScenario:
                                                messages, consumers)
     # Drawn last (older draws keep their values): the queues page their bodies into a synced body store on the
     # simulated disk under a target of no body, one body or a few (a scenario message is about 20 bytes).
-    target = rng.choice((None, 0, 8, 40))
+    target = rng.choice((None, 0, 8, FEW_BODIES_BYTES))
     return BrokerScenario(messages=messages, consumers=consumers, priorities=(0, 4, 9), durable=True,
                           confirm_timeout_s=3.0, memory_target_bytes=target, prefetch=prefetch,
                           draws="" if target is None else f"memory_target_bytes={target}")
+
+
+FEW_BODIES_BYTES = 40 + 2 * ENTRY_RAM_BYTES
+"""A paged scenario's target of a few bodies: 40 bytes of them (two scenario messages of about 20) and
+their entries (a target counts ``ENTRY_RAM_BYTES`` for each body held)."""
 
 
 def _backlog_draw(rng: random.Random, messages: int, consumers: tuple[ClientPolicy, ...]) -> tuple[ClientPolicy, ...]:
@@ -318,7 +324,7 @@ def _backlog_draw(rng: random.Random, messages: int, consumers: tuple[ClientPoli
 def _paged_swarm_workload(seed: int) -> BrokerScenario:
     """``broker-swarm``'s draw, its queues paged under a target of no body, one body or a few."""
     base = broker_swarm(seed)
-    target = seeded_random(f"scenario:paged-swarm:{seed}").choice((0, 0, 8, 40))
+    target = seeded_random(f"scenario:paged-swarm:{seed}").choice((0, 0, 8, FEW_BODIES_BYTES))
     draws = f"{base.draws}, memory_target_bytes={target}" if base.draws else f"memory_target_bytes={target}"
     return attrs.evolve(base, memory_target_bytes=target, draws=draws)
 

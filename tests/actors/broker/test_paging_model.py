@@ -44,10 +44,10 @@ class PagerMachine(RuleBasedStateMachine):
     """One entry list, its pager, a store, and the bodies every message must keep."""
 
     @initialize(ram=st.sampled_from([0, 1, 12, 30, 100]), chunk=st.sampled_from([None, 1, 2, 3]),
-                keep=st.sampled_from([0, 2]))
-    def start(self, ram: int, chunk: int | None, keep: int) -> None:
+                keep=st.sampled_from([0, 2]), each=st.sampled_from([0, 0, 7]))
+    def start(self, ram: int, chunk: int | None, keep: int, each: int) -> None:
         self.entries = EntryList(priorities=3)
-        self.pager = BodyPager(self.entries, ram, chunk, keep)
+        self.pager = BodyPager(self.entries, ram, chunk, keep, entry_bytes=each)
         self.final: set[int] = set()  # seqs settled for good
         self.store = MemoryBodyStore()
         self.in_flight: PageBatch | None = None
@@ -195,7 +195,12 @@ class PagerMachine(RuleBasedStateMachine):
 
     @invariant()
     def ram_within_target(self) -> None:
-        assert self.pager.held_bytes <= self.pager.target_bytes
+        # What the target bounds: each body in RAM, and ``entry_bytes`` for it (counted here from the entries).
+        in_ram = [entry for seq in self.bodies if seq not in self.final
+                  and (entry := self.entries.get(seq)) is not None and not entry.paged]
+        assert self.pager.held_bytes == sum(entry.size for entry in in_ram)
+        assert self.pager.held_cost == self.pager.held_bytes + self.pager.entry_bytes * len(in_ram)
+        assert self.pager.held_cost <= self.pager.target_bytes
 
     @invariant()
     def nothing_lost_nothing_invented(self) -> None:

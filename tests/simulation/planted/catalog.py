@@ -402,7 +402,8 @@ PLANTED: tuple[PlantedBug, ...] = (
         checkers=frozenset({"durable_total_queue"}),
     ),
     PlantedBug(
-        "pages-at-twice-the-target", "a paged queue's pager is built with twice its memory target (and 64 bytes)",
+        "pages-at-twice-the-target",
+        "a paged queue's pager is built with twice its memory target and room for one more small message",
         "paged-swarm", Variant(queue=durable_paging.PagesAtTwiceTheTarget), budget=10,
         checkers=frozenset({"ram_under_target"}),
     ),

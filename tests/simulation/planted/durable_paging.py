@@ -5,13 +5,14 @@ and any one's RAM (``paged-swarm``).
   waiting for its body's (a crash between the two loses a confirmed message).
 * ``ReusesChunkKeys``: a recovered queue names its new delta chunks from -1 again, as a new queue
   does, so a push overwrites a chunk its recovered deltas still name (their entries are lost).
-* ``PagesAtTwiceTheTarget``: the pager is built with twice the queue's target and 64 bytes more, so
-  the queue holds more bodies in RAM than it was told to (``ram_under_target``).
+* ``PagesAtTwiceTheTarget``: the pager is built with twice the queue's target and room for one more
+  small message (64 bytes and its entry's ``ENTRY_RAM_BYTES``), so the queue holds more in RAM than it
+  was told to (``ram_under_target``).
 """
 
 from __future__ import annotations
 
-from conveyor.actors.broker import BodyPager, QueueActor
+from conveyor.actors.broker import ENTRY_RAM_BYTES, BodyPager, QueueActor
 
 
 class ConfirmsBeforeBodySync(QueueActor):
@@ -34,7 +35,7 @@ class ReusesChunkKeys(QueueActor):
 
 
 class PagesAtTwiceTheTarget(QueueActor):
-    """Broken: the pager keeps bodies in RAM up to twice the target, and 64 bytes more."""
+    """Broken: the pager keeps bodies in RAM up to twice the target, and one small message more."""
 
     def make_pager(self, target_bytes: int) -> BodyPager:
-        return super().make_pager(2 * target_bytes + 64)
+        return super().make_pager(2 * target_bytes + 64 + ENTRY_RAM_BYTES)
