@@ -55,8 +55,10 @@ from ._zk_session import EndZkFaults as EndZkFaults
 from ._zk_session import ExpireZkSession as ExpireZkSession
 from ._zk_session import SimZkSession as SimZkSession
 from ._zk_session import SimZooKeeperEnsemble as SimZooKeeperEnsemble
+from ._zk_session import ZkFaultInjected as ZkFaultInjected
 from ._zk_session import ZkFaults as ZkFaults
 from ._zk_session import ZkServerActor as ZkServerActor
+from ._zk_session import ZkSessionEnded as ZkSessionEnded
 
 __all__ = [
     "Channel",
@@ -107,6 +109,8 @@ __all__ = [
     "SimZooKeeper",
     "SimZooKeeperEnsemble",
     "WatchDelivery",
+    "ZkFaultInjected",
+    "ZkSessionEnded",
     "ZkFaults",
     "ZkOutcome",
     "ZkServerActor",

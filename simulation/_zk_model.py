@@ -121,9 +121,11 @@ _Trigger = tuple[str, ZkWatchKind]
 """A change at a path that may fire watches: (path, what changed)."""
 
 
-@final
 class SimZooKeeper:
-    """The data tree, sessions and watches of one ZooKeeper ensemble (see the module)."""
+    """The data tree, sessions and watches of one ZooKeeper ensemble (see the module).
+
+    Not final: a planted bug subclasses it (``sequence_number``, ``ephemerals``) to break one rule.
+    """
 
     def __init__(self) -> None:
         self._nodes: dict[str, _Znode] = {"/": _Znode(b"", 0)}
@@ -327,7 +329,7 @@ class SimZooKeeper:
         if parent is None:
             raise ZkFailure("no_node")
         if operation.sequential:
-            path = f"{path}{parent.cversion:0{SEQUENCE_DIGITS}d}"
+            path = f"{path}{self.sequence_number(parent_path):0{SEQUENCE_DIGITS}d}"
         if not _valid_path(path):
             raise ZkFailure("bad_arguments")
         if path in self._nodes:
@@ -341,6 +343,15 @@ class SimZooKeeper:
         parent.cversion += 1
         triggers.extend(((path, "created"), (parent_path, "child")))
         return path
+
+    def sequence_number(self, parent_path: str) -> int:
+        """The number a sequential node created under ``parent_path`` now gets: its child version (ZooKeeper's)."""
+        return self._nodes[parent_path].cversion
+
+    def child_count(self, path: str) -> int:
+        """How many children ``path`` has now (0 for a missing node)."""
+        node = self._nodes.get(path)
+        return 0 if node is None else len(node.children)
 
     def _remove(self, path: str) -> list[_Trigger]:
         """Delete a childless node outside any operation (a session's ephemeral node at its end)."""

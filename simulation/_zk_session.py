@@ -83,6 +83,24 @@ CALM = ZkFaults(shuffle_children=False)
 """A ZooKeeper that never misbehaves, children in name order."""
 
 
+@final
+@attrs.frozen
+class ZkFaultInjected:
+    """A session actor's note: a fault it drew for session ``session_id`` (``what`` says which, in words)."""
+
+    session_id: int
+    what: str
+
+
+@final
+@attrs.frozen
+class ZkSessionEnded:
+    """The server's note: it ended live session ``session_id`` (``expired`` or ``closed``) at this step."""
+
+    session_id: int
+    state: ZkSessionState
+
+
 # -- messages between the session actors and the server (the simulated network) --------------------
 
 
@@ -239,6 +257,8 @@ class ZkServerActor(Actor):
     def _end(self, session_id: int, state: ZkSessionState) -> None:
         status = self._model.session_status(session_id)
         fired = self._model.expire(session_id) if state == "expired" else self._model.close(session_id)
+        if status == "alive":
+            self.ctx.note(ZkSessionEnded(session_id, state))
         self._deliver(fired)
         session = self._sessions.get(session_id)
         if session is not None and status == "alive":
@@ -340,12 +360,15 @@ class SimZkSession(Actor):
         lost = faults.connection_loss > 0 and self._losses < faults.losses and rng.random() < faults.connection_loss
         lose_reply = lost and rng.random() < 0.5
         if lost and not lose_reply:
+            self.ctx.note(ZkFaultInjected(self._session_id, f"request {call.request_id} lost before it was applied"))
             self._lose_connection()  # the request never reached the server
             return
         now = self.ctx.now()
         due = self._forward_due
         if faults.slow > 0 and rng.random() < faults.slow:
-            due = max(due, now + rng.uniform(0.0, faults.slow_s))
+            wait = rng.uniform(0.0, faults.slow_s)
+            self.ctx.note(ZkFaultInjected(self._session_id, f"request {call.request_id} waits {wait:.3f} s"))
+            due = max(due, now + wait)
         if due > now:
             self._forward_due = due
             self.ctx.schedule(due - now, _Forward(ticket, lose_reply))
@@ -363,6 +386,7 @@ class SimZkSession(Actor):
         if call is None:
             return  # already answered connection_loss: the client never learns this outcome
         if response.lose_reply and self._state in ("connected", "reconnected"):
+            self.ctx.note(ZkFaultInjected(self._session_id, f"request {call.request_id} lost after it was applied"))
             self._in_flight[response.ticket] = call
             self._lose_connection()  # applied, but the reply is lost with the connection
             return
@@ -404,6 +428,8 @@ class SimZkSession(Actor):
         self._fail_in_flight("connection_loss")
         faults = self._faults
         if faults.expiry > 0 and self._rng.random() < faults.expiry:
+            self.ctx.note(ZkFaultInjected(self._session_id, f"connection lost past the {faults.session_timeout_s:g} s "
+                                                            "session timeout: the session expires"))
             self.ctx.schedule(faults.session_timeout_s, _TimedOut(self._losses))
         else:
             self.ctx.schedule(self._rng.uniform(0.0, min(faults.reconnect_s, faults.session_timeout_s)),
@@ -437,10 +463,14 @@ class SimZooKeeperEnsemble:
         sim: the simulation it runs in.
         faults: how its network and server misbehave (``ZkFaults``; none by default).
         name: the server actor's name (a top-level actor), and the key of its random draws.
+        model: the ensemble's model (a fresh ``SimZooKeeper`` by default; a planted bug's subclass).
     """
 
-    def __init__(self, sim: Simulation, faults: ZkFaults | None = None, *, name: str = "zookeeper") -> None:
-        self.model = SimZooKeeper()
+    def __init__(
+        self, sim: Simulation, faults: ZkFaults | None = None, *, name: str = "zookeeper",
+        model: SimZooKeeper | None = None,
+    ) -> None:
+        self.model = model if model is not None else SimZooKeeper()
         """The ensemble's data, for checkers and tests to read (never to change) during or after the run."""
         self.faults = faults or CALM
         self._key = f"zookeeper:{sim.seed}:{name}"
