@@ -215,14 +215,17 @@ class _TimedOut:
 class ZkServerActor(Actor):
     """The ensemble: applies each session's requests to the model in arrival order; routes watch events.
 
-    The model is the ensemble's data and outlives a restart of this actor (a leader's restart).
+    The model and ``sessions`` (each session's actor, by id) are the ensemble's and outlive a restart
+    of this actor (a leader's restart: its mailbox, kept, is applied after it).
     """
 
-    def __init__(self, model: SimZooKeeper, rng: random.Random, shuffle_children: bool) -> None:
+    def __init__(
+        self, model: SimZooKeeper, rng: random.Random, shuffle_children: bool, sessions: dict[int, ActorRef],
+    ) -> None:
         self._model = model
         self._rng = rng
         self._shuffle = shuffle_children
-        self._sessions: dict[int, ActorRef] = {}
+        self._sessions = sessions
         self._calm = False
 
     def receive(self, message: object) -> None:
@@ -476,7 +479,8 @@ class SimZooKeeperEnsemble:
         self._key = f"zookeeper:{sim.seed}:{name}"
         self._sessions_made = 0
         model, rng, shuffle = self.model, seeded_random(self._key), self.faults.shuffle_children
-        self.server: ActorRef = sim.spawn(lambda: ZkServerActor(model, rng, shuffle), name=name)
+        sessions: dict[int, ActorRef] = {}
+        self.server: ActorRef = sim.spawn(lambda: ZkServerActor(model, rng, shuffle, sessions), name=name)
 
     def session(self) -> Callable[[], Actor]:
         """A factory of session actors: each one spawned opens its own session (spawn it where the client lives).

@@ -27,7 +27,7 @@ from conveyor.runtime.lowlevel import (
     ZkSetData,
     ZkWatchFired,
 )
-from conveyor.simulation import ChoiceStream, ZkFaults, choice_stream
+from conveyor.simulation import ChoiceStream, Crash, ZkFaults, choice_stream
 
 from .zk_harness import Client, SimZkHarness, ZkHarness, harnesses, reply_to, session_id
 
@@ -223,3 +223,20 @@ def test_the_same_seed_gives_the_same_run_and_a_recorded_stream_replays_it() -> 
     with choice_stream(ChoiceStream([])):  # the simplest run: no fault happens
         _, events = _faulty_run(5)
     assert not any(isinstance(e, ZkReply) and e.error is not None for e in events)
+
+
+def test_a_restarted_server_keeps_its_data_and_its_sessions() -> None:
+    harness = SimZkHarness(2, kernel_faults=(Crash("/zookeeper", at_step=30),))
+    client, other = harness.client("c"), harness.client("o")
+    names = [harness.call(client, ZkCreate("/s-", ephemeral=True, sequential=True)).value for _ in range(8)]
+    assert [fault.outcome for fault in harness.sim.faults_applied] == ["restarted"]
+    assert names == [f"/s-000000000{n}" for n in range(8)]
+    harness.expire(client)
+    assert harness.call(other, ZkGetChildren("/")).value == ()
+
+
+def test_zk_faults_refuse_bad_values_naming_the_field() -> None:
+    with pytest.raises(ValueError, match="connection_loss"):
+        ZkFaults(connection_loss=1.5)
+    with pytest.raises(ValueError, match="session_timeout_s"):
+        ZkFaults(session_timeout_s=0)

@@ -9,14 +9,14 @@ harness's few methods run unchanged on another backend's harness.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, final
 
 import attrs
 
 from conveyor.runtime import Actor, ActorRef
 from conveyor.runtime.lowlevel import ZkCall, ZkClose, ZkOperation, ZkReply, ZkSessionEvent, ZkWatchSession
-from conveyor.simulation import Simulation, SimZooKeeperEnsemble, ZkFaults
+from conveyor.simulation import Fault, Simulation, SimZooKeeperEnsemble, ZkFaults
 
 
 @final
@@ -92,8 +92,10 @@ def reply_to(client: Client, request_id: int) -> ZkReply | None:
 class SimZkHarness:
     """The harness on the ``Simulation``: one ensemble, its clients top-level actors."""
 
-    def __init__(self, seed: int = 0, faults: ZkFaults | None = None, trace: bool = True) -> None:
-        self.sim = Simulation(seed, trace=trace)
+    def __init__(
+        self, seed: int = 0, faults: ZkFaults | None = None, trace: bool = True, kernel_faults: Sequence[Fault] = (),
+    ) -> None:
+        self.sim = Simulation(seed, trace=trace, faults=kernel_faults)
         self.zk = SimZooKeeperEnsemble(self.sim, faults)
 
     def client(self, name: str) -> Client:
