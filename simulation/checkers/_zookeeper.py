@@ -16,8 +16,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from conveyor.runtime import EventKind, TraceEvent
-from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkExists, ZkGetData, ZkMulti, ZkNode, ZkReply
-from conveyor.simulation import ZkSessionEnded
+from conveyor.runtime.lowlevel import (
+    ZkCall,
+    ZkCreate,
+    ZkExists,
+    ZkGetData,
+    ZkMulti,
+    ZkNode,
+    ZkReply,
+    ZkSessionEvent,
+)
+from conveyor.simulation import ZkFaultInjected, ZkSessionEnded
 
 from ._result import CheckResult
 
@@ -115,3 +124,61 @@ def every_call_answered_once(trace: Iterable[TraceEvent]) -> CheckResult:
     violations.extend(f"{client}: request {request} sent at t={time:g} was never answered"
                       for (client, request), time in open_calls.items())
     return CheckResult.of("every_call_answered_once", violations)
+
+
+_VERBS = {"GetChildren": "children of", "GetData": "get", "SetData": "set", "Exists": "exists"}
+
+
+def _describe(operation: object) -> str:
+    """A ZooKeeper operation in a few words (``create ephemeral sequential /zk/e/c0-``)."""
+    if isinstance(operation, ZkMulti):
+        return f"multi [{'; '.join(_describe(op) for op in operation.operations)}]"
+    if isinstance(operation, ZkCreate):
+        kinds = [kind for kind, on in (("ephemeral", operation.ephemeral), ("sequential", operation.sequential)) if on]
+        return " ".join(("create", *kinds, operation.path))
+    name = type(operation).__name__.removeprefix("Zk")
+    name = _VERBS.get(name, name.lower())
+    return f"{name} {getattr(operation, 'path', '?')}"
+
+
+def _answer(operation: object, reply: ZkReply) -> str:
+    if reply.error is not None:
+        return reply.error
+    value = reply.value
+    if value is None and isinstance(operation, ZkExists):
+        return "no such node"
+    if isinstance(value, ZkNode):
+        return f"version {value.version}, owner {value.ephemeral_owner}" if value.ephemeral_owner else (
+            f"version {value.version}")
+    if isinstance(value, tuple):
+        return f"[{', '.join(str(item) for item in value)}]"
+    return "ok" if value is None else str(value)
+
+
+class ZkStory:
+    """Tells a ZooKeeper run's protocol (calls answered, session events, the faults drawn) as story lines."""
+
+    def __init__(self) -> None:
+        self._calls: dict[tuple[str, int], object] = {}
+
+    def line(self, event: TraceEvent) -> str | None:
+        """The event as a line (without its time), or None if it is not the ZooKeeper protocol's."""
+        message = event.message
+        if event.kind is EventKind.SENT:
+            if isinstance(message, ZkCall):
+                self._calls[(message.reply_to.path, message.request_id)] = message.operation
+            elif isinstance(message, ZkReply) and event.receiver is not None:
+                operation = self._calls.pop((event.receiver, message.request_id), None)
+                return f"{event.sender} -> {event.receiver}: {_describe(operation)}: {_answer(operation, message)}"
+            elif isinstance(message, ZkSessionEvent):
+                return f"{event.sender}: session {message.session_id} {message.state}"
+        elif event.kind is EventKind.NOTE and isinstance(message, ZkFaultInjected):
+            return f"{event.sender}: fault: session {message.session_id}: {message.what}"
+        elif event.kind is EventKind.NOTE and isinstance(message, ZkSessionEnded):
+            return f"{event.sender}: ended session {message.session_id} ({message.state}), its ephemeral nodes with it"
+        return None
+
+
+def zk_replies(trace: Iterable[TraceEvent]) -> int:
+    """How many ``ZkReply``s sessions gave their clients: a ZooKeeper run's steps, for the shrinker."""
+    return sum(1 for event in trace if event.kind is EventKind.SENT and type(event.message) is ZkReply)

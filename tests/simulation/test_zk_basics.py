@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from conveyor.runtime import Actor, ActorRef, EventKind, TraceEvent
 from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkExists, ZkNode, ZkReply
-from conveyor.simulation import ChoiceStream, Simulation, ZkSessionEnded, choice_stream
+from conveyor.simulation import ChoiceStream, Simulation, ZkFaults, ZkSessionEnded, choice_stream
 from conveyor.simulation.checkers import (
+    delivery_steps,
     ephemerals_die_with_their_session,
     every_call_answered_once,
     sequential_names_never_repeat,
+    story_lines,
 )
 from conveyor.simulation.scenarios import Variant, run_scenario
 
 from .planted.zookeeper import ChildCountSequence, LeavesOneEphemeral
+from .zk_harness import SimZkHarness
 
 
 class _Idle(Actor):
@@ -74,3 +77,15 @@ def test_a_zk_basics_run_replays_from_its_seed_and_from_its_choice_stream() -> N
     assert recorded.report.trace_hash == first.report.trace_hash
     with choice_stream(ChoiceStream(stream.drawn)):
         assert run_scenario("zk-basics", 4).report.trace_hash == first.report.trace_hash
+
+
+def test_the_story_tells_calls_answers_session_events_and_drawn_faults() -> None:
+    harness = SimZkHarness(0, ZkFaults(connection_loss=1.0, losses=1, expiry=1.0, session_timeout_s=2.0))
+    client = harness.client("c")
+    harness.call(client, ZkCreate("/e", ephemeral=True))
+    story = story_lines(harness.sim.trace)
+    assert any("/c/session -> /c: create ephemeral /e: connection_loss" in line for line in story), story
+    assert any("fault: session 1: connection lost past the 2 s session timeout" in line for line in story), story
+    assert any("/zookeeper: ended session 1 (expired)" in line for line in story), story
+    assert story[-1].endswith("/c/session: session 1 expired")
+    assert delivery_steps(harness.sim.trace) == 1  # one answer given
