@@ -294,15 +294,18 @@ class SimZkSession(Actor):
         self._next_ticket = 0
         self._forward_due = 0.0  # when the last slow request goes: later ones wait behind it
         self._losses = 0
+        self._closing = False  # ZkClose asked, the server has not closed the session yet
 
     def on_start(self) -> None:
         """Ask the server for a session."""
         self.ctx.send(self._server, _Open(self.ctx.self_ref))
 
     def on_stop(self) -> None:
-        """A stopping client closes its session (its ephemeral nodes go at once)."""
+        """A stopping client closes its session (its ephemeral nodes go at once); what it still owes is ``closed``."""
         if self._state in ("connected", "reconnected", "suspended"):
             self.ctx.send(self._server, _CloseSession(self._session_id))
+        if self._in_flight or self._waiting:
+            self._ended("closed")
 
     def receive(self, message: object) -> None:
         """Protocol messages from clients; the server's answers, events and the session's timers."""
@@ -337,6 +340,8 @@ class SimZkSession(Actor):
             self._ended(message.state)
         elif isinstance(message, ZkClose):
             self._close()
+        elif isinstance(message, _CloseSession):  # the close's turn came, behind the slow requests
+            self.ctx.send(self._server, message)
         elif isinstance(message, EndZkFaults):
             self._faults = CALM
 
@@ -344,7 +349,9 @@ class SimZkSession(Actor):
 
     def _call(self, call: ZkCall) -> None:
         state = self._state
-        if state == "expired":
+        if self._closing:
+            self.ctx.send(call.reply_to, ZkReply(call.request_id, error="closed"))
+        elif state == "expired":
             self.ctx.send(call.reply_to, ZkReply(call.request_id, error="session_expired"))
         elif state == "closed":
             self.ctx.send(call.reply_to, ZkReply(call.request_id, error="closed"))
@@ -451,9 +458,19 @@ class SimZkSession(Actor):
         self._emit(state)
 
     def _close(self) -> None:
-        if self._state in ("expired", "closed"):
+        """Close cleanly, as kazoo's ``stop``: the close goes behind the requests already on their way, which
+        are answered first; calls made from now on are answered ``closed``."""
+        if self._state in ("expired", "closed") or self._closing:
             return
-        if self._state is not None:
+        if self._state in ("connected", "reconnected"):
+            self._closing = True
+            now = self.ctx.now()
+            if self._forward_due > now:  # behind the slow requests still to go
+                self.ctx.schedule(self._forward_due - now, _CloseSession(self._session_id))
+            else:
+                self.ctx.send(self._server, _CloseSession(self._session_id))
+            return  # the server's _Ended("closed") ends it
+        if self._state == "suspended":
             self.ctx.send(self._server, _CloseSession(self._session_id))
         self._ended("closed")
 

@@ -14,6 +14,7 @@ import pytest
 
 from conveyor.runtime.lowlevel import (
     ZkCheck,
+    ZkClose,
     ZkCreate,
     ZkDelete,
     ZkExists,
@@ -240,3 +241,16 @@ def test_zk_faults_refuse_bad_values_naming_the_field() -> None:
         ZkFaults(connection_loss=1.5)
     with pytest.raises(ValueError, match="session_timeout_s"):
         ZkFaults(session_timeout_s=0)
+
+
+def test_a_close_goes_behind_the_requests_on_their_way() -> None:
+    harness = SimZkHarness(1, ZkFaults(slow=1.0, slow_s=2.0))
+    client = harness.client("c")
+    ids = [harness.send(client, ZkCreate(f"/n{n}", ephemeral=True)) for n in range(3)]
+    client.ref.tell(ZkClose())
+    late = harness.send(client, ZkCreate("/late"))
+    harness.settle()
+    assert [reply_to(client, i) for i in ids] == [ZkReply(i, f"/n{n}") for n, i in enumerate(ids)]
+    assert reply_to(client, late) == ZkReply(late, error="closed")
+    assert _states(client) == ["connected", "closed"]
+    assert list(harness.zk.model.paths()) == ["/"]  # its ephemerals went with the close
