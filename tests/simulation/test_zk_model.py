@@ -222,17 +222,23 @@ def test_a_failed_read_leaves_no_watch() -> None:
 
 # -- the model against a plain reference ------------------------------------------------------------
 
-PATHS = ("/a", "/b", "/a/x", "/a/y", "/b/x", "/a/x/deep")
+PATHS = ("/a", "/b", "/a/x", "/a/y", "/a/x/deep")
 DATA = st.sampled_from((b"", b"1", b"22"))
 
 
 class _Reference:
-    """ZooKeeper's rules written the plain way: a dict of path -> [data, version, owner, cversion]."""
+    """ZooKeeper's rules written the plain way: a dict of path -> [data, version, owner, cversion].
+
+    Watches the plain way too: each operation's events are the difference between the tree before
+    and after it (a node that appeared, vanished or changed version; a child list that changed).
+    """
 
     def __init__(self) -> None:
         self.nodes: dict[str, list[Any]] = {"/": [b"", 0, 0, 0]}
         self.alive: set[int] = set()
         self.closed: set[int] = set()
+        self.data_watches: set[tuple[int, str, str]] = set()  # (session, watcher, path)
+        self.child_watches: set[tuple[int, str, str]] = set()
 
     @staticmethod
     def parent(path: str) -> str:
@@ -241,20 +247,67 @@ class _Reference:
     def children(self, path: str) -> list[str]:
         return [p for p in self.nodes if p != "/" and self.parent(p) == path]
 
-    def op(self, session: int, operation: Any) -> tuple[object, str | None]:
+    def read(self, session: int, operation: Any, watcher: str) -> tuple[object, str | None]:
         if session not in self.alive:
             return None, "closed" if session in self.closed else "session_expired"
-        if isinstance(operation, ZkMulti):
-            saved = copy.deepcopy(self.nodes)
-            values = []
-            for index, inner in enumerate(operation.operations):
-                value, error = self.write(session, inner)
-                if error is not None:
-                    self.nodes = saved
-                    return ZkMultiFailed(index, error), error  # type: ignore[arg-type]
-                values.append(value)
-            return tuple(values), None
-        return self.write(session, operation)
+        node = self.nodes.get(operation.path)
+        if node is None and not isinstance(operation, ZkExists):
+            return None, "no_node"
+        if operation.watch:
+            table = self.child_watches if isinstance(operation, ZkGetChildren) else self.data_watches
+            table.add((session, watcher, operation.path))
+        if node is None:
+            return None, None
+        if isinstance(operation, ZkGetChildren):
+            return tuple(sorted(p.rsplit("/", 1)[1] for p in self.children(operation.path))), None
+        return ZkNode(node[0], node[1], node[2]), None
+
+    def op(self, session: int, operation: Any) -> tuple[object, str | None, list[tuple[int, str, str, str]]]:
+        if session not in self.alive:
+            return None, "closed" if session in self.closed else "session_expired", []
+        saved = copy.deepcopy((self.nodes, self.data_watches, self.child_watches))
+        fired: list[tuple[int, str, str, str]] = []
+        operations = operation.operations if isinstance(operation, ZkMulti) else (operation,)
+        values = []
+        for index, inner in enumerate(operations):
+            before = copy.deepcopy(self.nodes)
+            value, error = self.write(session, inner)
+            if error is not None:
+                self.nodes, self.data_watches, self.child_watches = saved
+                if isinstance(operation, ZkMulti):
+                    return ZkMultiFailed(index, error), error, []  # type: ignore[arg-type]
+                return None, error, []
+            fired += self.fire(before)
+            values.append(value)
+        return (tuple(values) if isinstance(operation, ZkMulti) else values[0]), None, fired
+
+    def fire(self, before: dict[str, list[Any]]) -> list[tuple[int, str, str, str]]:
+        """The one-shot watches the change from ``before`` to now fires, each taken off its table."""
+        fired = []
+        for path in sorted(set(before) | set(self.nodes)):
+            old, new = before.get(path), self.nodes.get(path)
+            kids_before = {p for p in before if p != "/" and self.parent(p) == path}
+            kind = None
+            if old is None and new is not None:
+                kind = "created"
+            elif old is not None and new is None:
+                kind = "deleted"
+            elif old is not None and new is not None and old[1] != new[1]:
+                kind = "changed"
+            hit = set()
+            if kind is not None:
+                hit = {w for w in self.data_watches if w[2] == path}
+                self.data_watches -= hit
+                if kind == "deleted":
+                    gone = {w for w in self.child_watches if w[2] == path}
+                    self.child_watches -= gone
+                    hit |= gone  # one event to a watcher that had both
+            fired += [(w[0], w[1], path, kind) for w in hit]  # type: ignore[misc]
+            if new is not None and set(self.children(path)) != kids_before:
+                child_hit = {w for w in self.child_watches if w[2] == path}
+                self.child_watches -= child_hit
+                fired += [(w[0], w[1], path, "child") for w in child_hit]
+        return fired
 
     def write(self, session: int, operation: Any) -> tuple[object, str | None]:
         path = operation.path
@@ -288,14 +341,23 @@ class _Reference:
         self.nodes[self.parent(path)][3] += 1
         return None, None
 
-    def end(self, session: int, close: bool) -> None:
-        if session in self.alive:
-            self.alive.discard(session)
-            if close:
-                self.closed.add(session)
-            for path in [p for p, node in self.nodes.items() if node[2] == session]:
-                del self.nodes[path]
-                self.nodes[self.parent(path)][3] += 1
+    def end(self, session: int, close: bool) -> list[tuple[int, str, str, str]]:
+        if session not in self.alive:
+            return []
+        self.alive.discard(session)
+        if close:
+            self.closed.add(session)
+        self.data_watches = {w for w in self.data_watches if w[0] != session}
+        self.child_watches = {w for w in self.child_watches if w[0] != session}
+        before = copy.deepcopy(self.nodes)
+        for path in [p for p, node in self.nodes.items() if node[2] == session]:
+            del self.nodes[path]
+            self.nodes[self.parent(path)][3] += 1
+        return self.fire(before)
+
+
+def _fired(deliveries: tuple[WatchDelivery, ...]) -> list[tuple[int, str, str, str]]:
+    return sorted((d.session_id, str(d.watcher), d.event.path, d.event.kind) for d in deliveries)
 
 
 def _writes(sessions: int) -> st.SearchStrategy[Any]:
@@ -310,13 +372,15 @@ def _writes(sessions: int) -> st.SearchStrategy[Any]:
 
 
 class ModelAgainstReference(RuleBasedStateMachine):
-    """Random creates, deletes, sets, checks, multis, expiries and closes: the model answers as the reference."""
+    """Random creates, deletes, sets, checks, multis, reads leaving watches, expiries and closes: the model
+    answers as the reference, fires the same watches and keeps the same tree."""
 
     def __init__(self) -> None:
         super().__init__()
         self.model = SimZooKeeper()
         self.reference = _Reference()
         self.sessions: list[int] = []
+        self.open()
         self.open()
 
     @rule()
@@ -327,11 +391,29 @@ class ModelAgainstReference(RuleBasedStateMachine):
 
     def _same(self, session: int, operation: Any) -> None:
         outcome = self.model.apply(session, operation)
-        assert (outcome.value, outcome.error) == self.reference.op(session, operation), operation
+        value, error, fired = self.reference.op(session, operation)
+        assert (outcome.value, outcome.error) == (value, error), operation
+        assert _fired(outcome.fired) == sorted(fired), operation
+
+    @rule(data=st.data(), path=st.sampled_from(("/", *PATHS)),
+          kind=st.sampled_from((ZkGetData, ZkExists, ZkGetChildren)), watch=st.booleans(),
+          watcher=st.sampled_from(("w1", "w2")))
+    def read(self, data: st.DataObject, path: str, kind: Any, watch: bool, watcher: str) -> None:
+        session = data.draw(st.sampled_from(self.sessions))
+        operation = kind(path, watch=watch)
+        outcome = self.model.apply(session, operation, watcher)
+        assert (outcome.value, outcome.error) == self.reference.read(session, operation, watcher), operation
 
     @rule(data=st.data(), write=_writes(0))
     def write(self, data: st.DataObject, write: Any) -> None:
         self._same(data.draw(st.sampled_from(self.sessions)), write)
+
+    @rule(data=st.data(), watcher=st.sampled_from(("w1", "w2")))
+    def watch_everything(self, data: st.DataObject, watcher: str) -> None:
+        """A data and a child watch on every path for one session: so watches are common enough to be judged."""
+        for path in ("/", *PATHS):
+            self.read(data, path, ZkExists, True, watcher)
+            self.read(data, path, ZkGetChildren, True, watcher)
 
     @rule(data=st.data(), writes=st.lists(_writes(0), min_size=1, max_size=4))
     def multi(self, data: st.DataObject, writes: list[Any]) -> None:
@@ -341,11 +423,8 @@ class ModelAgainstReference(RuleBasedStateMachine):
     @rule(data=st.data(), close=st.booleans())
     def end(self, data: st.DataObject, close: bool) -> None:
         session = data.draw(st.sampled_from(self.sessions))
-        if close:
-            self.model.close(session)
-        else:
-            self.model.expire(session)
-        self.reference.end(session, close)
+        fired = self.model.close(session) if close else self.model.expire(session)
+        assert _fired(fired) == sorted(self.reference.end(session, close))
 
     @invariant()
     def same_tree(self) -> None:
@@ -365,5 +444,5 @@ class ModelAgainstReference(RuleBasedStateMachine):
                 assert self.model.ephemerals(session) == []
 
 
-ModelAgainstReference.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+ModelAgainstReference.TestCase.settings = settings(max_examples=300, stateful_step_count=50, deadline=None)
 test_model_against_reference = ModelAgainstReference.TestCase
