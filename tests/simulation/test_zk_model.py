@@ -283,26 +283,26 @@ class _Reference:
 
     def fire(self, before: dict[str, list[Any]]) -> list[tuple[int, str, str, str]]:
         """The one-shot watches the change from ``before`` to now fires, each taken off its table."""
-        fired = []
+        fired: list[tuple[int, str, str, str]] = []
         for path in sorted(set(before) | set(self.nodes)):
             old, new = before.get(path), self.nodes.get(path)
             kids_before = {p for p in before if p != "/" and self.parent(p) == path}
-            kind = None
+            kind = ""
             if old is None and new is not None:
                 kind = "created"
             elif old is not None and new is None:
                 kind = "deleted"
             elif old is not None and new is not None and old[1] != new[1]:
                 kind = "changed"
-            hit = set()
-            if kind is not None:
+            hit: set[tuple[int, str, str]] = set()
+            if kind:
                 hit = {w for w in self.data_watches if w[2] == path}
                 self.data_watches -= hit
                 if kind == "deleted":
                     gone = {w for w in self.child_watches if w[2] == path}
                     self.child_watches -= gone
                     hit |= gone  # one event to a watcher that had both
-            fired += [(w[0], w[1], path, kind) for w in hit]  # type: ignore[misc]
+            fired += [(w[0], w[1], path, kind) for w in hit]
             if new is not None and set(self.children(path)) != kids_before:
                 child_hit = {w for w in self.child_watches if w[2] == path}
                 self.child_watches -= child_hit
