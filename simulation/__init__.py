@@ -47,6 +47,18 @@ from ._strategies import ReplayDivergence as ReplayDivergence
 from ._strategies import RoundRobin as RoundRobin
 from ._strategies import Strategy as Strategy
 from ._strategies import strategy_from_name as strategy_from_name
+from ._zk_model import SEQUENCE_DIGITS as SEQUENCE_DIGITS
+from ._zk_model import SimZooKeeper as SimZooKeeper
+from ._zk_model import WatchDelivery as WatchDelivery
+from ._zk_model import ZkOutcome as ZkOutcome
+from ._zk_session import EndZkFaults as EndZkFaults
+from ._zk_session import ExpireZkSession as ExpireZkSession
+from ._zk_session import SimZkSession as SimZkSession
+from ._zk_session import SimZooKeeperEnsemble as SimZooKeeperEnsemble
+from ._zk_session import ZkFaultInjected as ZkFaultInjected
+from ._zk_session import ZkFaults as ZkFaults
+from ._zk_session import ZkServerActor as ZkServerActor
+from ._zk_session import ZkSessionEnded as ZkSessionEnded
 
 __all__ = [
     "Channel",
@@ -90,4 +102,16 @@ __all__ = [
     "seeded_random",
     "strategy_from_name",
     "uniform_job_duration",
+    "SEQUENCE_DIGITS",
+    "EndZkFaults",
+    "ExpireZkSession",
+    "SimZkSession",
+    "SimZooKeeper",
+    "SimZooKeeperEnsemble",
+    "WatchDelivery",
+    "ZkFaultInjected",
+    "ZkSessionEnded",
+    "ZkFaults",
+    "ZkOutcome",
+    "ZkServerActor",
 ]

@@ -127,6 +127,10 @@ from ._subscriber import lease_validity as lease_validity
 from ._subscriber import no_loss as no_loss
 from ._subscriber import ordering_keys as ordering_keys
 from ._timers import timers as timers
+from ._zookeeper import ephemerals_die_with_their_session as ephemerals_die_with_their_session
+from ._zookeeper import every_call_answered_once as every_call_answered_once
+from ._zookeeper import sequential_names_never_repeat as sequential_names_never_repeat
+from ._zookeeper import zk_counts as zk_counts
 
 __all__ = [
     "BatchReceived",
@@ -218,6 +222,10 @@ __all__ = [
     "PagingSent",
     "PagingStatus",
     "paging_no_loss",
+    "ephemerals_die_with_their_session",
+    "every_call_answered_once",
+    "zk_counts",
+    "sequential_names_never_repeat",
     "paging_order",
     "paging_ram",
     "client_counts",

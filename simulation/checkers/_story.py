@@ -26,6 +26,7 @@ from conveyor.simulation import Crash, CrashAmong, Delay, Drop, FailJob, FailWri
 from ._history import before_final_browse
 from ._paging import PagingReceived
 from ._pubsub import BatchReceived, PublishDone, SettleDone, SettleSent
+from ._zookeeper import ZkStory, zk_replies
 
 _ROUTINE_DEPTH = 3
 """Routine stops (reason ``stopped``) this deep are left out of a story: a Pub/Sub front ends a binding and
@@ -74,6 +75,7 @@ def story_lines(trace: Iterable[TraceEvent]) -> list[str]:
     """
     events = before_final_browse(trace)
     clients = _ClientStory(events)
+    zookeeper = ZkStory()
     names: dict[tuple[str, int], str] = {}  # (queue path, tag) -> message name
     holders: dict[tuple[str, int], str] = {}  # (queue path, consumer id) -> consumer path
     cause: dict[str, str] = {}  # actor path -> sender of the message it is handling
@@ -89,6 +91,8 @@ def story_lines(trace: Iterable[TraceEvent]) -> list[str]:
         if kind is EventKind.DELIVERED:
             if event.receiver is not None:
                 cause[event.receiver] = event.sender or "<outside>"
+        elif (told := zookeeper.line(event)) is not None:
+            lines.append(f"{stamp} {told}")
         elif kind is EventKind.SENT and type(message) is Delivered:
             queue = event.sender or "?"
             for delivery in message.deliveries:
@@ -229,7 +233,8 @@ class _ClientStory:
 
 def delivery_steps(trace: Iterable[TraceEvent]) -> int:
     """Deliveries of messages to consumers: the Delivery items of each queue's Delivered events, before the browse
-    (and the messages the paging scenario's client fetched, which has no broker queue)."""
+    (and the messages the paging scenario's client fetched, which has no broker queue, and the answers ZooKeeper
+    sessions gave their clients)."""
     events = before_final_browse(trace)
     delivered = sum(
         len(event.message.deliveries)
@@ -237,6 +242,6 @@ def delivery_steps(trace: Iterable[TraceEvent]) -> int:
         if event.kind is EventKind.SENT and type(event.message) is Delivered
     )
     fetched = sum(1 for event in events if event.kind is EventKind.NOTE and type(event.message) is PagingReceived)
-    return delivered + fetched
+    return delivered + fetched + zk_replies(events)
 
 

@@ -62,6 +62,7 @@ from conveyor.simulation.checkers import (
     liveness,
     paging_counts,
     queue_paths,
+    zk_counts,
 )
 
 from ._broker import (
@@ -91,6 +92,13 @@ from ._subscriber import (
     run_subscriber_simulation,
 )
 from ._swarm import broker_swarm, subscriber_swarm
+from ._zk_basics import (
+    ModelFactory,
+    ZkBasicsScenario,
+    check_zk_basics_run,
+    random_zk_basics_scenario,
+    run_zk_basics_simulation,
+)
 
 STEP_BUDGET = "step budget exhausted"
 """How a run cut off by ``max_steps`` is reported: a distinct outcome (its line in ``RunReport.violations``
@@ -104,8 +112,8 @@ COMPACTIONS = (8, 64, COMPACT_AFTER_EVENTS)
 """``compact_after_events`` drawn for a durable broker or subscriber queue: BUGGIFY's small constants, so
 that runs compact their journals and a crashed queue recovers from a snapshot, not only from events."""
 
-Family = Literal["broker", "subscriber", "pubsub", "storage"]
-Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario
+Family = Literal["broker", "subscriber", "pubsub", "storage", "zookeeper"]
+Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | ZkBasicsScenario
 
 
 @final
@@ -127,6 +135,8 @@ class Variant:
     simulation: Callable[..., Simulation] | None = None
     shell: ShellFactory | None = None
     """The paging scenario's shell (a planted bug's core or files)."""
+    zookeeper: ModelFactory | None = None
+    """The simulated ZooKeeper's model (a planted bug's ``SimZooKeeper`` subclass)."""
 
 
 @final
@@ -419,6 +429,10 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             "durable-crash", "a durable queue on a simulated disk: kill -9, torn writes, failed fsyncs, a full disk",
             "broker", _durable_crash_workload, default_faults="process-crash",
         ),
+        ScenarioSpec(
+            "zk-basics", "clients of the simulated ZooKeeper create sequential and ephemeral nodes through slow "
+            "requests, lost connections and expiring sessions", "zookeeper", random_zk_basics_scenario,
+        ),
     )
 }
 
@@ -534,6 +548,8 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
     that plan returns a changed workload. (Restarting one part of a subscription, say its
     worker pool, would lose the callbacks it ran; such a failure stops the subscription.)
     """
+    if isinstance(workload, ZkBasicsScenario):
+        return workload, ()  # its faults are the ensemble's, drawn with the workload (ZkFaults, expiries)
     rng = seeded_random(f"faults:{spec.name}:{seed}:{plan}")
     if isinstance(workload, PagingScenario):
         return _draw_paging_faults(workload, rng, plan)
@@ -637,6 +653,9 @@ def _disk_figures(trace: list[TraceEvent], work: Workload) -> QueueFigures | Non
     if isinstance(work, PagingScenario):
         published, delivered, acked = paging_counts(trace)
         dead = 0
+    elif isinstance(work, ZkBasicsScenario):  # calls sent, answered, answered without an error
+        published, delivered, acked = zk_counts(trace)
+        dead = 0
     elif isinstance(work, BrokerScenario) and work.disk is not None:
         published, delivered, acked, dead = client_counts(trace)
     else:
@@ -734,6 +753,9 @@ def simulate_workload(
             consumer_factory=variant.consumer or ConsumerActor,
             system=system,
         )
+    if isinstance(workload, ZkBasicsScenario):
+        return run_zk_basics_simulation(workload, seed, strategy, max_steps=max_steps, faults=faults, system=system,
+                                        model=variant.zookeeper)
     if isinstance(workload, PagingScenario):
         return run_paging_simulation(workload, seed, strategy, max_steps=max_steps, faults=faults, system=system,
                                      shell=variant.shell)
@@ -757,6 +779,8 @@ def _judge(spec: ScenarioSpec, trace: list[TraceEvent], work: Workload, plan: st
     family: Callable[..., list[CheckResult]]
     if isinstance(work, PagingScenario):
         return guarded("storage checkers", check_paging_run, trace, work) + guarded("kernel", kernel_checks, trace)
+    if isinstance(work, ZkBasicsScenario):
+        return guarded("zookeeper checkers", check_zk_basics_run, trace, work) + guarded("kernel", kernel_checks, trace)
     if isinstance(work, BrokerScenario):
         family = check_broker_run
     elif isinstance(work, PubSubScenario):

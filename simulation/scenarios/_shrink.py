@@ -53,8 +53,9 @@ from ._registry import (
     run_scenario,
 )
 from ._subscriber import SubscriberScenario
+from ._zk_basics import ZkBasicsScenario
 
-Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario
+Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | ZkBasicsScenario
 
 STORY_STEPS = 15
 """A shrunk run this short (in delivery steps) reads as a story; a longer one comes with a note saying why."""
@@ -277,6 +278,18 @@ def _paging_candidates(work: PagingScenario) -> Iterator[PagingScenario]:
         yield attrs.evolve(work, body_sizes=(size,))
 
 
+def _zk_candidates(work: ZkBasicsScenario) -> Iterator[ZkBasicsScenario]:
+    """Simpler ZooKeeper workloads: fewer clients and requests, fewer hand-made expiries, no slow requests."""
+    for clients in _fewer(work.clients, floor=1):
+        yield attrs.evolve(work, clients=clients, closes_at_end=work.closes_at_end[:clients])
+    for operations in _fewer(work.operations, floor=1):
+        yield attrs.evolve(work, operations=operations)
+    for expiries in _fewer(len(work.expiries)):
+        yield attrs.evolve(work, expiries=work.expiries[:expiries])
+    if work.faults.slow:
+        yield attrs.evolve(work, faults=attrs.evolve(work.faults, slow=0.0))
+
+
 def _pubsub_candidates(work: PubSubScenario) -> Iterator[PubSubScenario]:
     """Simpler Pub/Sub workloads: fewer subscriptions, clients, publishers and messages, plainer everything.
 
@@ -460,7 +473,9 @@ class _Shrinker:
                 work, rest = best.workload, best.choices
             candidates: list[tuple[Workload, str]] = [(work, plan) for plan in _plan_candidates(best.plan)]
             more: Iterable[Workload]
-            if isinstance(work, PagingScenario):
+            if isinstance(work, ZkBasicsScenario):
+                more = _zk_candidates(work)
+            elif isinstance(work, PagingScenario):
                 more = _paging_candidates(work)
             elif isinstance(work, BrokerScenario):
                 more = _broker_candidates(work)

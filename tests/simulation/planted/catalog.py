@@ -32,6 +32,7 @@ from . import (
     storage,
     subscriber,
     zero_deadline_decision,
+    zookeeper,
 )
 
 
@@ -305,6 +306,16 @@ PLANTED: tuple[PlantedBug, ...] = (
     PlantedBug(
         "unacked-bodies-kept", "reducing memory leaves delivered, unacked bodies in RAM over the target (issue 18)",
         "paging", Variant(shell=storage.keeps_unacked_bodies), budget=30, checkers=frozenset({"paging_ram"}),
+    ),
+    PlantedBug(
+        "expiry-leaves-an-ephemeral", "a session's end deletes all its ephemeral nodes but the newest (issue 19)",
+        "zk-basics", Variant(zookeeper=zookeeper.LeavesOneEphemeral), budget=10,
+        checkers=frozenset({"ephemerals_die_with_their_session"}),
+    ),
+    PlantedBug(
+        "sequence-from-child-count", "a sequential node's number is its parent's child count: names repeat "
+        "after a delete (issue 19)", "zk-basics", Variant(zookeeper=zookeeper.ChildCountSequence), budget=10,
+        checkers=frozenset({"sequential_names_never_repeat"}),
     ),
     PlantedBug(
         "endless-restart-budget", "the restart budget is never spent: a failing actor is restarted for ever",
