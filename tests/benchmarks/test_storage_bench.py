@@ -25,6 +25,7 @@ def test_main_reports_every_figure_and_draws_the_rss(tmp_path: Path) -> None:
         "conveyor_publish_per_s", "conveyor_consume_per_s", "conveyor_end_to_end_per_s", "ratio_end_to_end_vs_target",
         "core_peak_rss_mib", "core_peak_vs_limit", "broker_peak_rss_mib", "broker_peak_vs_limit",
         "reopen_clean_s", "reopen_crash_s", "reopen_crash_vs_limit", "disk_per_live_byte", "gc_disk_per_live_byte",
+        "broker_reopen_s", "broker_reopen_vs_limit", "broker_reopen_peak_rss_mib",
     ))
     assert "rabbitmq_publish_per_s" not in figures
     assert figures["gc_disk_per_live_byte"] < figures["acked_disk_per_live_byte"]
