@@ -59,7 +59,6 @@ class _Waiter:
     timer: TimerHandle | None
 
 
-@final
 class TxStoreActor(Actor):
     """Transactional queues in one actor: a commit across queues is one handler and one journal write."""
 
