@@ -67,7 +67,7 @@ class ContainerStopped:
 @final
 @attrs.frozen
 class GetContainerStats:
-    """Ask how many transactions the container committed and rolled back so far; answered ``ContainerStopped``-like counts."""
+    """Ask the container's counts so far; answered ``ContainerStats``."""
 
 
 @final

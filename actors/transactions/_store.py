@@ -149,7 +149,8 @@ class TxStore:
         held = self._locks.get(owner, set())
         problem = next((f"{key} is not locked by this transaction" for key in takes if key not in held), None)
         if problem is None:
-            problem = next((f"put to unknown queue {put.queue!r}" for put in puts if put.queue not in self._queues), None)
+            unknown = (put.queue for put in puts if put.queue not in self._queues)
+            problem = next((f"put to unknown queue {name!r}" for name in unknown), None)
         if problem is not None:
             self.rollback(owner, now, failed=False)
             return Aborted(f"{problem}; declared queues: {', '.join(self.queue_names) or 'none'}")
@@ -165,7 +166,9 @@ class TxStore:
         self._release(owner, now, failed=False, handed_over=False)
         return Committed(tuple(created))
 
-    def rollback(self, owner: Owner, now: float, *, failed: bool = True, handed_over: bool = True) -> tuple[ItemKey, ...]:
+    def rollback(
+        self, owner: Owner, now: float, *, failed: bool = True, handed_over: bool = True
+    ) -> tuple[ItemKey, ...]:
         """Release every lock of ``owner``; returns the items released, in order.
 
         ``failed``: the consumer gave up on them (counts toward ``AtLeastOnce.max_rollbacks``).

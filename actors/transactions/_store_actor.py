@@ -168,12 +168,14 @@ class TxStoreActor(Actor):
     def _take(self, request: TakeItem) -> None:
         if request.queue not in self.core.queue_names:
             declared = ", ".join(self.core.queue_names) or "none"
-            self.ctx.reply(NothingTaken(request.tx, request.queue, f"unknown queue {request.queue!r}; declared queues: {declared}"))
+            reason = f"unknown queue {request.queue!r}; declared queues: {declared}"
+            self.ctx.reply(NothingTaken(request.tx, request.queue, reason))
             return
         self._watch(request.session)
         self._serve_waiters()  # an item whose backoff just ended goes to the takes that waited first
         queue_waiters = self.waiters.get(request.queue)
-        item = None if queue_waiters else self._call("take", (request.session, request.tx), request.queue, self.ctx.now())
+        owner = (request.session, request.tx)
+        item = None if queue_waiters else self._call("take", owner, request.queue, self.ctx.now())
         if item is not None:
             self.ctx.reply(Taken(request.tx, item))
         elif request.wait_s <= 0:

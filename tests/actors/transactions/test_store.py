@@ -9,6 +9,7 @@ store's queues equal the model's.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -21,6 +22,7 @@ from conveyor.actors.transactions import (
     AtLeastOnce,
     Committed,
     ConsumeOnce,
+    ConsumePolicy,
     ConsumeTimes,
     ItemKey,
     RedeliveryBackoff,
@@ -32,8 +34,19 @@ from conveyor.actors.transactions import (
 
 QUEUES = ("a", "b")
 SESSIONS = ("s1", "s2")
-POLICIES = {"a": ConsumeTimes(2), "b": AtLeastOnce(max_rollbacks=2)}
+POLICIES: dict[str, ConsumePolicy] = {"a": ConsumeTimes(2), "b": AtLeastOnce(max_rollbacks=2)}
 BACKOFF = RedeliveryBackoff(1.0, 4.0)
+
+
+@dataclasses.dataclass
+class ModelItem:
+    """The model's view of one live item."""
+
+    body: bytes
+    takes: int = 0
+    rollbacks: int = 0
+    owner: tuple[str, int] | None = None
+    not_before: float = 0.0
 
 
 class TxStoreMachine(RuleBasedStateMachine):
@@ -47,33 +60,33 @@ class TxStoreMachine(RuleBasedStateMachine):
         self.now = 0.0
         self.next_tx = 1
         self.open: dict[tuple[str, int], list[ItemKey]] = {}  # owner -> keys its takes returned
-        self.model: dict[ItemKey, dict[str, object]] = {}  # live items: body, takes, rollbacks, owner, not_before
+        self.model: dict[ItemKey, ModelItem] = {}  # live items: body, takes, rollbacks, owner, not_before
         self.model_dead: dict[str, list[ItemKey]] = {name: [] for name in QUEUES}
         self.next_number = dict.fromkeys(QUEUES, 1)
         self.handed_takes: Counter[ItemKey] = Counter()  # takes user code saw, from the history
         self.put_bodies: dict[ItemKey, bytes] = {}
 
-    def _policy_allows(self, key: ItemKey, item: dict[str, object]) -> bool:
+    def _policy_allows(self, key: ItemKey, item: ModelItem) -> bool:
         policy = POLICIES[key.queue]
         if isinstance(policy, AtLeastOnce):
-            return policy.max_rollbacks is None or int(item["rollbacks"]) < policy.max_rollbacks  # type: ignore[call-overload]
-        return int(item["takes"]) < policy.times  # type: ignore[call-overload]
+            return policy.max_rollbacks is None or item.rollbacks < policy.max_rollbacks
+        return item.takes < policy.times
 
     def _model_release(self, owner: tuple[str, int], *, failed: bool, handed_over: bool) -> None:
-        for key in sorted(k for k, item in self.model.items() if item["owner"] == owner):
+        for key in sorted(k for k, item in self.model.items() if item.owner == owner):
             item = self.model[key]
-            item["owner"] = None
+            item.owner = None
             if not handed_over:
-                item["takes"] = int(item["takes"]) - 1  # type: ignore[call-overload]
+                item.takes = item.takes - 1
                 self.handed_takes[key] -= 1
                 continue
             if failed:
-                item["rollbacks"] = int(item["rollbacks"]) + 1  # type: ignore[call-overload]
+                item.rollbacks = item.rollbacks + 1
             if not self._policy_allows(key, item):
                 del self.model[key]
                 self.model_dead[key.queue].append(key)
             elif key.queue == "a":
-                item["not_before"] = self.now + BACKOFF.delay(int(item["takes"]))  # type: ignore[call-overload]
+                item.not_before = self.now + BACKOFF.delay(item.takes)
 
     @rule(session=st.sampled_from(SESSIONS))
     def begin(self, session: str) -> None:
@@ -86,22 +99,22 @@ class TxStoreMachine(RuleBasedStateMachine):
         owner = data.draw(st.sampled_from(sorted(self.open)))
         item = self.store.take(owner, queue, self.now)
         offered = sorted(k for k, i in self.model.items()
-                         if k.queue == queue and i["owner"] is None and float(i["not_before"]) <= self.now)  # type: ignore[arg-type]
+                         if k.queue == queue and i.owner is None and i.not_before <= self.now)
         if not offered:
             assert item is None
             return
         assert item is not None and item.key == offered[0], "a take gets the first offered item"
         model_item = self.model[item.key]
-        model_item["owner"] = owner
-        model_item["takes"] = int(model_item["takes"]) + 1  # type: ignore[call-overload]
-        assert item.takes == model_item["takes"]
+        model_item.owner = owner
+        model_item.takes = model_item.takes + 1
+        assert item.takes == model_item.takes
         assert item.body == self.put_bodies[item.key]
         self.open[owner].append(item.key)
         self.handed_takes[item.key] += 1
 
     @precondition(lambda self: self.open)
-    @rule(data=st.data(), puts=st.lists(st.tuples(st.sampled_from((*QUEUES, "nowhere")), st.binary(max_size=3)), max_size=3),
-          forge=st.booleans())
+    @rule(data=st.data(), forge=st.booleans(),
+          puts=st.lists(st.tuples(st.sampled_from((*QUEUES, "nowhere")), st.binary(max_size=3)), max_size=3))
     def commit(self, data: st.DataObject, puts: list[tuple[str, bytes]], forge: bool) -> None:
         owner = data.draw(st.sampled_from(sorted(self.open)))
         takes = list(self.open.pop(owner))
@@ -109,7 +122,8 @@ class TxStoreMachine(RuleBasedStateMachine):
             takes.append(data.draw(st.sampled_from(sorted(self.model))))
         before = (self.store.items("a"), self.store.items("b"))
         outcome = self.store.commit(owner, takes, [TxPut(q, b) for q, b in puts], self.now)
-        valid = all(self.model.get(k, {}).get("owner") == owner for k in takes) and all(q in QUEUES for q, _ in puts)
+        held = all(k in self.model and self.model[k].owner == owner for k in takes)
+        valid = held and all(q in QUEUES for q, _ in puts)
         if not valid:
             assert isinstance(outcome, Aborted)
             kept = {key for pair in before for key, _ in pair}
@@ -123,7 +137,7 @@ class TxStoreMachine(RuleBasedStateMachine):
         for queue, body in puts:
             key = ItemKey(queue, self.next_number[queue])
             self.next_number[queue] += 1
-            self.model[key] = {"body": body, "takes": 0, "rollbacks": 0, "owner": None, "not_before": 0.0}
+            self.model[key] = ModelItem(body)
             self.put_bodies[key] = body
             created.append(key)
         assert outcome.created == tuple(created)
@@ -160,11 +174,11 @@ class TxStoreMachine(RuleBasedStateMachine):
     @invariant()
     def matches_the_model(self) -> None:
         for queue in QUEUES:
-            live = [(k, self.model[k]["body"]) for k in sorted(self.model) if k.queue == queue]
+            live = [(k, self.model[k].body) for k in sorted(self.model) if k.queue == queue]
             assert list(self.store.items(queue)) == live
             assert [d.key for d in self.store.dead_letters(queue)] == self.model_dead[queue]
         locked = {(owner, key) for owner, key in self.store.locked()}
-        assert locked == {(item["owner"], key) for key, item in self.model.items() if item["owner"] is not None}
+        assert locked == {(item.owner, key) for key, item in self.model.items() if item.owner is not None}
 
     @invariant()
     def no_phantom(self) -> None:
@@ -178,16 +192,18 @@ class TxStoreMachine(RuleBasedStateMachine):
     def released_items_wait_out_their_backoff(self) -> None:
         for key, item in self.model.items():
             if key.queue == "b":
-                assert item["not_before"] == 0.0
+                assert item.not_before == 0.0
 
 
 TxStoreMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
 test_tx_store_against_model = TxStoreMachine.TestCase
 
 
-def store_with(name: str = "q", **options: object) -> TxStore:
+def store_with(
+    name: str = "q", policy: ConsumePolicy | None = None, backoff: RedeliveryBackoff | None = None
+) -> TxStore:
     store = TxStore()
-    store.declare(TxQueueSettings(name, **options))  # type: ignore[arg-type]
+    store.declare(TxQueueSettings(name, policy or ConsumeOnce(), backoff))
     return store
 
 
