@@ -144,7 +144,7 @@ class TxStore:
 
         Any other lock the owner holds (a take it never saw answered) is released as not consumed.
         """
-        takes = tuple(takes)
+        takes = tuple(dict.fromkeys(takes))  # a key named twice is one take (a retried request, a client bug)
         puts = tuple(puts)
         held = self._locks.get(owner, set())
         problem = next((f"{key} is not locked by this transaction" for key in takes if key not in held), None)
