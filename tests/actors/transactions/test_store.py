@@ -131,7 +131,7 @@ class TxStoreMachine(RuleBasedStateMachine):
             assert {key for q in QUEUES for key, _ in self.store.items(q)} <= kept, "an aborted commit created nothing"
             return
         assert isinstance(outcome, Committed)
-        for key in takes:
+        for key in dict.fromkeys(takes):  # a key named twice is one take
             del self.model[key]
         created = []
         for queue, body in puts:
