@@ -13,6 +13,10 @@ from ._container import ListenerConsumer as ListenerConsumer
 from ._container import ListenerContainerActor as ListenerContainerActor
 from ._container import QueueListenerContainer as QueueListenerContainer
 from ._container import StopContainer as StopContainer
+from ._policy import ItemMeta as ItemMeta
+from ._policy import Released as Released
+from ._policy import refuse_take as refuse_take
+from ._policy import release as release
 from ._protocol import CancelTake as CancelTake
 from ._protocol import CommitTx as CommitTx
 from ._protocol import DeadLetters as DeadLetters
@@ -67,12 +71,14 @@ __all__ = [
     "GetContainerStats",
     "GetTxStats",
     "ItemKey",
+    "ItemMeta",
     "ListenerConsumer",
     "ListenerContainerActor",
     "NothingTaken",
     "QueueListenerContainer",
     "ReadDeadLetters",
     "RedeliveryBackoff",
+    "Released",
     "RollbackTx",
     "SessionActor",
     "StopContainer",
@@ -95,4 +101,6 @@ __all__ = [
     "TxStoreActor",
     "UnitOfWork",
     "UnknownQueue",
+    "refuse_take",
+    "release",
 ]

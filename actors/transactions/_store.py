@@ -16,7 +16,8 @@ from typing import final
 
 import attrs
 
-from ._values import AtLeastOnce, DeadLetter, ItemKey, TxItem, TxPut, TxQueueSettings
+from ._policy import ItemMeta, release
+from ._values import DeadLetter, ItemKey, TxItem, TxPut, TxQueueSettings
 
 Owner = tuple[Hashable, int]
 """Who holds a lock: (session, transaction number in that session)."""
@@ -25,12 +26,10 @@ Owner = tuple[Hashable, int]
 @final
 @attrs.define
 class _Item:
-    """An item's payload and its meta (the seed's ``meta-N``)."""
+    """An item's payload, its meta (the seed's ``meta-N``) and its lock (``lock-N``)."""
 
     body: bytes
-    takes: int = 0
-    rollbacks: int = 0
-    not_before: float = 0.0
+    meta: ItemMeta = attrs.field(factory=ItemMeta)
     owner: Owner | None = None
 
 
@@ -118,12 +117,12 @@ class TxStore:
         """Lock the first unlocked item whose backoff is over, and count the take; None if there is none."""
         queue = self._queue(queue_name)
         for number, item in queue.items.items():
-            if item.owner is None and item.not_before <= now:
+            if item.owner is None and item.meta.not_before <= now:
                 item.owner = owner
-                item.takes += 1
+                item.meta = attrs.evolve(item.meta, takes=item.meta.takes + 1)
                 key = ItemKey(queue_name, number)
                 self._locks.setdefault(owner, set()).add(key)
-                return TxItem(key, item.body, item.takes)
+                return TxItem(key, item.body, item.meta.takes)
         return None
 
     def next_offer(self, queue_name: str, now: float) -> float | None:
@@ -131,10 +130,10 @@ class TxStore:
         earliest: float | None = None
         for item in self._queue(queue_name).items.values():
             if item.owner is None:
-                if item.not_before <= now:
+                if item.meta.not_before <= now:
                     return now
-                if earliest is None or item.not_before < earliest:
-                    earliest = item.not_before
+                if earliest is None or item.meta.not_before < earliest:
+                    earliest = item.meta.not_before
         return earliest
 
     # --- commit, rollback, session end -----------------------------------------------------------
@@ -189,30 +188,13 @@ class TxStore:
             queue = self._queues[key.queue]
             item = queue.items[key.number]
             item.owner = None
-            if not handed_over:
-                item.takes -= 1
-                continue
-            if failed:
-                item.rollbacks += 1
-            reason = self._dead_letter_reason(queue.settings, item)
-            if reason is not None:
+            outcome = release(queue.settings, item.meta, now, failed=failed, handed_over=handed_over)
+            item.meta = outcome.meta
+            if outcome.dead_letter is not None:
                 del queue.items[key.number]
-                queue.dead.append(DeadLetter(key, item.body, item.takes, item.rollbacks, reason))
-            elif queue.settings.backoff is not None:
-                item.not_before = now + queue.settings.backoff.delay(item.takes)
+                meta = outcome.meta
+                queue.dead.append(DeadLetter(key, item.body, meta.takes, meta.rollbacks, outcome.dead_letter))
         return keys
-
-    @staticmethod
-    def _dead_letter_reason(settings: TxQueueSettings, item: _Item) -> str | None:
-        """The consume policy's decision on a released item: None to offer it again, else why not."""
-        policy = settings.policy
-        if isinstance(policy, AtLeastOnce):
-            if policy.max_rollbacks is not None and item.rollbacks >= policy.max_rollbacks:
-                return f"rolled back {item.rollbacks} times (AtLeastOnce(max_rollbacks={policy.max_rollbacks}))"
-            return None
-        if item.takes >= policy.times:
-            return f"taken {item.takes} times ({type(policy).__name__} allows {policy.times})"
-        return None
 
     # --- reading ---------------------------------------------------------------------------------
 
