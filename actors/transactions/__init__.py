@@ -34,8 +34,11 @@ from ._protocol import TxRefused as TxRefused
 from ._protocol import TxRolledBack as TxRolledBack
 from ._store import Aborted as Aborted
 from ._store import Committed as Committed
+from ._store import StoredItem as StoredItem
+from ._store import StoredQueue as StoredQueue
 from ._store import TxQueueStats as TxQueueStats
 from ._store import TxStore as TxStore
+from ._store import TxStoreSnapshot as TxStoreSnapshot
 from ._store import UnknownQueue as UnknownQueue
 from ._store_actor import TxStoreActor as TxStoreActor
 from ._unit import TransactionError as TransactionError
@@ -82,6 +85,8 @@ __all__ = [
     "RollbackTx",
     "SessionActor",
     "StopContainer",
+    "StoredItem",
+    "StoredQueue",
     "TakeItem",
     "Taken",
     "Transaction",
@@ -99,6 +104,7 @@ __all__ = [
     "TxState",
     "TxStore",
     "TxStoreActor",
+    "TxStoreSnapshot",
     "UnitOfWork",
     "UnknownQueue",
     "refuse_take",

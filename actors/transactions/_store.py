@@ -69,6 +69,36 @@ class TxQueueStats:
     dead_letters: int
 
 
+@final
+@attrs.frozen
+class StoredItem:
+    """One item in a snapshot: its number, body, meta and lock owner (None if unlocked)."""
+
+    number: int
+    body: bytes
+    meta: ItemMeta
+    owner: Owner | None
+
+
+@final
+@attrs.frozen
+class StoredQueue:
+    """One queue in a snapshot."""
+
+    settings: TxQueueSettings
+    next_number: int
+    items: tuple[StoredItem, ...]
+    dead: tuple[DeadLetter, ...]
+
+
+@final
+@attrs.frozen
+class TxStoreSnapshot:
+    """A ``TxStore`` as an immutable value: what a durable store's journal keeps when it compacts."""
+
+    queues: tuple[StoredQueue, ...]
+
+
 class UnknownQueue(KeyError):
     """A request named a queue that was never declared."""
 
@@ -195,6 +225,33 @@ class TxStore:
                 meta = outcome.meta
                 queue.dead.append(DeadLetter(key, item.body, meta.takes, meta.rollbacks, outcome.dead_letter))
         return keys
+
+    # --- snapshots -------------------------------------------------------------------------------
+
+    def snapshot(self) -> TxStoreSnapshot:
+        """The whole state as an immutable value (locks included: each item names its owner)."""
+        return TxStoreSnapshot(tuple(
+            StoredQueue(
+                queue.settings,
+                queue.next_number,
+                tuple(StoredItem(n, item.body, item.meta, item.owner) for n, item in queue.items.items()),
+                tuple(queue.dead),
+            )
+            for queue in self._queues.values()
+        ))
+
+    @classmethod
+    def restore(cls, snapshot: TxStoreSnapshot) -> TxStore:
+        """A store in the state ``snapshot`` recorded."""
+        store = cls()
+        for stored in snapshot.queues:
+            queue = _Queue(stored.settings, next_number=stored.next_number, dead=list(stored.dead))
+            for item in stored.items:
+                queue.items[item.number] = _Item(item.body, item.meta, item.owner)
+                if item.owner is not None:
+                    store._locks.setdefault(item.owner, set()).add(ItemKey(stored.settings.name, item.number))
+            store._queues[stored.settings.name] = queue
+        return store
 
     # --- reading ---------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any, final
 
 import attrs
 
-from conveyor.runtime import Actor, ActorRef, Terminated, TimerHandle
+from conveyor.runtime import Actor, ActorRef, JournalSynced, Terminated, TimerHandle
 
 from ._protocol import (
     CancelTake,
@@ -33,7 +33,10 @@ from ._protocol import (
     TxRefused,
     TxRolledBack,
 )
-from ._store import Committed, TxStore, UnknownQueue
+from ._store import Committed, TxStore, TxStoreSnapshot, UnknownQueue
+
+COMPACT_AFTER_EVENTS = 1024
+"""A durable store replaces its journal's events by a snapshot once it holds this many."""
 
 
 @final
@@ -62,9 +65,14 @@ class _Waiter:
 class TxStoreActor(Actor):
     """Transactional queues in one actor: a commit across queues is one handler and one journal write."""
 
-    def __init__(self, *, durable: bool = False) -> None:
+    def __init__(self, *, durable: bool = False, compact_after_events: int = COMPACT_AFTER_EVENTS) -> None:
+        if type(compact_after_events) is not int or compact_after_events < 1:
+            msg = f"TxStoreActor.compact_after_events must be an int >= 1, got {compact_after_events!r}"
+            raise ValueError(msg)
         self.durable = durable
+        self.compact_after_events = compact_after_events
         self.core = TxStore()
+        self.unsynced: deque[tuple[int, ActorRef, object]] = deque()
         self.waiters: dict[str, deque[_Waiter]] = {}
         self.watched: set[ActorRef] = set()
         self.backoff_wake: float | None = None
@@ -75,7 +83,11 @@ class TxStoreActor(Actor):
         """A durable store replays its journal, then watches again every session that holds a lock."""
         if not self.durable:
             return
-        for call in self.ctx.journal:
+        journal = self.ctx.journal
+        snapshot = journal.snapshot
+        if isinstance(snapshot, TxStoreSnapshot):
+            self.core = TxStore.restore(snapshot)
+        for call in journal:
             self._apply(call)  # type: ignore[arg-type]
         for session in self.core.sessions():
             self._watch(session)  # type: ignore[arg-type]
@@ -100,8 +112,28 @@ class TxStoreActor(Actor):
         """Run a core call and, when durable, journal it before anything is answered."""
         result = self._apply(call)
         if self.durable:
-            self.ctx.journal.append(call)
+            journal = self.ctx.journal
+            if len(journal) >= self.compact_after_events:
+                journal.save_snapshot(self.core.snapshot())  # the state after this call: it replaces the events
+            else:
+                journal.append(call)
         return result
+
+    def _answer_commit(self, answer: TxCommitted | TxAborted) -> None:
+        """Answer a commit; on a disk journal, once what it wrote is synced (a returned commit survives the process)."""
+        journal = self.ctx.journal if self.durable else None
+        if journal is None or not journal.on_disk or isinstance(answer, TxAborted):
+            self.ctx.reply(answer)
+            return
+        sender = self.ctx.sender
+        if sender is not None:
+            self.unsynced.append((journal.last_write, sender, answer))
+            journal.when_synced(self.ctx.self_ref)
+
+    def _synced(self, through: int) -> None:
+        while self.unsynced and self.unsynced[0][0] <= through:
+            _, sender, answer = self.unsynced.popleft()
+            self.ctx.send(sender, answer)
 
     # --- messages --------------------------------------------------------------------------------
 
@@ -114,9 +146,9 @@ class TxStoreActor(Actor):
                 self._watch(session)
                 outcome = self._call("commit", (session, tx), takes, puts, self.ctx.now())
                 if isinstance(outcome, Committed):
-                    self.ctx.reply(TxCommitted(tx, outcome.created))
+                    self._answer_commit(TxCommitted(tx, outcome.created))
                 else:
-                    self.ctx.reply(TxAborted(tx, outcome.reason))
+                    self._answer_commit(TxAborted(tx, outcome.reason))
                 self._serve_waiters()
             case RollbackTx(session=session, tx=tx, failed=failed, handed_over=handed_over):
                 self._drop_waiter(session, tx)
@@ -127,6 +159,8 @@ class TxStoreActor(Actor):
                 self._drop_waiter(session, tx)
             case _WaitOver(session=session, tx=tx):
                 self._drop_waiter(session, tx, timer_fired=True)
+            case JournalSynced(through=through):
+                self._synced(through)
             case _BackoffOver():
                 self.backoff_wake = None
                 self._serve_waiters()

@@ -27,8 +27,9 @@ class CrashableTxStore(TxStoreActor):
         super().receive(message)
 
 
-def spawn_store(backend: Harness, *, durable: bool = False) -> ActorRef:
-    return backend.spawn(lambda: CrashableTxStore(durable=durable), name="tx")
+def spawn_store(backend: Harness, *, durable: bool = False, compact_after_events: int = 1024) -> ActorRef:
+    return backend.spawn(lambda: CrashableTxStore(durable=durable, compact_after_events=compact_after_events),
+                         name="tx")
 
 
 async def handle(backend: Harness, store: ActorRef) -> AsyncTxQueue:

@@ -181,6 +181,13 @@ class TxStoreMachine(RuleBasedStateMachine):
         assert locked == {(item.owner, key) for key, item in self.model.items() if item.owner is not None}
 
     @invariant()
+    def a_snapshot_restores_the_same_store(self) -> None:
+        snapshot = self.store.snapshot()
+        restored = TxStore.restore(snapshot)
+        assert restored.snapshot() == snapshot
+        assert sorted(restored.locked(), key=repr) == sorted(self.store.locked(), key=repr)
+
+    @invariant()
     def no_phantom(self) -> None:
         for queue in QUEUES:
             for key, body in self.store.items(queue):

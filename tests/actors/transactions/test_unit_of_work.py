@@ -206,8 +206,11 @@ async def test_take_waits_for_an_item_and_gives_up_after_its_timeout(backend: Ha
     assert (await q.stats("in")).locked == 0
 
 
-async def test_a_durable_store_keeps_commits_and_locks_across_a_crash(backend: Harness) -> None:
-    store = spawn_store(backend, durable=True)
+@pytest.mark.parametrize("compact_after_events", [1024, 3], ids=["events", "snapshots"])
+async def test_a_durable_store_keeps_commits_and_locks_across_a_crash(
+    backend: Harness, compact_after_events: int
+) -> None:
+    store = spawn_store(backend, durable=True, compact_after_events=compact_after_events)
     q = await declared(backend, store, ("in", RETRY), ("out", RETRY))
     await produce(q, "in", b"1", b"2")
     held = q.new_transaction()
