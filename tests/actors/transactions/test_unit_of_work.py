@@ -7,6 +7,8 @@ the harness, so the same assertions run on all three backends; the last tests us
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import trio
 
@@ -267,3 +269,48 @@ async def test_the_async_face_on_trio_with_its_own_ask() -> None:
         with trio.fail_after(5):
             assert (await q.stats("in")).items == 0
         q.close()
+
+
+@pytest.mark.parametrize("compact_after_events", [1024, 3], ids=["events", "snapshots"])
+def test_a_durable_store_on_disk_outlives_the_process_and_its_dead_sessions(
+    tmp_path: Path, compact_after_events: int
+) -> None:
+    from conveyor.actors.storage import DiskJournalStore
+    from conveyor.actors.transactions import AsyncTxQueue
+
+    def durable_store() -> TxStoreActor:
+        return TxStoreActor(durable=True, compact_after_events=compact_after_events)
+
+    async def first() -> None:
+        async with TrioSystem(journal_store=DiskJournalStore(tmp_path)) as system:
+            q = AsyncTxQueue(system, system.spawn(durable_store, name="tx"))
+            await q.declare("in", AtLeastOnce())
+            await q.declare("out", AtLeastOnce())
+            async with q.new_transaction() as tx:
+                for body in (b"1", b"2", b"3"):
+                    tx.put("in", body)
+                await tx.commit()  # answered once synced
+            async with q.new_transaction() as tx:
+                assert await tx.try_take("in") is not None
+                tx.put("out", b"from 1")
+                await tx.commit()
+            held = q.new_transaction()
+            assert await held.try_take("in") is not None  # the process ends holding this lock
+
+    async def second() -> tuple[list[bytes], list[bytes], int]:
+        async with TrioSystem(journal_store=DiskJournalStore(tmp_path)) as system:
+            q = AsyncTxQueue(system, system.spawn(durable_store, name="tx"))
+            await system.wait_quiet()  # the recovered store hears its sessions are gone
+            locked = (await q.stats("in")).locked
+            taken: dict[str, list[bytes]] = {"in": [], "out": []}
+            async with q.new_transaction() as tx:
+                for name, got in taken.items():
+                    while (item := await tx.try_take(name)) is not None:
+                        got.append(item.body)
+            return taken["in"], taken["out"], locked
+
+    trio.run(first)
+    remaining, out, locked = trio.run(second)
+    assert locked == 0, "a lock of a session of the ended process is released at recovery"
+    assert remaining == [b"2", b"3"]
+    assert out == [b"from 1"]
