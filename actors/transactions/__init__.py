@@ -23,7 +23,9 @@ from ._protocol import DeadLetters as DeadLetters
 from ._protocol import DeclareTxQueue as DeclareTxQueue
 from ._protocol import GetTxStats as GetTxStats
 from ._protocol import NothingTaken as NothingTaken
+from ._protocol import QueueItems as QueueItems
 from ._protocol import ReadDeadLetters as ReadDeadLetters
+from ._protocol import ReadItems as ReadItems
 from ._protocol import RollbackTx as RollbackTx
 from ._protocol import TakeItem as TakeItem
 from ._protocol import Taken as Taken
@@ -79,7 +81,9 @@ __all__ = [
     "ListenerContainerActor",
     "NothingTaken",
     "QueueListenerContainer",
+    "QueueItems",
     "ReadDeadLetters",
+    "ReadItems",
     "RedeliveryBackoff",
     "Released",
     "RollbackTx",

@@ -173,6 +173,23 @@ class DeadLetters:
 
 @final
 @attrs.frozen
+class ReadItems:
+    """Ask for a queue's items (locked ones included), in order; answered ``QueueItems``."""
+
+    queue: str
+
+
+@final
+@attrs.frozen
+class QueueItems:
+    """A queue's items at one instant, as (key, body), in order."""
+
+    queue: str
+    items: tuple[tuple[ItemKey, bytes], ...]
+
+
+@final
+@attrs.frozen
 class GetTxStats:
     """Ask for a queue's counts; answered ``TxQueueStats``."""
 

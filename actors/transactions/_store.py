@@ -103,7 +103,6 @@ class UnknownQueue(KeyError):
     """A request named a queue that was never declared."""
 
 
-@final
 class TxStore:
     """Transactional queues: takes lock items, commits remove and create atomically, releases follow the policy."""
 
@@ -244,6 +243,12 @@ class TxStore:
     def restore(cls, snapshot: TxStoreSnapshot) -> TxStore:
         """A store in the state ``snapshot`` recorded."""
         store = cls()
+        store.load(snapshot)
+        return store
+
+    def load(self, snapshot: TxStoreSnapshot) -> None:
+        """Replace this (empty) store's state by the one ``snapshot`` recorded."""
+        store = self
         for stored in snapshot.queues:
             queue = _Queue(stored.settings, next_number=stored.next_number, dead=list(stored.dead))
             for item in stored.items:
@@ -251,7 +256,6 @@ class TxStore:
                 if item.owner is not None:
                     store._locks.setdefault(item.owner, set()).add(ItemKey(stored.settings.name, item.number))
             store._queues[stored.settings.name] = queue
-        return store
 
     # --- reading ---------------------------------------------------------------------------------
 

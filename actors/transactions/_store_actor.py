@@ -10,6 +10,7 @@ nothing (``docs/transactions.md``, "The broker backend").
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any, final
 
 import attrs
@@ -23,7 +24,9 @@ from ._protocol import (
     DeclareTxQueue,
     GetTxStats,
     NothingTaken,
+    QueueItems,
     ReadDeadLetters,
+    ReadItems,
     RollbackTx,
     TakeItem,
     Taken,
@@ -63,15 +66,25 @@ class _Waiter:
 
 
 class TxStoreActor(Actor):
-    """Transactional queues in one actor: a commit across queues is one handler and one journal write."""
+    """Transactional queues in one actor: a commit across queues is one handler and one journal write.
 
-    def __init__(self, *, durable: bool = False, compact_after_events: int = COMPACT_AFTER_EVENTS) -> None:
+    ``core`` builds the sans-IO store (a planted bug's variant in the simulation tests).
+    """
+
+    def __init__(
+        self,
+        *,
+        durable: bool = False,
+        compact_after_events: int = COMPACT_AFTER_EVENTS,
+        core: Callable[[], TxStore] = TxStore,
+    ) -> None:
         if type(compact_after_events) is not int or compact_after_events < 1:
             msg = f"TxStoreActor.compact_after_events must be an int >= 1, got {compact_after_events!r}"
             raise ValueError(msg)
         self.durable = durable
         self.compact_after_events = compact_after_events
-        self.core = TxStore()
+        self.new_core = core
+        self.core = core()
         self.unsynced: deque[tuple[int, ActorRef, object]] = deque()
         self.waiters: dict[str, deque[_Waiter]] = {}
         self.watched: set[ActorRef] = set()
@@ -86,7 +99,8 @@ class TxStoreActor(Actor):
         journal = self.ctx.journal
         snapshot = journal.snapshot
         if isinstance(snapshot, TxStoreSnapshot):
-            self.core = TxStore.restore(snapshot)
+            self.core = self.new_core()
+            self.core.load(snapshot)
         for call in journal:
             self._apply(call)  # type: ignore[arg-type]
         for session in self.core.sessions():
@@ -183,6 +197,8 @@ class TxStoreActor(Actor):
                     self.ctx.reply(TxQueueDeclared(settings.name))
             case ReadDeadLetters(queue=queue):
                 self._answer_read(lambda: DeadLetters(queue, self.core.dead_letters(queue)), "ReadDeadLetters")
+            case ReadItems(queue=queue):
+                self._answer_read(lambda: QueueItems(queue, self.core.items(queue)), "ReadItems")
             case GetTxStats(queue=queue):
                 self._answer_read(lambda: self.core.stats(queue), "GetTxStats")
 
