@@ -19,12 +19,15 @@ import attrs
 
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, JobDone, JobFailed
 
-from ._protocol import CancelTake, NothingTaken, Taken, TxAborted, TxCommitted, TxRolledBack
+from ._protocol import CancelTake, NothingTaken, RollbackTx, Taken, TxAborted, TxCommitted, TxRolledBack
 from ._unit import TransactionError, UnitOfWork
 from ._values import TxItem, TxPut
 
 POLL_S = 1.0
 """How long each worker's take waits for an item before asking again."""
+
+OVERDUE_MARGIN_S = 5.0
+"""A take not answered ``poll_s`` plus this long is given up (a store that restarted lost it)."""
 
 
 @final
@@ -47,6 +50,14 @@ def _run_listener(listener: Listener, item: TxItem) -> tuple[TxPut, ...]:
     consumer = ListenerConsumer()
     listener(consumer, item)
     return tuple(consumer.puts)
+
+
+@final
+@attrs.frozen
+class _TakeOverdue:
+    """Transaction ``tx``'s take should have been answered by now."""
+
+    tx: int
 
 
 @final
@@ -113,6 +124,7 @@ class ListenerContainerActor(Actor):
         unit = UnitOfWork(self.ctx.self_ref, next(self.numbers))
         self.units[unit.tx] = unit
         self.ctx.send(self.store, unit.take_request(self.queue, self.poll_s))
+        self.ctx.schedule(self.poll_s + OVERDUE_MARGIN_S, _TakeOverdue(unit.tx))
 
     def receive(self, message: Any) -> None:
         """Drive each worker's transaction: take, listen, commit or roll back."""
@@ -124,8 +136,13 @@ class ListenerContainerActor(Actor):
                     self._rollback(unit, failed=False, handed_over=False)
                 elif item is not None:
                     self.jobs[self.ctx.run_job(_run_listener, self.listener, item)] = tx
+            case Taken(tx=tx):  # for a take given up as overdue: hand it back uncounted
+                self.ctx.send(self.store, RollbackTx(self.ctx.self_ref, tx, failed=False, handed_over=False))
             case NothingTaken(tx=tx) if tx in self.units:
                 del self.units[tx]
+                self._next_take()
+            case _TakeOverdue(tx=tx) if tx in self.units and not self.units[tx].taken:
+                del self.units[tx]  # the store lost the take (it restarted): ask again
                 self._next_take()
             case JobDone(job_id=job, result=puts) if job in self.jobs:
                 unit = self.units[self.jobs.pop(job)]
