@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, final
+from typing import Any, Generic, TypeVar, final
 
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ConveyorError
 
@@ -21,6 +21,8 @@ from ._values import ConsumeOnce, ConsumePolicy, DeadLetter, RedeliveryBackoff, 
 
 SyncAsk = Callable[[ActorRef, object, float], Any]
 AsyncAsk = Callable[[ActorRef, object, float], Awaitable[Any]]
+
+AskT = TypeVar("AskT", SyncAsk, AsyncAsk)
 
 ASK_MARGIN_S = 10.0
 """How much longer than a take may wait a client waits for the answer."""
@@ -43,12 +45,11 @@ def _answer(answer: object, expected: type) -> Any:
     return answer
 
 
-@final
-class Transaction:
-    """A blocking unit of work; as a context manager it rolls back unless committed."""
+class _TransactionFace(Generic[AskT]):
+    """What both faces of a transaction share: the unit of work, the backend, the ask, puts."""
 
-    def __init__(self, ask: SyncAsk, store: ActorRef, unit: UnitOfWork, timeout_s: float) -> None:
-        self._ask = ask
+    def __init__(self, ask: AskT, store: ActorRef, unit: UnitOfWork, timeout_s: float) -> None:
+        self._ask: AskT = ask
         self._store = store
         self.unit = unit
         self._timeout_s = timeout_s
@@ -58,6 +59,15 @@ class Transaction:
         """Open, committed or rolled back."""
         return self.unit.state
 
+    def put(self, queue: str, body: bytes) -> None:
+        """Record ``body`` for ``queue``; it is created at commit."""
+        self.unit.put(queue, body)
+
+
+@final
+class Transaction(_TransactionFace[SyncAsk]):
+    """A blocking unit of work; as a context manager it rolls back unless committed."""
+
     def try_take(self, queue: str) -> TxItem | None:
         """Lock one item of ``queue`` without removing it; None if none is offered now."""
         return self.take(queue, 0.0)
@@ -66,10 +76,6 @@ class Transaction:
         """Lock one item of ``queue``, waiting up to ``timeout`` seconds; None if none came."""
         request = self.unit.take_request(queue, timeout)
         return self.unit.took(self._ask(self._store, request, timeout + self._timeout_s))
-
-    def put(self, queue: str, body: bytes) -> None:
-        """Record ``body`` for ``queue``; it is created at commit."""
-        self.unit.put(queue, body)
 
     def commit(self) -> None:
         """Remove every taken item and create every put, atomically.
@@ -93,19 +99,8 @@ class Transaction:
 
 
 @final
-class AsyncTransaction:
+class AsyncTransaction(_TransactionFace[AsyncAsk]):
     """An awaitable unit of work; as an async context manager it rolls back unless committed."""
-
-    def __init__(self, ask: AsyncAsk, store: ActorRef, unit: UnitOfWork, timeout_s: float) -> None:
-        self._ask = ask
-        self._store = store
-        self.unit = unit
-        self._timeout_s = timeout_s
-
-    @property
-    def state(self) -> TxState:
-        """Open, committed or rolled back."""
-        return self.unit.state
 
     async def try_take(self, queue: str) -> TxItem | None:
         """Lock one item of ``queue`` without removing it; None if none is offered now."""
@@ -115,10 +110,6 @@ class AsyncTransaction:
         """Lock one item of ``queue``, waiting up to ``timeout`` seconds; None if none came."""
         request = self.unit.take_request(queue, timeout)
         return self.unit.took(await self._ask(self._store, request, timeout + self._timeout_s))
-
-    def put(self, queue: str, body: bytes) -> None:
-        """Record ``body`` for ``queue``; it is created at commit."""
-        self.unit.put(queue, body)
 
     async def commit(self) -> None:
         """Remove every taken item and create every put, atomically (see ``Transaction.commit``)."""
