@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import final
+from typing import Any, final
 
 import attrs
 
@@ -32,17 +32,30 @@ from ._result import CheckResult
 Owner = tuple[str, int]
 
 
+def _by_queue(value: Mapping[str, Any] | tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
+    """A mapping of queue name to value as a sorted tuple of pairs (an immutable note)."""
+    return tuple(sorted(dict(value).items()))
+
+
 @final
 @attrs.frozen
 class TxFinal:
-    """The store at the end of a quiet run: items (key, body) and dead letters per queue, locked items per queue."""
+    """The store at the end of a quiet run, per queue (as sorted pairs): items (key, body), dead letters, locks."""
 
-    items: Mapping[str, tuple[tuple[ItemKey, bytes], ...]]
-    dead: Mapping[str, tuple[DeadLetter, ...]]
-    locked: Mapping[str, int]
+    items: tuple[tuple[str, tuple[tuple[ItemKey, bytes], ...]], ...] = attrs.field(converter=_by_queue)
+    dead: tuple[tuple[str, tuple[DeadLetter, ...]], ...] = attrs.field(converter=_by_queue)
+    locked: tuple[tuple[str, int], ...] = attrs.field(converter=_by_queue)
     left_while_served: tuple[ItemKey, ...] | None = None
     """Items of the consumed queue still there long after the last put while a consumer still served it
     (None: no consumer was left to serve it)."""
+
+    def present(self) -> set[ItemKey]:
+        """Every item still in a queue."""
+        return {key for _, items in self.items for key, _ in items}
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """Every dead letter of every queue."""
+        return [letter for _, letters in self.dead for letter in letters]
 
 
 @final
@@ -119,8 +132,8 @@ def _removed_by(history: TxHistory) -> dict[ItemKey, list[Owner]]:
 def tx_no_loss(history: TxHistory, final: TxFinal) -> CheckResult:
     """Every committed put is still there, was taken by a committed transaction, or is in its queue's DLQ."""
     removed = _removed_by(history)
-    present = {key for items in final.items.values() for key, _ in items}
-    dead = {letter.key for letters in final.dead.values() for letter in letters}
+    present = final.present()
+    dead = {letter.key for letter in final.dead_letters()}
     violations = [f"{key} (put by {creator}) is gone: not in its queue, not committed by a taker, not dead-lettered"
                   for key, (_, creator) in sorted(history.created().items())
                   if key not in present and key not in removed and key not in dead]
@@ -132,8 +145,8 @@ def tx_no_phantom(history: TxHistory, final: TxFinal) -> CheckResult:
     created = history.created()
     violations = []
     seen = [(key, body, "taken") for _, _, key, body in history.taken]
-    seen += [(key, body, "left in its queue") for items in final.items.values() for key, body in items]
-    seen += [(letter.key, letter.body, "dead-lettered") for letters in final.dead.values() for letter in letters]
+    seen += [(key, body, "left in its queue") for _, items in final.items for key, body in items]
+    seen += [(letter.key, letter.body, "dead-lettered") for letter in final.dead_letters()]
     for key, body, where in seen:
         made = created.get(key)
         if made is None:
@@ -159,8 +172,8 @@ def tx_atomicity(history: TxHistory, final: TxFinal) -> CheckResult:
         if history.rolled_back.get(owner, request[0]) < request[0]:
             violations.append(f"{owner} was committed after its rollback")
     removed = _removed_by(history)
-    present = {key for items in final.items.values() for key, _ in items}
-    dead = {letter.key for letters in final.dead.values() for letter in letters}
+    present = final.present()
+    dead = {letter.key for letter in final.dead_letters()}
     for key, owners in sorted(removed.items()):
         if len(owners) > 1:
             violations.append(f"{key} was removed by {len(owners)} commits: {sorted(owners)}")
@@ -177,7 +190,7 @@ def tx_atomicity(history: TxHistory, final: TxFinal) -> CheckResult:
 def tx_no_lock_left(final: TxFinal) -> CheckResult:
     """Once the run is quiet and its clients have stopped, no item is locked."""
     violations = [f"{count} items of {queue!r} are still locked"
-                  for queue, count in sorted(final.locked.items()) if count]
+                  for queue, count in final.locked if count]
     return CheckResult.of("tx_no_lock_left", violations)
 
 

@@ -29,6 +29,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.actors.pubsub import SubscriptionFactory, TopicFactory
 from conveyor.actors.subscriber import Part
+from conveyor.actors.transactions import TxStore
 from conveyor.runtime import EventKind, TraceEvent
 from conveyor.simulation import (
     STRATEGY_NAMES,
@@ -90,6 +91,7 @@ from ._subscriber import (
     run_subscriber_simulation,
 )
 from ._swarm import broker_swarm, subscriber_swarm
+from ._transactions import TxScenario, check_tx_run, draw_tx_faults, random_tx_scenario, run_tx_simulation, tx_figures
 
 STEP_BUDGET = "step budget exhausted"
 """How a run cut off by ``max_steps`` is reported: a distinct outcome (its line in ``RunReport.violations``
@@ -103,8 +105,8 @@ COMPACTIONS = (8, 64, COMPACT_AFTER_EVENTS)
 """``compact_after_events`` drawn for a durable broker or subscriber queue: BUGGIFY's small constants, so
 that runs compact their journals and a crashed queue recovers from a snapshot, not only from events."""
 
-Family = Literal["broker", "subscriber", "pubsub", "storage"]
-Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario
+Family = Literal["broker", "subscriber", "pubsub", "storage", "transactions"]
+Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | TxScenario
 
 
 @final
@@ -126,6 +128,8 @@ class Variant:
     simulation: Callable[..., Simulation] | None = None
     shell: ShellFactory | None = None
     """The paging scenario's shell (a planted bug's core or files)."""
+    tx_store: Callable[[], TxStore] | None = None
+    """The transactions scenario's store core (a planted bug's ``TxStore``)."""
 
 
 @final
@@ -226,6 +230,8 @@ def _liveness_checks(trace: list[TraceEvent], workload: Workload) -> list[CheckR
     A Pub/Sub front's queues serve bindings of different flow control, so their consumers'
     prefetch is left to the queue's own view of their credit (``SetInterest``).
     """
+    if isinstance(workload, TxScenario):
+        return []  # no leases or credit: tx_drained is its liveness
     within = LIVENESS_DEADLINES * workload.ack_deadline_s
     if isinstance(workload, BrokerScenario):
         prefetch: int | None = workload.prefetch
@@ -413,6 +419,11 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             "durable-crash", "a durable queue on a simulated disk: kill -9, torn writes, failed fsyncs, a full disk",
             "broker", _durable_crash_workload, default_faults="process-crash",
         ),
+        ScenarioSpec(
+            "tx-broker", "transactions on the broker backend: listener containers commit across three queues, "
+            "roll back, crash holding locks; the durable store crashes", "transactions", random_tx_scenario,
+            default_faults="crash,queue-crash",
+        ),
     )
 }
 
@@ -461,6 +472,8 @@ def check_fault_plan(faults: str) -> str:
 
 
 def _client_paths(workload: Workload) -> list[str]:
+    if isinstance(workload, TxScenario):
+        return [f"/container-{index}" for index in range(len(workload.containers))]
     if isinstance(workload, PagingScenario):
         return ["/paging-client"]
     if isinstance(workload, BrokerScenario):
@@ -529,6 +542,8 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
     worker pool, would lose the callbacks it ran; such a failure stops the subscription.)
     """
     rng = seeded_random(f"faults:{spec.name}:{seed}:{plan}")
+    if isinstance(workload, TxScenario):
+        return draw_tx_faults(workload, rng, plan)
     if isinstance(workload, PagingScenario):
         return _draw_paging_faults(workload, rng, plan)
     if isinstance(workload, PubSubScenario):
@@ -627,7 +642,15 @@ def replay_command(name: str, seed: int, strategy: str, depth: int, faults: str)
 
 
 def _disk_figures(trace: list[TraceEvent], work: Workload) -> QueueFigures | None:
-    """A disk scenario's figures from its clients' word (a kill -9 takes back the queue's notes); None for others."""
+    """A disk scenario's figures from its clients' word (a kill -9 takes back the queue's notes); None for others.
+
+    The transactions scenario's too: items put into ``in``, takes, committed takes, dead letters.
+    """
+    if isinstance(work, TxScenario):
+        tx = tx_figures(trace)
+        return QueueFigures(published=tx.published, delivered=tx.delivered, acked=tx.acked, redelivered=0,
+                            dead_lettered=tx.dead_lettered, max_outstanding=0, consumers=len(work.containers),
+                            fairness=None, latencies_ms=())
     if isinstance(work, PagingScenario):
         published, delivered, acked = paging_counts(trace)
         dead = 0
@@ -722,6 +745,9 @@ def simulate_workload(
     """
     variant = variant or Variant()
     system = variant.simulation or Simulation
+    if isinstance(workload, TxScenario):
+        return run_tx_simulation(workload, seed, strategy, faults=faults, core=variant.tx_store or TxStore,
+                                 system=system, max_steps=max_steps)
     if isinstance(workload, BrokerScenario):
         return run_broker_simulation(
             workload, seed, strategy, max_steps=max_steps, queue_factory=variant.queue or QueueActor, faults=faults,
@@ -749,6 +775,8 @@ def _judge(spec: ScenarioSpec, trace: list[TraceEvent], work: Workload, plan: st
     stopped a whole sweep, hiding every finding of every other run).
     """
     family: Callable[..., list[CheckResult]]
+    if isinstance(work, TxScenario):
+        return guarded("transactions checkers", check_tx_run, trace, work) + guarded("kernel", kernel_checks, trace)
     if isinstance(work, PagingScenario):
         return guarded("storage checkers", check_paging_run, trace, work) + guarded("kernel", kernel_checks, trace)
     if isinstance(work, BrokerScenario):

@@ -53,8 +53,9 @@ from ._registry import (
     run_scenario,
 )
 from ._subscriber import SubscriberScenario
+from ._transactions import TxScenario
 
-Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario
+Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | TxScenario
 
 STORY_STEPS = 15
 """A shrunk run this short (in delivery steps) reads as a story; a longer one comes with a note saying why."""
@@ -241,6 +242,26 @@ def _broker_candidates(work: BrokerScenario) -> Iterator[BrokerScenario]:
         yield attrs.evolve(work, oversize=0.0)
     if work.reconfigure_at is not None:
         yield attrs.evolve(work, reconfigure_at=None)
+
+
+def _tx_candidates(work: TxScenario) -> Iterator[TxScenario]:
+    """Simpler transactions workloads: fewer items and containers, fewer workers, no failures, no misuser."""
+    for batches in _fewer(work.batches, floor=1):
+        yield attrs.evolve(work, batches=batches)
+    for size in _fewer(work.batch_size, floor=1):
+        yield attrs.evolve(work, batch_size=size)
+    for count in _fewer(len(work.containers), floor=1):
+        kept = tuple(crash for crash in work.container_crashes if crash[0] < count)
+        yield attrs.evolve(work, containers=work.containers[:count], container_crashes=kept)
+    for index, workers in enumerate(work.containers):
+        for fewer in _fewer(workers, floor=1):
+            yield attrs.evolve(work, containers=(*work.containers[:index], fewer, *work.containers[index + 1 :]))
+    if work.fail_percent:
+        yield attrs.evolve(work, fail_percent=0)
+    if work.misuse:
+        yield attrs.evolve(work, misuse=False)
+    if work.backoff is not None:
+        yield attrs.evolve(work, backoff=None)
 
 
 def _subscriber_candidates(work: SubscriberScenario) -> Iterator[SubscriberScenario]:
@@ -460,7 +481,9 @@ class _Shrinker:
                 work, rest = best.workload, best.choices
             candidates: list[tuple[Workload, str]] = [(work, plan) for plan in _plan_candidates(best.plan)]
             more: Iterable[Workload]
-            if isinstance(work, PagingScenario):
+            if isinstance(work, TxScenario):
+                more = _tx_candidates(work)
+            elif isinstance(work, PagingScenario):
                 more = _paging_candidates(work)
             elif isinstance(work, BrokerScenario):
                 more = _broker_candidates(work)

@@ -13,8 +13,9 @@ for the checkers in ``conveyor.simulation.checkers`` (``transaction_checks``).
 
 from __future__ import annotations
 
+import random
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 import attrs
@@ -28,6 +29,7 @@ from conveyor.actors.transactions import (
     DeadLetters,
     DeclareTxQueue,
     GetTxStats,
+    ItemKey,
     ListenerConsumer,
     ListenerContainerActor,
     QueueItems,
@@ -45,9 +47,9 @@ from conveyor.actors.transactions import (
     TxStore,
     TxStoreActor,
 )
-from conveyor.runtime import Actor, ActorRef
-from conveyor.simulation import Crash, Fault, RunResult, Simulation, Strategy, seeded_random
-from conveyor.simulation.checkers import CheckResult, TxFinal, transaction_checks
+from conveyor.runtime import Actor, ActorRef, EventKind, TraceEvent
+from conveyor.simulation import Crash, Delay, Fault, Pause, RunResult, Simulation, Strategy, seeded_random
+from conveyor.simulation.checkers import CheckResult, TxFinal, transaction_checks, tx_history
 
 TX_STORE = "/tx"
 TX_QUEUES = ("in", "out", "audit")
@@ -82,20 +84,45 @@ class TxScenario:
 
 
 def random_tx_scenario(seed: int) -> TxScenario:
-    """Draw a workload: policy, backoff, failure rate, containers and faults, all from the seed."""
+    """Draw a workload: policy, backoff, failure rate and containers (faults: ``draw_tx_faults``)."""
     rng = seeded_random(f"scenario:tx-broker:{seed}")
     policy: ConsumePolicy = rng.choice((ConsumeOnce(), ConsumeTimes(2), ConsumeTimes(3), AtLeastOnce(),
                                         AtLeastOnce(max_rollbacks=2)))
     backoff = rng.choice((None, RedeliveryBackoff(0.05, 0.4)))
     containers = tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 3)))
     batches, batch_size = rng.randint(1, 5), rng.randint(1, 6)
-    span = 50 + 25 * batches * batch_size  # steps: a run makes about 30-80 per item
-    crashes = tuple((rng.randrange(len(containers)), rng.randint(5, span))
-                    for _ in range(rng.choice((0, 1, 1, 2))) if len(containers) > 1)
-    store_crashes = tuple(sorted(rng.sample(range(5, span), rng.choice((0, 1, 2)))))
     return TxScenario(batches=batches, batch_size=batch_size, containers=containers, policy=policy,
-                      backoff=backoff, fail_percent=rng.choice((0, 20, 50)), container_crashes=crashes,
-                      store_crashes=store_crashes, compact_after_events=rng.choice((4, 16, 1024)))
+                      backoff=backoff, fail_percent=rng.choice((0, 20, 50)),
+                      compact_after_events=rng.choice((4, 16, 1024)))
+
+
+def draw_tx_faults(workload: TxScenario, rng: random.Random, plan: str) -> tuple[TxScenario, tuple[Fault, ...]]:
+    """The fault plans on the transactions workload, drawn from ``rng``.
+
+    ``crash`` stops 1-2 containers other than the first for good (their sessions end holding what
+    they hold; the first keeps serving, so the queue drains); ``queue-crash`` crashes the durable
+    store 1-2 times (it rebuilds itself from its journal); ``pause`` freezes a container;
+    ``delay`` stalls a container's requests to the store. Steps scale with the workload (a run
+    makes about 30-80 per item). The other plans do nothing here.
+    """
+    span = 50 + 25 * workload.items
+    faults: list[Fault] = []
+    crashes: list[tuple[int, int]] = []
+    store_crashes: list[int] = []
+    containers = [f"/container-{index}" for index in range(len(workload.containers))]
+    for name in plan.split(","):
+        if name == "crash" and len(containers) > 1:
+            crashes += [(rng.randrange(1, len(containers)), rng.randint(5, span)) for _ in range(rng.randint(1, 2))]
+        elif name == "queue-crash":
+            store_crashes += sorted(rng.sample(range(5, span), rng.randint(1, 2)))
+        elif name == "pause":
+            faults.append(Pause(rng.choice(containers), at_time=rng.uniform(0.0, 2.0),
+                                duration_s=rng.uniform(0.5, 5.0)))
+        elif name == "delay":
+            faults.append(Delay(rng.choice(containers), TX_STORE, at_step=rng.randint(1, span),
+                                duration_s=rng.uniform(0.1, 3.0)))
+    workload = attrs.evolve(workload, container_crashes=tuple(crashes), store_crashes=tuple(store_crashes))
+    return workload, tuple(faults)
 
 
 @final
@@ -157,21 +184,59 @@ def failing_listener(fail_percent: int) -> Callable[[ListenerConsumer, TxItem], 
     return listen
 
 
+@final
+@attrs.frozen
+class Audit:
+    """Ask the store for every queue's items, DLQ and locks, and note them as a ``TxFinal``."""
+
+    left_while_served: tuple[ItemKey, ...] | None
+
+
+@final
+class TxAuditor(Actor):
+    """Reads the store once the run is over and notes what it found (``TxFinal``) for the checkers."""
+
+    def __init__(self, store: ActorRef) -> None:
+        self.store = store
+        self.audit: Audit | None = None
+        self.answers: dict[tuple[type, str], Any] = {}
+
+    def receive(self, message: Any) -> None:
+        """Send the reads, collect the answers, note the result."""
+        match message:
+            case Audit():
+                self.audit = message
+                for name in TX_QUEUES:
+                    for request in (ReadItems(name), ReadDeadLetters(name), GetTxStats(name)):
+                        self.ctx.send(self.store, request)
+            case QueueItems(queue=name) | DeadLetters(queue=name) | TxQueueStats(queue=name):
+                self.answers[(type(message), name)] = message
+                if len(self.answers) == 3 * len(TX_QUEUES) and self.audit is not None:
+                    self.ctx.note(TxFinal(
+                        {name: self.answers[(QueueItems, name)].items for name in TX_QUEUES},
+                        {name: self.answers[(DeadLetters, name)].items for name in TX_QUEUES},
+                        {name: self.answers[(TxQueueStats, name)].locked for name in TX_QUEUES},
+                        self.audit.left_while_served,
+                    ))
+
+
 def run_tx_simulation(
     scenario: TxScenario,
     seed: int,
     strategy: Strategy | None = None,
     *,
+    faults: Sequence[Fault] = (),
     core: Callable[[], TxStore] = TxStore,
-    max_steps: int = 200_000,
-) -> tuple[Simulation, RunResult, TxFinal]:
-    """Run the workload to quiet, stop the containers, read the store.
+    system: Callable[..., Simulation] = Simulation,
+    max_steps: int = 500_000,
+) -> tuple[Simulation, RunResult]:
+    """Run the workload, stop the containers, have the store read and noted (``TxFinal``); then shut down.
 
-    ``core`` swaps the store's sans-IO core (a planted bug).
+    ``core`` swaps the store's sans-IO core (a planted bug); ``system`` builds the Simulation.
     """
-    faults: list[Fault] = [Crash(TX_STORE, step) for step in scenario.store_crashes]
-    faults += [Crash(f"/container-{index}", step, restart=False) for index, step in scenario.container_crashes]
-    sim = Simulation(seed=seed, strategy=strategy, faults=faults)
+    plan: list[Fault] = [Crash(TX_STORE, step) for step in scenario.store_crashes]
+    plan += [Crash(f"/container-{index}", step, restart=False) for index, step in scenario.container_crashes]
+    sim = system(seed=seed, strategy=strategy, faults=(*faults, *plan))
     store = sim.spawn(lambda: TxStoreActor(durable=True, compact_after_events=scenario.compact_after_events,
                                            core=core), name="tx")
     for name in TX_QUEUES:
@@ -187,35 +252,59 @@ def run_tx_simulation(
     sim.spawn(lambda: TxProducer(store, scenario.batches, scenario.batch_size), name="producer")
     if scenario.misuse:
         sim.spawn(lambda: TxMisuser(store), name="misuser")
+    auditor = sim.spawn(lambda: TxAuditor(store), name="auditor")
     result = sim.run(until=SERVE_S, max_steps=max_steps)
+    steps = result.steps
     sim.end_faults()  # the faults drawn past the run's end: none strikes while the containers stop
     serving = any(container.is_alive for container in containers)
     left: QueueItems = sim.ask(store, ReadItems("in"))
     for container in containers:
         if container.is_alive:
-            sim.ask(container, StopContainer(), timeout=60.0)
-    more = sim.run(max_steps=max_steps)
-    result = RunResult(steps=result.steps + more.steps, time=more.time, quiet=more.quiet)
-    final = attrs.evolve(read_final(sim, store),
-                         left_while_served=tuple(key for key, _ in left.items) if serving else None)
+            container.tell(StopContainer())
+    more = sim.run(max_steps=max_steps - steps)
+    steps += more.steps
+    auditor.tell(Audit(tuple(key for key, _ in left.items) if serving else None))
+    more = sim.run(max_steps=max_steps - steps)
+    result = RunResult(steps=steps + more.steps, time=more.time, quiet=more.quiet)
     sim.shutdown()
-    return sim, result, final
+    return sim, result
 
 
-def read_final(sim: Simulation, store: ActorRef) -> TxFinal:
-    """Every queue's items, DLQ and lock count, asked of the store."""
-    items: dict[str, tuple[Any, ...]] = {}
-    dead: dict[str, tuple[Any, ...]] = {}
-    locked: dict[str, int] = {}
-    for name in TX_QUEUES:
-        listing: QueueItems = sim.ask(store, ReadItems(name))
-        letters: DeadLetters = sim.ask(store, ReadDeadLetters(name))
-        stats: TxQueueStats = sim.ask(store, GetTxStats(name))
-        items[name], dead[name], locked[name] = listing.items, letters.items, stats.locked
-    return TxFinal(items, dead, locked)
+def tx_final(trace: list[TraceEvent]) -> TxFinal:
+    """The auditor's ``TxFinal`` note.
+
+    Raises:
+        ValueError: the run ended before the auditor noted one.
+    """
+    for event in reversed(trace):
+        if event.kind is EventKind.NOTE and type(event.message) is TxFinal:
+            return event.message
+    msg = "no TxFinal note in the trace: the run ended before the auditor read the store"
+    raise ValueError(msg)
 
 
-def check_tx_run(sim: Simulation, scenario: TxScenario, final: TxFinal) -> list[CheckResult]:
+def check_tx_run(trace: list[TraceEvent], scenario: TxScenario) -> list[CheckResult]:
     """The transaction checkers over one run."""
     policies = {"in": scenario.policy, "out": AtLeastOnce(), "audit": AtLeastOnce()}
-    return transaction_checks(sim.trace, TX_STORE, final, policies)
+    return transaction_checks(trace, TX_STORE, tx_final(trace), policies)
+
+
+@final
+@attrs.frozen
+class TxFigures:
+    """What one run did, from the clients' history: items put into ``in``, takes, committed takes, dead letters."""
+
+    published: int
+    delivered: int
+    acked: int
+    dead_lettered: int
+
+
+def tx_figures(trace: list[TraceEvent]) -> TxFigures:
+    """Count the run's items from its history and the auditor's note."""
+    history = tx_history(trace, TX_STORE)
+    created = [key for key in history.created() if key.queue == "in"]
+    removed = {key for owner in history.committed if (request := history.commits.get(owner))
+               for key in request[1].takes}
+    dead = len(dict(tx_final(trace).dead)["in"])
+    return TxFigures(len(created), len(history.taken), len(removed), dead)

@@ -1,7 +1,8 @@
-"""The transactions workload on the simulator: every checker green over many seeds, and each planted bug found.
+"""The ``tx-broker`` scenario: every checker green over many seeds, and each planted bug found.
 
-Each planted bug is a ``TxStore`` variant swapped into the real ``TxStoreActor``; the sweep of
-seeds below (the random walk and PCT alternating) must find each with the checker named beside it.
+Each planted bug is a ``TxStore`` variant swapped into the real ``TxStoreActor``
+(``Variant(tx_store=...)``); the default portfolio (``conveyor simulate tx-broker``'s strategies
+and fault plans) must find each, with the checker named beside it, within its budget of seeds.
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ from collections.abc import Hashable, Iterable
 import pytest
 
 from conveyor.actors.transactions import Aborted, Committed, DeadLetter, ItemKey, TxPut, TxStore
-from conveyor.simulation import strategy_from_name
-from conveyor.simulation.checkers import CheckResult
-from conveyor.simulation.scenarios import check_tx_run, random_tx_scenario, run_tx_simulation
+from conveyor.simulation.scenarios import Variant, run_portfolio, run_scenario
 
 SEEDS = 120
+
 
 
 class LocksNotEphemeral(TxStore):
@@ -78,35 +78,40 @@ class LosesDeadLetters(TxStore):
         return ()
 
 
-def run(seed: int, core: type[TxStore] = TxStore) -> list[CheckResult]:
-    scenario = random_tx_scenario(seed)
-    strategy = strategy_from_name(("random", "pct")[seed % 2], seed, depth=3)
-    sim, result, final = run_tx_simulation(scenario, seed, strategy, core=core)
-    assert result.quiet, f"seed {seed}: not quiet after {result.steps} steps"
-    return check_tx_run(sim, scenario, final)
+def run(seed: int, core: type[TxStore] | None = None) -> list[str]:
+    """The violations of seed ``seed`` of ``tx-broker`` under the default portfolio (``conveyor simulate``'s run)."""
+    report = run_portfolio("tx-broker", seed, variant=Variant(tx_store=core)).report
+    assert not report.cut_off, report.violations
+    return list(report.violations)
 
 
 def test_every_checker_holds_on_the_real_store() -> None:
-    failures = {}
-    for seed in range(SEEDS):
-        bad = [str(result) for result in run(seed) if not result.ok]
-        if bad:
-            failures[seed] = bad
+    failures = {seed: violations for seed in range(SEEDS) if (violations := run(seed))}
     assert failures == {}
 
 
+def test_a_run_reports_its_items_and_replays() -> None:
+    first = run_scenario("tx-broker", 3)
+    report = first.report
+    assert report.published > 0 and report.delivered >= report.acked > 0
+    assert report.acked + report.dead_lettered == report.published  # the first container never crashes
+    assert run_scenario("tx-broker", 3).report.trace_hash == report.trace_hash
+    replayed = run_scenario("tx-broker", 3, schedule=first.sim.schedule)
+    assert replayed.report.trace_hash == report.trace_hash
+
+
 @pytest.mark.parametrize(
-    ("core", "checker"),
+    ("core", "checker", "budget"),
     [
-        (LocksNotEphemeral, "tx_no_lock_left"),
-        (PutsBeforeTakesChecked, "tx_no_phantom"),
-        (CountsPerSession, "tx_at_most_k"),
-        (RollbackKeepsLocks, "tx_drained"),
-        (CommitsWithoutItsLocks, "tx_atomicity"),
-        (LosesDeadLetters, "tx_no_loss"),
+        (LocksNotEphemeral, "tx_no_lock_left", 30),
+        (PutsBeforeTakesChecked, "tx_no_phantom", 10),
+        (CountsPerSession, "tx_at_most_k", SEEDS),
+        (RollbackKeepsLocks, "tx_drained", 20),
+        (CommitsWithoutItsLocks, "tx_atomicity", 20),
+        (LosesDeadLetters, "tx_no_loss", 20),
     ],
 )
-def test_each_planted_bug_is_found(core: type[TxStore], checker: str) -> None:
-    found = next((seed for seed in range(SEEDS) if any(r.checker == checker and not r.ok for r in run(seed, core))),
+def test_the_default_portfolio_finds_each_planted_bug(core: type[TxStore], checker: str, budget: int) -> None:
+    found = next((seed for seed in range(budget) if any(line.startswith(f"{checker}:") for line in run(seed, core))),
                  None)
-    assert found is not None, f"{core.__name__} not found by {checker} in {SEEDS} seeds"
+    assert found is not None, f"{core.__name__} not found by {checker} in {budget} seeds"
