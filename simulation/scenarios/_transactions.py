@@ -265,7 +265,7 @@ def run_tx_simulation(
     steps += more.steps
     auditor.tell(Audit(tuple(key for key, _ in left.items) if serving else None))
     more = sim.run(max_steps=max_steps - steps)
-    result = RunResult(steps=steps + more.steps, time=more.time, quiet=more.quiet)
+    result = RunResult(steps=sim.steps, time=more.time, quiet=more.quiet)  # the asks' steps too
     sim.shutdown()
     return sim, result
 
