@@ -48,11 +48,23 @@ from conveyor.actors.transactions import (
     TxStoreActor,
 )
 from conveyor.runtime import Actor, ActorRef, EventKind, TraceEvent
-from conveyor.simulation import Crash, Delay, Fault, Pause, RunResult, Simulation, Strategy, seeded_random
+from conveyor.simulation import (
+    Crash,
+    Delay,
+    Fault,
+    Pause,
+    RunResult,
+    Simulation,
+    Strategy,
+    seeded_random,
+    uniform_job_duration,
+)
 from conveyor.simulation.checkers import CheckResult, TxFinal, transaction_checks, tx_history
 
 TX_STORE = "/tx"
 TX_QUEUES = ("in", "out", "audit")
+LISTENER_S = uniform_job_duration(0.02, 0.4)
+"""How long a listener runs, in virtual seconds."""
 SERVE_S = 30.0
 """Virtual seconds the containers serve before they are stopped: the last put is at 0.5 s, so anything
 still in ``in`` then (with a container alive) was kept from them."""
@@ -86,10 +98,11 @@ class TxScenario:
 def random_tx_scenario(seed: int) -> TxScenario:
     """Draw a workload: policy, backoff, failure rate and containers (faults: ``draw_tx_faults``)."""
     rng = seeded_random(f"scenario:tx-broker:{seed}")
-    policy: ConsumePolicy = rng.choice((ConsumeOnce(), ConsumeTimes(2), ConsumeTimes(3), AtLeastOnce(),
-                                        AtLeastOnce(max_rollbacks=2)))
+    # ConsumeOnce twice as often: a lost session's take is then visible at once (a second take breaks at-most-1)
+    policy: ConsumePolicy = rng.choice((ConsumeOnce(), ConsumeOnce(), ConsumeTimes(2), ConsumeTimes(3),
+                                        AtLeastOnce(), AtLeastOnce(max_rollbacks=2)))
     backoff = rng.choice((None, RedeliveryBackoff(0.05, 0.4)))
-    containers = tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 3)))
+    containers = tuple(rng.randint(1, 3) for _ in range(rng.choice((1, 2, 3, 3))))
     batches, batch_size = rng.randint(1, 5), rng.randint(1, 6)
     return TxScenario(batches=batches, batch_size=batch_size, containers=containers, policy=policy,
                       backoff=backoff, fail_percent=rng.choice((0, 20, 50)),
@@ -236,7 +249,9 @@ def run_tx_simulation(
     """
     plan: list[Fault] = [Crash(TX_STORE, step) for step in scenario.store_crashes]
     plan += [Crash(f"/container-{index}", step, restart=False) for index, step in scenario.container_crashes]
-    sim = system(seed=seed, strategy=strategy, faults=(*faults, *plan))
+    # listeners take 20-400 ms: workers hold their locks while the rest of the run makes steps, so a crash
+    # drawn at a step often finds a container holding some
+    sim = system(seed=seed, strategy=strategy, faults=(*faults, *plan), job_duration=LISTENER_S)
     store = sim.spawn(lambda: TxStoreActor(durable=True, compact_after_events=scenario.compact_after_events,
                                            core=core), name="tx")
     for name in TX_QUEUES:
