@@ -14,6 +14,7 @@ from typing import final
 import attrs
 
 from conveyor.runtime import ActorRef
+from conveyor.runtime.lowlevel import checked_when_built
 from conveyor.runtime.validators import fail
 
 from ._values import DeadLetter, ItemKey, TxItem, TxPut, TxQueueSettings
@@ -43,6 +44,7 @@ class TxQueueDeclared:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class TakeItem:
     """Lock one item of ``queue`` for transaction ``tx``; wait up to ``wait_s`` for one.
@@ -73,6 +75,7 @@ class CancelTake:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class Taken:
     """Transaction ``tx`` holds ``item`` locked."""
@@ -82,6 +85,7 @@ class Taken:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class NothingTaken:
     """No item of ``queue`` was offered in time; ``reason`` is set when the request was refused."""
@@ -92,6 +96,7 @@ class NothingTaken:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class CommitTx:
     """Remove the taken items and create the puts, all or nothing; answered ``TxCommitted`` or ``TxAborted``."""
@@ -110,6 +115,7 @@ class CommitTx:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class TxCommitted:
     """Transaction ``tx`` is committed; ``created`` are its puts' items."""
@@ -119,6 +125,7 @@ class TxCommitted:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class TxAborted:
     """Transaction ``tx`` changed nothing and holds no lock; ``reason`` says why."""
@@ -128,6 +135,7 @@ class TxAborted:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class RollbackTx:
     """Release every lock of transaction ``tx``; answered ``TxRolledBack``.
@@ -146,6 +154,7 @@ class RollbackTx:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class TxRolledBack:
     """Transaction ``tx`` holds no lock; ``released`` are the items it had."""

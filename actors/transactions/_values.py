@@ -10,6 +10,7 @@ from typing import final
 
 import attrs
 
+from conveyor.runtime.lowlevel import checked_when_built
 from conveyor.runtime.validators import fail
 
 
@@ -116,6 +117,7 @@ class TxQueueSettings:
 
 
 @final
+@checked_when_built
 @attrs.frozen(order=True)
 class ItemKey:
     """One item: its queue and its number there (the seed's ``item-N``)."""
@@ -125,6 +127,7 @@ class ItemKey:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class TxItem:
     """An item as a transaction sees it: ``takes`` counts this take too."""
@@ -140,6 +143,7 @@ class TxItem:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class TxPut:
     """A body to create in ``queue`` when the transaction commits."""
