@@ -178,6 +178,17 @@ def bench_pubsub(
     run(messages=messages)
 
 
+@bench_app.command("transactions")
+def bench_transactions(
+    transactions: int = typer.Option(20_000, min=8, help="Take-1 / put-1 transactions a round."),
+    repeat: int = typer.Option(3, min=1, help="Rounds; the best is reported."),
+) -> None:
+    """Transactions per second on the broker backend: 1 and 8 clients, in memory and durable, in one run."""
+    from conveyor.benchmarks.transactions import main as run
+
+    run(transactions=transactions, repeat=repeat)
+
+
 @bench_app.command("ackids")
 def bench_ackids(
     ids: int = typer.Option(100_000, min=100, help="Ids per round."),

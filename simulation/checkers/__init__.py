@@ -127,12 +127,32 @@ from ._subscriber import lease_validity as lease_validity
 from ._subscriber import no_loss as no_loss
 from ._subscriber import ordering_keys as ordering_keys
 from ._timers import timers as timers
+from ._transactions import TxFinal as TxFinal
+from ._transactions import TxHistory as TxHistory
+from ._transactions import transaction_checks as transaction_checks
+from ._transactions import tx_at_most_k as tx_at_most_k
+from ._transactions import tx_atomicity as tx_atomicity
+from ._transactions import tx_drained as tx_drained
+from ._transactions import tx_history as tx_history
+from ._transactions import tx_no_lock_left as tx_no_lock_left
+from ._transactions import tx_no_loss as tx_no_loss
+from ._transactions import tx_no_phantom as tx_no_phantom
 from ._zookeeper import ephemerals_die_with_their_session as ephemerals_die_with_their_session
 from ._zookeeper import every_call_answered_once as every_call_answered_once
 from ._zookeeper import sequential_names_never_repeat as sequential_names_never_repeat
 from ._zookeeper import zk_counts as zk_counts
 
 __all__ = [
+    "TxFinal",
+    "TxHistory",
+    "transaction_checks",
+    "tx_at_most_k",
+    "tx_atomicity",
+    "tx_drained",
+    "tx_history",
+    "tx_no_lock_left",
+    "tx_no_loss",
+    "tx_no_phantom",
     "BatchReceived",
     "CheckResult",
     "ClientAnswer",

@@ -63,8 +63,34 @@ from ._subscriber import check_subscriber_run as check_subscriber_run
 from ._subscriber import random_subscriber_scenario as random_subscriber_scenario
 from ._subscriber import run_subscriber_simulation as run_subscriber_simulation
 from ._subscriber import scenario_callback as scenario_callback
+from ._transactions import Audit as Audit
+from ._transactions import TxAuditor as TxAuditor
+from ._transactions import TxFigures as TxFigures
+from ._transactions import TxMisuser as TxMisuser
+from ._transactions import TxProducer as TxProducer
+from ._transactions import TxScenario as TxScenario
+from ._transactions import check_tx_run as check_tx_run
+from ._transactions import draw_tx_faults as draw_tx_faults
+from ._transactions import failing_listener as failing_listener
+from ._transactions import random_tx_scenario as random_tx_scenario
+from ._transactions import run_tx_simulation as run_tx_simulation
+from ._transactions import tx_figures as tx_figures
+from ._transactions import tx_final as tx_final
 
 __all__ = [
+    "Audit",
+    "TxAuditor",
+    "TxFigures",
+    "draw_tx_faults",
+    "tx_figures",
+    "tx_final",
+    "TxMisuser",
+    "TxProducer",
+    "TxScenario",
+    "check_tx_run",
+    "failing_listener",
+    "random_tx_scenario",
+    "run_tx_simulation",
     "FAULTS_OF",
     "FAULT_PLANS",
     "PORTFOLIO_STRATEGIES",

@@ -27,6 +27,7 @@ FAULTS_OF: Final[dict[Family, tuple[str, ...]]] = {
     "pubsub": ("none", "crash", "delay", "queue-crash", "pause", "never-ack", "disk-error"),
     "storage": ("none", "process-crash"),
     "zookeeper": ("none",),
+    "transactions": ("none", "crash", "delay", "queue-crash", "pause"),
 }
 """The fault plans rotated by ``seed % 7``, per family: those that do something there (no family has both
 ``never-ack``, a broker client or Pub/Sub client that stops acking, and ``failing-job``, a subscriber job)."""

@@ -30,6 +30,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.actors.pubsub import SubscriptionFactory, TopicFactory
 from conveyor.actors.subscriber import Part
+from conveyor.actors.transactions import TxStore
 from conveyor.runtime import EventKind, TraceEvent
 from conveyor.simulation import (
     STRATEGY_NAMES,
@@ -92,6 +93,7 @@ from ._subscriber import (
     run_subscriber_simulation,
 )
 from ._swarm import broker_swarm, subscriber_swarm
+from ._transactions import TxScenario, check_tx_run, draw_tx_faults, random_tx_scenario, run_tx_simulation, tx_figures
 from ._zk_basics import (
     ModelFactory,
     ZkBasicsScenario,
@@ -112,8 +114,8 @@ COMPACTIONS = (8, 64, COMPACT_AFTER_EVENTS)
 """``compact_after_events`` drawn for a durable broker or subscriber queue: BUGGIFY's small constants, so
 that runs compact their journals and a crashed queue recovers from a snapshot, not only from events."""
 
-Family = Literal["broker", "subscriber", "pubsub", "storage", "zookeeper"]
-Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | ZkBasicsScenario
+Family = Literal["broker", "subscriber", "pubsub", "storage", "zookeeper", "transactions"]
+Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | ZkBasicsScenario | TxScenario
 
 
 @final
@@ -137,6 +139,8 @@ class Variant:
     """The paging scenario's shell (a planted bug's core or files)."""
     zookeeper: ModelFactory | None = None
     """The simulated ZooKeeper's model (a planted bug's ``SimZooKeeper`` subclass)."""
+    tx_store: Callable[[], TxStore] | None = None
+    """The transactions scenario's store core (a planted bug's ``TxStore``)."""
 
 
 @final
@@ -237,6 +241,8 @@ def _liveness_checks(trace: list[TraceEvent], workload: Workload) -> list[CheckR
     A Pub/Sub front's queues serve bindings of different flow control, so their consumers'
     prefetch is left to the queue's own view of their credit (``SetInterest``).
     """
+    if isinstance(workload, TxScenario):
+        return []  # no leases or credit: tx_drained is its liveness
     within = LIVENESS_DEADLINES * workload.ack_deadline_s
     if isinstance(workload, BrokerScenario):
         prefetch: int | None = workload.prefetch
@@ -433,6 +439,11 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             "zk-basics", "clients of the simulated ZooKeeper create sequential and ephemeral nodes through slow "
             "requests, lost connections and expiring sessions", "zookeeper", random_zk_basics_scenario,
         ),
+        ScenarioSpec(
+            "tx-broker", "transactions on the broker backend: listener containers commit across three queues, "
+            "roll back, crash holding locks; the durable store crashes", "transactions", random_tx_scenario,
+            default_faults="crash,queue-crash",
+        ),
     )
 }
 
@@ -481,6 +492,8 @@ def check_fault_plan(faults: str) -> str:
 
 
 def _client_paths(workload: Workload) -> list[str]:
+    if isinstance(workload, TxScenario):
+        return [f"/container-{index}" for index in range(len(workload.containers))]
     if isinstance(workload, PagingScenario):
         return ["/paging-client"]
     if isinstance(workload, BrokerScenario):
@@ -551,6 +564,8 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
     if isinstance(workload, ZkBasicsScenario):
         return workload, ()  # its faults are the ensemble's, drawn with the workload (ZkFaults, expiries)
     rng = seeded_random(f"faults:{spec.name}:{seed}:{plan}")
+    if isinstance(workload, TxScenario):
+        return draw_tx_faults(workload, rng, plan)
     if isinstance(workload, PagingScenario):
         return _draw_paging_faults(workload, rng, plan)
     if isinstance(workload, PubSubScenario):
@@ -649,7 +664,15 @@ def replay_command(name: str, seed: int, strategy: str, depth: int, faults: str)
 
 
 def _disk_figures(trace: list[TraceEvent], work: Workload) -> QueueFigures | None:
-    """A disk scenario's figures from its clients' word (a kill -9 takes back the queue's notes); None for others."""
+    """A disk scenario's figures from its clients' word (a kill -9 takes back the queue's notes); None for others.
+
+    The transactions scenario's too: items put into ``in``, takes, committed takes, dead letters.
+    """
+    if isinstance(work, TxScenario):
+        tx = tx_figures(trace)
+        return QueueFigures(published=tx.published, delivered=tx.delivered, acked=tx.acked, redelivered=0,
+                            dead_lettered=tx.dead_lettered, max_outstanding=0, consumers=len(work.containers),
+                            fairness=None, latencies_ms=())
     if isinstance(work, PagingScenario):
         published, delivered, acked = paging_counts(trace)
         dead = 0
@@ -747,6 +770,9 @@ def simulate_workload(
     """
     variant = variant or Variant()
     system = variant.simulation or Simulation
+    if isinstance(workload, TxScenario):
+        return run_tx_simulation(workload, seed, strategy, faults=faults, core=variant.tx_store or TxStore,
+                                 system=system, max_steps=max_steps)
     if isinstance(workload, BrokerScenario):
         return run_broker_simulation(
             workload, seed, strategy, max_steps=max_steps, queue_factory=variant.queue or QueueActor, faults=faults,
@@ -777,6 +803,8 @@ def _judge(spec: ScenarioSpec, trace: list[TraceEvent], work: Workload, plan: st
     stopped a whole sweep, hiding every finding of every other run).
     """
     family: Callable[..., list[CheckResult]]
+    if isinstance(work, TxScenario):
+        return guarded("transactions checkers", check_tx_run, trace, work) + guarded("kernel", kernel_checks, trace)
     if isinstance(work, PagingScenario):
         return guarded("storage checkers", check_paging_run, trace, work) + guarded("kernel", kernel_checks, trace)
     if isinstance(work, ZkBasicsScenario):

@@ -53,9 +53,10 @@ from ._registry import (
     run_scenario,
 )
 from ._subscriber import SubscriberScenario
+from ._transactions import TxScenario
 from ._zk_basics import ZkBasicsScenario
 
-Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | ZkBasicsScenario
+Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | ZkBasicsScenario | TxScenario
 
 STORY_STEPS = 15
 """A shrunk run this short (in delivery steps) reads as a story; a longer one comes with a note saying why."""
@@ -242,6 +243,26 @@ def _broker_candidates(work: BrokerScenario) -> Iterator[BrokerScenario]:
         yield attrs.evolve(work, oversize=0.0)
     if work.reconfigure_at is not None:
         yield attrs.evolve(work, reconfigure_at=None)
+
+
+def _tx_candidates(work: TxScenario) -> Iterator[TxScenario]:
+    """Simpler transactions workloads: fewer items and containers, fewer workers, no failures, no misuser."""
+    for batches in _fewer(work.batches, floor=1):
+        yield attrs.evolve(work, batches=batches)
+    for size in _fewer(work.batch_size, floor=1):
+        yield attrs.evolve(work, batch_size=size)
+    for count in _fewer(len(work.containers), floor=1):
+        kept = tuple(crash for crash in work.container_crashes if crash[0] < count)
+        yield attrs.evolve(work, containers=work.containers[:count], container_crashes=kept)
+    for index, workers in enumerate(work.containers):
+        for fewer in _fewer(workers, floor=1):
+            yield attrs.evolve(work, containers=(*work.containers[:index], fewer, *work.containers[index + 1 :]))
+    if work.fail_percent:
+        yield attrs.evolve(work, fail_percent=0)
+    if work.misuse:
+        yield attrs.evolve(work, misuse=False)
+    if work.backoff is not None:
+        yield attrs.evolve(work, backoff=None)
 
 
 def _subscriber_candidates(work: SubscriberScenario) -> Iterator[SubscriberScenario]:
@@ -475,6 +496,8 @@ class _Shrinker:
             more: Iterable[Workload]
             if isinstance(work, ZkBasicsScenario):
                 more = _zk_candidates(work)
+            elif isinstance(work, TxScenario):
+                more = _tx_candidates(work)
             elif isinstance(work, PagingScenario):
                 more = _paging_candidates(work)
             elif isinstance(work, BrokerScenario):

@@ -31,6 +31,7 @@ from . import (
     recovery_order,
     storage,
     subscriber,
+    transactions,
     zero_deadline_decision,
     zookeeper,
 )
@@ -499,6 +500,36 @@ PLANTED: tuple[PlantedBug, ...] = (
         "undecided-zero-deadline", "a zero ack deadline is sent as a deadline change, not taken as the message's nack",
         "subscriber-swarm", Variant(manager=zero_deadline_decision.ZeroDeadlineUndecided), budget=10,
         checkers=frozenset({"ordering_keys", "runs_once", "no_loss"}), shrink_runs=600,
+    ),
+    PlantedBug(
+        "tx-locks-not-ephemeral", "a transaction store keeps a dead session's locks (ZooKeeper locks not ephemeral)",
+        "tx-broker", Variant(tx_store=transactions.LocksNotEphemeral), budget=20,
+        checkers=frozenset({"tx_no_lock_left", "tx_drained"}), shrink_runs=60,
+    ),
+    PlantedBug(
+        "tx-puts-before-takes-checked", "a commit writes its puts before it checks its takes: an abort leaves them",
+        "tx-broker", Variant(tx_store=transactions.PutsBeforeTakesChecked), budget=20,
+        checkers=frozenset({"tx_no_phantom"}), shrink_runs=60,
+    ),
+    PlantedBug(
+        "tx-k-per-session", "a dead session's takes are given back: ConsumeTimes(K) counted per session, not per item",
+        "tx-broker", Variant(tx_store=transactions.CountsPerSession), budget=20,
+        checkers=frozenset({"tx_at_most_k"}), shrink_runs=60,
+    ),
+    PlantedBug(
+        "tx-rollback-keeps-locks", "a failed transaction's rollback answers but leaves its locks",
+        "tx-broker", Variant(tx_store=transactions.RollbackKeepsLocks), budget=20,
+        checkers=frozenset({"tx_drained"}), shrink_runs=60,
+    ),
+    PlantedBug(
+        "tx-commit-without-locks", "a commit removes the items it names without holding their locks",
+        "tx-broker", Variant(tx_store=transactions.CommitsWithoutItsLocks), budget=20,
+        checkers=frozenset({"tx_atomicity"}), shrink_runs=60,
+    ),
+    PlantedBug(
+        "tx-loses-dead-letters", "the DLQ keeps nothing: an item past its policy's limit is lost",
+        "tx-broker", Variant(tx_store=transactions.LosesDeadLetters), budget=20,
+        checkers=frozenset({"tx_no_loss"}), shrink_runs=60,
     ),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
