@@ -203,7 +203,7 @@ UNREACHABLE: dict[str, str] = {
         "UseConfig comes only from an UpdateSubscription (the registry's ReplaceSubscription), which no "
         "simulated client sends"
     ),
-    "actors/pubsub/_subscription.py:SubscriptionActor._finish_if_done:compare:> -> >=#1": (
+    "actors/pubsub/_seek_log.py:SeekLog.confirm:compare:> -> >=#1": (
         "the bound of CONFIRMED_MEMORY (100,000) confirmed exactly-once ack ids is reached by no simulated run"
     ),
 }

@@ -284,7 +284,10 @@ async def test_a_killed_server_suspends_the_session_and_its_restart_reconnects_i
         os.kill(pid, signal.SIGSTOP)  # the next call reaches the server but no answer can come back
         sent = proxy.sent_upstream
         in_flight = zk.submit(ZkGetData(f"{root}/lock"))
-        await harness.wait_until(lambda: proxy.sent_upstream > sent)  # on the wire: kazoo awaits its answer
+        # On the wire: kazoo awaits its answer. A ping (12 bytes) may go out first under load, so wait for
+        # the request's own bytes: length, xid and type, the path's length and bytes, the watch flag.
+        request_bytes = 4 + 8 + 4 + len(f"{root}/lock".encode()) + 1
+        await harness.wait_until(lambda: proxy.sent_upstream - sent >= request_bytes)
         zookeeper_server.kill()
         proxy.cut()
         assert (await zk.answer(in_flight)).error == "connection_loss"
