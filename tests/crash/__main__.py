@@ -1,4 +1,5 @@
-"""Run the kill -9 crash test by hand: ``python -m tests.crash --target embedded --cycles 50 --seed 3``.
+"""Run the kill -9 crash test by hand: ``python -m tests.crash --target embedded --cycles 50 --seed 3``
+(``--memory-target 65536``: the queue pages).
 
 Prints what it did and the checker's counts; exits 1 if a promise was broken (lost, unexpected, bad
 duplicate, order), 2 if a client process misbehaved.
@@ -22,11 +23,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-life", type=float, default=1.0, help="longest life (s) after ready before the kill")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="keep the data directory and history here (default: a temporary directory)")
+    parser.add_argument("--memory-target", type=int, default=None,
+                        help="embedded: page the queue under this many bytes of messages in RAM (default: none)")
     args = parser.parse_args(argv)
+    if args.memory_target is not None and args.target != "embedded":
+        parser.error("--memory-target: only with --target embedded")
     with tempfile.TemporaryDirectory(prefix="conveyor-crash-") as scratch:
         workdir = args.workdir or Path(scratch)
         workdir.mkdir(parents=True, exist_ok=True)
-        target: Target = EmbeddedTarget(workdir) if args.target == "embedded" else PubSubTarget(workdir)
+        target: Target = (EmbeddedTarget(workdir, memory_target=args.memory_target) if args.target == "embedded"
+                          else PubSubTarget(workdir))
         try:
             report = run_crash_test(target, args.cycles, args.seed, max_life_s=args.max_life)
         except CrashTestError as error:

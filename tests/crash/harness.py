@@ -24,7 +24,7 @@ from typing import IO, Protocol
 
 import attrs
 
-from .checker import QueueVerdict, check_history
+from .checker import PagingSeen, QueueVerdict, check_history, paging_seen
 from .history import read_history
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,23 +156,29 @@ class EmbeddedTarget:
     """The broker embedded in the client process (``tests/crash/embedded.py``), journals on disk.
 
     ``on_disk=False`` keeps the journals in the process's memory: a broker that loses everything at
-    a kill, for showing that the harness reports the loss.
+    a kill, for showing that the harness reports the loss. ``memory_target`` (bytes) makes the queue
+    page its bodies and its deep tail's entries (``embedded.py --memory-target``).
     """
 
     name = "embedded"
     check_order = True
 
-    def __init__(self, workdir: Path, *, rate: float = 2000.0, hold_back: float = 0.5, on_disk: bool = True) -> None:
+    def __init__(self, workdir: Path, *, rate: float = 2000.0, hold_back: float = 0.5, on_disk: bool = True,
+                 memory_target: int | None = None) -> None:
         self.data_dir = workdir / "data"
         self.history = workdir / "history.jsonl"
         self.rate = rate
         self.hold_back = hold_back
         self.on_disk = on_disk
+        self.memory_target = memory_target
+        self.name = "embedded" if memory_target is None else f"embedded paged ({memory_target} bytes)"
 
     def start(self, run: int, mode: str, seed: int) -> Life:
         command = [sys.executable, "-m", "tests.crash.embedded", "--data-dir", str(self.data_dir),
                    "--history", str(self.history), "--run", str(run), "--mode", mode, "--seed", str(seed),
                    "--rate", str(self.rate), "--hold-back", str(self.hold_back)]
+        if self.memory_target is not None:
+            command += ["--memory-target", str(self.memory_target)]
         return _OneChild(Child([*command, *([] if self.on_disk else ["--in-memory"])]))
 
 
@@ -242,10 +248,13 @@ class CrashReport:
     killed_starting: int
     seconds: float
     verdict: QueueVerdict
+    paging: PagingSeen | None = None
+    """What the lives saw of a paged queue; None when the queue did not page."""
 
     def summary(self) -> str:
+        paged = "" if self.paging is None else f"; {self.paging.summary()}"
         return (f"{self.target}: {self.cycles} kill cycles ({self.killed_starting} during start-up or recovery), "
-                f"seed {self.seed}, {self.seconds:.1f} s: {self.verdict.summary()}")
+                f"seed {self.seed}, {self.seconds:.1f} s: {self.verdict.summary()}{paged}")
 
     def details(self) -> str:
         """The summary, and the first keys of each broken promise."""
@@ -282,5 +291,7 @@ def run_crash_test(target: Target, cycles: int, seed: int, *, max_life_s: float 
         finally:
             life.kill()
     target.start(cycles, "drain", rng.randrange(2**31)).finish()
-    verdict = check_history(read_history(target.history), check_order=target.check_order)
-    return CrashReport(target.name, seed, cycles, killed_starting, time.monotonic() - started, verdict)
+    events = list(read_history(target.history))
+    verdict = check_history(events, check_order=target.check_order)
+    return CrashReport(target.name, seed, cycles, killed_starting, time.monotonic() - started, verdict,
+                       paging_seen(events))
