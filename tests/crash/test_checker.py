@@ -197,8 +197,8 @@ def test_reading_stops_at_a_torn_last_line(tmp_path: Path) -> None:
 
 
 def test_paging_seen_sums_each_lifes_looks_and_is_none_without_any() -> None:
-    events = [Started(0, "work"), QueueSeen(0, 500, 0, 900), QueueSeen(0, 900, 320, 400), Started(1, "work"),
-              QueueSeen(1, 40, 0, 100), Sent("a")]
+    events: list[Event] = [Started(0, "work"), QueueSeen(0, 500, 0, 900), QueueSeen(0, 900, 320, 400),
+                           Started(1, "work"), QueueSeen(1, 40, 0, 100), Sent("a")]
     seen = paging_seen(events)
     assert seen == PagingSeen(lives_looked=2, lives_with_deltas=1, most_entries_out_of_ram=320,
                               most_body_bytes_in_ram=900)
