@@ -198,9 +198,10 @@ def test_reading_stops_at_a_torn_last_line(tmp_path: Path) -> None:
 
 def test_paging_seen_sums_each_lifes_looks_and_is_none_without_any() -> None:
     events: list[Event] = [Started(0, "work"), QueueSeen(0, 500, 0, 900), QueueSeen(0, 900, 320, 400),
-                           Started(1, "work"), QueueSeen(1, 40, 0, 100), Sent("a")]
+                           Started(1, "work"), QueueSeen(1, 40, 0, 100), QueueSeen(1, 700, 64, 100),
+                           QueueSeen(1, 10, 0, 50), Sent("a")]
     seen = paging_seen(events)
-    assert seen == PagingSeen(lives_looked=2, lives_with_deltas=1, most_entries_out_of_ram=320,
-                              most_body_bytes_in_ram=900)
+    assert seen == PagingSeen(lives_looked=2, lives_with_deltas=2, lives_ending_with_deltas=1,
+                              most_entries_out_of_ram=320, most_body_bytes_in_ram=900)
     assert paging_seen([Started(0, "work"), Sent("a")]) is None
     assert check_history(events).ok  # a look is no message: the checker passes over it
