@@ -2,7 +2,8 @@
 (``--memory-target 65536``: the queue pages).
 
 Prints what it did and the checker's counts; exits 1 if a promise was broken (lost, unexpected, bad
-duplicate, order), 2 if a client process misbehaved.
+duplicate, order), 2 if a client process misbehaved (a life also logged a traceback, kept with ``--workdir``
+in ``life-N.stderr``).
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         except CrashTestError as error:
             print(f"crash test: {error}", file=sys.stderr)
             return 2
-    print(report.details() if not report.verdict.ok else report.summary())
-    return 0 if report.verdict.ok else 1
+    print(report.summary() if report.verdict.ok and not report.lives_with_tracebacks else report.details())
+    return 1 if not report.verdict.ok else 2 if report.lives_with_tracebacks else 0
 
 
 if __name__ == "__main__":
