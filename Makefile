@@ -53,11 +53,14 @@ test-slow: install zookeeper
 
 # The kill -9 crash test by hand (tests/crash): CYCLES kills of a client life on one data directory, a drain,
 # then Jepsen's total-queue checks. CRASH_TARGET: embedded (the broker on TrioSystem) or pubsub (conveyor serve).
+# CRASH_MEMORY_TARGET=65536 (embedded only): the durable queue pages its bodies and its tail's entries under it.
 CYCLES ?= 50
 CRASH_TARGET ?= embedded
 CRASH_SEED ?= 1
+CRASH_MEMORY_TARGET ?=
 crash-test: install
-	$(BIN)/python -m tests.crash --target $(CRASH_TARGET) --cycles $(CYCLES) --seed $(CRASH_SEED)
+	$(BIN)/python -m tests.crash --target $(CRASH_TARGET) --cycles $(CYCLES) --seed $(CRASH_SEED) \
+		$(if $(CRASH_MEMORY_TARGET),--memory-target $(CRASH_MEMORY_TARGET))
 
 # Mutation testing (tools/mutants.py): a deterministic sample of one-point mutants of the cores and actors,
 # each judged by the default `conveyor simulate all` and by its package's tests; table in reports/mutants.md.

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from .history import AckConfirmed, Confirmed, Event, Received, Sent
+from .history import AckConfirmed, Confirmed, Event, QueueSeen, Received, Sent
 
 
 @attrs.frozen
@@ -111,3 +111,39 @@ def check_history(events: Iterable[Event], *, check_order: bool = True) -> Queue
         bad_duplicates=tuple(bad_duplicates),
         order_violations=tuple(violations),
     )
+
+
+@attrs.frozen
+class PagingSeen:
+    """What the lives saw of a paged queue: how many recorded a look (``QueueSeen``), how many of them
+    had entries in delta chunks, how many still had some at their last look (within 0.1 s of the kill),
+    the most entries out of RAM and the most body bytes in RAM at a look."""
+
+    lives_looked: int
+    lives_with_deltas: int
+    lives_ending_with_deltas: int
+    most_entries_out_of_ram: int
+    most_body_bytes_in_ram: int
+
+    def summary(self) -> str:
+        """One line, as the harness appends it to the checker's."""
+        return (f"paging: {self.lives_with_deltas} of {self.lives_looked} lives had entries out of RAM "
+                f"({self.lives_ending_with_deltas} at their last look, up to {self.most_entries_out_of_ram}), "
+                f"bodies in RAM up to {self.most_body_bytes_in_ram} bytes")
+
+
+def paging_seen(events: Iterable[Event]) -> PagingSeen | None:
+    """Sum the ``QueueSeen`` looks of a history by life; None when no life recorded one (not paged)."""
+    most_out: dict[int, int] = {}  # run -> most entries out of RAM it saw
+    last_out: dict[int, int] = {}  # run -> entries out of RAM at its last look
+    most_bytes = 0
+    for event in events:
+        if type(event) is QueueSeen:
+            most_out[event.run] = max(most_out.get(event.run, 0), event.entries_out_of_ram)
+            last_out[event.run] = event.entries_out_of_ram
+            most_bytes = max(most_bytes, event.body_bytes_in_ram)
+    if not most_out:
+        return None
+    return PagingSeen(lives_looked=len(most_out), lives_with_deltas=sum(1 for n in most_out.values() if n > 0),
+                      lives_ending_with_deltas=sum(1 for n in last_out.values() if n > 0),
+                      most_entries_out_of_ram=max(most_out.values()), most_body_bytes_in_ram=most_bytes)

@@ -10,7 +10,9 @@ come back. One first delivery in twenty is released (``Release``) instead: it go
 place and comes again.
 
 Run as ``python -m tests.crash.embedded --data-dir D --history H --run N --mode work|drain``; it
-prints ``ready`` once the queue and the consumer are up.
+prints ``ready`` once the queue and the consumer are up. ``--memory-target BYTES`` makes the queue
+page (``QueueConfig(memory_target_bytes=BYTES)``); its lives then record a ``QueueSeen`` (entries out
+of RAM, body bytes in RAM) every 0.1 s and at each look of the drain.
 """
 
 from __future__ import annotations
@@ -42,7 +44,17 @@ from conveyor.actors.broker import (
 from conveyor.actors.storage import DiskJournalStore
 from conveyor.runtime import Actor, ActorRef, TrioSystem
 
-from .history import AckConfirmed, AckSent, Confirmed, HistoryWriter, PublishFailed, Received, Sent, Started
+from .history import (
+    AckConfirmed,
+    AckSent,
+    Confirmed,
+    HistoryWriter,
+    PublishFailed,
+    QueueSeen,
+    Received,
+    Sent,
+    Started,
+)
 
 QUEUE = "crash"
 PRIORITIES = (0, 0, 0, 4, 9)
@@ -122,13 +134,27 @@ async def _produce(system: TrioSystem, queue: ActorRef, history: HistoryWriter, 
             await trio.sleep(rng.expovariate(rate / size))
 
 
-async def _drain(system: TrioSystem, queue: ActorRef) -> None:
+def _record_paging(history: HistoryWriter, run: int, stats: QueueStats) -> None:
+    """A paged queue's look into the history (``QueueSeen``); nothing for a queue that does not page."""
+    if stats.body_bytes_in_ram is not None:
+        history.record(QueueSeen(run, stats.depth, stats.entries_out_of_ram, stats.body_bytes_in_ram))
+
+
+async def _drain(system: TrioSystem, queue: ActorRef, history: HistoryWriter, run: int) -> None:
     """Until the queue has held nothing ready or in flight for a few looks in a row."""
     empty_looks = 0
     while empty_looks < 3:
         stats: QueueStats = await system.ask(queue, GetStats(), ASK_S)
+        _record_paging(history, run, stats)
         empty_looks = empty_looks + 1 if stats.depth == 0 and stats.in_flight == 0 else 0
         await trio.sleep(0.05)
+
+
+async def _watch_paging(system: TrioSystem, queue: ActorRef, history: HistoryWriter, run: int) -> None:
+    """Every 0.1 s, record what a paged queue holds out of RAM (so a test can see that a run paged)."""
+    while True:
+        await trio.sleep(0.1)
+        _record_paging(history, run, await system.ask(queue, GetStats(), ASK_S))
 
 
 async def _flush_often(history: HistoryWriter) -> None:
@@ -144,18 +170,20 @@ async def _consume_later(system: TrioSystem, queue: ActorRef, application: Actor
 
 
 async def run_client(data_dir: str | None, history_path: str, run: int, mode: str, seed: int, rate: float,
-                     hold_back: float = 0.0) -> None:
+                     hold_back: float = 0.0, memory_target: int | None = None) -> None:
     """One client process's life (see the module's doc); journals in memory when ``data_dir`` is None.
 
     With probability ``hold_back`` a work life starts consuming only after 0.5 to 3 s, so a backlog
-    builds (and a kill often finds one).
+    builds (and a kill often finds one). ``memory_target`` (bytes) makes the queue page: its bodies
+    go to a body store beside the journal and its deep tail's entries to delta chunks.
     """
     history = HistoryWriter(history_path)
     history.record(Started(run, mode))
     rng = random.Random(seed)
     store = None if data_dir is None else DiskJournalStore(data_dir)
     async with TrioSystem(journal_store=store, seed=seed) as system:
-        queue = system.spawn(lambda: QueueActor(QueueConfig(QUEUE, durable=True)), name=QUEUE)
+        config = QueueConfig(QUEUE, durable=True, memory_target_bytes=memory_target)
+        queue = system.spawn(lambda: QueueActor(config), name=QUEUE)
         application = system.spawn(lambda: HistoryConsumer(history), name=f"application-{run}")
         held_s = rng.uniform(0.5, 3.0) if mode == "work" and rng.random() < hold_back else 0.0
         print("ready", flush=True)
@@ -163,9 +191,11 @@ async def run_client(data_dir: str | None, history_path: str, run: int, mode: st
             nursery.start_soon(_consume_later, system, queue, application, run, held_s)
             nursery.start_soon(_flush_often, history)
             if mode == "work":
+                if memory_target is not None:
+                    nursery.start_soon(_watch_paging, system, queue, history, run)
                 await _produce(system, queue, history, run, rng, rate)
             else:
-                await _drain(system, queue)
+                await _drain(system, queue, history, run)
             nursery.cancel_scope.cancel()
     history.close()
     print("drained", flush=True)
@@ -183,9 +213,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="chance that a work life starts consuming 0.5 to 3 s late (a backlog builds)")
     parser.add_argument("--in-memory", action="store_true",
                         help="keep the journals in memory, not in --data-dir: a broker that loses all at a kill")
+    parser.add_argument("--memory-target", type=int, default=None,
+                        help="page the queue under this many bytes of messages in RAM (default: no paging)")
     args = parser.parse_args(argv)
     data_dir = None if args.in_memory else args.data_dir
-    trio.run(run_client, data_dir, args.history, args.run, args.mode, args.seed, args.rate, args.hold_back)
+    trio.run(run_client, data_dir, args.history, args.run, args.mode, args.seed, args.rate, args.hold_back,
+             args.memory_target)
 
 
 if __name__ == "__main__":

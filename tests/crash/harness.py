@@ -24,7 +24,7 @@ from typing import IO, Protocol
 
 import attrs
 
-from .checker import QueueVerdict, check_history
+from .checker import PagingSeen, QueueVerdict, check_history, paging_seen
 from .history import read_history
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,6 +94,9 @@ class Child:
             reader.join(START_S)
         return code
 
+    def logged_traceback(self) -> bool:
+        return any(line.startswith("Traceback") for line in self.stderr)
+
     def describe(self) -> str:
         tail = "\n".join(self.stderr[-30:])
         return f"{' '.join(self.command)} (exit {self.process.poll()}), stdout {self.stdout[-5:]}, stderr:\n{tail}"
@@ -117,6 +120,9 @@ class Life(Protocol):
     def describe(self) -> str:
         """Commands, exit codes and the end of their output, for an error."""
 
+    def logged_traceback(self) -> bool:
+        """A process of the life wrote a traceback to stderr (an actor failed, though the process ran on)."""
+
 
 class Target(Protocol):
     """What the harness starts, on its data directory, writing to its history."""
@@ -130,10 +136,12 @@ class Target(Protocol):
 
 
 class _OneChild:
-    """A life that is one process printing ``ready`` and, after a drain, ``drained``."""
+    """A life that is one process printing ``ready`` and, after a drain, ``drained``; its stderr is
+    kept in ``stderr_path`` when it ends (a traceback logged by an actor does not end the process)."""
 
-    def __init__(self, child: Child) -> None:
+    def __init__(self, child: Child, stderr_path: Path) -> None:
         self.child = child
+        self.stderr_path = stderr_path
 
     def wait_ready(self) -> None:
         self.child.wait_for(r"^ready$", self.child.stdout)
@@ -141,39 +149,57 @@ class _OneChild:
     def alive(self) -> bool:
         return self.child.alive()
 
+    def _keep_stderr(self) -> None:
+        if self.child.stderr:
+            self.stderr_path.write_text("\n".join(self.child.stderr) + "\n")
+
     def kill(self) -> None:
         self.child.kill()
+        self._keep_stderr()
 
     def finish(self) -> None:
-        if self.child.finish(DRAIN_S) != 0 or "drained" not in self.child.stdout:
+        code = self.child.finish(DRAIN_S)
+        self._keep_stderr()
+        if code != 0 or "drained" not in self.child.stdout:
             raise CrashTestError(f"the drain failed: {self.describe()}")
 
     def describe(self) -> str:
         return self.child.describe()
+
+    def logged_traceback(self) -> bool:
+        return self.child.logged_traceback()
 
 
 class EmbeddedTarget:
     """The broker embedded in the client process (``tests/crash/embedded.py``), journals on disk.
 
     ``on_disk=False`` keeps the journals in the process's memory: a broker that loses everything at
-    a kill, for showing that the harness reports the loss.
+    a kill, for showing that the harness reports the loss. ``memory_target`` (bytes) makes the queue
+    page its bodies and its deep tail's entries (``embedded.py --memory-target``).
     """
 
     name = "embedded"
     check_order = True
 
-    def __init__(self, workdir: Path, *, rate: float = 2000.0, hold_back: float = 0.5, on_disk: bool = True) -> None:
+    def __init__(self, workdir: Path, *, rate: float = 2000.0, hold_back: float = 0.5, on_disk: bool = True,
+                 memory_target: int | None = None) -> None:
         self.data_dir = workdir / "data"
         self.history = workdir / "history.jsonl"
+        self.workdir = workdir
         self.rate = rate
         self.hold_back = hold_back
         self.on_disk = on_disk
+        self.memory_target = memory_target
+        self.name = "embedded" if memory_target is None else f"embedded paged ({memory_target} bytes)"
 
     def start(self, run: int, mode: str, seed: int) -> Life:
         command = [sys.executable, "-m", "tests.crash.embedded", "--data-dir", str(self.data_dir),
                    "--history", str(self.history), "--run", str(run), "--mode", mode, "--seed", str(seed),
                    "--rate", str(self.rate), "--hold-back", str(self.hold_back)]
-        return _OneChild(Child([*command, *([] if self.on_disk else ["--in-memory"])]))
+        if self.memory_target is not None:
+            command += ["--memory-target", str(self.memory_target)]
+        child = Child([*command, *([] if self.on_disk else ["--in-memory"])])
+        return _OneChild(child, self.workdir / f"life-{run}.stderr")
 
 
 class _ServedLife:
@@ -201,6 +227,9 @@ class _ServedLife:
 
     def describe(self) -> str:
         return f"server: {self.server.describe()}\nclient: {self.client.describe()}"
+
+    def logged_traceback(self) -> bool:
+        return self.server.logged_traceback() or self.client.logged_traceback()
 
 
 class PubSubTarget:
@@ -242,15 +271,22 @@ class CrashReport:
     killed_starting: int
     seconds: float
     verdict: QueueVerdict
+    paging: PagingSeen | None = None
+    """What the lives saw of a paged queue; None when the queue did not page."""
+    lives_with_tracebacks: tuple[int, ...] = ()
+    """Lives (the drain's is ``cycles``) that logged a traceback: an actor failed, the process ran on."""
 
     def summary(self) -> str:
+        paged = "" if self.paging is None else f"; {self.paging.summary()}"
         return (f"{self.target}: {self.cycles} kill cycles ({self.killed_starting} during start-up or recovery), "
-                f"seed {self.seed}, {self.seconds:.1f} s: {self.verdict.summary()}")
+                f"seed {self.seed}, {self.seconds:.1f} s: {self.verdict.summary()}, "
+                f"lives with a traceback {len(self.lives_with_tracebacks)}{paged}")
 
     def details(self) -> str:
         """The summary, and the first keys of each broken promise."""
         v = self.verdict
-        return "\n".join([self.summary(), f"lost: {v.lost[:10]}", f"unexpected: {v.unexpected[:10]}",
+        return "\n".join([self.summary(), f"lives with a traceback: {self.lives_with_tracebacks[:10]}",
+                          f"lost: {v.lost[:10]}", f"unexpected: {v.unexpected[:10]}",
                           f"bad duplicates: {v.bad_duplicates[:10]}", f"order violations: {v.order_violations[:10]}"])
 
 
@@ -268,6 +304,7 @@ def run_crash_test(target: Target, cycles: int, seed: int, *, max_life_s: float 
     rng = random.Random(seed)
     started = time.monotonic()
     killed_starting = 0
+    tracebacks: list[int] = []
     for run in range(cycles):
         life = target.start(run, "work", rng.randrange(2**31))
         try:
@@ -281,6 +318,13 @@ def run_crash_test(target: Target, cycles: int, seed: int, *, max_life_s: float 
                 raise CrashTestError(f"life {run} ended by itself: {life.describe()}")
         finally:
             life.kill()
-    target.start(cycles, "drain", rng.randrange(2**31)).finish()
-    verdict = check_history(read_history(target.history), check_order=target.check_order)
-    return CrashReport(target.name, seed, cycles, killed_starting, time.monotonic() - started, verdict)
+        if life.logged_traceback():
+            tracebacks.append(run)
+    drain = target.start(cycles, "drain", rng.randrange(2**31))
+    drain.finish()
+    if drain.logged_traceback():
+        tracebacks.append(cycles)
+    events = list(read_history(target.history))
+    verdict = check_history(events, check_order=target.check_order)
+    return CrashReport(target.name, seed, cycles, killed_starting, time.monotonic() - started, verdict,
+                       paging_seen(events), tuple(tracebacks))

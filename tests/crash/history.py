@@ -71,7 +71,18 @@ class Started:
     mode: str
 
 
-Event = Sent | Confirmed | PublishFailed | Received | AckSent | AckConfirmed | Started
+@attrs.frozen
+class QueueSeen:
+    """What life ``run`` saw of a paged queue (``GetStats``): ready ``depth``, entries in delta chunks
+    (out of RAM) and the bytes of bodies held in RAM. Not a promise: it shows the run really paged."""
+
+    run: int
+    depth: int
+    entries_out_of_ram: int
+    body_bytes_in_ram: int
+
+
+Event = Sent | Confirmed | PublishFailed | Received | AckSent | AckConfirmed | Started | QueueSeen
 
 _KINDS: dict[str, type[Event]] = {
     "sent": Sent,
@@ -81,6 +92,7 @@ _KINDS: dict[str, type[Event]] = {
     "ack_sent": AckSent,
     "ack_confirmed": AckConfirmed,
     "started": Started,
+    "queue_seen": QueueSeen,
 }
 _NAMES: dict[type[Event], str] = {kind: name for name, kind in _KINDS.items()}
 

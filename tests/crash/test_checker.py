@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.crash.checker import OrderViolation, check_history
+from tests.crash.checker import OrderViolation, PagingSeen, check_history, paging_seen
 from tests.crash.history import (
     AckConfirmed,
     AckSent,
@@ -16,6 +16,7 @@ from tests.crash.history import (
     Event,
     HistoryWriter,
     PublishFailed,
+    QueueSeen,
     Received,
     Sent,
     Started,
@@ -174,7 +175,7 @@ def test_dropping_a_confirmed_messages_deliveries_makes_it_lost(history: list[Ev
 
 def test_every_event_survives_its_line() -> None:
     events: list[Event] = [Sent("a", 3), Confirmed("a"), PublishFailed("a"), Received("a", 3, 2), AckSent("a", True),
-                           AckConfirmed("a"), Started(4, "drain")]
+                           AckConfirmed("a"), Started(4, "drain"), QueueSeen(4, 10, 64, 300)]
     for event in events:
         assert decode(encode(event)) == event
 
@@ -193,3 +194,14 @@ def test_reading_stops_at_a_torn_last_line(tmp_path: Path) -> None:
     with path.open("ab") as file:
         file.write(encode(Received("a"))[:-5])  # a line cut short
     assert list(read_history(path)) == [Sent("a"), Confirmed("a")]
+
+
+def test_paging_seen_sums_each_lifes_looks_and_is_none_without_any() -> None:
+    events: list[Event] = [Started(0, "work"), QueueSeen(0, 500, 0, 900), QueueSeen(0, 900, 320, 400),
+                           Started(1, "work"), QueueSeen(1, 40, 0, 100), QueueSeen(1, 700, 64, 100),
+                           QueueSeen(1, 10, 0, 50), Sent("a")]
+    seen = paging_seen(events)
+    assert seen == PagingSeen(lives_looked=2, lives_with_deltas=2, lives_ending_with_deltas=1,
+                              most_entries_out_of_ram=320, most_body_bytes_in_ram=900)
+    assert paging_seen([Started(0, "work"), Sent("a")]) is None
+    assert check_history(events).ok  # a look is no message: the checker passes over it
