@@ -11,12 +11,11 @@ event shows as the difference between two commits.
 
 from __future__ import annotations
 
-import argparse
 import tracemalloc
 
 import trio
 
-from .paging import _backlog
+from .paging import _backlog, backlog_cli
 
 
 def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: int = 1024 * 1024) -> dict[str, float]:
@@ -36,12 +35,7 @@ def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: i
 
 def cli() -> None:
     """``python -m conveyor.benchmarks.journal_ram``."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--target", type=int, default=1024 * 1024)
-    args = parser.parse_args()
-    main(messages=args.messages, size=args.size, target=args.target)
+    backlog_cli(main, __doc__)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import tracemalloc
 import types
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import trio
 
@@ -150,14 +150,19 @@ def main(messages: int = 100_000, size: int = 1024, batch: int = 1000, target: i
     return figures
 
 
-def cli() -> None:
-    """``python -m conveyor.benchmarks.paging``."""
-    parser = argparse.ArgumentParser(description=__doc__)
+def backlog_cli(measure: Callable[..., object], description: str | None) -> None:
+    """The command line of a backlog benchmark (this one, ``journal_ram``): messages, size, target."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=1024)
     parser.add_argument("--target", type=int, default=1024 * 1024)
     args = parser.parse_args()
-    main(messages=args.messages, size=args.size, target=args.target)
+    measure(messages=args.messages, size=args.size, target=args.target)
+
+
+def cli() -> None:
+    """``python -m conveyor.benchmarks.paging``."""
+    backlog_cli(main, __doc__)
 
 
 if __name__ == "__main__":

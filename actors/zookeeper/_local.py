@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 """Where Debian's ``zookeeper`` package puts the server; its manifest names the jars it needs."""
@@ -158,7 +159,28 @@ def _base_config(data_dir: Path, client_port: int, tick_ms: int, force_sync: boo
     ]
 
 
-class LocalZooKeeper:
+class _StartedUntilClosed:
+    """``with`` starts it and closes it at the end; a start that fails closes what it began."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class LocalZooKeeper(_StartedUntilClosed):
     """A standalone ZooKeeper on 127.0.0.1, a free port and a temporary data directory.
 
     Use as a context manager (started, then stopped and its directory removed), or call ``start`` /
@@ -229,19 +251,9 @@ class LocalZooKeeper:
         self.stop()
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    def __enter__(self) -> LocalZooKeeper:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
-class LocalZooKeeperEnsemble:
+class LocalZooKeeperEnsemble(_StartedUntilClosed):
     """Three (or ``size``) ZooKeeper servers in one quorum on loopback, each its own JVM and data directory.
 
     ``address`` names every member (kazoo tries them in turn); ``kill(n)`` crashes member ``n``
@@ -305,14 +317,4 @@ class LocalZooKeeperEnsemble:
             member.signal(signal.SIGTERM)
         shutil.rmtree(self.directory, ignore_errors=True)
 
-    def __enter__(self) -> LocalZooKeeperEnsemble:
-        try:
-            return self.start()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
