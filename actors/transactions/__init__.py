@@ -56,6 +56,7 @@ from ._values import RedeliveryBackoff as RedeliveryBackoff
 from ._values import TxItem as TxItem
 from ._values import TxPut as TxPut
 from ._values import TxQueueSettings as TxQueueSettings
+from ._zk_backend import ZkTxBackend as ZkTxBackend
 
 __all__ = [
     "Aborted",
@@ -111,6 +112,7 @@ __all__ = [
     "TxStoreSnapshot",
     "UnitOfWork",
     "UnknownQueue",
+    "ZkTxBackend",
     "refuse_take",
     "release",
 ]

@@ -1,0 +1,489 @@
+"""ZkTxBackend: the ZooKeeper backend of transactions, answering the same protocol as ``TxStoreActor``.
+
+Seed 004's layout under ``/<root>/<queue>/``: ``items/item-N`` (persistent sequential, the body),
+``locks/lock-N`` (ephemeral, its data the taking transaction's uuid: a create lost to a
+connection loss is recovered by reading it back), ``meta/meta-N`` (the item's ``ItemMeta``) and
+``dlq/dead-N``. A commit is one multi whose result is checked. Every ZooKeeper call goes through
+a session actor (``ZkCall``/``ZkReply``); handlers chain continuations and never block
+(``docs/transactions.md``, "The ZooKeeper backend").
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, cast, final
+
+import attrs
+
+from conveyor.runtime import Actor, ActorRef, Terminated
+from conveyor.runtime.lowlevel import (
+    ZkCall,
+    ZkCreate,
+    ZkDelete,
+    ZkGetChildren,
+    ZkGetData,
+    ZkMulti,
+    ZkNode,
+    ZkReply,
+    ZkSessionEvent,
+    ZkSetData,
+    ZkWatchSession,
+)
+
+from ._policy import ItemMeta, refuse_take, release
+from ._protocol import (
+    CancelTake,
+    CommitTx,
+    DeadLetters,
+    DeclareTxQueue,
+    GetTxStats,
+    NothingTaken,
+    QueueItems,
+    ReadDeadLetters,
+    ReadItems,
+    RollbackTx,
+    TakeItem,
+    Taken,
+    TxAborted,
+    TxCommitted,
+    TxQueueDeclared,
+    TxRefused,
+    TxRolledBack,
+)
+from ._store import TxQueueStats
+from ._values import DeadLetter, ItemKey, TxItem, TxQueueSettings
+
+CANDIDATES = 8
+"""A take tries among this many first items, in an order drawn from the context's random (FIFO relaxed)."""
+
+RETRY_S = 0.05
+"""A take that waits for an item lists the queue again this often."""
+
+Continuation = Callable[[ZkReply], None]
+
+
+@final
+@attrs.frozen
+class _Retry:
+    """Time to list the queue again for a waiting take."""
+
+    session: ActorRef
+    tx: int
+
+
+@final
+@attrs.define
+class _Held:
+    """An item a transaction holds locked: its key, body and meta (takes counted)."""
+
+    key: ItemKey
+    body: bytes
+    meta: ItemMeta
+
+
+@final
+@attrs.define
+class _Take:
+    """A take in progress: the request, who to answer, when it stops waiting."""
+
+    request: TakeItem
+    reply_to: ActorRef | None
+    deadline: float
+    cancelled: bool = False
+
+
+def _number(name: str) -> int:
+    """``item-0000000007`` -> 7."""
+    return int(name.rsplit("-", 1)[1])
+
+
+def _meta_bytes(meta: ItemMeta) -> bytes:
+    return json.dumps([meta.takes, meta.rollbacks, meta.not_before]).encode()
+
+
+def _meta_of(node: object) -> ItemMeta:
+    if not isinstance(node, ZkNode) or not node.data:
+        return ItemMeta()
+    takes, rollbacks, not_before = json.loads(node.data)
+    return ItemMeta(takes, rollbacks, not_before)
+
+
+class ZkTxBackend(Actor):
+    """Transactional queues kept in ZooKeeper, through the session actor ``zk``, under ``/<root>``."""
+
+    def __init__(self, zk: ActorRef, *, root: str = "conveyor-tx") -> None:
+        if type(root) is not str or not root or "/" in root:
+            msg = f"ZkTxBackend.root must be a non-empty str without '/', got {root!r}"
+            raise ValueError(msg)
+        self.zk = zk
+        self.root = root
+        self.settings: dict[str, TxQueueSettings] = {}
+        self.pending: dict[int, Continuation] = {}
+        self.next_request = 0
+        self.held: dict[tuple[ActorRef, int], list[_Held]] = {}
+        self.takes: dict[tuple[ActorRef, int], _Take] = {}
+        self.watched: set[ActorRef] = set()
+        self.session_id: int | None = None
+        self.expired = False
+
+    def on_start(self) -> None:
+        """Hear the ZooKeeper session's events: an expiry drops every lock at once."""
+        self.ctx.send(self.zk, ZkWatchSession(self.ctx.self_ref))
+
+    # --- plumbing --------------------------------------------------------------------------------
+
+    def _path(self, queue: str, *parts: str) -> str:
+        return "/".join((f"/{self.root}", queue, *parts))
+
+    def _call(self, operation: Any, then: Continuation) -> None:
+        request_id = self.next_request
+        self.next_request += 1
+        self.pending[request_id] = then
+        self.ctx.send(self.zk, ZkCall(request_id, self.ctx.self_ref, operation))
+
+    def _uuid(self) -> str:
+        return f"{self.ctx.random.getrandbits(128):032x}"
+
+    def receive(self, message: Any) -> None:
+        """Answer the transaction protocol; carry on the chain a ``ZkReply`` belongs to."""
+        match message:
+            case ZkReply(request_id=request_id):
+                then = self.pending.pop(request_id, None)
+                if then is not None:
+                    then(message)
+            case ZkSessionEvent(session_id=session_id, state=state):
+                self.session_id = session_id
+                if state in ("expired", "closed"):
+                    self.expired = True
+                    self.held.clear()  # ZooKeeper removed every lock of this session at once
+            case DeclareTxQueue(settings=settings):
+                self._declare(settings)
+            case TakeItem():
+                self._start_take(message)
+            case _Retry(session=session, tx=tx):
+                take = self.takes.get((session, tx))
+                if take is not None:
+                    self._list(take)
+            case CancelTake(session=session, tx=tx):
+                take = self.takes.get((session, tx))
+                if take is not None:
+                    take.cancelled = True
+            case CommitTx():
+                self._commit(message)
+            case RollbackTx(session=session, tx=tx, failed=failed, handed_over=handed_over):
+                take = self.takes.get((session, tx))
+                if take is not None:
+                    take.cancelled = True
+                reply_to = self.ctx.sender
+                held = self.held.pop((session, tx), [])
+                self._release(held, failed=failed, handed_over=handed_over)
+                if reply_to is not None:
+                    self.ctx.send(reply_to, TxRolledBack(tx, tuple(h.key for h in held)))
+            case Terminated(ref=ref):
+                self.watched.discard(ref)
+                for owner in [owner for owner in self.held if owner[0] == ref]:
+                    self._release(self.held.pop(owner), failed=False, handed_over=True)
+            case ReadItems(queue=queue):
+                self._read_items(queue)
+            case ReadDeadLetters(queue=queue):
+                self._read_dead(queue)
+            case GetTxStats(queue=queue):
+                self._stats(queue)
+
+    def _refuse_unknown(self, request: str, queue: str) -> bool:
+        if queue in self.settings:
+            return False
+        declared = ", ".join(self.settings) or "none"
+        self.ctx.reply(TxRefused(request, f"unknown queue {queue!r}; declared queues: {declared}"))
+        return True
+
+    # --- declare ---------------------------------------------------------------------------------
+
+    def _declare(self, settings: TxQueueSettings) -> None:
+        reply_to = self.ctx.sender
+        known = self.settings.get(settings.name)
+        if known is not None and known != settings:
+            self.ctx.reply(TxRefused("DeclareTxQueue", f"queue {settings.name!r} exists with {known}"))
+            return
+        remaining = ["items", "locks", "meta", "dlq"]
+
+        def next_path(reply: ZkReply | None) -> None:
+            if reply is not None and reply.error not in (None, "node_exists"):
+                if reply_to is not None:
+                    self.ctx.send(reply_to, TxRefused("DeclareTxQueue", f"ZooKeeper answered {reply.error}"))
+                return
+            if not remaining:
+                self.settings[settings.name] = settings
+                if reply_to is not None:
+                    self.ctx.send(reply_to, TxQueueDeclared(settings.name))
+                return
+            self._call(ZkCreate(self._path(settings.name, remaining.pop(0)), make_parents=True), next_path)
+
+        next_path(None)
+
+    # --- take ------------------------------------------------------------------------------------
+
+    def _start_take(self, request: TakeItem) -> None:
+        if request.queue not in self.settings:
+            declared = ", ".join(self.settings) or "none"
+            reason = f"unknown queue {request.queue!r}; declared queues: {declared}"
+            self.ctx.reply(NothingTaken(request.tx, request.queue, reason))
+            return
+        if self.expired:
+            self.ctx.reply(NothingTaken(request.tx, request.queue, "the ZooKeeper session expired"))
+            return
+        if request.session not in self.watched:
+            self.watched.add(request.session)
+            self.ctx.watch(request.session)
+        take = _Take(request, self.ctx.sender, self.ctx.now() + request.wait_s)
+        self.takes[(request.session, request.tx)] = take
+        self._list(take)
+
+    def _finish(self, take: _Take, answer: Taken | NothingTaken) -> None:
+        request = take.request
+        self.takes.pop((request.session, request.tx), None)
+        if take.reply_to is not None:
+            self.ctx.send(take.reply_to, answer)
+
+    def _nothing(self, take: _Take, reason: str = "") -> None:
+        """No item now: answer, or list again later while the take may wait."""
+        if reason or take.cancelled or self.expired or self.ctx.now() + RETRY_S > take.deadline:
+            self._finish(take, NothingTaken(take.request.tx, take.request.queue, reason))
+            return
+        self.ctx.schedule(RETRY_S, _Retry(take.request.session, take.request.tx))
+
+    def _list(self, take: _Take) -> None:
+        queue = take.request.queue
+
+        def listed(reply: ZkReply) -> None:
+            if reply.error is not None:
+                self._nothing(take, "" if reply.error == "connection_loss" else f"ZooKeeper answered {reply.error}")
+                return
+            names = sorted(reply.value, key=_number)[:CANDIDATES]  # type: ignore[call-overload]
+            self.ctx.random.shuffle(names)
+            self._try(take, names)
+
+        self._call(ZkGetChildren(self._path(queue, "items")), listed)
+
+    def _try(self, take: _Take, candidates: list[str]) -> None:
+        """Lock the first candidate that can be locked, else answer that nothing was taken."""
+        if take.cancelled or self.expired:
+            self._nothing(take)
+            return
+        if not candidates:
+            self._nothing(take)
+            return
+        queue = take.request.queue
+        number = _number(candidates[0])
+        rest = candidates[1:]
+        lock = self._path(queue, "locks", f"lock-{number}")
+        uuid = self._uuid().encode()
+
+        def created(reply: ZkReply) -> None:
+            if reply.error is None:
+                self._locked(take, number, rest)
+            elif reply.error == "connection_loss":
+                self._call(ZkGetData(lock), checked)  # was it applied? our uuid says so
+            else:
+                self._try(take, rest)  # node_exists: another transaction holds it
+
+        def checked(reply: ZkReply) -> None:
+            if reply.error is None and isinstance(reply.value, ZkNode) and reply.value.data == uuid:
+                self._locked(take, number, rest)
+            else:
+                self._try(take, rest)
+
+        self._call(ZkCreate(lock, uuid, ephemeral=True), created)
+
+    def _locked(self, take: _Take, number: int, rest: list[str]) -> None:
+        """We hold ``lock-N``: read the item and its meta, apply the policy, count the take."""
+        queue = take.request.queue
+        settings = self.settings[queue]
+        key = ItemKey(queue, number)
+        item_path = self._path(queue, "items", f"item-{number:010d}")
+        meta_path = self._path(queue, "meta", f"meta-{number}")
+        lock = self._path(queue, "locks", f"lock-{number}")
+
+        def give_up(_: ZkReply | None = None) -> None:
+            self._call(ZkDelete(lock), lambda _: self._try(take, rest))
+
+        def got_item(reply: ZkReply) -> None:
+            if reply.error is not None or not isinstance(reply.value, ZkNode):
+                give_up()  # committed away by another transaction meanwhile
+                return
+            body = reply.value.data
+            self._call(ZkGetData(meta_path), lambda meta_reply: got_meta(body, meta_reply))
+
+        def got_meta(body: bytes, reply: ZkReply) -> None:
+            meta = _meta_of(reply.value) if reply.error is None else ItemMeta()
+            meta_exists = reply.error is None
+            if meta.not_before > self.ctx.now():
+                give_up()
+                return
+            reason = refuse_take(settings, meta)
+            if reason is not None:
+                self._dead_letter(_Held(key, body, meta), reason, meta_exists, lambda: self._try(take, rest))
+                return
+            counted = attrs.evolve(meta, takes=meta.takes + 1)
+            write = ZkSetData(meta_path, _meta_bytes(counted)) if meta_exists else ZkCreate(
+                meta_path, _meta_bytes(counted))
+
+            def counted_done(reply: ZkReply) -> None:
+                if reply.error is not None:
+                    give_up()
+                    return
+                request = take.request
+                if take.cancelled or self.expired:
+                    self._release([_Held(key, body, counted)], failed=False, handed_over=False)
+                    self._nothing(take)
+                    return
+                self.held.setdefault((request.session, request.tx), []).append(_Held(key, body, counted))
+                self._finish(take, Taken(request.tx, TxItem(key, body, counted.takes)))
+
+            self._call(write, counted_done)
+
+        self._call(ZkGetData(item_path), got_item)
+
+    # --- release, dead letters -------------------------------------------------------------------
+
+    def _release(self, held: list[_Held], *, failed: bool, handed_over: bool) -> None:
+        """Unlock items held without a commit: write their meta (policy's ``release``) or dead-letter them."""
+        for item in held:
+            queue = item.key.queue
+            released = release(self.settings[queue], item.meta, self.ctx.now(), failed=failed, handed_over=handed_over)
+            if released.dead_letter is not None:
+                self._dead_letter(_Held(item.key, item.body, released.meta), released.dead_letter, True, lambda: None)
+                continue
+            meta_path = self._path(queue, "meta", f"meta-{item.key.number}")
+            lock = self._path(queue, "locks", f"lock-{item.key.number}")
+            self._call(ZkMulti((ZkSetData(meta_path, _meta_bytes(released.meta)), ZkDelete(lock))), lambda _: None)
+
+    def _dead_letter(self, item: _Held, reason: str, meta_exists: bool, then: Callable[[], None]) -> None:
+        """Move a locked item to ``dlq/`` in one multi: the dead letter, the item, its meta and its lock."""
+        queue, number = item.key.queue, item.key.number
+        letter = json.dumps({"number": number, "body": item.body.decode("latin-1"), "takes": item.meta.takes,
+                             "rollbacks": item.meta.rollbacks, "reason": reason}).encode()
+        operations: list[Any] = [
+            ZkCreate(self._path(queue, "dlq", "dead-"), letter, sequential=True),
+            ZkDelete(self._path(queue, "items", f"item-{number:010d}")),
+        ]
+        if meta_exists:
+            operations.append(ZkDelete(self._path(queue, "meta", f"meta-{number}")))
+        operations.append(ZkDelete(self._path(queue, "locks", f"lock-{number}")))
+        self._call(ZkMulti(tuple(operations)), lambda _: then())
+
+    # --- commit ----------------------------------------------------------------------------------
+
+    def _commit(self, request: CommitTx) -> None:
+        reply_to = self.ctx.sender
+        owner = (request.session, request.tx)
+
+        def answer(message: TxCommitted | TxAborted) -> None:
+            if reply_to is not None:
+                self.ctx.send(reply_to, message)
+
+        if self.expired:
+            self.held.pop(owner, None)
+            answer(TxAborted(request.tx, "the ZooKeeper session expired: its locks are gone"))
+            return
+        held = {item.key: item for item in self.held.get(owner, [])}
+        missing = [key for key in request.takes if key not in held]
+        unknown = sorted({put.queue for put in request.puts if put.queue not in self.settings})
+        if missing or unknown:
+            self._release(self.held.pop(owner, []), failed=False, handed_over=True)
+            why = f"not locked by this transaction: {missing}" if missing else f"unknown queues {unknown}"
+            answer(TxAborted(request.tx, why))
+            return
+        operations: list[Any] = []
+        for key in request.takes:
+            operations += [
+                ZkDelete(self._path(key.queue, "items", f"item-{key.number:010d}")),
+                ZkDelete(self._path(key.queue, "meta", f"meta-{key.number}")),
+                ZkDelete(self._path(key.queue, "locks", f"lock-{key.number}")),
+            ]
+        first_put = len(operations)
+        operations += [ZkCreate(self._path(put.queue, "items", "item-"), put.body, sequential=True)
+                       for put in request.puts]
+
+        def done(reply: ZkReply) -> None:
+            if reply.error is None:
+                self.held.pop(owner, None)
+                paths = cast("tuple[str, ...]", reply.value)[first_put:]
+                created = tuple(ItemKey(put.queue, _number(path.rsplit("/", 1)[1]))
+                                for put, path in zip(request.puts, paths, strict=True))
+                answer(TxCommitted(request.tx, created))
+                return
+            self._release(self.held.pop(owner, []), failed=False, handed_over=True)
+            answer(TxAborted(request.tx, f"the commit's multi failed: {reply.value or reply.error}"))
+
+        self._call(ZkMulti(tuple(operations)), done)
+
+    # --- reads -----------------------------------------------------------------------------------
+
+    def _children(self, queue: str, folder: str, then: Callable[[list[str]], None]) -> None:
+        def listed(reply: ZkReply) -> None:
+            then(sorted(reply.value, key=_number) if reply.error is None else [])  # type: ignore[call-overload]
+
+        self._call(ZkGetChildren(self._path(queue, folder)), listed)
+
+    def _read_all(self, queue: str, folder: str, then: Callable[[list[tuple[str, bytes]]], None]) -> None:
+        """Every child of ``folder`` with its data, in order (children gone meanwhile are skipped)."""
+
+        def listed(names: list[str]) -> None:
+            found: list[tuple[str, bytes]] = []
+            remaining = list(names)
+
+            def next_one(reply: ZkReply | None) -> None:
+                if reply is not None and reply.error is None and isinstance(reply.value, ZkNode):
+                    found.append((current[0], reply.value.data))
+                if not remaining:
+                    then(found)
+                    return
+                current[0] = remaining.pop(0)
+                self._call(ZkGetData(self._path(queue, folder, current[0])), next_one)
+
+            current = [""]
+            next_one(None)
+
+        self._children(queue, folder, listed)
+
+    def _read_items(self, queue: str) -> None:
+        if self._refuse_unknown("ReadItems", queue):
+            return
+        reply_to = self.ctx.sender
+
+        def read(found: list[tuple[str, bytes]]) -> None:
+            if reply_to is not None:
+                items = tuple((ItemKey(queue, _number(name)), body) for name, body in found)
+                self.ctx.send(reply_to, QueueItems(queue, items))
+
+        self._read_all(queue, "items", read)
+
+    def _read_dead(self, queue: str) -> None:
+        if self._refuse_unknown("ReadDeadLetters", queue):
+            return
+        reply_to = self.ctx.sender
+
+        def read(found: list[tuple[str, bytes]]) -> None:
+            letters = []
+            for _, data in found:
+                fields = json.loads(data)
+                letters.append(DeadLetter(ItemKey(queue, fields["number"]), fields["body"].encode("latin-1"),
+                                          fields["takes"], fields["rollbacks"], fields["reason"]))
+            if reply_to is not None:
+                self.ctx.send(reply_to, DeadLetters(queue, tuple(letters)))
+
+        self._read_all(queue, "dlq", read)
+
+    def _stats(self, queue: str) -> None:
+        if self._refuse_unknown("GetTxStats", queue):
+            return
+        reply_to = self.ctx.sender
+
+        def counted(items: list[str], locks: list[str], dead: list[str]) -> None:
+            if reply_to is not None:
+                self.ctx.send(reply_to, TxQueueStats(queue, len(items), len(locks), len(dead)))
+
+        self._children(queue, "items", lambda items: self._children(
+            queue, "locks", lambda locks: self._children(queue, "dlq", lambda dead: counted(items, locks, dead))))
