@@ -233,9 +233,9 @@ async def test_a_lock_create_applied_but_lost_to_connection_loss_is_recovered_by
     assert await bodies_of(zk_store, q, "in") == []
 
 
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)  # a real expiry needs a partition proxy
 async def test_session_expiry_mid_transaction_aborts_it_and_its_take_counted(zk_store: ZkStore) -> None:
-    if zk_store.ensemble is None:
-        pytest.skip("expiring a real server's session needs a partition (tests/actors/zookeeper/proxy.py)")
+    assert zk_store.ensemble is not None
     q = await declared(zk_store.harness, zk_store.store, ("in", RETRY))
     await produce(q, "in", b"1")
     tx = q.new_transaction()
