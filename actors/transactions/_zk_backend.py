@@ -21,6 +21,7 @@ from conveyor.runtime.lowlevel import (
     ZkCall,
     ZkCreate,
     ZkDelete,
+    ZkExists,
     ZkGetChildren,
     ZkGetData,
     ZkMulti,
@@ -59,6 +60,9 @@ CANDIDATES = 8
 
 RETRY_S = 0.05
 """A take that waits for an item lists the queue again this often."""
+
+COMMIT_CHECKS = 20
+"""After a commit's multi is answered ``connection_loss``, read its marker back at most this many times."""
 
 Continuation = Callable[[ZkReply], None]
 
@@ -136,6 +140,10 @@ class ZkTxBackend(Actor):
     def _path(self, queue: str, *parts: str) -> str:
         return "/".join((f"/{self.root}", queue, *parts))
 
+    def _commits(self) -> str:
+        """Where commit markers live: beside the queues, so no queue name can clash with it."""
+        return f"/{self.root}-commits"
+
     def _call(self, operation: Any, then: Continuation) -> None:
         request_id = self.next_request
         self.next_request += 1
@@ -206,7 +214,8 @@ class ZkTxBackend(Actor):
         if known is not None and known != settings:
             self.ctx.reply(TxRefused("DeclareTxQueue", f"queue {settings.name!r} exists with {known}"))
             return
-        remaining = ["items", "locks", "meta", "dlq"]
+        remaining = [self._path(settings.name, folder) for folder in ("items", "locks", "meta", "dlq")]
+        remaining.append(self._commits())
 
         def next_path(reply: ZkReply | None) -> None:
             if reply is not None and reply.error not in (None, "node_exists"):
@@ -218,7 +227,7 @@ class ZkTxBackend(Actor):
                 if reply_to is not None:
                     self.ctx.send(reply_to, TxQueueDeclared(settings.name))
                 return
-            self._call(ZkCreate(self._path(settings.name, remaining.pop(0)), make_parents=True), next_path)
+            self._call(ZkCreate(remaining.pop(0), make_parents=True), next_path)
 
         next_path(None)
 
@@ -402,20 +411,41 @@ class ZkTxBackend(Actor):
                 ZkDelete(self._path(key.queue, "meta", f"meta-{key.number}")),
                 ZkDelete(self._path(key.queue, "locks", f"lock-{key.number}")),
             ]
+        marker = f"{self._commits()}/commit-{self._uuid()}"
+        operations.append(ZkCreate(marker))  # says, after a lost connection, whether the multi was applied
         first_put = len(operations)
         operations += [ZkCreate(self._path(put.queue, "items", "item-"), put.body, sequential=True)
                        for put in request.puts]
 
+        def committed(created: tuple[ItemKey, ...]) -> None:
+            self.held.pop(owner, None)
+            self._call(ZkDelete(marker), lambda _: None)
+            answer(TxCommitted(request.tx, created))
+
+        def aborted(reason: str) -> None:
+            self._release(self.held.pop(owner, []), failed=False, handed_over=True)
+            answer(TxAborted(request.tx, reason))
+
         def done(reply: ZkReply) -> None:
             if reply.error is None:
-                self.held.pop(owner, None)
                 paths = cast("tuple[str, ...]", reply.value)[first_put:]
-                created = tuple(ItemKey(put.queue, _number(path.rsplit("/", 1)[1]))
-                                for put, path in zip(request.puts, paths, strict=True))
-                answer(TxCommitted(request.tx, created))
-                return
-            self._release(self.held.pop(owner, []), failed=False, handed_over=True)
-            answer(TxAborted(request.tx, f"the commit's multi failed: {reply.value or reply.error}"))
+                committed(tuple(ItemKey(put.queue, _number(path.rsplit("/", 1)[1]))
+                                for put, path in zip(request.puts, paths, strict=True)))
+            elif reply.error == "connection_loss":
+                self._call(ZkExists(marker), lambda found: resolved(found, COMMIT_CHECKS))
+            else:
+                aborted(f"the commit's multi failed: {reply.value or reply.error}")
+
+        def resolved(reply: ZkReply, checks_left: int) -> None:
+            """The multi's outcome after a lost connection: its marker exists iff it was applied."""
+            if reply.error is None:
+                if reply.value is not None:
+                    committed(())  # applied; the created numbers were in the lost reply
+                else:
+                    aborted("the connection was lost before the commit's multi was applied")
+            elif reply.error == "connection_loss" and checks_left > 1:
+                self._call(ZkExists(marker), lambda found: resolved(found, checks_left - 1))
+            # else: the outcome stays unknown; no answer, the client's ask times out (as for a crashed backend)
 
         self._call(ZkMulti(tuple(operations)), done)
 

@@ -3,14 +3,14 @@
 Each test drives the backend through ``AsyncTxQueue`` handles (the same face the broker backend's
 tests use); ``zk_store`` gives the backend on the ``Simulation`` with ``SimZooKeeperEnsemble``
 (deterministic) and on trio with ``KazooSession`` and the ``zookeeper`` fixture's server. A
-``LoseLockReply`` proxy between backend and session loses the reply of the first lock create after
-the server applied it, as a connection loss would.
+``LoseReply`` proxy between backend and session loses the reply of a call (a lock create, a
+commit) after the server applied it, as a connection loss would.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import attrs
@@ -28,7 +28,7 @@ from conveyor.actors.transactions import (
 )
 from conveyor.actors.zookeeper import KazooSession
 from conveyor.runtime import Actor, ActorRef
-from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkReply
+from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkMulti, ZkReply
 from conveyor.simulation import SimZooKeeperEnsemble, ZkFaults
 from tests.actors.transactions.helpers import declared, handle, produce
 from tests.conftest import Harness, SimulationHarness, make_harness
@@ -47,18 +47,26 @@ class Inbox(Actor):
         self.seen.append(message)
 
 
-class LoseLockReply(Actor):
-    """Forwards to the session; the first ephemeral create's reply is swapped for ``connection_loss``."""
+def is_lock_create(operation: object) -> bool:
+    return isinstance(operation, ZkCreate) and operation.ephemeral
 
-    def __init__(self, session: ActorRef, lost: list[ZkCall]) -> None:
+
+def is_commit_with_puts(operation: object) -> bool:
+    return isinstance(operation, ZkMulti) and any(getattr(write, "sequential", False) for write in operation.operations)
+
+
+class LoseReply(Actor):
+    """Forwards to the session; the first matching call is applied but its reply swapped for ``connection_loss``."""
+
+    def __init__(self, session: ActorRef, lost: list[ZkCall], matches: Callable[[object], bool]) -> None:
         self.session = session
         self.lost = lost
+        self.matches = matches
         self.waiting: dict[int, ActorRef] = {}
 
     def receive(self, message: Any) -> None:
         if isinstance(message, ZkCall):
-            operation = message.operation
-            if not self.lost and isinstance(operation, ZkCreate) and operation.ephemeral:
+            if not self.lost and self.matches(message.operation):
                 self.lost.append(message)
                 self.waiting[message.request_id] = message.reply_to
                 self.ctx.send(self.session, attrs.evolve(message, reply_to=self.ctx.self_ref))
@@ -82,12 +90,16 @@ class ZkStore:
     instances: list[ZkTxBackend] = attrs.field(factory=list)
     store: ActorRef = attrs.field(init=False)
 
-    def spawn_backend(self, *, lose_first_lock_reply: bool = False) -> tuple[ActorRef, list[ZkCall]]:
-        """Another backend on a session of its own (another process, for ZooKeeper), same root."""
+    def spawn_backend(self, *, lose: Callable[[object], bool] | None = None) -> tuple[ActorRef, list[ZkCall]]:
+        """Another backend on a session of its own (another process, for ZooKeeper), same root.
+
+        ``lose``: the first call it matches is applied and answered ``connection_loss``.
+        """
         session = self.harness.spawn(self.session)
         lost: list[ZkCall] = []
-        if lose_first_lock_reply:
-            session = self.harness.spawn(lambda: LoseLockReply(session, lost))
+        if lose is not None:
+            matches = lose
+            session = self.harness.spawn(lambda: LoseReply(session, lost, matches))
         instances = self.instances
 
         def make() -> ZkTxBackend:
@@ -221,7 +233,7 @@ async def test_a_failed_multi_aborts_naming_why_and_changes_nothing(zk_store: Zk
 
 
 async def test_a_lock_create_applied_but_lost_to_connection_loss_is_recovered_by_its_uuid(zk_store: ZkStore) -> None:
-    store, lost = zk_store.spawn_backend(lose_first_lock_reply=True)
+    store, lost = zk_store.spawn_backend(lose=is_lock_create)
     q = await declared(zk_store.harness, store, ("in", RETRY))
     await produce(q, "in", b"1")
     tx = q.new_transaction()
@@ -231,6 +243,22 @@ async def test_a_lock_create_applied_but_lost_to_connection_loss_is_recovered_by
     await tx.commit()
     await declared(zk_store.harness, zk_store.store, ("in", RETRY))
     assert await bodies_of(zk_store, q, "in") == []
+
+
+async def test_a_commit_applied_but_lost_to_connection_loss_is_answered_committed_by_its_marker(
+    zk_store: ZkStore,
+) -> None:
+    store, lost = zk_store.spawn_backend(lose=is_commit_with_puts)
+    q = await declared(zk_store.harness, store, ("in", RETRY), ("out", RETRY))
+    await produce(q, "in", b"1")  # its multi is the first with a put: applied, answered connection_loss
+    assert len(lost) == 1
+    tx = q.new_transaction()
+    item = await tx.try_take("in")
+    assert item is not None and item.body == b"1", "the lost commit did create the item"
+    tx.put("out", b"2")
+    await tx.commit()
+    await declared(zk_store.harness, zk_store.store, ("in", RETRY), ("out", RETRY))
+    assert (await bodies_of(zk_store, q, "in"), await bodies_of(zk_store, q, "out")) == ([], [b"2"])
 
 
 @pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)  # a real expiry needs a partition proxy
