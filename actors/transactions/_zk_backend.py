@@ -128,6 +128,8 @@ class ZkTxBackend(Actor):
         self.held: dict[tuple[ActorRef, int], list[_Held]] = {}
         self.takes: dict[tuple[ActorRef, int], _Take] = {}
         self.watched: set[ActorRef] = set()
+        self.claimed: set[str] = set()
+        """Lock paths a transaction of this backend holds or is taking; any other lock of our session is an orphan."""
         self.session_id: int | None = None
         self.expired = False
 
@@ -165,6 +167,7 @@ class ZkTxBackend(Actor):
                 if state in ("expired", "closed"):
                     self.expired = True
                     self.held.clear()  # ZooKeeper removed every lock of this session at once
+                    self.claimed.clear()
             case DeclareTxQueue(settings=settings):
                 self._declare(settings)
             case TakeItem():
@@ -218,7 +221,9 @@ class ZkTxBackend(Actor):
         remaining.append(self._commits())
 
         def next_path(reply: ZkReply | None) -> None:
-            if reply is not None and reply.error not in (None, "node_exists"):
+            if reply is not None and reply.error == "connection_loss":
+                remaining.insert(0, current[0])  # a create is safe to repeat: node_exists counts as done
+            elif reply is not None and reply.error not in (None, "node_exists"):
                 if reply_to is not None:
                     self.ctx.send(reply_to, TxRefused("DeclareTxQueue", f"ZooKeeper answered {reply.error}"))
                 return
@@ -227,8 +232,10 @@ class ZkTxBackend(Actor):
                 if reply_to is not None:
                     self.ctx.send(reply_to, TxQueueDeclared(settings.name))
                 return
-            self._call(ZkCreate(remaining.pop(0), make_parents=True), next_path)
+            current[0] = remaining.pop(0)
+            self._call(ZkCreate(current[0], make_parents=True), next_path)
 
+        current = [""]
         next_path(None)
 
     # --- take ------------------------------------------------------------------------------------
@@ -287,23 +294,31 @@ class ZkTxBackend(Actor):
         number = _number(candidates[0])
         rest = candidates[1:]
         lock = self._path(queue, "locks", f"lock-{number}")
+        if lock in self.claimed:  # another transaction of this backend holds it or is taking it
+            self._try(take, rest)
+            return
+        self.claimed.add(lock)
         uuid = self._uuid().encode()
 
         def created(reply: ZkReply) -> None:
             if reply.error is None:
                 self._locked(take, number, rest)
-            elif reply.error == "connection_loss":
-                self._call(ZkGetData(lock), checked)  # was it applied? our uuid says so
-            else:
-                self._try(take, rest)  # node_exists: another transaction holds it
+            else:  # connection_loss: was it applied? our uuid says so. node_exists: is it an orphan of ours?
+                self._call(ZkGetData(lock), lambda read: checked(read, lost=reply.error == "connection_loss"))
 
-        def checked(reply: ZkReply) -> None:
-            if reply.error is None and isinstance(reply.value, ZkNode) and reply.value.data == uuid:
+        def checked(reply: ZkReply, *, lost: bool) -> None:
+            node = reply.value if reply.error is None else None
+            if isinstance(node, ZkNode) and (node.data == uuid if lost else self._orphan(node)):
                 self._locked(take, number, rest)
             else:
+                self.claimed.discard(lock)
                 self._try(take, rest)
 
         self._call(ZkCreate(lock, uuid, ephemeral=True), created)
+
+    def _orphan(self, lock: ZkNode) -> bool:
+        """A lock this session holds that no transaction of ours claims: its delete or read-back was lost."""
+        return self.session_id is not None and lock.ephemeral_owner == self.session_id
 
     def _locked(self, take: _Take, number: int, rest: list[str]) -> None:
         """We hold ``lock-N``: read the item and its meta, apply the policy, count the take."""
@@ -315,6 +330,7 @@ class ZkTxBackend(Actor):
         lock = self._path(queue, "locks", f"lock-{number}")
 
         def give_up(_: ZkReply | None = None) -> None:
+            self.claimed.discard(lock)
             self._call(ZkDelete(lock), lambda _: self._try(take, rest))
 
         def got_item(reply: ZkReply) -> None:
@@ -366,6 +382,7 @@ class ZkTxBackend(Actor):
                 continue
             meta_path = self._path(queue, "meta", f"meta-{item.key.number}")
             lock = self._path(queue, "locks", f"lock-{item.key.number}")
+            self.claimed.discard(lock)
             self._call(ZkMulti((ZkSetData(meta_path, _meta_bytes(released.meta)), ZkDelete(lock))), lambda _: None)
 
     def _dead_letter(self, item: _Held, reason: str, meta_exists: bool, then: Callable[[], None]) -> None:
@@ -379,7 +396,9 @@ class ZkTxBackend(Actor):
         ]
         if meta_exists:
             operations.append(ZkDelete(self._path(queue, "meta", f"meta-{number}")))
-        operations.append(ZkDelete(self._path(queue, "locks", f"lock-{number}")))
+        lock = self._path(queue, "locks", f"lock-{number}")
+        self.claimed.discard(lock)
+        operations.append(ZkDelete(lock))
         self._call(ZkMulti(tuple(operations)), lambda _: then())
 
     # --- commit ----------------------------------------------------------------------------------
@@ -419,6 +438,8 @@ class ZkTxBackend(Actor):
 
         def committed(created: tuple[ItemKey, ...]) -> None:
             self.held.pop(owner, None)
+            for key in request.takes:
+                self.claimed.discard(self._path(key.queue, "locks", f"lock-{key.number}"))
             self._call(ZkDelete(marker), lambda _: None)
             answer(TxCommitted(request.tx, created))
 
