@@ -193,6 +193,9 @@ class ZkTxBackend(Actor):
                     self.ctx.send(reply_to, TxRolledBack(tx, tuple(h.key for h in held)))
             case Terminated(ref=ref):
                 self.watched.discard(ref)
+                for take in self.takes.values():
+                    if take.request.session == ref:
+                        take.cancelled = True  # a lock it is taking now is released when the take ends
                 for owner in [owner for owner in self.held if owner[0] == ref]:
                     self._release(self.held.pop(owner), failed=False, handed_over=True)
             case ReadItems(queue=queue):
@@ -359,7 +362,7 @@ class ZkTxBackend(Actor):
                     give_up()
                     return
                 request = take.request
-                if take.cancelled or self.expired:
+                if take.cancelled or self.expired or request.session not in self.watched:
                     self._release([_Held(key, body, counted)], failed=False, handed_over=False)
                     self._nothing(take)
                     return

@@ -191,6 +191,18 @@ async def test_an_item_is_locked_by_one_transaction_across_backends(zk_store: Zk
     await rival.rollback()
 
 
+async def test_a_client_that_stops_releases_its_locks(zk_store: ZkStore) -> None:
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY))
+    await produce(q, "in", b"1")
+    gone = await handle(zk_store.harness, zk_store.store)
+    assert await gone.new_transaction().try_take("in") is not None
+    gone.close()  # its session actor stops without a commit or rollback
+    tx = q.new_transaction()
+    item = await tx.take("in", 5.0)
+    assert item is not None and item.takes == 2, "the lock was released and the take counted"
+    await tx.commit()
+
+
 async def test_consume_times_counts_takes_in_meta_and_dead_letters_after_the_last(zk_store: ZkStore) -> None:
     q = await declared(zk_store.harness, zk_store.store, ("in", ConsumeTimes(2)), ("once", ConsumeOnce()))
     await produce(q, "in", b"twice")
