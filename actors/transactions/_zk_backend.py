@@ -64,6 +64,9 @@ RETRY_S = 0.05
 COMMIT_CHECKS = 20
 """After a commit's multi is answered ``connection_loss``, read its marker back at most this many times."""
 
+COMMIT_CHECK_PAUSE_S = 0.25
+"""The pause between two reads of a commit's marker, while the session reconnects."""
+
 Continuation = Callable[[ZkReply], None]
 
 
@@ -74,6 +77,14 @@ class _Retry:
 
     session: ActorRef
     tx: int
+
+
+@final
+@attrs.frozen
+class _Later:
+    """Time to run the step stored under ``number``."""
+
+    number: int
 
 
 @final
@@ -128,6 +139,7 @@ class ZkTxBackend(Actor):
         self.held: dict[tuple[ActorRef, int], list[_Held]] = {}
         self.takes: dict[tuple[ActorRef, int], _Take] = {}
         self.watched: set[ActorRef] = set()
+        self.later: dict[int, Callable[[], None]] = {}
         self.claimed: set[str] = set()
         """Lock paths a transaction of this backend holds or is taking; any other lock of our session is an orphan."""
         self.session_id: int | None = None
@@ -152,6 +164,13 @@ class ZkTxBackend(Actor):
         self.pending[request_id] = then
         self.ctx.send(self.zk, ZkCall(request_id, self.ctx.self_ref, operation))
 
+    def _after(self, seconds: float, step: Callable[[], None]) -> None:
+        """Run ``step`` in a later handler, ``seconds`` from now."""
+        number = self.next_request
+        self.next_request += 1
+        self.later[number] = step
+        self.ctx.schedule(seconds, _Later(number))
+
     def _uuid(self) -> str:
         return f"{self.ctx.random.getrandbits(128):032x}"
 
@@ -172,6 +191,10 @@ class ZkTxBackend(Actor):
                 self._declare(settings)
             case TakeItem():
                 self._start_take(message)
+            case _Later(number=number):
+                step = self.later.pop(number, None)
+                if step is not None:
+                    step()
             case _Retry(session=session, tx=tx):
                 take = self.takes.get((session, tx))
                 if take is not None:
@@ -468,7 +491,8 @@ class ZkTxBackend(Actor):
                 else:
                     aborted("the connection was lost before the commit's multi was applied")
             elif reply.error == "connection_loss" and checks_left > 1:
-                self._call(ZkExists(marker), lambda found: resolved(found, checks_left - 1))
+                self._after(COMMIT_CHECK_PAUSE_S, lambda: self._call(
+                    ZkExists(marker), lambda found: resolved(found, checks_left - 1)))
             # else: the outcome stays unknown; no answer, the client's ask times out (as for a crashed backend)
 
         self._call(ZkMulti(tuple(operations)), done)

@@ -28,7 +28,7 @@ from conveyor.actors.transactions import (
 )
 from conveyor.actors.zookeeper import KazooSession
 from conveyor.runtime import Actor, ActorRef
-from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkMulti, ZkReply
+from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkExists, ZkMulti, ZkReply
 from conveyor.simulation import SimZooKeeperEnsemble, ZkFaults
 from tests.actors.transactions.helpers import declared, handle, produce
 from tests.conftest import Harness, SimulationHarness, make_harness
@@ -56,17 +56,19 @@ def is_commit_with_puts(operation: object) -> bool:
 
 
 class LoseReply(Actor):
-    """Forwards to the session; the first matching call is applied but its reply swapped for ``connection_loss``."""
+    """Forwards to the session; the first ``times`` matching calls are applied, their replies swapped for
+    ``connection_loss``."""
 
-    def __init__(self, session: ActorRef, lost: list[ZkCall], matches: Callable[[object], bool]) -> None:
+    def __init__(self, session: ActorRef, lost: list[ZkCall], matches: Callable[[object], bool], times: int) -> None:
         self.session = session
         self.lost = lost
         self.matches = matches
+        self.times = times
         self.waiting: dict[int, ActorRef] = {}
 
     def receive(self, message: Any) -> None:
         if isinstance(message, ZkCall):
-            if not self.lost and self.matches(message.operation):
+            if len(self.lost) < self.times and self.matches(message.operation):
                 self.lost.append(message)
                 self.waiting[message.request_id] = message.reply_to
                 self.ctx.send(self.session, attrs.evolve(message, reply_to=self.ctx.self_ref))
@@ -90,16 +92,18 @@ class ZkStore:
     instances: list[ZkTxBackend] = attrs.field(factory=list)
     store: ActorRef = attrs.field(init=False)
 
-    def spawn_backend(self, *, lose: Callable[[object], bool] | None = None) -> tuple[ActorRef, list[ZkCall]]:
+    def spawn_backend(
+        self, *, lose: Callable[[object], bool] | None = None, times: int = 1,
+    ) -> tuple[ActorRef, list[ZkCall]]:
         """Another backend on a session of its own (another process, for ZooKeeper), same root.
 
-        ``lose``: the first call it matches is applied and answered ``connection_loss``.
+        ``lose``: the first ``times`` calls it matches are applied and answered ``connection_loss``.
         """
         session = self.harness.spawn(self.session)
         lost: list[ZkCall] = []
         if lose is not None:
             matches = lose
-            session = self.harness.spawn(lambda: LoseReply(session, lost, matches))
+            session = self.harness.spawn(lambda: LoseReply(session, lost, matches, times))
         instances = self.instances
 
         def make() -> ZkTxBackend:
@@ -257,13 +261,15 @@ async def test_a_lock_create_applied_but_lost_to_connection_loss_is_recovered_by
     assert await bodies_of(zk_store, q, "in") == []
 
 
+@pytest.mark.parametrize("marker_reads_lost", [0, 1])
 async def test_a_commit_applied_but_lost_to_connection_loss_is_answered_committed_by_its_marker(
-    zk_store: ZkStore,
+    zk_store: ZkStore, marker_reads_lost: int,
 ) -> None:
-    store, lost = zk_store.spawn_backend(lose=is_commit_with_puts)
+    store, lost = zk_store.spawn_backend(
+        lose=lambda op: is_commit_with_puts(op) or isinstance(op, ZkExists), times=1 + marker_reads_lost)
     q = await declared(zk_store.harness, store, ("in", RETRY), ("out", RETRY))
     await produce(q, "in", b"1")  # its multi is the first with a put: applied, answered connection_loss
-    assert len(lost) == 1
+    assert len(lost) == 1 + marker_reads_lost
     tx = q.new_transaction()
     item = await tx.try_take("in")
     assert item is not None and item.body == b"1", "the lost commit did create the item"
