@@ -199,7 +199,7 @@ class QueueActor(Actor):
         # A durable queue's store lives beside its journal: found or made when it recovers (``_recover``).
         self.body_store: BodyStore | None = None if target is None or config.durable else self.make_body_store()
         self.bodies_now = False  # durable with its journal in memory: bodies go to the store in the handler
-        self.noted_held = 0  # the bytes of bodies in RAM the last BodiesInRam note said
+        self.noted_held = 0  # what the last BodiesInRam note said the target counts (bodies and their entries)
         self.page_job: int | None = None
         # A durable queue's store is shared with its other instances: one job at a time (``_store_turn``).
         self.turn: StoreTurn | None = None

@@ -115,6 +115,7 @@ from ._queue_view import queue_paths as queue_paths
 from ._queue_view import queue_story as queue_story
 from ._ram_target import ram_under_target as ram_under_target
 from ._restart_budget import SupervisionDeclared as SupervisionDeclared
+from ._result import MAX_REPORTED as MAX_REPORTED
 from ._result import CheckResult as CheckResult
 from ._result import guarded as guarded
 from ._result import raised as raised
@@ -143,6 +144,7 @@ from ._zookeeper import sequential_names_never_repeat as sequential_names_never_
 from ._zookeeper import zk_counts as zk_counts
 
 __all__ = [
+    "MAX_REPORTED",
     "TxFinal",
     "TxHistory",
     "transaction_checks",

@@ -1,4 +1,5 @@
-"""A paged queue keeps no more bytes of bodies in RAM than its memory target (docs/storage.md, paging).
+"""A paged queue keeps no more in RAM than its memory target: its bodies' bytes and ``ENTRY_RAM_BYTES`` for each
+(docs/storage.md, paging).
 
 The queue notes ``BodiesInRam`` after each handler that changed what it holds: the pager balances
 after every handler, so each note must be within the target, a durable queue's after a crash and
@@ -26,6 +27,7 @@ def ram_under_target(trace: Iterable[TraceEvent], queue_path: str) -> CheckResul
             judged += 1
             peak = max(peak, note.held_bytes)
             if note.held_bytes > note.target_bytes:
-                violations.append(f"t={event.time:g}: {queue_path} held {note.held_bytes} bytes of bodies in RAM, "
+                violations.append(f"t={event.time:g}: {queue_path} held {note.held_bytes} bytes of messages in RAM "
+                                  "(bodies and ENTRY_RAM_BYTES each), "
                                   f"over its target of {note.target_bytes}")
     return CheckResult.of("ram_under_target", violations, judged=judged, peak=peak)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from conveyor.actors.broker import BodiesInRam
 from conveyor.runtime import EventKind, TraceEvent
-from conveyor.simulation.checkers import ram_under_target
+from conveyor.simulation.checkers import MAX_REPORTED, ram_under_target
 
 
 def notes(held: list[int], target: int, sender: str = "/queue") -> list[TraceEvent]:
@@ -15,11 +15,17 @@ def notes(held: list[int], target: int, sender: str = "/queue") -> list[TraceEve
             for n, size in enumerate(held)]
 
 
-@given(st.lists(st.integers(0, 100)), st.integers(0, 100))
+@given(st.lists(st.integers(0, 100), max_size=MAX_REPORTED), st.integers(0, 100))
 def test_a_note_over_the_target_fails_and_only_that(held: list[int], target: int) -> None:
     result = ram_under_target(notes(held, target), "/queue")
     assert result.ok == all(size <= target for size in held)
     assert len(result.violations) == sum(size > target for size in held)
+
+
+def test_past_the_reported_bound_the_rest_are_counted() -> None:
+    result = ram_under_target(notes([1] * (MAX_REPORTED + 2), 0), "/queue")
+    assert len(result.violations) == MAX_REPORTED + 1
+    assert result.violations[-1] == "... and 2 more"
 
 
 def test_another_queues_notes_are_not_judged() -> None:
