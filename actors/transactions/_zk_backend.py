@@ -303,7 +303,8 @@ class ZkTxBackend(Actor):
                 self._nothing(take, "" if reply.error == "connection_loss" else f"ZooKeeper answered {reply.error}")
                 return
             names = sorted(reply.value, key=_number)[:CANDIDATES]  # type: ignore[call-overload]
-            self.ctx.random.shuffle(names)
+            seeded = self.ctx.random  # the context's: replayable in the simulator
+            seeded.shuffle(names)
             self._try(take, names)
 
         self._call(ZkGetChildren(self._path(queue, "items")), listed)
