@@ -15,25 +15,33 @@ so a machine without ZooKeeper cannot pass the suite by leaving these tests out.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TypeVar
 
 import pytest
 
 from ._local import LocalZooKeeper, LocalZooKeeperEnsemble, ZooKeeperNotInstalled
 
+_Local = TypeVar("_Local", LocalZooKeeper, LocalZooKeeperEnsemble)
+
+
+def _running(local: _Local) -> Iterator[_Local]:
+    """Start ``local`` for a session fixture and close it at the end; without ZooKeeper installed the
+    test fails with the fix (``make zookeeper``), it never skips."""
+    try:
+        local.start()
+    except ZooKeeperNotInstalled as missing:
+        local.close()
+        pytest.fail(str(missing), pytrace=False)
+    try:
+        yield local
+    finally:
+        local.close()
+
 
 @pytest.fixture(scope="session")
 def zookeeper_server() -> Iterator[LocalZooKeeper]:
     """A standalone ZooKeeper on a free loopback port for the session; stopped by its pid at the end."""
-    server = LocalZooKeeper(force_sync=False)
-    try:
-        server.start()
-    except ZooKeeperNotInstalled as missing:
-        server.close()
-        pytest.fail(str(missing), pytrace=False)
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from _running(LocalZooKeeper(force_sync=False))
 
 
 @pytest.fixture
@@ -48,16 +56,7 @@ def zookeeper(zookeeper_server: LocalZooKeeper) -> str:
 @pytest.fixture(scope="session")
 def _zookeeper_session_ensemble() -> Iterator[LocalZooKeeperEnsemble]:
     """The ensemble behind ``zookeeper_ensemble``, started once (ask for that fixture, not this one)."""
-    ensemble = LocalZooKeeperEnsemble(3, force_sync=False)
-    try:
-        ensemble.start()
-    except ZooKeeperNotInstalled as missing:
-        ensemble.close()
-        pytest.fail(str(missing), pytrace=False)
-    try:
-        yield ensemble
-    finally:
-        ensemble.close()
+    yield from _running(LocalZooKeeperEnsemble(3, force_sync=False))
 
 
 @pytest.fixture
