@@ -29,9 +29,9 @@ from conveyor.simulation.sweep import (
     parse_fault_plans,
     parse_scenarios,
     parse_strategies,
+    prepare_report,
     spark_session,
     summary_cells,
-    write_report,
 )
 
 POLL_S = 0.25
@@ -161,29 +161,28 @@ def run_sweep(
     try:
         ready = time.perf_counter()
         chosen = session.sparkContext.master
+        cores = session.sparkContext.defaultParallelism
         console.print(
-            f"Spark {session.version} on {chosen} ({session.sparkContext.defaultParallelism} cores) "
+            f"Spark {session.version} on {chosen} ({cores} cores) "
             f"ready in {ready - started:.1f} s; {runs} runs"
         )
         progress = SparkProgress(session, console, "simulating", runs)
         outcome = execute_sweep(session, spec, out, run_action=progress.run)
         swept = time.perf_counter()
-        report = write_report(
-            session, outcome,
-            notes={
-                "master": f"`{chosen}` ({session.sparkContext.defaultParallelism} cores)",
-                "wall time": f"{swept - started:.1f} s for Spark start-up, runs and aggregates "
-                             f"(of which Spark start-up {ready - started:.1f} s)",
-            },
-        )
+        draft = prepare_report(session, outcome)
+        reported = time.perf_counter()
     finally:
         if spark is None:
             session.stop()
+    total = time.perf_counter() - started
+    report = draft.write({
+        "master": f"`{chosen}` ({cores} cores)",
+        "wall time": f"{total:.1f} s in all: Spark start-up {ready - started:.1f} s, runs and aggregates "
+                     f"{swept - ready:.1f} s, plots {reported - swept:.1f} s, Spark shutdown "
+                     f"{total - (reported - started):.1f} s",
+    })
     print_summary(outcome, console)
-    console.print(
-        f"Sweep done in {time.perf_counter() - started:.1f} s. Report: [bold]{report}[/bold] "
-        f"(rows: {outcome.runs_path})"
-    )
+    console.print(f"Sweep done in {total:.1f} s. Report: [bold]{report}[/bold] (rows: {outcome.runs_path})")
     return outcome, report
 
 

@@ -35,6 +35,7 @@ from ._pubsub_clients import FrontPublisher as FrontPublisher
 from ._pubsub_clients import FrontSubscriber as FrontSubscriber
 from ._pubsub_clients import PublisherPlan as PublisherPlan
 from ._pubsub_clients import StopClient as StopClient
+from ._registry import FAIRNESS_MIN_JAIN as FAIRNESS_MIN_JAIN
 from ._registry import FAULT_PLANS as FAULT_PLANS
 from ._registry import SCENARIOS as SCENARIOS
 from ._registry import STEP_BUDGET as STEP_BUDGET
@@ -92,6 +93,7 @@ __all__ = [
     "random_tx_scenario",
     "run_tx_simulation",
     "FAULTS_OF",
+    "FAIRNESS_MIN_JAIN",
     "FAULT_PLANS",
     "PORTFOLIO_STRATEGIES",
     "PortfolioChoice",

@@ -268,8 +268,12 @@ def _liveness_of(trace: list[TraceEvent], path: str, within: float, prefetch: in
     return liveness(trace, path, within, prefetch=prefetch)
 
 
+FAIRNESS_MIN_JAIN = 0.8
+"""The ``fairness`` scenario's bar: Jain's index over equal consumers' deliveries (1.0 is an even split)."""
+
+
 def _fairness_check(trace: list[TraceEvent], workload: Workload) -> list[CheckResult]:
-    return [fairness(trace, QUEUE, min_jain=0.8)]
+    return [fairness(trace, QUEUE, min_jain=FAIRNESS_MIN_JAIN)]
 
 
 def _fairness_workload(seed: int) -> BrokerScenario:

@@ -26,6 +26,10 @@ from ._pipeline import runs_frame as runs_frame
 from ._pipeline import summarize as summarize
 from ._report import SUMMARY_HEADER as SUMMARY_HEADER
 from ._report import DepthPoint as DepthPoint
+from ._report import LatencySpread as LatencySpread
+from ._report import ReportDraft as ReportDraft
+from ._report import latency_spreads as latency_spreads
+from ._report import prepare_report as prepare_report
 from ._report import queue_depth_series as queue_depth_series
 from ._report import summary_cells as summary_cells
 from ._report import write_report as write_report
@@ -54,7 +58,9 @@ __all__ = [
     "DepthPoint",
     "FirstFailure",
     "GroupSummary",
+    "LatencySpread",
     "QueueVerdict",
+    "ReportDraft",
     "SweepCell",
     "SweepOutcome",
     "SweepSpec",
@@ -63,12 +69,14 @@ __all__ = [
     "build_matrix",
     "default_master",
     "execute_sweep",
+    "latency_spreads",
     "matrix_frame",
     "parse_fault_plans",
     "parse_scenarios",
     "parse_strategies",
     "partition_count",
     "plan_partitions",
+    "prepare_report",
     "queue_depth_series",
     "read_trace",
     "run_cell",

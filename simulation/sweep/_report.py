@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from conveyor.actors.broker import Delivery, EntryEnqueued, EntrySettled
 from conveyor.runtime import TraceEvent
 from conveyor.simulation.checkers import queue_paths, queue_story
-from conveyor.simulation.scenarios import run_scenario
+from conveyor.simulation.scenarios import FAIRNESS_MIN_JAIN, run_scenario
 
 from ._pipeline import FirstFailure, GroupSummary, SweepOutcome
 
@@ -26,9 +26,8 @@ QUEUE_PATH = "/queue"
 """The main queue of every built-in broker and subscriber scenario (a Pub/Sub front has one per subscription)."""
 REPORT_NAME = "report.md"
 FAIRNESS_PNG = "fairness_by_consumers.png"
-LATENCY_PNG = "latency_cdf.png"
+LATENCY_PNG = "latency_by_scenario.png"
 DEPTH_PNG = "queue_depth.png"
-CDF_POINTS = tuple(round(i / 100, 2) for i in range(101))
 
 
 @final
@@ -125,68 +124,127 @@ def _pyplot() -> Any:
     return plt
 
 
+FAIRNESS_EXPLAINED = {
+    "groups": "each message group is pinned to the consumer that owns it, so consumers are served as their "
+                      "groups are large, not evenly",
+    "consumer-priorities": "a consumer of a lower priority is served only when no higher one can take",
+    "priorities": "nacks, releases, lapses and crashes move messages between consumers unevenly",
+    "selectors": "a consumer with a selector receives only the messages it matches",
+}
+"""Why a scenario's fairness sits below the threshold by design: the report says so under the plot."""
+
+
 def plot_fairness(spark: SparkSession, runs: DataFrame, target: Path) -> bool:
-    """Jain's index against the consumer count: the median run per scenario. False: no data.
+    """Each scenario on its own row: the spread of its runs' Jain's index, the threshold drawn. False: no data.
 
     Per scenario, because what fairness to expect differs by design: equal consumers
     (``fairness``) should be served evenly, consumers of different priorities, selectors
-    or message groups should not.
+    or message groups should not. A row per scenario rather than a curve against the
+    consumer count: fifteen curves crossed one another and hid the threshold.
     """
+    points = ", ".join(f"{p:.2f}" for p in SPREAD_QUANTILES)
     rows = spark.sql(
-        """
-        SELECT scenario, consumers, percentile_approx(fairness, 0.5, 10000) AS median, count(*) AS runs
-        FROM {runs} WHERE fairness IS NOT NULL
-        GROUP BY scenario, consumers ORDER BY scenario, consumers
+        f"""
+        SELECT scenario, count(*) AS runs, min(consumers) AS fewest, max(consumers) AS most,
+               percentile_approx(fairness, array({points}), 10000) AS spread
+        FROM {{runs}} WHERE fairness IS NOT NULL
+        GROUP BY scenario ORDER BY scenario
         """,
         runs=runs,
     ).collect()
     if not rows:
         return False
     plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(8, 4.5))
-    for scenario in dict.fromkeys(row.scenario for row in rows):
-        mine = [row for row in rows if row.scenario == scenario]
-        axes.plot([row.consumers for row in mine], [row.median for row in mine], marker="o", label=scenario)
-    axes.set_xlabel("consumers that received deliveries")
-    axes.set_ylabel("Jain's fairness index (median run)")
-    axes.set_ylim(0, 1.05)
-    axes.set_title("Fairness against consumer count, per scenario (all strategies and fault plans)")
-    axes.legend(fontsize="small", ncol=2)
+    figure, axes = plt.subplots(figsize=(9, 0.42 * len(rows) + 1.8))
+    colours = {"checked": "tab:green", "by design": "tab:grey", "other": "tab:blue"}
+    for index, row in enumerate(rows):
+        kind = ("checked" if row.scenario == "fairness" else
+                "by design" if row.scenario in FAIRNESS_EXPLAINED else "other")
+        _spread_row(axes, index, tuple(row.spread), colours[kind])
+    axes.set_yticks(range(len(rows)),
+                    [f"{row.scenario} ({row.runs} runs, {row.fewest}-{row.most} consumers)" for row in rows])
+    axes.invert_yaxis()
+    axes.axvline(FAIRNESS_MIN_JAIN, color="red", linestyle=":", linewidth=1.5)
+    axes.set_xlim(0, 1.02)
+    axes.set_xlabel("Jain's fairness index of a run's deliveries per consumer (1.0: an even split)")
+    figure.suptitle("Fairness per scenario over its runs: box 25-75 %, whiskers 5-95 %, dot the median")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colour, alpha=0.6) for colour in colours.values()]
+    handles.append(plt.Line2D([], [], color="red", linestyle=":"))
+    axes.legend(handles, ["equal consumers: checked", "uneven by design", "other: faults, slow or misbehaving clients",
+                          f"threshold {FAIRNESS_MIN_JAIN}"], fontsize="small", loc="lower left")
+    axes.grid(axis="x", alpha=0.3)
     figure.tight_layout()
     figure.savefig(target, dpi=110)
     plt.close(figure)
     return True
 
 
-def plot_latency_cdf(spark: SparkSession, runs: DataFrame, target: Path) -> bool:
-    """CDF over runs of each run's p50 and p99 delivery latency (virtual ms), per strategy. False: no data."""
-    points = ", ".join(f"{p:.2f}" for p in CDF_POINTS)
+def _spread_row(axes: Any, row: int, spread: tuple[float, ...], colour: str) -> None:
+    """One row of a spread plot: whiskers from the first to the last quantile, a box between the
+    second and the fourth, a dot at the median (``SPREAD_QUANTILES``)."""
+    low, q1, median, q3, high = spread
+    axes.hlines(row, low, high, color="grey", linewidth=1)
+    axes.barh(row, q3 - q1, left=q1, height=0.5, color=colour, alpha=0.6)
+    axes.plot([median], [row], marker="o", color="black", markersize=4)
+
+
+SPREAD_QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+"""Over runs: the whiskers (5 % to 95 %), the box (25 % to 75 %) and the median of each scenario's run figures."""
+
+
+@final
+@attrs.frozen
+class LatencySpread:
+    """One scenario's runs: the ``SPREAD_QUANTILES`` of their p50 and of their p99 latency (virtual ms)."""
+
+    scenario: str
+    runs: int
+    p50: tuple[float, ...]
+    p99: tuple[float, ...]
+
+
+def latency_spreads(spark: SparkSession, runs: DataFrame) -> list[LatencySpread]:
+    """Per scenario, the spread over runs of each run's p50 and p99 delivery latency, by name."""
+    points = ", ".join(f"{p:.2f}" for p in SPREAD_QUANTILES)
     rows = spark.sql(
         f"""
-        SELECT strategy,
+        SELECT scenario, count(*) AS runs,
                percentile_approx(latency_p50_ms, array({points}), 10000) AS p50,
                percentile_approx(latency_p99_ms, array({points}), 10000) AS p99
         FROM {{runs}} WHERE latency_p50_ms IS NOT NULL
-        GROUP BY strategy ORDER BY strategy
+        GROUP BY scenario ORDER BY scenario
         """,
         runs=runs,
     ).collect()
-    if not rows:
-        return False
+    return [LatencySpread(row.scenario, int(row.runs), tuple(row.p50), tuple(row.p99)) for row in rows]
+
+
+def plot_latency(spark: SparkSession, runs: DataFrame, target: Path) -> list[LatencySpread]:
+    """Each scenario on its own row: the spread over runs of their p50 and p99 latency; the rows drawn.
+
+    A row per scenario (not one curve per strategy, where scenarios with the same figures hid one
+    another): a box from the 25th to the 75th percentile of the runs, whiskers from the 5th to the
+    95th, a dot at the median; p50 on the left, p99 on the right.
+    """
+    spreads = latency_spreads(spark, runs)
+    if not spreads:
+        return spreads
     plt = _pyplot()
-    figure, axes = plt.subplots(figsize=(7, 4.2))
-    for row in rows:
-        axes.plot(row.p50, CDF_POINTS, label=f"{row.strategy}: run p50")
-        axes.plot(row.p99, CDF_POINTS, linestyle="--", label=f"{row.strategy}: run p99")
-    axes.set_xscale("symlog", linthresh=1.0)
-    axes.set_xlabel("delivery latency, publish to first delivery (virtual ms)")
-    axes.set_ylabel("fraction of runs")
-    axes.set_title("Delivery latency CDF over runs")
-    axes.legend()
+    figure, panels = plt.subplots(1, 2, sharey=True, figsize=(10, 0.45 * len(spreads) + 1.6))
+    rows = range(len(spreads))
+    for panel, which in zip(panels, ("p50", "p99"), strict=True):
+        for row, spread in zip(rows, spreads, strict=True):
+            _spread_row(panel, row, getattr(spread, which), "tab:blue" if which == "p50" else "tab:orange")
+        panel.set_xscale("symlog", linthresh=1.0)
+        panel.set_xlabel(f"each run's {which} (virtual ms, publish to first delivery)")
+        panel.grid(axis="x", alpha=0.3)
+    panels[0].set_yticks(list(rows), [f"{s.scenario} ({s.runs})" for s in spreads])
+    panels[0].invert_yaxis()
+    figure.suptitle("Delivery latency per scenario over its runs: box 25-75 %, whiskers 5-95 %, dot the median")
     figure.tight_layout()
     figure.savefig(target, dpi=110)
     plt.close(figure)
-    return True
+    return spreads
 
 
 def plot_queue_depth(sample: SampleRun, target: Path) -> int:
@@ -246,20 +304,33 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     return lines
 
 
-def write_report(
-    spark: SparkSession, outcome: SweepOutcome, *, notes: Mapping[str, str] | None = None
-) -> Path:
-    """Write ``report.md`` and its plots into the sweep's folder; return the report's path.
+@final
+@attrs.frozen
+class ReportDraft:
+    """The report with its plots drawn, waiting for the facts only its caller knows (the wall time).
 
-    Args:
-        spark: the session the sweep ran on (the plots' aggregates run there).
-        outcome: what ``execute_sweep`` returned.
-        notes: extra facts for the report's head (master, wall time), in order.
+    ``prepare_report`` needs Spark; ``write`` does not, so a command can stop Spark first and
+    put in the report the same total time it prints.
     """
+
+    folder: Path
+    head: tuple[str, ...]
+    body: tuple[str, ...]
+
+    def write(self, notes: Mapping[str, str] | None = None) -> Path:
+        """Write ``report.md`` with ``notes`` (e.g. master, wall time) after the head's facts; return its path."""
+        lines = [*self.head, *(f"- {key}: {value}" for key, value in (notes or {}).items()), *self.body]
+        target = self.folder / REPORT_NAME
+        target.write_text("\n".join(lines), encoding="utf-8")
+        return target
+
+
+def prepare_report(spark: SparkSession, outcome: SweepOutcome) -> ReportDraft:
+    """Draw the plots into the sweep's folder and compose the report around them, each plot explained."""
     folder = outcome.out
     runs = spark.read.parquet(str(outcome.runs_path.resolve()))
     spec = outcome.spec
-    lines = [
+    head = [
         "# conveyor sweep",
         "",
         f"- scenarios: {', '.join(spec.scenarios)}",
@@ -269,8 +340,7 @@ def write_report(
         f"- runs: {outcome.runs} in {outcome.partitions} Spark partitions; {outcome.failed} with violations",
         f"- rows: `{outcome.runs_path.name}/` (Parquet, one row per run); aggregates: `summary.parquet/`",
     ]
-    lines.extend(f"- {key}: {value}" for key, value in (notes or {}).items())
-    lines += ["", "## Per scenario, strategy and fault plan", ""]
+    lines = ["", "## Per scenario, strategy and fault plan", ""]
     lines += _table(SUMMARY_HEADER, (summary_cells(group) for group in outcome.summary))
     lines += [
         "",
@@ -293,17 +363,52 @@ def write_report(
         lines.append("No run violated a checked property.")
     lines += ["", "## Plots", ""]
     if plot_fairness(spark, runs, folder / FAIRNESS_PNG):
-        lines += [f"![fairness against consumer count]({FAIRNESS_PNG})", ""]
-    if plot_latency_cdf(spark, runs, folder / LATENCY_PNG):
-        lines += [f"![delivery latency CDF]({LATENCY_PNG})", ""]
+        below = [f"`{name}` ({why})" for name, why in FAIRNESS_EXPLAINED.items() if name in spec.scenarios]
+        lines += [
+            f"![fairness against consumer count]({FAIRNESS_PNG})",
+            "",
+            "How evenly each scenario's consumers were served, one row per scenario over its runs (Jain's index: "
+            "1.0 is an even split, 1/n all to one of n consumers). The dotted line is the "
+            f"{FAIRNESS_MIN_JAIN} the `fairness` scenario's checker requires of equal consumers."
+            + (" Below it by design: " + "; ".join(below) + "." if below else "")
+            + " Runs with crashes, pauses or slow consumers sit lower too: a consumer that is down is rightly "
+            "served less.",
+            "",
+        ]
+    drawn = plot_latency(spark, runs, folder / LATENCY_PNG)
+    if drawn:
+        without = [name for name in spec.scenarios if name not in {spread.scenario for spread in drawn}]
+        lines += [
+            f"![delivery latency per scenario]({LATENCY_PNG})",
+            "",
+            "How long messages waited between publish and first delivery, in virtual ms, one row per scenario "
+            "(its run count in brackets): the box holds the middle half of its runs, the whiskers 90 % of them, "
+            "the dot the median run; the left panel is each run's typical message (p50), the right its slowest "
+            "1 % (p99)."
+            + (f" Not drawn, as their runs measure no delivery latency: {', '.join(without)}." if without else ""),
+            "",
+        ]
     sample = choose_sample(spark, runs, outcome)
     plot_queue_depth(sample, folder / DEPTH_PNG)
     lines += [
-        f"Queue depth over time of one sample run ({sample.why}), re-run in the driver:",
-        "",
         f"![queue depth of {sample.scenario} seed {sample.seed}]({DEPTH_PNG})",
         "",
+        f"The queue of one run ({sample.why}), re-run in the driver: the solid line counts messages "
+        "enqueued and not yet settled, the dashed one those of them delivered and not yet acked or returned; "
+        "a gap between the two is work waiting for a consumer.",
+        "",
     ]
-    target = folder / REPORT_NAME
-    target.write_text("\n".join(lines), encoding="utf-8")
-    return target
+    return ReportDraft(folder, tuple(head), tuple(lines))
+
+
+def write_report(
+    spark: SparkSession, outcome: SweepOutcome, *, notes: Mapping[str, str] | None = None
+) -> Path:
+    """Write ``report.md`` and its plots into the sweep's folder; return the report's path.
+
+    Args:
+        spark: the session the sweep ran on (the plots' aggregates run there).
+        outcome: what ``execute_sweep`` returned.
+        notes: extra facts for the report's head (master, wall time), in order.
+    """
+    return prepare_report(spark, outcome).write(notes)

@@ -34,6 +34,7 @@ from conveyor.simulation.sweep import (
     SweepCell,
     SweepOutcome,
     build_matrix,
+    latency_spreads,
     matrix_frame,
     parse_fault_plans,
     plan_partitions,
@@ -155,10 +156,32 @@ def test_the_command_prints_the_summary_and_the_report(swept: Swept) -> None:
     text = swept.report.read_text(encoding="utf-8")
     assert "| leases | pct | pause | 4 |" in text
     assert f"`{first.replay_command}`" in text
-    for image in ("fairness_by_consumers.png", "latency_cdf.png", "queue_depth.png"):
+    for image in ("fairness_by_consumers.png", "latency_by_scenario.png", "queue_depth.png"):
         assert f"]({image})" in text
         assert (swept.report.parent / image).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (swept.outcome.out / "summary.parquet").is_dir()
+
+
+def test_each_plot_is_explained_in_a_sentence_under_it(swept: Swept) -> None:
+    text = swept.report.read_text(encoding="utf-8")
+    for image, words in (("fairness_by_consumers.png", "The dotted line is the 0.8"),
+                         ("latency_by_scenario.png", "one row per scenario"),
+                         ("queue_depth.png", "the solid line counts messages")):
+        after = text.split(f"]({image})", 1)[1].strip().split("\n", 1)[0]
+        assert words in after, after
+
+
+def test_the_report_wall_time_is_the_one_the_command_prints(swept: Swept) -> None:
+    printed = swept.printed.split("Sweep done in ", 1)[1].split(" s.", 1)[0]
+    assert f"- wall time: {printed} s in all" in swept.report.read_text(encoding="utf-8")
+
+
+def test_the_latency_plot_has_a_row_for_every_scenario_with_latencies(swept: Swept, spark: SparkSession) -> None:
+    spreads = latency_spreads(spark, spark.read.parquet(str(swept.outcome.runs_path)))
+    assert [s.scenario for s in spreads] == sorted(SCENARIOS)
+    for spread in spreads:
+        assert spread.runs == len(STRATEGIES) * len(PLANS) * SEEDS
+        assert list(spread.p50) == sorted(spread.p50) and list(spread.p99) == sorted(spread.p99)
 
 
 @pytest.mark.parametrize(("max_steps", "code"), [(10, 1), (500_000, 0)], ids=["a-run-fails", "all-pass"])
