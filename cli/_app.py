@@ -161,11 +161,16 @@ def serve(
     data_dir: str | None = typer.Option(
         None, help="Keep topics, subscriptions and messages in this directory across restarts and kill -9 "
         "(a publish is answered once it is on disk). Unset: in memory only."),
+    metrics_port: int | None = typer.Option(
+        None, min=0, max=65535, help="Serve Prometheus metrics (queue depth, in flight, deliveries, acks, nacks, "
+        "redeliveries, dead letters per subscription) on http://HOST:PORT/metrics, HOST as --host-port's. "
+        "Unset: no metrics endpoint."),
 ) -> None:
     """Serve conveyor as a Pub/Sub emulator (point PUBSUB_EMULATOR_HOST at it) until SIGTERM or SIGINT, then drain."""
     from ._serve import run_serve
 
-    run_serve(host_port, max_streams=max_streams, log_level=log_level, max_memory=max_memory, data_dir=data_dir)
+    run_serve(host_port, max_streams=max_streams, log_level=log_level, max_memory=max_memory, data_dir=data_dir,
+              metrics_port=metrics_port)
 
 
 @bench_app.command("pubsub")

@@ -15,10 +15,15 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable, Iterable
 from types import FrameType, TracebackType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import typer
+
+if TYPE_CHECKING:  # imported when the endpoint starts: `conveyor serve` without metrics needs no OpenTelemetry
+    from conveyor.actors.broker import QueueStats
+    from conveyor.actors.metrics import PrometheusEndpoint
 
 log = logging.getLogger("conveyor.serve")
 
@@ -88,9 +93,19 @@ def parse_host_port(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port_text)
 
 
+def _metrics_endpoint(queues: Callable[[], Iterable[QueueStats]], host: str, port: int) -> PrometheusEndpoint:
+    """Start the Prometheus endpoint beside the front; a port that cannot be bound is a bad --metrics-port."""
+    from conveyor.actors.metrics import PrometheusEndpoint
+
+    try:
+        return PrometheusEndpoint(queues=queues, host=host, port=port).start()
+    except RuntimeError as error:
+        raise typer.BadParameter(str(error), param_hint="--metrics-port") from error
+
+
 def run_serve(
     host_port: str, *, max_streams: int, log_level: LogLevel, max_memory: str | None = None,
-    data_dir: str | None = None,
+    data_dir: str | None = None, metrics_port: int | None = None,
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain: streams end with UNAVAILABLE, calls in flight are answered.
 
@@ -121,10 +136,16 @@ def run_serve(
                 server.close()
                 raise typer.BadParameter(str(error), param_hint="--host-port") from error
             typer.echo(f"conveyor Pub/Sub front on {server.address}; export PUBSUB_EMULATOR_HOST={server.address}")
+            endpoint = None
             try:
+                if metrics_port is not None:
+                    endpoint = _metrics_endpoint(server.queue_stats, host, metrics_port)
+                    typer.echo(f"Prometheus metrics on http://{endpoint.address}/metrics")
                 received = signals.wait()
                 log.info("received %s: draining", received.name)
             finally:
+                if endpoint is not None:
+                    endpoint.close()
                 server.close()
             log.info("conveyor serve stopped")
     finally:

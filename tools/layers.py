@@ -29,7 +29,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kernel", ("conveyor.runtime",)),
     ("simulator backend", ("conveyor.simulation",)),
     ("domain actors", ("conveyor.actors.storage", "conveyor.actors.broker", "conveyor.actors.subscriber",
-                       "conveyor.actors.pubsub", "conveyor.actors.zookeeper", "conveyor.actors.transactions")),
+                       "conveyor.actors.pubsub", "conveyor.actors.zookeeper", "conveyor.actors.transactions",
+                       "conveyor.actors.metrics")),
     ("verification", ("conveyor.simulation.checkers", "conveyor.simulation.scenarios", "conveyor.simulation.sweep")),
     ("entry points", ("conveyor.benchmarks", "conveyor.cli")),
 )

@@ -438,6 +438,8 @@ class QueueStats:
     """A paged queue: how many live entries have their body out of RAM (in its body store, or on the way)."""
     entries_out_of_ram: int = 0
     """A paged queue: how many of those are out of RAM themselves (in its levels' deltas)."""
+    returned: int = 0
+    """Deliveries given back without an ack: nacked, released, lapsed, or held by a consumer that left."""
 
 
 # Traces name these by their module of record, ``_model`` (see ``RECORDED_MODULE``).

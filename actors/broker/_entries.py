@@ -268,7 +268,10 @@ class EntryListSnapshot:
     only, its records (the entries) staying in the durable body store (``snapshot(unsynced_chunks=...)``)."""
 
 
-_COUNTERS = ("available", "acquired", "published", "delivered", "redelivered", "acked", "dead_lettered", "expired")
+_COUNTERS = ("available", "acquired", "published", "delivered", "redelivered", "acked", "dead_lettered", "expired",
+             "returned")
+"""The counters a snapshot keeps, in order. ``returned`` came last and later: a snapshot written before it has
+one counter fewer, and restores with ``returned`` at 0."""
 
 
 class EntryList:
@@ -331,6 +334,7 @@ class EntryList:
         self.delivered = 0
         self.redelivered = 0
         self.acked = 0
+        self.returned = 0
         self.dead_lettered = 0
         self.expired = 0
 
@@ -533,7 +537,7 @@ class EntryList:
         self._used_ranks = list(snapshot.used_ranks)
         self._next_seq = snapshot.next_seq
         self._top_priority = snapshot.top_priority
-        for name, value in zip(_COUNTERS, snapshot.counters, strict=True):
+        for name, value in zip(_COUNTERS, snapshot.counters, strict=False):  # an older snapshot: no ``returned``
             setattr(self, name, value)
         self.live_bytes = sum(entry.size for entry in self._live.values()) + delta_bytes
 
@@ -1255,6 +1259,7 @@ class EntryList:
         available: list[Entry] = []
         dead: list[Entry] = []
         expired: list[Entry] = []
+        self.returned += len(entries)
         for entry in entries:
             cursor = self._cursors.get(entry.consumer) if entry.consumer is not None else None
             if cursor is not None:

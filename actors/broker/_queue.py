@@ -1229,4 +1229,5 @@ class QueueActor(Actor):
             body_bytes_in_ram=None if self.pager is None else self.pager.held_bytes,
             bodies_paged=entries.paged,
             entries_out_of_ram=entries.delta_count,
+            returned=entries.returned,
         )

@@ -160,6 +160,23 @@ class BindingCount:
 
 @final
 @attrs.frozen
+class ListSubscriptionActors:
+    """Ask the registry which actor serves each subscription; it answers ``SubscriptionActors``.
+
+    For the front's metrics: each of those actors answers ``GetStats`` with its queue's ``QueueStats``.
+    """
+
+
+@final
+@attrs.frozen
+class SubscriptionActors:
+    """The registry's answer: (subscription name, the actor serving it), in creation order."""
+
+    actors: tuple[tuple[str, ActorRef], ...]
+
+
+@final
+@attrs.frozen
 class Close:
     """Subscription -> binding: stop serving the stream (answer ``StreamClosed``), keep leases."""
 

@@ -56,11 +56,13 @@ from ._protocol import (
     BindingCount,
     CountBindings,
     Envelope,
+    ListSubscriptionActors,
     PublishInternal,
     ReplayTo,
     Retained,
     Route,
     Routed,
+    SubscriptionActors,
     TopicGone,
     UseConfig,
 )
@@ -444,6 +446,8 @@ class PubSubRegistry(ContainedActor):
                 self.activity.clear()
                 self.active_at.clear()
                 self._reply(Done())
+            case ListSubscriptionActors():
+                self._reply(SubscriptionActors(tuple((name, ref) for name, (_, ref) in self.subscriptions.items())))
             case _ExpiryDue(name=name):
                 self._expiry_due(name)
             case BindingCount():

@@ -24,11 +24,13 @@ from concurrent import futures
 from types import TracebackType
 from typing import Any, Final, NoReturn, final
 
+import attrs
 import grpc
 from google.protobuf import empty_pb2
 from google.pubsub_v1 import types
 from grpc_status import rpc_status
 
+from conveyor.actors.broker import GetStats, QueueStats
 from conveyor.actors.storage import DiskJournalStore
 from conveyor.runtime import ActorDeadError, ActorRef, AskTimeout, ThreadSystem
 
@@ -73,6 +75,7 @@ from ._model import (
     SubscriptionConfig,
     TopicConfig,
 )
+from ._protocol import ListSubscriptionActors
 from ._registry import PubSubRegistry
 
 log = logging.getLogger("conveyor.pubsub")
@@ -283,6 +286,22 @@ class PubSubServer:
         """Stop listening and shut the actors down (everything held is gone)."""
         self.stop()
         self.system.shutdown()
+
+    def queue_stats(self, timeout: float = 2.0) -> tuple[QueueStats, ...]:
+        """Every subscription's queue counters, one ask each (from any thread but the actors'); for metrics.
+
+        A subscription deleted or stopped while it is asked is left out, not waited for past ``timeout``.
+        """
+        listed = self.system.ask(self.registry, ListSubscriptionActors(), timeout=timeout)
+        found: list[QueueStats] = []
+        for name, ref in listed.actors:
+            try:
+                stats = self.system.ask(ref, GetStats(), timeout=timeout)
+            except (AskTimeout, ActorDeadError):
+                continue
+            if isinstance(stats, QueueStats):
+                found.append(attrs.evolve(stats, queue=name))
+        return tuple(found)
 
     # --- plumbing -----------------------------------------------------------------------
 

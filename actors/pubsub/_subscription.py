@@ -35,6 +35,7 @@ from conveyor.actors.broker import (
     ConsumerActor,
     ConsumerSettings,
     Delivery,
+    GetStats,
     Message,
     ModifyAckDeadline,
     Nack,
@@ -42,6 +43,7 @@ from conveyor.actors.broker import (
     PublishBatch,
     QueueActor,
     QueueConfig,
+    QueueStats,
     Reconfigure,
     Release,
     RetryPolicy,
@@ -590,6 +592,7 @@ class SubscriptionActor(ContainedActor):
         self.unsynced: deque[tuple[int, ActorRef, SettleOutcome]] = deque()
         self.synced_through = 0
         self.queue: ActorRef | None = None
+        self.stats_askers: deque[ActorRef] = deque()  # asked GetStats, waiting for the queue's QueueStats
         self.bindings: dict[int, ActorRef] = {}
         self.by_ref: dict[ActorRef, int] = {}
         self.next_binding = 0
@@ -726,6 +729,13 @@ class SubscriptionActor(ContainedActor):
                 self._use_config(config)
             case TopicGone():
                 self.config = attrs.evolve(self.config, topic="_deleted-topic_")
+            case GetStats():  # the front's metrics: the queue answers, in the order asked
+                if self.queue is not None and self.ctx.sender is not None:
+                    self.stats_askers.append(self.ctx.sender)
+                    self.ctx.send(self.queue, GetStats())
+            case QueueStats():
+                if self.stats_askers:
+                    self.ctx.send(self.stats_askers.popleft(), message)
             case CountBindings(name=name, activity=activity):  # the registry's expiry check
                 self.ctx.send(self.registry, BindingCount(name, activity, len(self.bindings)))
             case Shutdown():

@@ -9,6 +9,7 @@ from ._components import Leaser as Leaser
 from ._components import LoadController as LoadController
 from ._components import OrderedKeyHandler as OrderedKeyHandler
 from ._components import WorkerPool as WorkerPool
+from ._flow import FlowStats as FlowStats
 from ._manager import CALLBACKS_PER_JOB as CALLBACKS_PER_JOB
 from ._manager import StreamingPullManager as StreamingPullManager
 from ._manager import SubscriptionFailed as SubscriptionFailed
@@ -22,6 +23,7 @@ from ._protocol import Cancel as Cancel
 from ._protocol import Deliveries as Deliveries
 from ._protocol import Done as Done
 from ._protocol import Dones as Dones
+from ._protocol import GetFlowStats as GetFlowStats
 from ._protocol import GetSubscriptionStats as GetSubscriptionStats
 from ._protocol import Received as Received
 from ._protocol import ReceivedBatch as ReceivedBatch
@@ -53,6 +55,8 @@ __all__ = [
     "Dones",
     "FlowControl",
     "FlowNote",
+    "FlowStats",
+    "GetFlowStats",
     "GetSubscriptionStats",
     "Heartbeater",
     "Leaser",

@@ -35,6 +35,7 @@ from ._protocol import (
     Drained,
     Extend,
     FenceLifted,
+    GetFlowStats,
     Heartbeat,
     Idle,
     Lapsed,
@@ -93,6 +94,10 @@ class LoadController(Actor):
             removed = [self.tracker.remove(done.ack_id) for done in message.items]
             if not any(removed):
                 return
+        elif type(message) is GetFlowStats:
+            if message.reply_to is not None:
+                self.ctx.send(message.reply_to, self.tracker.snapshot())
+            return
         else:
             return
         decision = self.tracker.update()

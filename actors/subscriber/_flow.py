@@ -52,6 +52,7 @@ class FlowStats:
         paused: whether the last decision was to pause.
         max_count_seen: the most unfinished messages there ever were at once.
         max_bytes_seen: the most unfinished bytes there ever were at once.
+        pauses: how many times the stream was paused.
     """
 
     count: int
@@ -60,6 +61,8 @@ class FlowStats:
     paused: bool
     max_count_seen: int
     max_bytes_seen: int
+    pauses: int = 0
+    """How many times the budget paused the stream (each ``PAUSE`` decision)."""
 
 
 @final
@@ -69,7 +72,7 @@ class LoadTracker:
     Owned by one actor, so it is unsynchronised. Every operation is O(1).
     """
 
-    __slots__ = ("_bytes", "_flow", "_max_bytes_seen", "_max_count_seen", "_paused", "_sizes")
+    __slots__ = ("_bytes", "_flow", "_max_bytes_seen", "_max_count_seen", "_paused", "_pauses", "_sizes")
 
     def __init__(self, flow: FlowControl) -> None:
         if not isinstance(flow, FlowControl):
@@ -81,6 +84,7 @@ class LoadTracker:
         self._paused = False
         self._max_count_seen = 0
         self._max_bytes_seen = 0
+        self._pauses = 0
 
     @property
     def flow(self) -> FlowControl:
@@ -145,6 +149,7 @@ class LoadTracker:
         load = self.load()
         if not self._paused and load >= 1:
             self._paused = True
+            self._pauses += 1
             return FlowDecision.PAUSE
         if self._paused and load < self._flow.resume_threshold:
             self._paused = False
@@ -183,6 +188,7 @@ class LoadTracker:
             paused=self._paused,
             max_count_seen=self._max_count_seen,
             max_bytes_seen=self._max_bytes_seen,
+            pauses=self._pauses,
         )
 
     def __repr__(self) -> str:

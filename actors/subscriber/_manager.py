@@ -49,6 +49,7 @@ from ._protocol import (
     Drain,
     Drained,
     Extend,
+    GetFlowStats,
     GetSubscriptionStats,
     Heartbeat,
     Idle,
@@ -112,6 +113,7 @@ class StreamingPullManager(Actor):
         self.ledger = AckLedger()
         self.askers: dict[str, ActorRef] = {}  # ack_with_response: ack id -> who waits for the answer
         self.heartbeats = 0
+        self.lease_extensions = 0
         self.consumer: ActorRef | None = None
         self.parts: dict[str, ActorRef] = {}
         self.closing = False
@@ -140,6 +142,7 @@ class StreamingPullManager(Actor):
             SourceGone: self._on_source_gone,
             AckWithResponse: self._on_ack_with_response,
             GetSubscriptionStats: self._on_get_stats,
+            GetFlowStats: self._on_get_flow_stats,
         }
 
     @property
@@ -199,6 +202,7 @@ class StreamingPullManager(Actor):
         # The leaser's first extensions of a batch: on to the dispatcher for those still held here.
         ids = self.ledger.pending_of(message.ack_ids)
         if ids:
+            self.lease_extensions += len(ids)
             self.ctx.send(self.parts[Part.DISPATCHER], Extend(ids, message.seconds) if len(ids) > 1 else
                           Settlement(SettlementKind.MODACK, ids[0], message.seconds))
 
@@ -255,7 +259,13 @@ class StreamingPullManager(Actor):
         self._ack_with_response(message.ack_id)
 
     def _on_get_stats(self, message: GetSubscriptionStats) -> None:
-        self.ctx.reply(SubscriptionStats(len(self.ledger), self.heartbeats))
+        self.ctx.reply(SubscriptionStats(len(self.ledger), self.heartbeats, self.lease_extensions))
+
+    def _on_get_flow_stats(self, message: GetFlowStats) -> None:
+        # The load controller keeps the budget: it answers the asker itself.
+        asker = message.reply_to or self.ctx.sender
+        if asker is not None:
+            self.ctx.send(self.parts[Part.LOAD], GetFlowStats(asker))
 
     # ------------------------------------------------------------------ deliveries
 
@@ -347,6 +357,8 @@ class StreamingPullManager(Actor):
             if not ledger.is_pending(ack_id):
                 return  # settled before, or dropped: the first decision stands
             if message.seconds != 0:
+                if self.ctx.sender == self.parts.get(Part.LEASER):
+                    self.lease_extensions += 1
                 self._to_dispatcher(message)
                 return
             message = Settlement(SettlementKind.NACK, ack_id)  # Pub/Sub's nack: a zero deadline

@@ -8,7 +8,7 @@ from typing import final
 import attrs
 
 from conveyor.actors.broker import Delivery, DeliveryError
-from conveyor.runtime import quote
+from conveyor.runtime import ActorRef, quote
 from conveyor.runtime.lowlevel import checked_when_built
 
 ACK_IDS = "ack ids (str)"
@@ -384,7 +384,20 @@ class GetSubscriptionStats:
 @final
 @attrs.frozen
 class SubscriptionStats:
-    """The manager's counts: messages received and not settled yet, and heartbeats counted."""
+    """The manager's counts: messages received and not settled yet, heartbeats, and leases extended."""
 
     pending: int
     heartbeats: int
+    lease_extensions: int = 0
+    """Lease extensions (one per message and extension) the manager passed on for messages it still held."""
+
+
+@final
+@attrs.frozen
+class GetFlowStats:
+    """Ask the manager for its flow control's budget; its load controller answers ``FlowStats`` to ``reply_to``.
+
+    ``reply_to`` is filled in by the manager (the asker); leave it None.
+    """
+
+    reply_to: ActorRef | None = None

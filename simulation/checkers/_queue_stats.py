@@ -8,7 +8,7 @@ notes them (``QueueStatsRead``). Judged against what the clients noted and again
 * ``published`` is the number of publishes the publisher saw confirmed, ``rejected`` the number it
   saw refused;
 * no message expired that was not published with a TTL (``expired`` is at most their number), and
-  ``redelivered`` is at most ``delivered``;
+  ``redelivered`` and ``returned`` are each at most ``delivered``;
 * each consumer still registered was ``delivered`` exactly the deliveries its client noted
   receiving from it (``DeliveryReceived`` under its consumer id, or a callback client's job
   outcomes, ``callback_answer``): by the end everything sent to a
@@ -80,6 +80,8 @@ def queue_stats(trace: Iterable[TraceEvent], queue: str) -> CheckResult:
         violations.append(f"expired={s.expired}, but only {len(with_ttl)} messages were published with a TTL")
     if s.redelivered > s.delivered:
         violations.append(f"redelivered={s.redelivered} is more than delivered={s.delivered}")
+    if s.returned > s.delivered:
+        violations.append(f"returned={s.returned} is more than delivered={s.delivered}")
     for consumer in s.consumers:
         if not consumer.acquiring:
             continue

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
@@ -206,9 +207,51 @@ def test_pubsub_stays_the_older_spelling_of_host_port() -> None:
     assert re.search(r" INFO conveyor\.serve: conveyor serve stopped$", served.stderr[-1])
 
 
+def test_metrics_port_serves_each_subscriptions_counters_to_a_scrape(monkeypatch: pytest.MonkeyPatch) -> None:
+    served = Served(["--host-port", "127.0.0.1:0", "--metrics-port", "0"], background=False)
+    try:
+        address = served.wait_for(r"listening on (\S+)").group(1)
+        metrics = served.wait_for(r"Prometheus metrics on http://(\S+)/metrics", served.stdout).group(1)
+        monkeypatch.setenv("PUBSUB_EMULATOR_HOST", address)
+        publisher = pubsub_v1.PublisherClient()
+        subscriber = pubsub_v1.SubscriberClient()
+        topic, subscription = "projects/p/topics/measured", "projects/p/subscriptions/measured"
+        publisher.create_topic(name=topic)
+        subscriber.create_subscription(name=subscription, topic=topic, ack_deadline_seconds=60)
+        for n in range(3):
+            publisher.publish(topic, str(n).encode()).result(WAIT_S)
+        received: list[pubsub_v1.types.ReceivedMessage] = []
+
+        def pulled_three() -> bool:
+            received.extend(subscriber.pull(subscription=subscription, max_messages=3).received_messages)
+            return len(received) >= 3
+
+        _until(pulled_three, "three messages pulled")
+        subscriber.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in received[:2]])
+        subscriber.modify_ack_deadline(subscription=subscription, ack_ids=[received[2].ack_id], ack_deadline_seconds=0)
+        with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=WAIT_S) as response:
+            text = response.read().decode()
+        served.process.send_signal(signal.SIGTERM)
+        assert served.wait() == 0, served.stderr
+        publisher.stop()
+        subscriber.close()
+    finally:
+        served.kill()
+    samples = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.split("\n")
+               if line and not line.startswith("#")}
+    label = f'{{queue="{subscription}"}}'
+    assert samples[f"conveyor_queue_published_total{label}"] == 3
+    assert samples[f"conveyor_queue_deliveries_total{label}"] == 3
+    assert samples[f"conveyor_queue_acks_total{label}"] == 2
+    assert samples[f"conveyor_queue_nacks_total{label}"] == 1
+    assert samples[f"conveyor_queue_in_flight{label}"] == 0
+    assert samples[f"conveyor_queue_depth{label}"] == 1  # the nacked one, back in the queue
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [
+        (["--metrics-port", "70000"], r"'--metrics-port': Input should be less than or equal to 65535"),
         (["--host-port", "nonsense"], r"--host-port must be HOST:PORT .* got 'nonsense'"),
         (["--host-port", "127.0.0.1:99999"], r"--host-port must be HOST:PORT with a port from 0 to 65535"),
         (["--log-level", "loud"], r"'loud' is not one of 'debug', 'info', 'warning', 'error'"),

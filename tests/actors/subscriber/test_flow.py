@@ -184,6 +184,7 @@ class LoadTrackerMachine(RuleBasedStateMachine):
         self.paused = False
         self.max_count = 0
         self.max_bytes = 0
+        self.pauses = 0
         self.next_id = 0
 
     @initialize(
@@ -235,6 +236,7 @@ class LoadTrackerMachine(RuleBasedStateMachine):
             assert not was_paused, "paused twice"
             assert load >= 1, f"paused below load 1 (load={load})"
             self.paused = True
+            self.pauses += 1
         elif decision is RESUME:
             assert was_paused, "resumed while running"
             assert load < self.flow.resume_threshold, f"resumed at load {load} >= {self.flow.resume_threshold}"
@@ -257,6 +259,7 @@ class LoadTrackerMachine(RuleBasedStateMachine):
             paused=self.paused,
             max_count_seen=self.max_count,
             max_bytes_seen=self.max_bytes,
+            pauses=self.pauses,
         )
 
 

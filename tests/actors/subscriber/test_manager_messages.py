@@ -21,7 +21,8 @@ def test_the_manager_answers_its_counts_as_a_typed_value() -> None:
     for n in range(3):
         queue.tell(Publish(Message(str(n).encode())))
     sim.run(until=2.5)  # the callbacks run 5 virtual seconds: all three are pending
-    assert sim.ask(sub, GetSubscriptionStats()) == SubscriptionStats(pending=3, heartbeats=2)
+    # each of the three got its lease extended once, on receipt (the leaser's first MODACK)
+    assert sim.ask(sub, GetSubscriptionStats()) == SubscriptionStats(pending=3, heartbeats=2, lease_extensions=3)
     sim.run(until=20.0)
     assert sim.ask(sub, GetSubscriptionStats()).pending == 0
 
