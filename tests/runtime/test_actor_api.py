@@ -6,10 +6,15 @@ from typing import Any, Protocol
 
 import attrs
 import pytest
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from conveyor.runtime import (
     Actor,
     ActorDeadError,
+    ActorNameTaken,
     ActorRef,
     AskFailed,
     AskTimeout,
@@ -18,8 +23,11 @@ from conveyor.runtime import (
     MethodActor,
     MethodCall,
     MutableMessageError,
+    ThreadSystem,
+    TrioSystem,
 )
-from tests.conftest import Harness
+from conveyor.simulation import Simulation
+from tests.conftest import BACKENDS, Harness
 from tests.runtime.actors import Echo, Get, Silent
 
 
@@ -264,7 +272,7 @@ async def test_a_proxy_checks_its_interface_against_the_backend_and_the_actor(ba
         ref.proxy(lambda: None)
     with pytest.raises(ValueError, match="timeout must be a positive number of seconds, got 0"):
         ref.proxy(counter_interface(backend), timeout=0)
-    leaky = AsyncLeaky if backend.name == "trio" else Leaky
+    leaky: Any = AsyncLeaky if backend.name == "trio" else Leaky
     assert "leak" in CounterActor.proxy_methods
     assert "receive" not in CounterActor.proxy_methods
     assert "_private" not in CounterActor.proxy_methods
@@ -369,3 +377,165 @@ async def test_the_registry_refuses_ambiguous_names_and_bad_arguments(backend: H
         registry.by_name("")
     with pytest.raises(TypeError, match="actor_class must be a class"):
         registry.by_class("Nest")  # type: ignore[arg-type]
+
+
+# --- properties -------------------------------------------------------------------------------
+
+Call = tuple[str, tuple[int, ...], tuple[tuple[str, int], ...]]
+"""(method, args, kwargs) of one call of the counter."""
+
+calls_of_a_counter = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.tuples(st.integers(-50, 50)), st.just(())),
+        st.tuples(st.just("add"), st.tuples(st.integers(-50, 50)), st.tuples(st.tuples(st.just("times"),
+                                                                                       st.integers(0, 3)))),
+        st.tuples(st.just("divide"), st.tuples(st.integers(-3, 3)), st.just(())),
+        st.tuples(st.just("total"), st.just(()), st.just(())),
+        st.tuples(st.just("history"), st.just(()), st.just(())),
+    ),
+    max_size=12,
+)
+
+
+def outcome_of(target: Any, call: Call) -> object:
+    """What calling ``call`` on ``target`` answered, or the type of the error it raised."""
+    method, args, kwargs = call
+    try:
+        return getattr(target, method)(*args, **dict(kwargs))
+    except Exception as error:
+        return type(error)
+
+
+def calls_on(kind: str, calls: list[Call]) -> list[object]:
+    """Each call's outcome through a proxy of a fresh ``CounterActor`` on backend ``kind``."""
+    if kind == "trio":
+
+        async def on_trio() -> list[object]:
+            async with TrioSystem() as system:
+                counter = system.spawn(CounterActor).proxy(AsyncCounter)
+                outcomes: list[object] = []
+                for method, args, kwargs in calls:
+                    try:
+                        outcomes.append(await getattr(counter, method)(*args, **dict(kwargs)))
+                    except Exception as error:
+                        outcomes.append(type(error))
+                return outcomes
+
+        return trio.run(on_trio)
+    if kind == "threads":
+        with ThreadSystem() as threads:
+            counter = threads.spawn(CounterActor).proxy(Counter)
+            return [outcome_of(counter, call) for call in calls]
+    sim = Simulation(seed=len(calls))
+    counter = sim.spawn(CounterActor).proxy(Counter)
+    return [outcome_of(counter, call) for call in calls]
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(calls=calls_of_a_counter)
+def test_a_proxy_answers_as_the_object_would_and_its_errors_leave_the_state(kind: str, calls: list[Call]) -> None:
+    plain = CounterActor()  # called directly: the model
+    expected = [outcome_of(plain, call) for call in calls]
+    assert calls_on(kind, calls) == expected
+
+
+@attrs.frozen
+class Grow:
+    """Spawn a child of kind ``kind`` called ``name``; answer its ref."""
+
+    name: str
+    kind: str
+
+
+class Node(Actor):
+    def receive(self, message: Any) -> None:
+        match message:
+            case Grow(name=name, kind=kind):
+                self.ctx.reply(self.ctx.spawn(NODE_KINDS[kind], name=name))
+
+
+class Branch(Node):
+    """A subclass of ``Node``, for ``by_class``."""
+
+
+class Leaf(Actor):
+    """Not a ``Node``; it grows nothing."""
+
+    def receive(self, message: Any) -> None:
+        pass
+
+
+NODE_KINDS: dict[str, type[Actor]] = {"node": Node, "branch": Branch, "leaf": Leaf}
+NAMES = st.sampled_from(("a", "b", "c"))
+
+
+@attrs.define
+class Entry:
+    """The model's view of one live actor."""
+
+    ref: ActorRef
+    kind: str
+    parent: ActorRef | None
+
+
+class RegistryMachine(RuleBasedStateMachine):
+    """Spawn, grow and stop actors in the simulator; the registry always equals the model's live set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sim = Simulation(seed=3)
+        self.live: list[Entry] = []  # in spawn order
+
+    @rule(name=NAMES, kind=st.sampled_from(sorted(NODE_KINDS)))
+    def spawn_top(self, name: str, kind: str) -> None:
+        if any(entry.parent is None and entry.ref.name == name for entry in self.live):
+            with pytest.raises(ActorNameTaken):
+                self.sim.spawn(NODE_KINDS[kind], name=name)
+            return
+        self.live.append(Entry(self.sim.spawn(NODE_KINDS[kind], name=name), kind, None))
+
+    @precondition(lambda self: any(entry.kind != "leaf" for entry in self.live))
+    @rule(data=st.data(), name=NAMES, kind=st.sampled_from(sorted(NODE_KINDS)))
+    def grow(self, data: st.DataObject, name: str, kind: str) -> None:
+        parent = data.draw(st.sampled_from([entry.ref for entry in self.live if entry.kind != "leaf"]))
+        if any(entry.parent == parent and entry.ref.name == name for entry in self.live):
+            return  # the parent would fail on ActorNameTaken: not the registry's rule
+        self.live.append(Entry(self.sim.ask(parent, Grow(name, kind)), kind, parent))
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data())
+    def stop(self, data: st.DataObject) -> None:
+        ref = data.draw(st.sampled_from([entry.ref for entry in self.live]))
+        self.sim.stop(ref)
+        self.sim.run()
+        gone = {ref}
+        for entry in self.live:  # parents come before children, so descendants follow in one pass
+            if entry.parent in gone:
+                gone.add(entry.ref)
+        self.live = [entry for entry in self.live if entry.ref not in gone]
+
+    @invariant()
+    def the_registry_is_the_live_set(self) -> None:
+        registry = self.sim.registry
+        assert registry.all() == tuple(entry.ref for entry in self.live)
+        for actor_class in (Actor, Node, Branch, Leaf):
+            expected = tuple(entry.ref for entry in self.live if issubclass(NODE_KINDS[entry.kind], actor_class))
+            assert registry.by_class(actor_class) == expected
+        for name in ("a", "b", "c"):
+            named = [entry.ref for entry in self.live if entry.ref.name == name]
+            if len(named) > 1:
+                with pytest.raises(ConveyorError, match="find one by its path"):
+                    registry.by_name(name)
+            else:
+                assert registry.by_name(name) == (named[0] if named else None)
+            for ref in named:
+                assert registry.by_name(ref.path) == ref
+
+    def teardown(self) -> None:
+        self.sim.shutdown()
+        assert self.sim.registry.all() == ()
+
+
+TestRegistryMachine = RegistryMachine.TestCase
+TestRegistryMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
