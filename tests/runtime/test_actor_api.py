@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
+import mypy.api
 import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
@@ -539,3 +542,50 @@ class RegistryMachine(RuleBasedStateMachine):
 
 TestRegistryMachine = RegistryMachine.TestCase
 TestRegistryMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+
+
+USER_CODE = '''
+from typing import Protocol
+from conveyor.runtime import ActorRef, ThreadSystem, TrioSystem
+
+class Counter(Protocol):
+    def add(self, amount: int) -> int: ...
+
+class AsyncCounter(Protocol):
+    async def add(self, amount: int) -> int: ...
+
+def on_threads(system: ThreadSystem, ref: ActorRef) -> None:
+    counter = ref.proxy(Counter)
+    total: int = counter.add(2)
+    wrong: str = counter.add(2)
+    counter.add("two")
+    reveal_type(system.proxy(ref, Counter))
+
+async def on_trio(system: TrioSystem, ref: ActorRef) -> None:
+    counter = system.proxy(ref, AsyncCounter)
+    total: int = await counter.add(2)
+    wrong: str = await counter.add(2)
+'''
+
+
+def test_mypy_types_a_users_proxy_calls(tmp_path: Path) -> None:
+    """A Protocol is accepted where mypy refuses one for ``type[T]``, and every call is checked against it."""
+    (tmp_path / "user_code.py").write_text(USER_CODE, encoding="utf-8")
+    report, errors, _ = mypy.api.run(["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "cache"),
+                                      str(tmp_path / "user_code.py")])
+    lines = [line.split("user_code.py:", 1)[1] for line in report.splitlines() if "user_code.py:" in line]
+    assert lines == [
+        '14: error: Incompatible types in assignment (expression has type "int", variable has type "str")  '
+        "[assignment]",
+        '15: error: Argument 1 to "add" of "Counter" has incompatible type "str"; expected "int"  [arg-type]',
+        '16: note: Revealed type is "user_code.Counter"',
+        '21: error: Incompatible types in assignment (expression has type "int", variable has type "str")  '
+        "[assignment]",
+    ], errors
+
+
+def test_the_architecture_pages_example_runs_as_written() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("### Asking a ref, typed proxies and the registry", 1)[1].split("\n### ", 1)[0]
+    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    exec(compile(block, "docs/architecture.md", "exec"), {"__name__": "architecture_example"})
