@@ -130,4 +130,4 @@ class Backend(Protocol):
         """A typed proxy of ``ref`` whose method calls ask it ``MethodCall`` messages (``ActorRef.proxy``)."""
 
     def live_cells(self) -> list[ActorCell]:
-        """Every live actor, parents before children (what the registry reads); safe from any thread."""
+        """Every live actor, parents before children (what the registry reads); on threads, from any thread."""

@@ -118,12 +118,16 @@ _MACHINERY = frozenset(dir(MethodActor))
 
 
 def _interface_members(interface: type) -> tuple[dict[str, Callable[..., Any]], frozenset[str]]:
-    """The public methods an interface declares, by name, and its other public members (attributes)."""
+    """The public methods an interface declares, by name, and its other public members (attributes).
+
+    The interface may be the actor's class itself, as in pykka (on threads and in the simulator,
+    where its plain methods match the proxy's calls): what ``Actor`` itself defines is left out.
+    """
     methods: dict[str, Callable[..., Any]] = {}
     attributes: set[str] = set()
     for klass in reversed(interface.__mro__):
-        if klass is object or klass.__module__ in ("typing", "typing_extensions", "abc"):
-            continue  # Protocol, Generic and ABC's own machinery
+        if klass in (object, Actor, MethodActor) or klass.__module__ in ("typing", "typing_extensions", "abc"):
+            continue  # Protocol, Generic and ABC's own machinery, and an actor class's kernel members
         attributes.update(name for name in vars(klass).get("__annotations__", {}) if not name.startswith("_"))
         for name, value in vars(klass).items():
             if name.startswith("_"):
@@ -135,6 +139,8 @@ def _interface_members(interface: type) -> tuple[dict[str, Callable[..., Any]], 
             else:
                 methods.pop(name, None)
                 attributes.add(name)
+    if issubclass(interface, Actor):  # its own receive, on_start, ... are not for callers
+        methods = {name: function for name, function in methods.items() if name not in _MACHINERY}
     return methods, frozenset(attributes)
 
 

@@ -283,6 +283,20 @@ async def test_a_proxy_checks_its_interface_against_the_backend_and_the_actor(ba
         await backend.answer(ref.proxy(leaky).leak())
 
 
+async def test_the_actor_class_itself_may_be_the_interface_where_calls_answer_at_once(backend: Harness) -> None:
+    ref = backend.spawn(LoudCounter)
+    if backend.name == "trio":
+        with pytest.raises(TypeError, match=r"LoudCounter\.add must be declared `async def`"):
+            ref.proxy(LoudCounter)
+        return
+    counter = ref.proxy(LoudCounter)  # typed as the class, pykka's way
+    assert counter.add(4) == 4
+    with pytest.raises(AttributeError, match="label is an attribute"):
+        _ = counter.label
+    with pytest.raises(AttributeError, match="declares no method 'receive'"):
+        counter.receive(Get())
+
+
 async def test_a_proxy_of_a_stopped_actor_fails_fast(backend: Harness) -> None:
     ref = backend.spawn(CounterActor, name="counter")
     counter = ref.proxy(counter_interface(backend))
