@@ -17,11 +17,15 @@ from ._errors import quote as quote
 from ._immutability import ensure_immutable as ensure_immutable
 from ._journal import Journal as Journal
 from ._journal import JournalSynced as JournalSynced
+from ._messages import AskFailed as AskFailed
 from ._messages import JobDone as JobDone
 from ._messages import JobFailed as JobFailed
 from ._messages import Terminated as Terminated
 from ._messages import TimerHandle as TimerHandle
+from ._proxy import MethodActor as MethodActor
+from ._proxy import MethodCall as MethodCall
 from ._ref import ActorRef as ActorRef
+from ._registry import ActorRegistry as ActorRegistry
 from ._supervision import Directive as Directive
 from ._supervision import SupervisorStrategy as SupervisorStrategy
 from ._system import ActorSystemBase as ActorSystemBase
@@ -43,6 +47,8 @@ __all__ = [
     "ActorDeadError",
     "ActorNameTaken",
     "ActorRef",
+    "ActorRegistry",
+    "AskFailed",
     "ActorSystemBase",
     "AskTimeout",
     "Context",
@@ -54,6 +60,8 @@ __all__ = [
     "JobFailed",
     "Journal",
     "JournalSynced",
+    "MethodActor",
+    "MethodCall",
     "MutableMessageError",
     "RecordedMessage",
     "RefPath",

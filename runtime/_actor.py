@@ -6,18 +6,18 @@ import functools
 import math
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, final
+from typing import TYPE_CHECKING, Any, ClassVar, cast, final
 
 from ._errors import ConveyorError
 from ._immutability import SCALAR_TYPES, ensure_immutable, is_immutable
 from ._journal import Journal
-from ._messages import Stop, TimerHandle, Unwatch, Watch
+from ._messages import AskFailed, Stop, TimerHandle, Unwatch, Watch
 from ._ref import ActorRef
 from ._supervision import SupervisorStrategy
 from ._trace import EventKind
 
 if TYPE_CHECKING:
-    from ._cell import ActorCell
+    from ._cell import ActorCell, PromiseCell
 
 
 class Actor:
@@ -104,6 +104,35 @@ class Context:
         if type(message) not in SCALAR_TYPES and not is_immutable(message):
             ensure_immutable(message)  # raises, naming where the mutable part sits
         cell.system.send(cell, sender, message)
+
+    def fail_ask(self, error: Exception) -> bool:
+        """Answer the ask being handled with ``error``: the asker's ``ask`` raises it, and this actor goes on.
+
+        For a question the actor refuses without failing itself (``MethodActor`` answers so when a
+        called method raises): no supervision, no restart. The trace notes it (``AskFailed``).
+
+        Returns:
+            True if the ask was answered; False, doing nothing, when the message being handled is
+            not an unanswered ask (it came from an actor, a timer, a job or a ``tell``).
+        """
+        if not isinstance(error, Exception):
+            msg = f"fail_ask() expects the exception to raise at the asker, got {type(error).__qualname__}"
+            raise TypeError(msg)
+        cell = self._cell
+        sender = cell.current_sender
+        if sender is None or not sender.is_promise:
+            return False
+        promise = cast("PromiseCell", sender)
+        if promise.answered or promise.settled:
+            return False
+        promise.answered = True
+        tracer = cell.system.tracer
+        if tracer is not None:
+            from ._cell import described  # _cell imports this module
+
+            tracer.record(EventKind.NOTE, cell.system.now(), cell, promise, AskFailed(described(error)))
+        promise.fail(error)
+        return True
 
     def schedule(self, delay_s: float, message: object) -> TimerHandle:
         """Deliver ``message`` to this actor after ``delay_s`` seconds of the system's clock."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 if TYPE_CHECKING:
     import random
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from ._messages import TimerHandle
     from ._ref import ActorRef
     from ._trace import Tracer
+
+T = TypeVar("T")
 
 StoreHook: TypeAlias = Callable[[], None]
 """Called before each durable write of a store; what it raises fails that write (a disk fault)."""
@@ -80,6 +82,12 @@ class Backend(Protocol):
         The simulator's disk faults enter here; the journal calls it today, a disk store will too.
         """
 
+    def ask(self, ref: ActorRef, message: object, timeout: float = 5.0) -> Any:
+        """Send ``message`` with a temporary sender; its first reply is the answer (``ActorRef.ask`` reaches it).
+
+        Awaitable on trio; the answer itself on threads (blocking) and in the simulator (stepping it).
+        """
+
     # --- the hot path: ActorSystemBase's forms, which a backend may replace ---------------
 
     def send(self, sender: CellBase | None, target: CellBase, message: object) -> None:
@@ -117,3 +125,9 @@ class Backend(Protocol):
 
     def ask_from_thread(self, ref: ActorRef, message: object, timeout: float = 5.0) -> Any:
         """Ask from a thread that is not the system's own (a job's worker), blocking that thread."""
+
+    def proxy(self, ref: ActorRef, interface: Callable[..., T], *, timeout: float = 5.0) -> T:
+        """A typed proxy of ``ref`` whose method calls ask it ``MethodCall`` messages (``ActorRef.proxy``)."""
+
+    def live_cells(self) -> list[ActorCell]:
+        """Every live actor, parents before children (what the registry reads); on threads, from any thread."""

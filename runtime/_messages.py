@@ -48,6 +48,17 @@ class JobFailed:
 
 @final
 @attrs.frozen
+class AskFailed:
+    """Trace note of ``ctx.fail_ask``: the actor answered the ask (the note's receiver) with an error.
+
+    ``error`` is the exception's ``repr``; the asker's ``ask`` raised the exception itself.
+    """
+
+    error: str
+
+
+@final
+@attrs.frozen
 class TimerHandle:
     """Names one scheduled timer so that ``ctx.cancel`` can find it."""
 

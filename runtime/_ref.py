@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, final
 
+from ._errors import ConveyorError
 from ._immutability import SCALAR_TYPES, ensure_immutable, register_immutable_type
 
 if TYPE_CHECKING:
     from ._cell import CellBase
     from ._messages import Terminated
+
+T = TypeVar("T")
 
 
 @final
@@ -57,6 +61,36 @@ class ActorRef:
             ensure_immutable(message)
         cell = self.cell
         cell.system.tell(cell, message)
+
+    def ask(self, message: object, timeout: float = 5.0) -> Any:
+        """Ask this actor: whatever its system's ``ask`` returns for ``message``.
+
+        An awaitable on ``TrioSystem`` (``await ref.ask(msg)``); the answer itself on
+        ``ThreadSystem`` (blocking the caller) and in the ``Simulation`` (stepping it).
+
+        Raises:
+            ConveyorError: called from inside an actor's handler, which must not wait (send the
+                question with ``ctx.send`` and handle the answer as a message).
+            ActorDeadError: the actor has stopped (its system shut down, say) or stops before answering.
+            AskTimeout: no answer within ``timeout`` seconds (virtual in the simulator).
+            Exception: whatever the actor raised while handling the question.
+        """
+        system = self.cell.system
+        running = system.current_cell()
+        if running is not None:
+            msg = (f"{running.path} called ask() on {self.path} inside its handler, which must not wait; "
+                   "send the question with ctx.send() and handle the answer as a message")
+            raise ConveyorError(msg)
+        return system.ask(self, message, timeout)
+
+    def proxy(self, interface: Callable[..., T], *, timeout: float = 5.0) -> T:
+        """A proxy of this ``MethodActor`` typed as ``interface`` (see ``ActorSystemBase.proxy``).
+
+        ``proxy.method(args)`` asks the actor a ``MethodCall`` and returns what ``ask`` returns:
+        declare the interface's methods ``async def`` on trio, plain ``def`` on threads and in
+        the simulator.
+        """
+        return self.cell.system.proxy(self, interface, timeout=timeout)
 
     def __repr__(self) -> str:
         return f"<ActorRef {self.cell.path}>"

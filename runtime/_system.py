@@ -8,6 +8,7 @@ are written once here.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 import random
@@ -22,13 +23,16 @@ from ._errors import ActorDeadError, ActorNameTaken, AskTimeout, ConveyorError
 from ._immutability import ensure_immutable
 from ._journal import Journal, JournalStore
 from ._messages import SYSTEM_MESSAGE_TYPES, Start, Stop, Terminated, Watch
+from ._proxy import make_proxy
 from ._ref import ActorRef
+from ._registry import ActorRegistry
 from ._supervision import SupervisorStrategy
 from ._trace import EventKind, TraceEvent, Tracer
 
 log = logging.getLogger("conveyor.runtime")
 
 P = TypeVar("P", bound=PromiseCell)
+T = TypeVar("T")
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:\-]+$")
 
@@ -65,6 +69,8 @@ class ActorSystemBase(Backend):
         """Where journals also persist beyond the process (None: memory only)."""
         if journal_store is not None:
             journal_store.start(self)
+        self.registry = ActorRegistry(self.live_cells)
+        """Finds live actors by name or class: ``registry.by_name(name)``, ``by_class(cls)``, ``all()``."""
 
     # --- public API shared by all backends ----------------------------------------------
 
@@ -138,6 +144,35 @@ class ActorSystemBase(Backend):
         msg = f"{type(self).__name__} cannot answer ask_from_thread(); use messages instead"
         raise ConveyorError(msg)
 
+    def proxy(self, ref: ActorRef, interface: Callable[..., T], *, timeout: float = 5.0) -> T:
+        """A proxy of the ``MethodActor`` at ``ref``, typed as ``interface``: ``proxy.method(args)`` asks it.
+
+        Each call sends an immutable ``MethodCall`` and returns what this system's ``ask`` returns:
+        an awaitable on trio (so ``interface`` declares ``async def`` methods), the answer itself on
+        threads and in the simulator (plain ``def`` methods). The method's exception is the ask's
+        error. Attributes are not proxied: declare a method that returns the value.
+
+        Args:
+            ref: an actor of this system whose class subclasses ``MethodActor``.
+            interface: a class (a ``typing.Protocol``) declaring the methods to call.
+            timeout: seconds each call waits for its answer.
+
+        Raises:
+            TypeError: see ``make_proxy``: a bad interface, or an actor that does not serve it.
+            ConveyorError: ``ref`` belongs to another system.
+            ActorDeadError: the actor has stopped.
+        """
+        if type(ref) is ActorRef and ref.cell.system is not self:
+            msg = f"{ref.path} is an actor of another system; make its proxy with ref.proxy() or on its own system"
+            raise ConveyorError(msg)
+        awaitable = inspect.iscoroutinefunction(type(self).ask)
+        proxy: T = make_proxy(type(self).__name__, awaitable, ref, interface, timeout)
+        return proxy
+
+    def live_cells(self) -> list[ActorCell]:
+        """Every live actor, parents before children (backends whose actors start on many threads override it)."""
+        return self._live_cells()
+
     # --- shared machinery -------------------------------------------------------------
 
     def attach(self, cell: CellBase) -> None:
@@ -182,7 +217,10 @@ class ActorSystemBase(Backend):
         ensure_immutable(message)
         target = ref.cell
         if not target.alive:
-            msg = f"{target.path} has stopped; cannot ask it {type(message).__qualname__}"
+            termination = getattr(target, "termination", None)
+            why = f"stopped when its {type(self).__name__} shut down" if termination is not None and (
+                termination.reason == "shutdown") else "has stopped"
+            msg = f"{target.path} {why}; cannot ask it {type(message).__qualname__}"
             raise ActorDeadError(msg)
         promise = promise_type(self, next(self._uids))
         self.attach(promise)

@@ -229,6 +229,14 @@ class ThreadSystem(ActorSystemBase):
         with self._lock:
             super().dead_letter(sender, target, message)
 
+    def live_cells(self) -> list[ActorCell]:
+        """Every live actor in spawn order (parents first), read under the system's lock: actors
+        spawn and stop on many threads, and the registry (``system.registry``) may ask from any."""
+        with self._lock:
+            cells: list[ActorCell] = list(self._cells.values())
+        cells.sort(key=lambda cell: cell.uid)
+        return [cell for cell in cells if cell.alive]
+
     def _is_quiet(self) -> bool:
         if self._jobs:
             return False

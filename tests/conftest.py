@@ -6,6 +6,7 @@ threads, stepped in the simulator); the actors under test are the same classes.
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -48,6 +49,12 @@ class Harness:
     async def ask(self, ref: ActorRef, message: object, timeout: float = 5.0) -> Any:
         raise NotImplementedError
 
+    async def answer(self, asked: Any) -> Any:
+        """What ``ref.ask`` or a proxy call returned, as the answer: awaited on trio (where it must be
+        awaitable), taken as it is elsewhere (where it must not be)."""
+        assert not inspect.isawaitable(asked), f"{self.name}: an ask returns the answer itself, got {asked!r}"
+        return asked
+
     async def quiet(self) -> None:
         """Until no message is queued or handled (future timers may still be armed)."""
         raise NotImplementedError
@@ -77,6 +84,10 @@ class TrioHarness(Harness):
 
     async def ask(self, ref: ActorRef, message: object, timeout: float = 5.0) -> Any:
         return await self._trio.ask(ref, message, timeout)
+
+    async def answer(self, asked: Any) -> Any:
+        assert inspect.isawaitable(asked), f"trio: an ask returns an awaitable, got {asked!r}"
+        return await asked
 
     async def quiet(self) -> None:
         with trio.fail_after(10):

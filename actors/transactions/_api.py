@@ -186,7 +186,7 @@ class AsyncTxQueue(_Handle):
     def __init__(self, system: ActorSystemBase, store: ActorRef, *, ask: AsyncAsk | None = None,
                  timeout_s: float = ASK_MARGIN_S) -> None:
         super().__init__(system, store, timeout_s)
-        self._ask: AsyncAsk = ask if ask is not None else system.ask  # type: ignore[attr-defined]
+        self._ask: AsyncAsk = ask if ask is not None else system.ask
 
     async def declare(self, name: str, policy: ConsumePolicy | None = None,
                       backoff: RedeliveryBackoff | None = None) -> None:
