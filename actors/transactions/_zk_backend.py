@@ -95,6 +95,8 @@ class _Held:
     key: ItemKey
     body: bytes
     meta: ItemMeta
+    meta_version: int = -1
+    """The version of ``meta-N`` as this transaction wrote it: a release or dead letter applies only at it."""
 
 
 @final
@@ -144,6 +146,13 @@ class ZkTxBackend(Actor):
         """Lock paths a transaction of this backend holds or is taking; any other lock of our session is an orphan."""
         self.session_id: int | None = None
         self.expired = False
+        """The session expired (or closed) and no new one is connected yet."""
+        self.closed = False
+        """The session was closed: no new one will come."""
+        self.epoch = 0
+        """Counts lost sessions: a chain begun on an earlier session neither answers ``Taken`` nor deletes a lock."""
+        self.lost: set[tuple[ActorRef, int]] = set()
+        """Transactions whose locks went with an expired session: their commit aborts naming the expiry."""
 
     def on_start(self) -> None:
         """Hear the ZooKeeper session's events: an expiry drops every lock at once."""
@@ -184,9 +193,9 @@ class ZkTxBackend(Actor):
             case ZkSessionEvent(session_id=session_id, state=state):
                 self.session_id = session_id
                 if state in ("expired", "closed"):
-                    self.expired = True
-                    self.held.clear()  # ZooKeeper removed every lock of this session at once
-                    self.claimed.clear()
+                    self._session_lost(closed=state == "closed")
+                elif state == "connected" and not self.closed:
+                    self.expired = False  # a new session (kazoo opens one after an expiry): serve on it
             case DeclareTxQueue(settings=settings):
                 self._declare(settings)
             case TakeItem():
@@ -210,12 +219,14 @@ class ZkTxBackend(Actor):
                 if take is not None:
                     take.cancelled = True
                 reply_to = self.ctx.sender
+                self.lost.discard((session, tx))
                 held = self.held.pop((session, tx), [])
                 self._release(held, failed=failed, handed_over=handed_over)
                 if reply_to is not None:
                     self.ctx.send(reply_to, TxRolledBack(tx, tuple(h.key for h in held)))
             case Terminated(ref=ref):
                 self.watched.discard(ref)
+                self.lost = {owner for owner in self.lost if owner[0] != ref}
                 for take in self.takes.values():
                     if take.request.session == ref:
                         take.cancelled = True  # a lock it is taking now is released when the take ends
@@ -227,6 +238,23 @@ class ZkTxBackend(Actor):
                 self._read_dead(queue)
             case GetTxStats(queue=queue):
                 self._stats(queue)
+
+    def _session_lost(self, *, closed: bool) -> None:
+        """ZooKeeper removed every lock of the session at once: forget every held item and claimed lock."""
+        self.epoch += 1
+        self.expired = True
+        self.closed = self.closed or closed
+        self.lost.update(self.held)
+        self.held.clear()
+        self.claimed.clear()
+
+    def _session_problem(self) -> str:
+        """Why nothing can be done now ("" once a session is connected)."""
+        if self.closed:
+            return "the ZooKeeper session is closed"
+        if self.expired:
+            return "the ZooKeeper session expired; a new one is opening"
+        return ""
 
     def _refuse_unknown(self, request: str, queue: str) -> bool:
         if queue in self.settings:
@@ -272,8 +300,8 @@ class ZkTxBackend(Actor):
             reason = f"unknown queue {request.queue!r}; declared queues: {declared}"
             self.ctx.reply(NothingTaken(request.tx, request.queue, reason))
             return
-        if self.expired:
-            self.ctx.reply(NothingTaken(request.tx, request.queue, "the ZooKeeper session expired"))
+        if self.closed or (self.expired and request.wait_s <= 0):
+            self.ctx.reply(NothingTaken(request.tx, request.queue, self._session_problem()))
             return
         if request.session not in self.watched:
             self.watched.add(request.session)
@@ -290,13 +318,16 @@ class ZkTxBackend(Actor):
 
     def _nothing(self, take: _Take, reason: str = "") -> None:
         """No item now: answer, or list again later while the take may wait."""
-        if reason or take.cancelled or self.expired or self.ctx.now() + RETRY_S > take.deadline:
+        if reason or take.cancelled or self.closed or self.ctx.now() + RETRY_S > take.deadline:
             self._finish(take, NothingTaken(take.request.tx, take.request.queue, reason))
             return
         self.ctx.schedule(RETRY_S, _Retry(take.request.session, take.request.tx))
 
     def _list(self, take: _Take) -> None:
         queue = take.request.queue
+        if self.expired:  # between two sessions: wait for the next one
+            self._nothing(take)
+            return
 
         def listed(reply: ZkReply) -> None:
             if reply.error is not None:
@@ -311,10 +342,7 @@ class ZkTxBackend(Actor):
 
     def _try(self, take: _Take, candidates: list[str]) -> None:
         """Lock the first candidate that can be locked, else answer that nothing was taken."""
-        if take.cancelled or self.expired:
-            self._nothing(take)
-            return
-        if not candidates:
+        if take.cancelled or self.expired or not candidates:
             self._nothing(take)
             return
         queue = take.request.queue
@@ -326,16 +354,21 @@ class ZkTxBackend(Actor):
             return
         self.claimed.add(lock)
         uuid = self._uuid().encode()
+        epoch = self.epoch
 
         def created(reply: ZkReply) -> None:
-            if reply.error is None:
+            if self.epoch != epoch:  # the session that made it is gone, and its lock with it
+                self._try(take, rest)
+            elif reply.error is None:
                 self._locked(take, number, rest)
             else:  # connection_loss: was it applied? our uuid says so. node_exists: is it an orphan of ours?
                 self._call(ZkGetData(lock), lambda read: checked(read, lost=reply.error == "connection_loss"))
 
         def checked(reply: ZkReply, *, lost: bool) -> None:
             node = reply.value if reply.error is None else None
-            if isinstance(node, ZkNode) and (node.data == uuid if lost else self._orphan(node)):
+            if self.epoch != epoch:
+                self._try(take, rest)
+            elif isinstance(node, ZkNode) and (node.data == uuid if lost else self._orphan(node)):
                 self._locked(take, number, rest)
             else:
                 self.claimed.discard(lock)
@@ -355,8 +388,12 @@ class ZkTxBackend(Actor):
         item_path = self._path(queue, "items", f"item-{number:010d}")
         meta_path = self._path(queue, "meta", f"meta-{number}")
         lock = self._path(queue, "locks", f"lock-{number}")
+        epoch = self.epoch
 
         def give_up(_: ZkReply | None = None) -> None:
+            if self.epoch != epoch:  # the lock went with its session; another may hold lock-N now
+                self._try(take, rest)
+                return
             self.claimed.discard(lock)
             self._call(ZkDelete(lock), lambda _: self._try(take, rest))
 
@@ -368,29 +405,35 @@ class ZkTxBackend(Actor):
             self._call(ZkGetData(meta_path), lambda meta_reply: got_meta(body, meta_reply))
 
         def got_meta(body: bytes, reply: ZkReply) -> None:
+            if self.epoch != epoch:
+                give_up()
+                return
             meta = _meta_of(reply.value) if reply.error is None else ItemMeta()
             meta_exists = reply.error is None
+            version = reply.value.version if isinstance(reply.value, ZkNode) else -1
             if meta.not_before > self.ctx.now():
                 give_up()
                 return
             reason = refuse_take(settings, meta)
             if reason is not None:
-                self._dead_letter(_Held(key, body, meta), reason, meta_exists, lambda: self._try(take, rest))
+                self._dead_letter(_Held(key, body, meta, version), reason, meta_exists, lambda: self._try(take, rest))
                 return
             counted = attrs.evolve(meta, takes=meta.takes + 1)
-            write = ZkSetData(meta_path, _meta_bytes(counted)) if meta_exists else ZkCreate(
+            # at its version: a take counted meanwhile by anyone else fails this write (at most K holds regardless)
+            write = ZkSetData(meta_path, _meta_bytes(counted), version) if meta_exists else ZkCreate(
                 meta_path, _meta_bytes(counted))
 
             def counted_done(reply: ZkReply) -> None:
-                if reply.error is not None:
-                    give_up()
+                if reply.error is not None or self.epoch != epoch:
+                    give_up()  # after an expiry the take stays counted, as a client that died holding it
                     return
+                held = _Held(key, body, counted, reply.value if isinstance(reply.value, int) else 0)
                 request = take.request
-                if take.cancelled or self.expired or request.session not in self.watched:
-                    self._release([_Held(key, body, counted)], failed=False, handed_over=False)
+                if take.cancelled or request.session not in self.watched:
+                    self._release([held], failed=False, handed_over=False)
                     self._nothing(take)
                     return
-                self.held.setdefault((request.session, request.tx), []).append(_Held(key, body, counted))
+                self.held.setdefault((request.session, request.tx), []).append(held)
                 self._finish(take, Taken(request.tx, TxItem(key, body, counted.takes)))
 
             self._call(write, counted_done)
@@ -410,7 +453,8 @@ class ZkTxBackend(Actor):
             meta_path = self._path(queue, "meta", f"meta-{item.key.number}")
             lock = self._path(queue, "locks", f"lock-{item.key.number}")
             self.claimed.discard(lock)
-            self._call(ZkMulti((ZkSetData(meta_path, _meta_bytes(released.meta)), ZkDelete(lock))), lambda _: None)
+            write = ZkSetData(meta_path, _meta_bytes(released.meta), item.meta_version)
+            self._call(ZkMulti((write, ZkDelete(lock))), lambda _: None)
 
     def _dead_letter(self, item: _Held, reason: str, meta_exists: bool, then: Callable[[], None]) -> None:
         """Move a locked item to ``dlq/`` in one multi: the dead letter, the item, its meta and its lock."""
@@ -422,7 +466,7 @@ class ZkTxBackend(Actor):
             ZkDelete(self._path(queue, "items", f"item-{number:010d}")),
         ]
         if meta_exists:
-            operations.append(ZkDelete(self._path(queue, "meta", f"meta-{number}")))
+            operations.append(ZkDelete(self._path(queue, "meta", f"meta-{number}"), item.meta_version))
         lock = self._path(queue, "locks", f"lock-{number}")
         self.claimed.discard(lock)
         operations.append(ZkDelete(lock))
@@ -438,9 +482,11 @@ class ZkTxBackend(Actor):
             if reply_to is not None:
                 self.ctx.send(reply_to, message)
 
-        if self.expired:
-            self.held.pop(owner, None)
-            answer(TxAborted(request.tx, "the ZooKeeper session expired: its locks are gone"))
+        if owner in self.lost or self.expired:
+            self.lost.discard(owner)
+            self._release(self.held.pop(owner, []), failed=False, handed_over=True)
+            why = self._session_problem() if self.closed else "the ZooKeeper session expired: its locks are gone"
+            answer(TxAborted(request.tx, why))
             return
         held = {item.key: item for item in self.held.get(owner, [])}
         missing = [key for key in request.takes if key not in held]
@@ -454,7 +500,7 @@ class ZkTxBackend(Actor):
         for key in request.takes:
             operations += [
                 ZkDelete(self._path(key.queue, "items", f"item-{key.number:010d}")),
-                ZkDelete(self._path(key.queue, "meta", f"meta-{key.number}")),
+                ZkDelete(self._path(key.queue, "meta", f"meta-{key.number}"), held[key].meta_version),
                 ZkDelete(self._path(key.queue, "locks", f"lock-{key.number}")),
             ]
         marker = f"{self._commits()}/commit-{self._uuid()}"

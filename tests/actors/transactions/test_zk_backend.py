@@ -9,6 +9,7 @@ commit) after the server applied it, as a connection loss would.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -30,7 +31,8 @@ from conveyor.actors.zookeeper import KazooSession
 from conveyor.runtime import Actor, ActorRef
 from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkExists, ZkMulti, ZkReply
 from conveyor.simulation import SimZooKeeperEnsemble, ZkFaults
-from tests.actors.transactions.helpers import declared, handle, produce
+from tests.actors.transactions.helpers import declared, handle, produce, until
+from tests.actors.zookeeper.proxy import PartitionProxy
 from tests.conftest import Harness, SimulationHarness, make_harness
 
 RETRY = AtLeastOnce()
@@ -89,6 +91,8 @@ class ZkStore:
     session: Any
     root: str
     ensemble: SimZooKeeperEnsemble | None
+    hosts: str = ""
+    """The real server's address ("" in the simulator)."""
     instances: list[ZkTxBackend] = attrs.field(factory=list)
     store: ActorRef = attrs.field(init=False)
 
@@ -128,7 +132,7 @@ async def zk_store(request: pytest.FixtureRequest) -> AsyncIterator[ZkStore]:
     else:
         hosts = request.getfixturevalue("zookeeper")
         async for harness in make_harness("trio"):
-            zk = ZkStore(harness, lambda: KazooSession(hosts), root, None)
+            zk = ZkStore(harness, lambda: KazooSession(hosts), root, None, hosts)
             zk.store, _ = zk.spawn_backend()
             yield zk
 
@@ -279,27 +283,46 @@ async def test_a_commit_applied_but_lost_to_connection_loss_is_answered_committe
     assert (await bodies_of(zk_store, q, "in"), await bodies_of(zk_store, q, "out")) == ([], [b"2"])
 
 
-@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)  # a real expiry needs a partition proxy
-async def test_session_expiry_mid_transaction_aborts_it_and_its_take_counted(zk_store: ZkStore) -> None:
-    assert zk_store.ensemble is not None
-    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY))
-    await produce(q, "in", b"1")
-    tx = q.new_transaction()
-    assert await tx.try_take("in") is not None
-    backend = zk_store.instances[0]
-    assert backend.session_id is not None
-    zk_store.ensemble.expire(backend.session_id)
-    await zk_store.harness.quiet()
-    with pytest.raises(TransactionError, match="expired"):
-        await tx.commit()
-    with pytest.raises(TransactionError, match="session expired"):  # the backend's session is gone: no more takes
-        await q.new_transaction().try_take("in")
-    other_store, _ = zk_store.spawn_backend()
-    other = await declared(zk_store.harness, other_store, ("in", RETRY))
-    again = other.new_transaction()
-    item = await again.try_take("in")
-    assert item is not None and item.takes == 2, "the lock went with the session; the meta kept the take"
-    await again.commit()
+async def test_an_expired_session_aborts_its_transactions_and_the_backend_serves_on_the_next(
+        zk_store: ZkStore) -> None:
+    """ZooKeeper removes every lock of an expired session at once; kazoo (and the simulated session) opens a
+    new session: the backend's transactions of the old one abort naming the expiry, new ones are served."""
+    harness = zk_store.harness
+    with contextlib.ExitStack() as stack:
+        if zk_store.ensemble is None:  # a real expiry: the client cut off from a running server past its timeout
+            proxy = stack.enter_context(PartitionProxy(zk_store.hosts))
+            zk_store.session = lambda: KazooSession(proxy.address, timeout=2.0)
+        store, _ = zk_store.spawn_backend()
+        backend = zk_store.instances[-1]
+        q = await declared(harness, store, ("in", RETRY), ("out", RETRY))
+        await declared(harness, zk_store.store, ("in", RETRY), ("out", RETRY))
+        await produce(q, "in", b"1")
+        tx = q.new_transaction()
+        assert await tx.try_take("in") is not None
+        tx.put("out", b"never")
+        old = backend.session_id
+        assert old is not None
+        if zk_store.ensemble is not None:
+            zk_store.ensemble.expire(old)
+        else:
+            proxy.cut()
+
+            async def lock_gone() -> bool:  # seen by another backend: the server expired the session
+                stats = await harness.ask(zk_store.store, GetTxStats("in"))
+                return bool(stats.locked == 0)
+
+            await until(harness, lock_gone, 30)
+            proxy.heal()
+        await harness.wait_until(lambda: backend.session_id != old and not backend.expired, 30)
+        with pytest.raises(TransactionError, match="session expired"):
+            await tx.commit()
+        again = q.new_transaction()
+        item = await again.take("in", 10.0)
+        assert item is not None and (item.body, item.takes) == (b"1", 2), "the lock went; the meta kept the take"
+        again.put("out", b"served")
+        await again.commit()
+        assert await bodies_of(zk_store, q, "out") == [b"served"]
+        assert await bodies_of(zk_store, q, "in") == []
 
 
 @pytest.mark.parametrize("seed", range(12))
