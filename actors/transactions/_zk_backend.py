@@ -29,6 +29,7 @@ from conveyor.runtime.lowlevel import (
     ZkReply,
     ZkSessionEvent,
     ZkSetData,
+    ZkWatchFired,
     ZkWatchSession,
 )
 
@@ -58,8 +59,12 @@ from ._values import DeadLetter, ItemKey, TxItem, TxQueueSettings
 CANDIDATES = 8
 """A take tries among this many first items, in an order drawn from the context's random (FIFO relaxed)."""
 
-RETRY_S = 0.05
-"""A take that waits for an item lists the queue again this often."""
+RESCAN_S = 1.0
+"""A waiting take wakes when a children watch on ``items/`` or ``locks/`` fires, and lists again at least this
+often anyway: a watch can be lost (kazoo fires its watches when the connection drops, an expiry drops them)."""
+
+LOST_RETRY_S = 0.25
+"""A waiting take whose listing was lost to a connection loss lists again this soon."""
 
 COMMIT_CHECKS = 20
 """After a commit's multi is answered ``connection_loss``, read its marker back at most this many times."""
@@ -73,10 +78,11 @@ Continuation = Callable[[ZkReply], None]
 @final
 @attrs.frozen
 class _Retry:
-    """Time to list the queue again for a waiting take."""
+    """Time to list the queue again for a take parked in round ``round`` (a later round ignores it)."""
 
     session: ActorRef
     tx: int
+    round: int
 
 
 @final
@@ -108,6 +114,13 @@ class _Take:
     reply_to: ActorRef | None
     deadline: float
     cancelled: bool = False
+    parked: bool = False
+    """Waiting for a watch, a timer or the next session; no chain of calls runs for it."""
+    round: int = 0
+    woken: bool = False
+    """A watch fired while its chain ran: list again at once instead of parking."""
+    wake_at: float | None = None
+    """The earliest end of a backoff it skipped this round."""
 
 
 def _number(name: str) -> int:
@@ -142,6 +155,10 @@ class ZkTxBackend(Actor):
         self.takes: dict[tuple[ActorRef, int], _Take] = {}
         self.watched: set[ActorRef] = set()
         self.later: dict[int, Callable[[], None]] = {}
+        self.watching: set[str] = set()
+        """Folders (``items/``, ``locks/``) with a children watch set and not yet fired."""
+        self.backoff: dict[tuple[str, int], float] = {}
+        """Items seen in their redelivery backoff, by (queue, number): not tried again before that time."""
         self.claimed: set[str] = set()
         """Lock paths a transaction of this backend holds or is taking; any other lock of our session is an orphan."""
         self.session_id: int | None = None
@@ -194,8 +211,15 @@ class ZkTxBackend(Actor):
                 self.session_id = session_id
                 if state in ("expired", "closed"):
                     self._session_lost(closed=state == "closed")
-                elif state == "connected" and not self.closed:
+                elif state == "connected" and not self.closed and self.expired:
                     self.expired = False  # a new session (kazoo opens one after an expiry): serve on it
+                    for waiting in list(self.takes.values()):
+                        self._wake(waiting)
+            case ZkWatchFired(path=path):
+                self.watching.discard(path)
+                queue = path[len(self.root) + 2:].rsplit("/", 1)[0]
+                for waiting in [t for t in self.takes.values() if t.request.queue == queue]:
+                    self._wake(waiting)
             case DeclareTxQueue(settings=settings):
                 self._declare(settings)
             case TakeItem():
@@ -204,20 +228,20 @@ class ZkTxBackend(Actor):
                 step = self.later.pop(number, None)
                 if step is not None:
                     step()
-            case _Retry(session=session, tx=tx):
+            case _Retry(session=session, tx=tx, round=round_):
                 take = self.takes.get((session, tx))
-                if take is not None:
-                    self._list(take)
+                if take is not None and take.parked and take.round == round_:
+                    self._wake(take)
             case CancelTake(session=session, tx=tx):
                 take = self.takes.get((session, tx))
                 if take is not None:
-                    take.cancelled = True
+                    self._cancel(take)
             case CommitTx():
                 self._commit(message)
             case RollbackTx(session=session, tx=tx, failed=failed, handed_over=handed_over):
                 take = self.takes.get((session, tx))
                 if take is not None:
-                    take.cancelled = True
+                    self._cancel(take)
                 reply_to = self.ctx.sender
                 self.lost.discard((session, tx))
                 held = self.held.pop((session, tx), [])
@@ -227,9 +251,9 @@ class ZkTxBackend(Actor):
             case Terminated(ref=ref):
                 self.watched.discard(ref)
                 self.lost = {owner for owner in self.lost if owner[0] != ref}
-                for take in self.takes.values():
-                    if take.request.session == ref:
-                        take.cancelled = True  # a lock it is taking now is released when the take ends
+                for waiting in list(self.takes.values()):
+                    if waiting.request.session == ref:
+                        self._cancel(waiting)  # a lock it is taking now is released when the take ends
                 for owner in [owner for owner in self.held if owner[0] == ref]:
                     self._release(self.held.pop(owner), failed=False, handed_over=True)
             case ReadItems(queue=queue):
@@ -247,6 +271,7 @@ class ZkTxBackend(Actor):
         self.lost.update(self.held)
         self.held.clear()
         self.claimed.clear()
+        self.watching.clear()  # an expired session's watches are gone with it
 
     def _session_problem(self) -> str:
         """Why nothing can be done now ("" once a session is connected)."""
@@ -316,29 +341,93 @@ class ZkTxBackend(Actor):
         if take.reply_to is not None:
             self.ctx.send(take.reply_to, answer)
 
-    def _nothing(self, take: _Take, reason: str = "") -> None:
-        """No item now: answer, or list again later while the take may wait."""
-        if reason or take.cancelled or self.closed or self.ctx.now() + RETRY_S > take.deadline:
+    def _nothing(self, take: _Take, reason: str = "", *, soon: bool = False) -> None:
+        """No item now: answer, or park the take until a watch fires, a backoff ends or a rescan is due."""
+        now = self.ctx.now()
+        if reason or take.cancelled or self.closed or now >= take.deadline:
             self._finish(take, NothingTaken(take.request.tx, take.request.queue, reason))
             return
-        self.ctx.schedule(RETRY_S, _Retry(take.request.session, take.request.tx))
+        if take.woken and not self.expired:
+            take.woken = False
+            self._list(take)
+            return
+        take.parked = True
+        take.round += 1
+        delay = min(take.deadline - now, LOST_RETRY_S if soon else RESCAN_S)
+        if take.wake_at is not None:
+            delay = min(delay, max(0.0, take.wake_at - now))
+            take.wake_at = None
+        self.ctx.schedule(delay, _Retry(take.request.session, take.request.tx, take.round))
+
+    def _wake(self, take: _Take) -> None:
+        """Something may have changed for ``take``: list again now if parked, else once its chain ends."""
+        if not take.parked:
+            take.woken = True
+            return
+        take.parked = False
+        if take.cancelled or self.ctx.now() >= take.deadline:
+            self._nothing(take)
+        else:
+            self._list(take)
+
+    def _cancel(self, take: _Take) -> None:
+        """Stop ``take``: answered at once if parked, else when its chain ends (a lock it took is released)."""
+        take.cancelled = True
+        if take.parked:
+            take.parked = False
+            self._nothing(take)
+
+    def _watch(self, folder: str) -> bool:
+        """Whether a listing of ``folder`` should set a children watch (none set yet); marks it set."""
+        if folder in self.watching:
+            return False
+        self.watching.add(folder)
+        return True
+
+    def _in_backoff(self, take: _Take, number: int) -> bool:
+        """Whether item ``number`` was seen in a backoff that has not ended; the take then wakes at its end."""
+        until = self.backoff.get((take.request.queue, number))
+        if until is None:
+            return False
+        if until <= self.ctx.now():
+            del self.backoff[(take.request.queue, number)]
+            return False
+        take.wake_at = until if take.wake_at is None else min(take.wake_at, until)
+        return True
 
     def _list(self, take: _Take) -> None:
+        """List ``items/`` and try its first candidates; a take that may wait watches ``items/`` and ``locks/``."""
         queue = take.request.queue
         if self.expired:  # between two sessions: wait for the next one
             self._nothing(take)
             return
+        items = self._path(queue, "items")
+        waits = take.deadline > self.ctx.now()
+        if waits:
+            locks = self._path(queue, "locks")
+            if self._watch(locks):
+                self._call(ZkGetChildren(locks, watch=True),
+                           lambda reply: self.watching.discard(locks) if reply.error is not None else None)
+        watch = waits and self._watch(items)
 
         def listed(reply: ZkReply) -> None:
             if reply.error is not None:
-                self._nothing(take, "" if reply.error == "connection_loss" else f"ZooKeeper answered {reply.error}")
+                if watch:
+                    self.watching.discard(items)
+                lost = reply.error in ("connection_loss", "session_expired")
+                self._nothing(take, "" if lost else f"ZooKeeper answered {reply.error}", soon=lost)
                 return
-            names = sorted(reply.value, key=_number)[:CANDIDATES]  # type: ignore[call-overload]
+            numbers = {_number(name): name for name in reply.value}  # type: ignore[attr-defined]
+            for key in [key for key in self.backoff if key[0] == queue and key[1] not in numbers]:
+                del self.backoff[key]  # committed or dead-lettered meanwhile
+            free = [number for number in sorted(numbers) if not self._in_backoff(take, number)
+                    and self._path(queue, "locks", f"lock-{number}") not in self.claimed]
+            names = [numbers[number] for number in free[:CANDIDATES]]
             seeded = self.ctx.random  # the context's: replayable in the simulator
             seeded.shuffle(names)
             self._try(take, names)
 
-        self._call(ZkGetChildren(self._path(queue, "items")), listed)
+        self._call(ZkGetChildren(items, watch=watch), listed)
 
     def _try(self, take: _Take, candidates: list[str]) -> None:
         """Lock the first candidate that can be locked, else answer that nothing was taken."""
@@ -412,6 +501,8 @@ class ZkTxBackend(Actor):
             meta_exists = reply.error is None
             version = reply.value.version if isinstance(reply.value, ZkNode) else -1
             if meta.not_before > self.ctx.now():
+                self.backoff[(queue, number)] = meta.not_before
+                take.wake_at = meta.not_before if take.wake_at is None else min(take.wake_at, meta.not_before)
                 give_up()
                 return
             reason = refuse_take(settings, meta)

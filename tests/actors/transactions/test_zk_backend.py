@@ -10,6 +10,7 @@ commit) after the server applied it, as a connection loss would.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -23,13 +24,16 @@ from conveyor.actors.transactions import (
     ConsumeTimes,
     GetTxStats,
     ReadDeadLetters,
+    RedeliveryBackoff,
+    TakeItem,
+    Taken,
     TransactionError,
     TxState,
     ZkTxBackend,
 )
 from conveyor.actors.zookeeper import KazooSession
 from conveyor.runtime import Actor, ActorRef
-from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkExists, ZkMulti, ZkReply
+from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkExists, ZkGetChildren, ZkMulti, ZkReply
 from conveyor.simulation import SimZooKeeperEnsemble, ZkFaults
 from tests.actors.transactions.helpers import declared, handle, produce, until
 from tests.actors.zookeeper.proxy import PartitionProxy
@@ -83,6 +87,35 @@ class LoseReply(Actor):
             self.ctx.send(self.session, message)
 
 
+class Recorder(Actor):
+    """Forwards to the session; writes down each call's operation with the time it was sent."""
+
+    def __init__(self, session: ActorRef, calls: list[tuple[float, object]]) -> None:
+        self.session = session
+        self.calls = calls
+
+    def receive(self, message: Any) -> None:
+        if isinstance(message, ZkCall):
+            self.calls.append((self.ctx.now(), message.operation))
+        self.ctx.send(self.session, message)
+
+
+class Taker(Actor):
+    """One waiting take, as its own session: sends ``TakeItem`` on start, keeps (time, answer)."""
+
+    def __init__(self, store: ActorRef, queue: str, wait_s: float, answers: list[tuple[float, object]]) -> None:
+        self.store = store
+        self.queue = queue
+        self.wait_s = wait_s
+        self.answers = answers
+
+    def on_start(self) -> None:
+        self.ctx.send(self.store, TakeItem(self.ctx.self_ref, 1, self.queue, self.wait_s))
+
+    def receive(self, message: Any) -> None:
+        self.answers.append((self.ctx.now(), message))
+
+
 @attrs.define
 class ZkStore:
     """A backend under test: the harness, the backend's ref, how to make a session, the simulated ensemble."""
@@ -98,13 +131,18 @@ class ZkStore:
 
     def spawn_backend(
         self, *, lose: Callable[[object], bool] | None = None, times: int = 1,
+        record: list[tuple[float, object]] | None = None,
     ) -> tuple[ActorRef, list[ZkCall]]:
         """Another backend on a session of its own (another process, for ZooKeeper), same root.
 
         ``lose``: the first ``times`` calls it matches are applied and answered ``connection_loss``.
+        ``record``: every call the backend makes, with the time it made it.
         """
         session = self.harness.spawn(self.session)
         lost: list[ZkCall] = []
+        if record is not None:
+            calls, direct = record, session
+            session = self.harness.spawn(lambda: Recorder(direct, calls))
         if lose is not None:
             matches = lose
             session = self.harness.spawn(lambda: LoseReply(session, lost, matches, times))
@@ -323,6 +361,60 @@ async def test_an_expired_session_aborts_its_transactions_and_the_backend_serves
         await again.commit()
         assert await bodies_of(zk_store, q, "out") == [b"served"]
         assert await bodies_of(zk_store, q, "in") == []
+
+
+def listings(calls: list[tuple[float, object]], folder: str, since: float = 0.0) -> int:
+    return sum(1 for at, op in calls if at >= since and isinstance(op, ZkGetChildren) and op.path.endswith(folder))
+
+
+async def test_a_waiting_take_watches_the_queue_instead_of_polling_and_wakes_when_an_item_comes(
+        zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    await declared(harness, store, ("in", RETRY))
+    q = await declared(harness, zk_store.store, ("in", RETRY))
+    answers: list[tuple[float, object]] = []
+    harness.spawn(lambda: Taker(store, "in", 20.0, answers))
+    await harness.elapse(3.0)
+    assert answers == []
+    assert 1 <= listings(calls, "/in/items") <= 5, "a re-list per second at most, not a poll every 50 ms"
+    put_at = harness.system.now()
+    await produce(q, "in", b"came")
+    await harness.wait_until(lambda: bool(answers), 15)
+    taken_at, answer = answers[0]
+    assert isinstance(answer, Taken) and answer.item.body == b"came"
+    if zk_store.ensemble is not None:  # virtual time: the watch woke it, not the next re-list (1 s)
+        assert taken_at - put_at < 0.5
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)  # counts calls against virtual time
+async def test_a_waiting_take_wakes_when_a_lock_is_released_and_when_a_backoff_ends(zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    later = RedeliveryBackoff(4.5, 4.5)  # ends between two re-lists (1 s apart)
+    for backend in (store, zk_store.store):
+        await declared(harness, backend, ("soon", RETRY))
+        q = await declared(harness, backend, ("later", RETRY), backoff=later)
+    await produce(q, "soon", b"1")
+    await produce(q, "later", b"2")
+    holder = q.new_transaction()
+    assert await holder.try_take("soon") is not None
+    assert await holder.try_take("later") is not None
+    answers: dict[str, list[tuple[float, object]]] = {"soon": [], "later": []}
+    for queue, seen in answers.items():
+        harness.spawn(functools.partial(Taker, store, queue, 20.0, seen))
+    await harness.elapse(2.0)
+    assert answers == {"soon": [], "later": []}
+    await holder.rollback()  # "soon" is offered again at once (its lock's delete fires the watch), "later" in 4.5 s
+    rolled_back_at = harness.system.now()
+    await harness.wait_until(lambda: bool(answers["soon"] and answers["later"]), 15)
+    (soon_at, soon), (later_at, later_item) = answers["soon"][0], answers["later"][0]
+    assert isinstance(soon, Taken) and isinstance(later_item, Taken)
+    assert soon_at - rolled_back_at < 0.5, "woken by the watch on locks/, not by the next re-list"
+    assert 4.5 <= later_at - rolled_back_at < 4.9, "served when the backoff ends"
+    assert listings(calls, "/later/items", since=rolled_back_at) <= 10, "a re-list a second, not a poll (90)"
 
 
 @pytest.mark.parametrize("seed", range(12))
