@@ -10,6 +10,7 @@ a session actor (``ZkCall``/``ZkReply``); handlers chain continuations and never
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any, cast, final
@@ -55,6 +56,7 @@ from ._protocol import (
 )
 from ._store import TxQueueStats
 from ._values import DeadLetter, ItemKey, TxItem, TxQueueSettings
+from ._zk_settings import settings_from_bytes, settings_to_bytes
 
 CANDIDATES = 8
 """A take tries among this many first items, in an order drawn from the context's random (FIFO relaxed)."""
@@ -281,12 +283,51 @@ class ZkTxBackend(Actor):
             return "the ZooKeeper session expired; a new one is opening"
         return ""
 
-    def _refuse_unknown(self, request: str, queue: str) -> bool:
-        if queue in self.settings:
-            return False
+    def _unknown(self, queues: list[str]) -> str:
         declared = ", ".join(self.settings) or "none"
-        self.ctx.reply(TxRefused(request, f"unknown queue {queue!r}; declared queues: {declared}"))
-        return True
+        named = f"queue {queues[0]!r}" if len(queues) == 1 else f"queues {queues}"
+        return f"unknown {named}; declared queues: {declared}"
+
+    def _with_queues(self, queues: list[str], then: Callable[[], None], refuse: Callable[[str], None]) -> None:
+        """Run ``then`` once every queue's settings are known: declared here, or read from ``/<root>/<queue>``
+        (a process needs no declare of a queue another declared); else ``refuse`` with why."""
+        missing = sorted({queue for queue in queues if queue not in self.settings})
+
+        def next_queue(index: int) -> None:
+            if index < len(missing):
+                self._read_settings(missing[index], lambda: next_queue(index + 1))
+                return
+            unknown = [queue for queue in missing if queue not in self.settings]
+            if unknown:
+                refuse(self._unknown(unknown))
+            else:
+                then()
+
+        next_queue(0)
+
+    def _read_settings(self, queue: str, then: Callable[[], None], tries: int = COMMIT_CHECKS) -> None:
+        """Learn ``queue``'s settings from its node's data (none there: it stays unknown), then ``then()``."""
+
+        def read(reply: ZkReply) -> None:
+            if reply.error == "connection_loss" and tries > 1:
+                self._after(LOST_RETRY_S, lambda: self._read_settings(queue, then, tries - 1))
+                return
+            if reply.error is None and isinstance(reply.value, ZkNode) and reply.value.data:
+                with contextlib.suppress(ValueError):  # unreadable: the queue stays unknown
+                    self.settings.setdefault(queue, settings_from_bytes(queue, reply.value.data))
+            then()
+
+        self._call(ZkGetData(self._path(queue)), read)
+
+    def _known(self, request: str, queue: str, then: Callable[[ActorRef | None], None]) -> None:
+        """``then(reply_to)`` once ``queue`` is known, else answer ``TxRefused`` naming it."""
+        reply_to = self.ctx.sender
+
+        def refuse(why: str) -> None:
+            if reply_to is not None:
+                self.ctx.send(reply_to, TxRefused(request, why))
+
+        self._with_queues([queue], lambda: then(reply_to), refuse)
 
     # --- declare ---------------------------------------------------------------------------------
 
@@ -307,9 +348,7 @@ class ZkTxBackend(Actor):
                     self.ctx.send(reply_to, TxRefused("DeclareTxQueue", f"ZooKeeper answered {reply.error}"))
                 return
             if not remaining:
-                self.settings[settings.name] = settings
-                if reply_to is not None:
-                    self.ctx.send(reply_to, TxQueueDeclared(settings.name))
+                self._claim_settings(settings, reply_to)
                 return
             current[0] = remaining.pop(0)
             self._call(ZkCreate(current[0], make_parents=True), next_path)
@@ -317,14 +356,57 @@ class ZkTxBackend(Actor):
         current = [""]
         next_path(None)
 
+    def _claim_settings(self, settings: TxQueueSettings, reply_to: ActorRef | None, tries: int = COMMIT_CHECKS) -> None:
+        """Write the queue's settings into ``/<root>/<queue>`` if none are there, else check they are ours.
+
+        The folders exist first (the node was made as their parent, with no data), so a reader that
+        finds settings finds the queue ready; two declares racing are ordered by the node's version.
+        """
+        path = self._path(settings.name)
+        ours = settings_to_bytes(settings)
+
+        def answer(message: TxQueueDeclared | TxRefused) -> None:
+            if reply_to is not None:
+                self.ctx.send(reply_to, message)
+
+        def again(reply: ZkReply) -> bool:
+            if reply.error in ("connection_loss", "bad_version") and tries > 1:
+                self._after(LOST_RETRY_S if reply.error == "connection_loss" else 0.0,
+                            lambda: self._claim_settings(settings, reply_to, tries - 1))
+                return True
+            if reply.error is not None:
+                answer(TxRefused("DeclareTxQueue", f"ZooKeeper answered {reply.error} on {path}"))
+                return True
+            return False
+
+        def written(reply: ZkReply) -> None:
+            if not again(reply):
+                self.settings[settings.name] = settings
+                answer(TxQueueDeclared(settings.name))
+
+        def read(reply: ZkReply) -> None:
+            if again(reply):
+                return
+            node = cast("ZkNode", reply.value)
+            if not node.data:
+                self._call(ZkSetData(path, ours, node.version), written)
+                return
+            try:
+                theirs: TxQueueSettings | str = settings_from_bytes(settings.name, node.data)
+            except ValueError as error:
+                theirs = str(error)
+            if theirs != settings:
+                answer(TxRefused("DeclareTxQueue", f"queue {settings.name!r} is declared in ZooKeeper ({path}) with "
+                                                   f"{theirs}; this declare asks {settings}"))
+                return
+            self.settings[settings.name] = settings
+            answer(TxQueueDeclared(settings.name))
+
+        self._call(ZkGetData(path), read)
+
     # --- take ------------------------------------------------------------------------------------
 
     def _start_take(self, request: TakeItem) -> None:
-        if request.queue not in self.settings:
-            declared = ", ".join(self.settings) or "none"
-            reason = f"unknown queue {request.queue!r}; declared queues: {declared}"
-            self.ctx.reply(NothingTaken(request.tx, request.queue, reason))
-            return
         if self.closed or (self.expired and request.wait_s <= 0):
             self.ctx.reply(NothingTaken(request.tx, request.queue, self._session_problem()))
             return
@@ -333,7 +415,8 @@ class ZkTxBackend(Actor):
             self.ctx.watch(request.session)
         take = _Take(request, self.ctx.sender, self.ctx.now() + request.wait_s)
         self.takes[(request.session, request.tx)] = take
-        self._list(take)
+        self._with_queues([request.queue], lambda: self._list(take) if not take.cancelled else self._nothing(take),
+                          lambda why: self._nothing(take, why))
 
     def _finish(self, take: _Take, answer: Taken | NothingTaken) -> None:
         request = take.request
@@ -567,26 +650,42 @@ class ZkTxBackend(Actor):
 
     def _commit(self, request: CommitTx) -> None:
         reply_to = self.ctx.sender
+        if not self._commit_refused(request, reply_to):  # a put's queue may have to be read from ZooKeeper first
+            self._with_queues([put.queue for put in request.puts], lambda: self._apply_commit(request, reply_to),
+                              lambda why: self._abort(request, reply_to, why))
+
+    def _abort(self, request: CommitTx, reply_to: ActorRef | None, why: str) -> None:
+        """Answer ``TxAborted``: the transaction's locks are released, as by a rollback of a lost client."""
+        self._release(self.held.pop((request.session, request.tx), []), failed=False, handed_over=True)
+        if reply_to is not None:
+            self.ctx.send(reply_to, TxAborted(request.tx, why))
+
+    def _commit_refused(self, request: CommitTx, reply_to: ActorRef | None) -> bool:
+        """Abort before any call a commit that cannot apply: its session's locks gone, or takes not held."""
         owner = (request.session, request.tx)
+        if owner in self.lost or self.expired:
+            self.lost.discard(owner)
+            closed = self._session_problem() if self.closed else ""
+            self._abort(request, reply_to, closed or "the ZooKeeper session expired: its locks are gone")
+            return True
+        held = {item.key for item in self.held.get(owner, [])}
+        missing = [key for key in request.takes if key not in held]
+        if missing:
+            self._abort(request, reply_to, f"not locked by this transaction: {missing}")
+            return True
+        return False
+
+    def _apply_commit(self, request: CommitTx, reply_to: ActorRef | None) -> None:
+        """Every take held and every put's queue known: the one multi, its result checked."""
+        if self._commit_refused(request, reply_to):  # again: things may have changed while a queue was read
+            return
+        owner = (request.session, request.tx)
+        held = {item.key: item for item in self.held.get(owner, [])}
 
         def answer(message: TxCommitted | TxAborted) -> None:
             if reply_to is not None:
                 self.ctx.send(reply_to, message)
 
-        if owner in self.lost or self.expired:
-            self.lost.discard(owner)
-            self._release(self.held.pop(owner, []), failed=False, handed_over=True)
-            why = self._session_problem() if self.closed else "the ZooKeeper session expired: its locks are gone"
-            answer(TxAborted(request.tx, why))
-            return
-        held = {item.key: item for item in self.held.get(owner, [])}
-        missing = [key for key in request.takes if key not in held]
-        unknown = sorted({put.queue for put in request.puts if put.queue not in self.settings})
-        if missing or unknown:
-            self._release(self.held.pop(owner, []), failed=False, handed_over=True)
-            why = f"not locked by this transaction: {missing}" if missing else f"unknown queues {unknown}"
-            answer(TxAborted(request.tx, why))
-            return
         operations: list[Any] = []
         for key in request.takes:
             operations += [
@@ -608,8 +707,7 @@ class ZkTxBackend(Actor):
             answer(TxCommitted(request.tx, created))
 
         def aborted(reason: str) -> None:
-            self._release(self.held.pop(owner, []), failed=False, handed_over=True)
-            answer(TxAborted(request.tx, reason))
+            self._abort(request, reply_to, reason)
 
         def done(reply: ZkReply) -> None:
             if reply.error is None:
@@ -665,41 +763,38 @@ class ZkTxBackend(Actor):
         self._children(queue, folder, listed)
 
     def _read_items(self, queue: str) -> None:
-        if self._refuse_unknown("ReadItems", queue):
-            return
-        reply_to = self.ctx.sender
+        def known(reply_to: ActorRef | None) -> None:
+            def read(found: list[tuple[str, bytes]]) -> None:
+                if reply_to is not None:
+                    items = tuple((ItemKey(queue, _number(name)), body) for name, body in found)
+                    self.ctx.send(reply_to, QueueItems(queue, items))
 
-        def read(found: list[tuple[str, bytes]]) -> None:
-            if reply_to is not None:
-                items = tuple((ItemKey(queue, _number(name)), body) for name, body in found)
-                self.ctx.send(reply_to, QueueItems(queue, items))
+            self._read_all(queue, "items", read)
 
-        self._read_all(queue, "items", read)
+        self._known("ReadItems", queue, known)
 
     def _read_dead(self, queue: str) -> None:
-        if self._refuse_unknown("ReadDeadLetters", queue):
-            return
-        reply_to = self.ctx.sender
+        def known(reply_to: ActorRef | None) -> None:
+            def read(found: list[tuple[str, bytes]]) -> None:
+                letters = []
+                for _, data in found:
+                    fields = json.loads(data)
+                    letters.append(DeadLetter(ItemKey(queue, fields["number"]), fields["body"].encode("latin-1"),
+                                              fields["takes"], fields["rollbacks"], fields["reason"]))
+                if reply_to is not None:
+                    self.ctx.send(reply_to, DeadLetters(queue, tuple(letters)))
 
-        def read(found: list[tuple[str, bytes]]) -> None:
-            letters = []
-            for _, data in found:
-                fields = json.loads(data)
-                letters.append(DeadLetter(ItemKey(queue, fields["number"]), fields["body"].encode("latin-1"),
-                                          fields["takes"], fields["rollbacks"], fields["reason"]))
-            if reply_to is not None:
-                self.ctx.send(reply_to, DeadLetters(queue, tuple(letters)))
+            self._read_all(queue, "dlq", read)
 
-        self._read_all(queue, "dlq", read)
+        self._known("ReadDeadLetters", queue, known)
 
     def _stats(self, queue: str) -> None:
-        if self._refuse_unknown("GetTxStats", queue):
-            return
-        reply_to = self.ctx.sender
+        def known(reply_to: ActorRef | None) -> None:
+            def counted(items: list[str], locks: list[str], dead: list[str]) -> None:
+                if reply_to is not None:
+                    self.ctx.send(reply_to, TxQueueStats(queue, len(items), len(locks), len(dead)))
 
-        def counted(items: list[str], locks: list[str], dead: list[str]) -> None:
-            if reply_to is not None:
-                self.ctx.send(reply_to, TxQueueStats(queue, len(items), len(locks), len(dead)))
+            self._children(queue, "items", lambda items: self._children(
+                queue, "locks", lambda locks: self._children(queue, "dlq", lambda dead: counted(items, locks, dead))))
 
-        self._children(queue, "items", lambda items: self._children(
-            queue, "locks", lambda locks: self._children(queue, "dlq", lambda dead: counted(items, locks, dead))))
+        self._known("GetTxStats", queue, known)

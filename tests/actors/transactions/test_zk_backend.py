@@ -17,6 +17,8 @@ from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conveyor.actors.transactions import (
     AtLeastOnce,
@@ -28,11 +30,14 @@ from conveyor.actors.transactions import (
     TakeItem,
     Taken,
     TransactionError,
+    TxQueueSettings,
     TxState,
     ZkTxBackend,
+    settings_from_bytes,
+    settings_to_bytes,
 )
 from conveyor.actors.zookeeper import KazooSession
-from conveyor.runtime import Actor, ActorRef
+from conveyor.runtime import Actor, ActorRef, ConveyorError
 from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkExists, ZkGetChildren, ZkMulti, ZkReply
 from conveyor.simulation import SimZooKeeperEnsemble, ZkFaults
 from tests.actors.transactions.helpers import declared, handle, produce, until
@@ -361,6 +366,56 @@ async def test_an_expired_session_aborts_its_transactions_and_the_backend_serves
         await again.commit()
         assert await bodies_of(zk_store, q, "out") == [b"served"]
         assert await bodies_of(zk_store, q, "in") == []
+
+
+async def test_queue_settings_live_in_zookeeper_a_consumer_needs_no_declare_and_a_clash_is_refused(
+        zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    q = await declared(harness, zk_store.store, ("in", ConsumeTimes(2)), ("out", RETRY))
+    consumer_store, _ = zk_store.spawn_backend()
+    consumer = await handle(harness, consumer_store)  # declares nothing: reads each queue's settings
+    await produce(q, "in", b"1")
+    for takes in (1, 2):
+        tx = consumer.new_transaction()
+        item = await tx.try_take("in")
+        assert item is not None and item.takes == takes
+        tx.put("out", b"echo")
+        await tx.rollback()
+    tx = consumer.new_transaction()
+    assert await tx.try_take("in") is None, "ConsumeTimes(2), read from ZooKeeper: dead-lettered after two"
+    tx.put("out", b"put by a process that never declared")
+    await tx.commit()
+    letters = (await harness.ask(consumer_store, ReadDeadLetters("in"))).items
+    assert [(letter.body, letter.takes) for letter in letters] == [(b"1", 2)]
+    assert await bodies_of(zk_store, q, "out") == [b"put by a process that never declared"]
+
+    rival_store, _ = zk_store.spawn_backend()
+    rival = await handle(harness, rival_store)
+    with pytest.raises(ConveyorError, match=r"'in' is declared in ZooKeeper .* with .*ConsumeTimes\(times=2\).*"
+                                               r"this declare asks .*ConsumeOnce"):
+        await rival.declare("in", ConsumeOnce())
+    await rival.declare("in", ConsumeTimes(2))  # the same settings: idempotent
+    with pytest.raises(TransactionError, match="unknown queue 'nowhere'"):
+        await rival.new_transaction().try_take("nowhere")
+    tx = rival.new_transaction()
+    tx.put("nowhere", b"x")
+    with pytest.raises(TransactionError, match="unknown queue 'nowhere'"):
+        await tx.commit()
+
+
+@given(st.builds(
+    TxQueueSettings, st.just("q"),
+    st.one_of(st.builds(ConsumeOnce), st.builds(ConsumeTimes, st.integers(1, 10**6)),
+              st.builds(AtLeastOnce, st.one_of(st.none(), st.integers(1, 10**6)))),
+    st.one_of(st.none(), st.builds(lambda a, b: RedeliveryBackoff(min(a, b), max(a, b)),
+                                   st.floats(0, 1e6), st.floats(0, 1e6)))))
+def test_queue_settings_read_back_as_written(settings: TxQueueSettings) -> None:
+    assert settings_from_bytes("q", settings_to_bytes(settings)) == settings
+
+
+def test_unreadable_queue_settings_say_which_queue() -> None:
+    with pytest.raises(ValueError, match="the settings of queue 'q' in ZooKeeper are not readable"):
+        settings_from_bytes("q", b'{"policy": {"kind": "Sometimes"}, "backoff": null}')
 
 
 def listings(calls: list[tuple[float, object]], folder: str, since: float = 0.0) -> int:
