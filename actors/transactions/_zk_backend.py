@@ -170,6 +170,8 @@ class ZkTxBackend(Actor):
         """The session was closed: no new one will come."""
         self.epoch = 0
         """Counts lost sessions: a chain begun on an earlier session neither answers ``Taken`` nor deletes a lock."""
+        self.on_connected: list[Callable[[], None]] = []
+        """Steps waiting for the next session (a commit whose outcome an expiry hid)."""
         self.lost: set[tuple[ActorRef, int]] = set()
         """Transactions whose locks went with an expired session: their commit aborts naming the expiry."""
 
@@ -217,6 +219,9 @@ class ZkTxBackend(Actor):
                     self.expired = False  # a new session (kazoo opens one after an expiry): serve on it
                     for waiting in list(self.takes.values()):
                         self._wake(waiting)
+                    resumed, self.on_connected = self.on_connected, []
+                    for resume in resumed:
+                        resume()
             case ZkWatchFired(path=path):
                 self.watching.discard(path)
                 queue = path[len(self.root) + 2:].rsplit("/", 1)[0]
@@ -274,6 +279,13 @@ class ZkTxBackend(Actor):
         self.held.clear()
         self.claimed.clear()
         self.watching.clear()  # an expired session's watches are gone with it
+
+    def _when_connected(self, step: Callable[[], None]) -> None:
+        """Run ``step`` now if a session is connected, else once the next one is (never, once closed)."""
+        if not self.expired:
+            step()
+        elif not self.closed:
+            self.on_connected.append(step)
 
     def _session_problem(self) -> str:
         """Why nothing can be done now ("" once a session is connected)."""
@@ -694,19 +706,25 @@ class ZkTxBackend(Actor):
                 ZkDelete(self._path(key.queue, "locks", f"lock-{key.number}")),
             ]
         marker = f"{self._commits()}/commit-{self._uuid()}"
-        operations.append(ZkCreate(marker))  # says, after a lost connection, whether the multi was applied
+        # Ephemeral: it is read back on the same session only (a reconnection keeps it), and goes with the
+        # session, so no marker outlives its writer, a crashed process's included.
+        operations.append(ZkCreate(marker, ephemeral=True))
         first_put = len(operations)
         operations += [ZkCreate(self._path(put.queue, "items", "item-"), put.body, sequential=True)
                        for put in request.puts]
+        epoch = self.epoch
 
         def committed(created: tuple[ItemKey, ...]) -> None:
             self.held.pop(owner, None)
-            for key in request.takes:
-                self.claimed.discard(self._path(key.queue, "locks", f"lock-{key.number}"))
-            self._call(ZkDelete(marker), lambda _: None)
+            self.lost.discard(owner)
+            if self.epoch == epoch:
+                for key in request.takes:
+                    self.claimed.discard(self._path(key.queue, "locks", f"lock-{key.number}"))
             answer(TxCommitted(request.tx, created))
+            self._drop_marker(marker, epoch)
 
         def aborted(reason: str) -> None:
+            self.lost.discard(owner)
             self._abort(request, reply_to, reason)
 
         def done(reply: ZkReply) -> None:
@@ -715,23 +733,51 @@ class ZkTxBackend(Actor):
                 committed(tuple(ItemKey(put.queue, _number(path.rsplit("/", 1)[1]))
                                 for put, path in zip(request.puts, paths, strict=True)))
             elif reply.error == "connection_loss":
-                self._call(ZkExists(marker), lambda found: resolved(found, COMMIT_CHECKS))
+                read_marker(COMMIT_CHECKS)
             else:
                 aborted(f"the commit's multi failed: {reply.value or reply.error}")
 
+        def read_marker(checks_left: int) -> None:
+            if self.epoch != epoch:
+                after_expiry()
+            else:
+                self._call(ZkExists(marker), lambda found: resolved(found, checks_left))
+
         def resolved(reply: ZkReply, checks_left: int) -> None:
             """The multi's outcome after a lost connection: its marker exists iff it was applied."""
-            if reply.error is None:
+            if self.epoch != epoch or reply.error == "session_expired":
+                after_expiry()  # the marker went with the session: it can no longer tell
+            elif reply.error is None:
                 if reply.value is not None:
                     committed(())  # applied; the created numbers were in the lost reply
                 else:
                     aborted("the connection was lost before the commit's multi was applied")
             elif reply.error == "connection_loss" and checks_left > 1:
-                self._after(COMMIT_CHECK_PAUSE_S, lambda: self._call(
-                    ZkExists(marker), lambda found: resolved(found, checks_left - 1)))
+                self._after(COMMIT_CHECK_PAUSE_S, lambda: read_marker(checks_left - 1))
             # else: the outcome stays unknown; no answer, the client's ask times out (as for a crashed backend)
 
+        def after_expiry() -> None:
+            """A taken item still there proves the multi was not applied (it deletes them all); else unknown."""
+            if request.takes:
+                key = request.takes[0]
+                item = self._path(key.queue, "items", f"item-{key.number:010d}")
+                self._when_connected(lambda: self._call(ZkExists(item), proved))
+
+        def proved(reply: ZkReply) -> None:
+            if reply.error is None and reply.value is not None:
+                aborted("the ZooKeeper session expired before the commit's multi was applied")
+
         self._call(ZkMulti(tuple(operations)), done)
+
+    def _drop_marker(self, marker: str, epoch: int, tries: int = COMMIT_CHECKS) -> None:
+        """Delete a commit's marker once answered; a lost delete is repeated (the session would take it anyway)."""
+
+        def deleted(reply: ZkReply) -> None:
+            if reply.error == "connection_loss" and tries > 1:
+                self._after(COMMIT_CHECK_PAUSE_S, lambda: self._drop_marker(marker, epoch, tries - 1))
+
+        if self.epoch == epoch:  # else it went with its session
+            self._call(ZkDelete(marker), deleted)
 
     # --- reads -----------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import itertools
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import pytest
@@ -37,7 +37,7 @@ from conveyor.actors.transactions import (
     settings_to_bytes,
 )
 from conveyor.actors.zookeeper import KazooSession
-from conveyor.runtime import Actor, ActorRef, ConveyorError
+from conveyor.runtime import Actor, ActorRef, AskTimeout, ConveyorError
 from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkExists, ZkGetChildren, ZkMulti, ZkReply
 from conveyor.simulation import SimZooKeeperEnsemble, ZkFaults
 from tests.actors.transactions.helpers import declared, handle, produce, until
@@ -121,6 +121,37 @@ class Taker(Actor):
         self.answers.append((self.ctx.now(), message))
 
 
+class DropMarkerDeletes(Actor):
+    """Forwards to the session all but the deletes of commit markers: as if the process died before them."""
+
+    def __init__(self, session: ActorRef) -> None:
+        self.session = session
+
+    def receive(self, message: Any) -> None:
+        operation = message.operation if isinstance(message, ZkCall) else None
+        if isinstance(operation, ZkDelete) and "-commits/" in operation.path:
+            return
+        self.ctx.send(self.session, message)
+
+
+class ExpireBeforeMarkerRead(Actor):
+    """Forwards to the session; the first read of a commit marker waits 1 s, while the session is expired."""
+
+    def __init__(self, session: ActorRef, expire: Callable[[], None]) -> None:
+        self.session = session
+        self.expire = expire
+        self.held = False
+
+    def receive(self, message: Any) -> None:
+        if (isinstance(message, ZkCall) and isinstance(message.operation, ZkExists)
+                and "-commits/" in message.operation.path and not self.held):
+            self.held = True
+            self.expire()
+            self.ctx.schedule(1.0, message)
+            return
+        self.ctx.send(self.session, message)
+
+
 @attrs.define
 class ZkStore:
     """A backend under test: the harness, the backend's ref, how to make a session, the simulated ensemble."""
@@ -132,19 +163,25 @@ class ZkStore:
     hosts: str = ""
     """The real server's address ("" in the simulator)."""
     instances: list[ZkTxBackend] = attrs.field(factory=list)
+    sessions: list[ActorRef] = attrs.field(factory=list)
     store: ActorRef = attrs.field(init=False)
 
     def spawn_backend(
         self, *, lose: Callable[[object], bool] | None = None, times: int = 1,
-        record: list[tuple[float, object]] | None = None,
+        record: list[tuple[float, object]] | None = None, between: Callable[[ActorRef], Actor] | None = None,
     ) -> tuple[ActorRef, list[ZkCall]]:
         """Another backend on a session of its own (another process, for ZooKeeper), same root.
 
         ``lose``: the first ``times`` calls it matches are applied and answered ``connection_loss``.
-        ``record``: every call the backend makes, with the time it made it.
+        ``record``: every call the backend makes, with the time it made it. ``between``: a proxy actor
+        made from the session's ref, between backend and session.
         """
         session = self.harness.spawn(self.session)
+        self.sessions.append(session)
         lost: list[ZkCall] = []
+        if between is not None:
+            direct = session
+            session = self.harness.spawn(lambda: between(direct))
         if record is not None:
             calls, direct = record, session
             session = self.harness.spawn(lambda: Recorder(direct, calls))
@@ -178,6 +215,19 @@ async def zk_store(request: pytest.FixtureRequest) -> AsyncIterator[ZkStore]:
             zk = ZkStore(harness, lambda: KazooSession(hosts), root, None, hosts)
             zk.store, _ = zk.spawn_backend()
             yield zk
+
+
+async def children(zk: ZkStore, path: str) -> tuple[str, ...]:
+    """The children of ``path``, read on a session of the test's own."""
+    raw = zk.harness.spawn(zk.session)
+    seen: list[object] = []
+    inbox = zk.harness.spawn(lambda: Inbox(seen))
+    raw.tell(ZkCall(0, inbox, ZkGetChildren(path)))
+    await zk.harness.wait_until(lambda: bool(seen), 15.0)
+    reply = seen[0]
+    assert isinstance(reply, ZkReply) and reply.error is None, reply
+    zk.harness.system.stop(raw)
+    return cast("tuple[str, ...]", reply.value)
 
 
 async def bodies_of(zk: ZkStore, q: Any, queue: str) -> list[bytes]:
@@ -324,6 +374,49 @@ async def test_a_commit_applied_but_lost_to_connection_loss_is_answered_committe
     await tx.commit()
     await declared(zk_store.harness, zk_store.store, ("in", RETRY), ("out", RETRY))
     assert (await bodies_of(zk_store, q, "in"), await bodies_of(zk_store, q, "out")) == ([], [b"2"])
+    await zk_store.harness.quiet()
+    assert await children(zk_store, f"/{zk_store.root}-commits") == (), "the recovered commit's marker is deleted"
+
+
+async def test_a_commit_marker_goes_with_its_session_when_its_process_dies_before_deleting_it(
+        zk_store: ZkStore) -> None:
+    store, _ = zk_store.spawn_backend(between=DropMarkerDeletes)
+    q = await declared(zk_store.harness, store, ("in", RETRY))
+    await produce(q, "in", b"1")
+    markers = await children(zk_store, f"/{zk_store.root}-commits")
+    assert len(markers) == 1, "the marker's delete never went"
+    zk_store.harness.system.stop(zk_store.sessions[-1])  # the process dies: its session ends
+
+    async def no_marker() -> bool:  # ephemeral: no marker outlives its writer
+        return await children(zk_store, f"/{zk_store.root}-commits") == ()
+
+    await until(zk_store.harness, no_marker, 15)
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_a_commit_whose_reply_and_marker_an_expiry_took_is_never_answered_aborted(zk_store: ZkStore) -> None:
+    """The multi applied, its reply lost, the session expired before the marker was read: the marker is gone
+    with the session, so its absence proves nothing; the items are gone too: the outcome stays unknown."""
+    ensemble = zk_store.ensemble
+    assert ensemble is not None
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY), ("out", RETRY))
+    await produce(q, "in", b"1")
+
+    def expire() -> None:
+        backend = zk_store.instances[-1]
+        assert backend.session_id is not None
+        ensemble.expire(backend.session_id)
+
+    store, lost = zk_store.spawn_backend(between=lambda session: ExpireBeforeMarkerRead(session, expire),
+                                         lose=is_commit_with_puts)
+    mover = await handle(zk_store.harness, store)
+    tx = mover.new_transaction()
+    assert await tx.try_take("in") is not None
+    tx.put("out", b"moved")
+    with pytest.raises(AskTimeout):
+        await tx.commit()
+    assert len(lost) == 1
+    assert (await bodies_of(zk_store, q, "in"), await bodies_of(zk_store, q, "out")) == ([], [b"moved"])
 
 
 async def test_an_expired_session_aborts_its_transactions_and_the_backend_serves_on_the_next(
