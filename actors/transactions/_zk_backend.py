@@ -144,12 +144,17 @@ def _meta_of(node: object) -> ItemMeta:
 class ZkTxBackend(Actor):
     """Transactional queues kept in ZooKeeper, through the session actor ``zk``, under ``/<root>``."""
 
-    def __init__(self, zk: ActorRef, *, root: str = "conveyor-tx") -> None:
+    def __init__(self, zk: ActorRef, *, root: str = "conveyor-tx", strict_fifo: bool = False) -> None:
         if type(root) is not str or not root or "/" in root:
             msg = f"ZkTxBackend.root must be a non-empty str without '/', got {root!r}"
             raise ValueError(msg)
+        if type(strict_fifo) is not bool:
+            msg = f"ZkTxBackend.strict_fifo must be a bool, got {strict_fifo!r}"
+            raise ValueError(msg)
         self.zk = zk
         self.root = root
+        self.strict_fifo = strict_fifo
+        """Try the first items in their order; by default in a drawn order (FIFO relaxed: contenders spread out)."""
         self.settings: dict[str, TxQueueSettings] = {}
         self.pending: dict[int, Continuation] = {}
         self.next_request = 0
@@ -518,8 +523,9 @@ class ZkTxBackend(Actor):
             free = [number for number in sorted(numbers) if not self._in_backoff(take, number)
                     and self._path(queue, "locks", f"lock-{number}") not in self.claimed]
             names = [numbers[number] for number in free[:CANDIDATES]]
-            seeded = self.ctx.random  # the context's: replayable in the simulator
-            seeded.shuffle(names)
+            if not self.strict_fifo:
+                seeded = self.ctx.random  # the context's: replayable in the simulator
+                seeded.shuffle(names)
             self._try(take, names)
 
         self._call(ZkGetChildren(items, watch=watch), listed)
@@ -664,7 +670,7 @@ class ZkTxBackend(Actor):
         reply_to = self.ctx.sender
         if not self._commit_refused(request, reply_to):  # a put's queue may have to be read from ZooKeeper first
             self._with_queues([put.queue for put in request.puts], lambda: self._apply_commit(request, reply_to),
-                              lambda why: self._abort(request, reply_to, why))
+                              lambda why: self._abort(request, reply_to, f"put to {why}"))
 
     def _abort(self, request: CommitTx, reply_to: ActorRef | None, why: str) -> None:
         """Answer ``TxAborted``: the transaction's locks are released, as by a rollback of a lost client."""
