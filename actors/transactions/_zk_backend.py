@@ -76,6 +76,9 @@ COMMIT_CHECK_PAUSE_S = 0.25
 
 Continuation = Callable[[ZkReply], None]
 
+_TRANSIENT = ("connection_loss", "session_expired")
+"""Answers that say nothing about the request but that the session is being replaced or reconnected."""
+
 
 @final
 @attrs.frozen
@@ -285,6 +288,10 @@ class ZkTxBackend(Actor):
         self.claimed.clear()
         self.watching.clear()  # an expired session's watches are gone with it
 
+    def _when_back(self, step: Callable[[], None]) -> None:
+        """Run ``step`` after a lost connection or session: a moment later, on a connected session."""
+        self._after(LOST_RETRY_S, lambda: self._when_connected(step))
+
     def _when_connected(self, step: Callable[[], None]) -> None:
         """Run ``step`` now if a session is connected, else once the next one is (never, once closed)."""
         if not self.expired:
@@ -326,8 +333,8 @@ class ZkTxBackend(Actor):
         """Learn ``queue``'s settings from its node's data (none there: it stays unknown), then ``then()``."""
 
         def read(reply: ZkReply) -> None:
-            if reply.error == "connection_loss" and tries > 1:
-                self._after(LOST_RETRY_S, lambda: self._read_settings(queue, then, tries - 1))
+            if reply.error in _TRANSIENT and tries > 1:
+                self._when_back(lambda: self._read_settings(queue, then, tries - 1))
                 return
             if reply.error is None and isinstance(reply.value, ZkNode) and reply.value.data:
                 with contextlib.suppress(ValueError):  # unreadable: the queue stays unknown
@@ -358,9 +365,11 @@ class ZkTxBackend(Actor):
         remaining.append(self._commits())
 
         def next_path(reply: ZkReply | None) -> None:
-            if reply is not None and reply.error == "connection_loss":
+            if reply is not None and reply.error in _TRANSIENT:
                 remaining.insert(0, current[0])  # a create is safe to repeat: node_exists counts as done
-            elif reply is not None and reply.error not in (None, "node_exists"):
+                self._when_back(lambda: next_path(None))
+                return
+            if reply is not None and reply.error not in (None, "node_exists"):
                 if reply_to is not None:
                     self.ctx.send(reply_to, TxRefused("DeclareTxQueue", f"ZooKeeper answered {reply.error}"))
                 return
@@ -387,9 +396,11 @@ class ZkTxBackend(Actor):
                 self.ctx.send(reply_to, message)
 
         def again(reply: ZkReply) -> bool:
-            if reply.error in ("connection_loss", "bad_version") and tries > 1:
-                self._after(LOST_RETRY_S if reply.error == "connection_loss" else 0.0,
-                            lambda: self._claim_settings(settings, reply_to, tries - 1))
+            if reply.error in _TRANSIENT and tries > 1:
+                self._when_back(lambda: self._claim_settings(settings, reply_to, tries - 1))
+                return True
+            if reply.error == "bad_version" and tries > 1:  # another declare wrote first: read what it wrote
+                self._claim_settings(settings, reply_to, tries - 1)
                 return True
             if reply.error is not None:
                 answer(TxRefused("DeclareTxQueue", f"ZooKeeper answered {reply.error} on {path}"))

@@ -605,3 +605,61 @@ async def test_under_lost_connections_and_slow_requests_every_item_is_consumed_e
         await harness.elapse(2.0)
         assert sorted(consumed) == sorted(produced), "each produced item committed away exactly once"
         assert await bodies_of(zk, q, "out") == sorted(produced)
+
+
+@pytest.mark.parametrize("seed", range(10))
+async def test_under_lost_connections_and_expiries_no_item_is_lost_doubled_or_invented(seed: int) -> None:
+    """Faulty simulated sessions that also expire (half the lost connections outlast the timeout): the
+    backend goes on with new sessions; a commit whose outcome an expiry hid may stay unanswered (the ask
+    times out), but no item is committed away twice, none is lost, none invented."""
+    async for harness in make_harness("simulation", seed=seed):
+        assert isinstance(harness, SimulationHarness)
+        faults = ZkFaults(connection_loss=0.15, losses=6, slow=0.3, slow_s=0.2, reconnect_s=0.3, expiry=0.5,
+                          session_timeout_s=1.0)
+        ensemble = SimZooKeeperEnsemble(harness.sim, faults)
+        zk = ZkStore(harness, ensemble.session(), f"expiries-{seed}", ensemble)
+        zk.store, _ = zk.spawn_backend()
+        q = await declared(harness, zk.store, ("in", RETRY), ("out", RETRY))
+        produced: list[bytes] = []
+        maybe_produced: list[bytes] = []
+        for n in range(6):
+            body = b"%d" % n
+            try:
+                await produce(q, "in", body)
+            except TransactionError:
+                continue  # aborted: nothing was created
+            except AskTimeout:
+                maybe_produced.append(body)  # the outcome an expiry hid
+                continue
+            produced.append(body)
+        consumed: list[bytes] = []
+        maybe_consumed: list[bytes] = []
+        for _ in range(60):
+            tx = q.new_transaction()
+            try:
+                item = await tx.try_take("in")
+            except TransactionError:
+                await tx.rollback()
+                continue
+            if item is None:
+                await tx.rollback()
+                await harness.elapse(0.5)
+                continue
+            tx.put("out", item.body)
+            try:
+                await tx.commit()
+            except TransactionError:
+                continue
+            except AskTimeout:
+                maybe_consumed.append(item.body)
+                continue
+            consumed.append(item.body)
+        ensemble.end_faults()
+        await harness.elapse(2.0)
+        left = await bodies_of(zk, q, "in")
+        out = await bodies_of(zk, q, "out")
+        assert len(set(consumed)) == len(consumed), "no item committed away twice"
+        assert set(consumed) <= set(out) <= set(consumed) | set(maybe_consumed), "out holds what was committed"
+        assert sorted(out) == sorted(set(out)), "each item moved once"
+        assert set(produced) <= set(out) | set(left), "nothing produced is lost"
+        assert set(out) | set(left) <= set(produced) | set(maybe_produced), "nothing invented"
