@@ -729,7 +729,7 @@ class ZkTxBackend(Actor):
         first_put = len(operations)
         operations += [ZkCreate(self._path(put.queue, "items", "item-"), put.body, sequential=True)
                        for put in request.puts]
-        epoch = self.epoch
+        epoch, session_id = self.epoch, self.session_id
 
         def committed(created: tuple[ItemKey, ...]) -> None:
             self.held.pop(owner, None)
@@ -767,11 +767,22 @@ class ZkTxBackend(Actor):
             elif reply.error is None:
                 if reply.value is not None:
                     committed(())  # applied; the created numbers were in the lost reply
+                elif request.takes:  # was that read on our session? one of our locks still there says so
+                    key = request.takes[0]
+                    self._call(ZkExists(self._path(key.queue, "locks", f"lock-{key.number}")), same_session)
                 else:
                     aborted("the connection was lost before the commit's multi was applied")
             elif reply.error == "connection_loss" and checks_left > 1:
                 self._after(COMMIT_CHECK_PAUSE_S, lambda: read_marker(checks_left - 1))
             # else: the outcome stays unknown; no answer, the client's ask times out (as for a crashed backend)
+
+        def same_session(reply: ZkReply) -> None:
+            """A lock of the multi's session still there: the marker was read on that session, before this."""
+            node = reply.value if reply.error is None else None
+            if self.epoch == epoch and isinstance(node, ZkNode) and node.ephemeral_owner == session_id:
+                aborted("the connection was lost before the commit's multi was applied")
+            else:
+                after_expiry()  # the lock went with the session: the marker's absence proved nothing
 
         def after_expiry() -> None:
             """A taken item still there proves the multi was not applied (it deletes them all); else unknown."""

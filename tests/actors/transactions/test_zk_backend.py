@@ -134,6 +134,22 @@ class DropMarkerDeletes(Actor):
         self.ctx.send(self.session, message)
 
 
+class LoseCommitRequest(Actor):
+    """Forwards to the session, but the first commit multi with puts never reaches it: answered
+    ``connection_loss``, as a request lost before the server saw it."""
+
+    def __init__(self, session: ActorRef) -> None:
+        self.session = session
+        self.lost = False
+
+    def receive(self, message: Any) -> None:
+        if isinstance(message, ZkCall) and is_commit_with_puts(message.operation) and not self.lost:
+            self.lost = True
+            self.ctx.send(message.reply_to, ZkReply(message.request_id, None, "connection_loss"))
+            return
+        self.ctx.send(self.session, message)
+
+
 class ExpireBeforeMarkerRead(Actor):
     """Forwards to the session; the first read of a commit marker waits 1 s, while the session is expired."""
 
@@ -376,6 +392,23 @@ async def test_a_commit_applied_but_lost_to_connection_loss_is_answered_committe
     assert (await bodies_of(zk_store, q, "in"), await bodies_of(zk_store, q, "out")) == ([], [b"2"])
     await zk_store.harness.quiet()
     assert await children(zk_store, f"/{zk_store.root}-commits") == (), "the recovered commit's marker is deleted"
+
+
+async def test_a_commit_lost_before_it_was_applied_aborts_and_its_item_is_offered_again(zk_store: ZkStore) -> None:
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY), ("out", RETRY))
+    await produce(q, "in", b"1")
+    store, _ = zk_store.spawn_backend(between=LoseCommitRequest)
+    mover = await handle(zk_store.harness, store)
+    tx = mover.new_transaction()
+    assert await tx.try_take("in") is not None
+    tx.put("out", b"never")
+    with pytest.raises(TransactionError, match="lost before the commit's multi was applied"):
+        await tx.commit()  # no marker, and our lock still there: read on our session, so not applied
+    assert await bodies_of(zk_store, q, "out") == []
+    again = mover.new_transaction()
+    item = await again.take("in", 10.0)
+    assert item is not None and item.takes == 2
+    await again.commit()
 
 
 async def test_a_commit_marker_goes_with_its_session_when_its_process_dies_before_deleting_it(
