@@ -17,7 +17,8 @@ the server misbehaves as ``ZkFaults`` says, every decision drawn from a generato
 * reconnection within the session timeout (``reconnected``: held calls go, held events arrive),
   or session expiry: the server expires the session after its timeout (its ephemeral nodes all
   vanish in one step, which the other sessions see at once), the session reports ``expired`` and
-  every later call is answered ``session_expired``.
+  then, as kazoo does, opens a new session and reports ``connected`` with its new id; calls made
+  in between are answered ``session_expired`` (``reopen=False``: it stays expired for good).
 """
 
 from __future__ import annotations
@@ -281,10 +282,12 @@ class ZkServerActor(Actor):
 class SimZkSession(Actor):
     """One client's ZooKeeper session in the simulator: answers the session protocol (see the module)."""
 
-    def __init__(self, server: ActorRef, faults: ZkFaults, rng: random.Random) -> None:
+    def __init__(self, server: ActorRef, faults: ZkFaults, rng: random.Random, *, reopen: bool = True) -> None:
         self._server = server
         self._faults = faults
         self._rng = rng
+        self._reopen = reopen
+        """After an expiry, open a new session (as kazoo does) rather than stay expired."""
         self._state: ZkSessionState | None = None  # None: connecting
         self._session_id = 0
         self._watchers: list[ActorRef] = []
@@ -323,10 +326,10 @@ class SimZkSession(Actor):
                 live = self._state in ("connected", "reconnected")
                 self.ctx.send(message.ref, ZkSessionEvent(self._session_id, "connected" if live else self._state))
         elif isinstance(message, _Opened):
-            self._session_id = message.session_id
-            if self._state == "closed":  # closed before the server answered: close the session it opened
+            if self._state == "closed" or self._closing:  # closed before the server answered: close it
                 self.ctx.send(self._server, _CloseSession(message.session_id))
                 return
+            self._session_id = message.session_id
             if message.calm:
                 self._faults = CALM
             self._connected("connected")
@@ -456,10 +459,16 @@ class SimZkSession(Actor):
             self.ctx.send(call.reply_to, ZkReply(call.request_id, error=error))
         self._held_events.clear()
         self._emit(state)
+        if state == "expired" and self._reopen:
+            self.ctx.send(self._server, _Open(self.ctx.self_ref))  # as kazoo: a new session, ``connected`` follows
 
     def _close(self) -> None:
         """Close cleanly, as kazoo's ``stop``: the close goes behind the requests already on their way, which
         are answered first; calls made from now on are answered ``closed``."""
+        if self._state == "expired" and self._reopen:  # between two sessions: the next one is closed on arrival
+            self._state = "closed"
+            self._emit("closed")
+            return
         if self._state in ("expired", "closed") or self._closing:
             return
         if self._state in ("connected", "reconnected"):
@@ -499,17 +508,18 @@ class SimZooKeeperEnsemble:
         sessions: dict[int, ActorRef] = {}
         self.server: ActorRef = sim.spawn(lambda: ZkServerActor(model, rng, shuffle, sessions), name=name)
 
-    def session(self) -> Callable[[], Actor]:
+    def session(self, *, reopen: bool = True) -> Callable[[], Actor]:
         """A factory of session actors: each one spawned opens its own session (spawn it where the client lives).
 
         Each session draws its faults from its own generator (``zookeeper:SEED:NAME:N``, the N-th
-        session made), so one client's faults do not move when another's requests do.
+        session made), so one client's faults do not move when another's requests do. ``reopen``: after
+        an expiry the actor opens a new session, as ``KazooSession`` does (False: it stays expired).
         """
 
         def make() -> Actor:
             key = f"{self._key}:{self._sessions_made}"
             self._sessions_made += 1
-            return SimZkSession(self.server, self.faults, seeded_random(key))
+            return SimZkSession(self.server, self.faults, seeded_random(key), reopen=reopen)
 
         return make
 

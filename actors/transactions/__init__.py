@@ -57,6 +57,8 @@ from ._values import TxItem as TxItem
 from ._values import TxPut as TxPut
 from ._values import TxQueueSettings as TxQueueSettings
 from ._zk_backend import ZkTxBackend as ZkTxBackend
+from ._zk_settings import settings_from_bytes as settings_from_bytes
+from ._zk_settings import settings_to_bytes as settings_to_bytes
 
 __all__ = [
     "Aborted",
@@ -115,4 +117,6 @@ __all__ = [
     "ZkTxBackend",
     "refuse_take",
     "release",
+    "settings_from_bytes",
+    "settings_to_bytes",
 ]

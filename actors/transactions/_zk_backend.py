@@ -10,6 +10,7 @@ a session actor (``ZkCall``/``ZkReply``); handlers chain continuations and never
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any, cast, final
@@ -29,6 +30,7 @@ from conveyor.runtime.lowlevel import (
     ZkReply,
     ZkSessionEvent,
     ZkSetData,
+    ZkWatchFired,
     ZkWatchSession,
 )
 
@@ -54,12 +56,17 @@ from ._protocol import (
 )
 from ._store import TxQueueStats
 from ._values import DeadLetter, ItemKey, TxItem, TxQueueSettings
+from ._zk_settings import settings_from_bytes, settings_to_bytes
 
 CANDIDATES = 8
 """A take tries among this many first items, in an order drawn from the context's random (FIFO relaxed)."""
 
-RETRY_S = 0.05
-"""A take that waits for an item lists the queue again this often."""
+RESCAN_S = 1.0
+"""A waiting take wakes when a children watch on ``items/`` or ``locks/`` fires, and lists again at least this
+often anyway: a watch can be lost (kazoo fires its watches when the connection drops, an expiry drops them)."""
+
+LOST_RETRY_S = 0.25
+"""A waiting take whose listing was lost to a connection loss lists again this soon."""
 
 COMMIT_CHECKS = 20
 """After a commit's multi is answered ``connection_loss``, read its marker back at most this many times."""
@@ -69,14 +76,18 @@ COMMIT_CHECK_PAUSE_S = 0.25
 
 Continuation = Callable[[ZkReply], None]
 
+_TRANSIENT = ("connection_loss", "session_expired")
+"""Answers that say nothing about the request but that the session is being replaced or reconnected."""
+
 
 @final
 @attrs.frozen
 class _Retry:
-    """Time to list the queue again for a waiting take."""
+    """Time to list the queue again for a take parked in round ``round`` (a later round ignores it)."""
 
     session: ActorRef
     tx: int
+    round: int
 
 
 @final
@@ -95,6 +106,8 @@ class _Held:
     key: ItemKey
     body: bytes
     meta: ItemMeta
+    meta_version: int = -1
+    """The version of ``meta-N`` as this transaction wrote it: a release or dead letter applies only at it."""
 
 
 @final
@@ -106,6 +119,13 @@ class _Take:
     reply_to: ActorRef | None
     deadline: float
     cancelled: bool = False
+    parked: bool = False
+    """Waiting for a watch, a timer or the next session; no chain of calls runs for it."""
+    round: int = 0
+    woken: bool = False
+    """A watch fired while its chain ran: list again at once instead of parking."""
+    wake_at: float | None = None
+    """The earliest end of a backoff it skipped this round."""
 
 
 def _number(name: str) -> int:
@@ -127,12 +147,17 @@ def _meta_of(node: object) -> ItemMeta:
 class ZkTxBackend(Actor):
     """Transactional queues kept in ZooKeeper, through the session actor ``zk``, under ``/<root>``."""
 
-    def __init__(self, zk: ActorRef, *, root: str = "conveyor-tx") -> None:
+    def __init__(self, zk: ActorRef, *, root: str = "conveyor-tx", strict_fifo: bool = False) -> None:
         if type(root) is not str or not root or "/" in root:
             msg = f"ZkTxBackend.root must be a non-empty str without '/', got {root!r}"
             raise ValueError(msg)
+        if type(strict_fifo) is not bool:
+            msg = f"ZkTxBackend.strict_fifo must be a bool, got {strict_fifo!r}"
+            raise ValueError(msg)
         self.zk = zk
         self.root = root
+        self.strict_fifo = strict_fifo
+        """Try the first items in their order; by default in a drawn order (FIFO relaxed: contenders spread out)."""
         self.settings: dict[str, TxQueueSettings] = {}
         self.pending: dict[int, Continuation] = {}
         self.next_request = 0
@@ -140,10 +165,23 @@ class ZkTxBackend(Actor):
         self.takes: dict[tuple[ActorRef, int], _Take] = {}
         self.watched: set[ActorRef] = set()
         self.later: dict[int, Callable[[], None]] = {}
+        self.watching: set[str] = set()
+        """Folders (``items/``, ``locks/``) with a children watch set and not yet fired."""
+        self.backoff: dict[tuple[str, int], float] = {}
+        """Items seen in their redelivery backoff, by (queue, number): not tried again before that time."""
         self.claimed: set[str] = set()
         """Lock paths a transaction of this backend holds or is taking; any other lock of our session is an orphan."""
         self.session_id: int | None = None
         self.expired = False
+        """The session expired (or closed) and no new one is connected yet."""
+        self.closed = False
+        """The session was closed: no new one will come."""
+        self.epoch = 0
+        """Counts lost sessions: a chain begun on an earlier session neither answers ``Taken`` nor deletes a lock."""
+        self.on_connected: list[Callable[[], None]] = []
+        """Steps waiting for the next session (a commit whose outcome an expiry hid)."""
+        self.lost: set[tuple[ActorRef, int]] = set()
+        """Transactions whose locks went with an expired session: their commit aborts naming the expiry."""
 
     def on_start(self) -> None:
         """Hear the ZooKeeper session's events: an expiry drops every lock at once."""
@@ -184,9 +222,19 @@ class ZkTxBackend(Actor):
             case ZkSessionEvent(session_id=session_id, state=state):
                 self.session_id = session_id
                 if state in ("expired", "closed"):
-                    self.expired = True
-                    self.held.clear()  # ZooKeeper removed every lock of this session at once
-                    self.claimed.clear()
+                    self._session_lost(closed=state == "closed")
+                elif state == "connected" and not self.closed and self.expired:
+                    self.expired = False  # a new session (kazoo opens one after an expiry): serve on it
+                    for waiting in list(self.takes.values()):
+                        self._wake(waiting)
+                    resumed, self.on_connected = self.on_connected, []
+                    for resume in resumed:
+                        resume()
+            case ZkWatchFired(path=path):
+                self.watching.discard(path)
+                queue = path[len(self.root) + 2:].rsplit("/", 1)[0]
+                for waiting in [t for t in self.takes.values() if t.request.queue == queue]:
+                    self._wake(waiting)
             case DeclareTxQueue(settings=settings):
                 self._declare(settings)
             case TakeItem():
@@ -195,30 +243,32 @@ class ZkTxBackend(Actor):
                 step = self.later.pop(number, None)
                 if step is not None:
                     step()
-            case _Retry(session=session, tx=tx):
+            case _Retry(session=session, tx=tx, round=round_):
                 take = self.takes.get((session, tx))
-                if take is not None:
-                    self._list(take)
+                if take is not None and take.parked and take.round == round_:
+                    self._wake(take)
             case CancelTake(session=session, tx=tx):
                 take = self.takes.get((session, tx))
                 if take is not None:
-                    take.cancelled = True
+                    self._cancel(take)
             case CommitTx():
                 self._commit(message)
             case RollbackTx(session=session, tx=tx, failed=failed, handed_over=handed_over):
                 take = self.takes.get((session, tx))
                 if take is not None:
-                    take.cancelled = True
+                    self._cancel(take)
                 reply_to = self.ctx.sender
+                self.lost.discard((session, tx))
                 held = self.held.pop((session, tx), [])
                 self._release(held, failed=failed, handed_over=handed_over)
                 if reply_to is not None:
                     self.ctx.send(reply_to, TxRolledBack(tx, tuple(h.key for h in held)))
             case Terminated(ref=ref):
                 self.watched.discard(ref)
-                for take in self.takes.values():
-                    if take.request.session == ref:
-                        take.cancelled = True  # a lock it is taking now is released when the take ends
+                self.lost = {owner for owner in self.lost if owner[0] != ref}
+                for waiting in list(self.takes.values()):
+                    if waiting.request.session == ref:
+                        self._cancel(waiting)  # a lock it is taking now is released when the take ends
                 for owner in [owner for owner in self.held if owner[0] == ref]:
                     self._release(self.held.pop(owner), failed=False, handed_over=True)
             case ReadItems(queue=queue):
@@ -228,12 +278,80 @@ class ZkTxBackend(Actor):
             case GetTxStats(queue=queue):
                 self._stats(queue)
 
-    def _refuse_unknown(self, request: str, queue: str) -> bool:
-        if queue in self.settings:
-            return False
+    def _session_lost(self, *, closed: bool) -> None:
+        """ZooKeeper removed every lock of the session at once: forget every held item and claimed lock."""
+        self.epoch += 1
+        self.expired = True
+        self.closed = self.closed or closed
+        self.lost.update(self.held)
+        self.held.clear()
+        self.claimed.clear()
+        self.watching.clear()  # an expired session's watches are gone with it
+
+    def _when_back(self, step: Callable[[], None]) -> None:
+        """Run ``step`` after a lost connection or session: a moment later, on a connected session."""
+        self._after(LOST_RETRY_S, lambda: self._when_connected(step))
+
+    def _when_connected(self, step: Callable[[], None]) -> None:
+        """Run ``step`` now if a session is connected, else once the next one is (never, once closed)."""
+        if not self.expired:
+            step()
+        elif not self.closed:
+            self.on_connected.append(step)
+
+    def _session_problem(self) -> str:
+        """Why nothing can be done now ("" once a session is connected)."""
+        if self.closed:
+            return "the ZooKeeper session is closed"
+        if self.expired:
+            return "the ZooKeeper session expired; a new one is opening"
+        return ""
+
+    def _unknown(self, queues: list[str]) -> str:
         declared = ", ".join(self.settings) or "none"
-        self.ctx.reply(TxRefused(request, f"unknown queue {queue!r}; declared queues: {declared}"))
-        return True
+        named = f"queue {queues[0]!r}" if len(queues) == 1 else f"queues {queues}"
+        return f"unknown {named}; declared queues: {declared}"
+
+    def _with_queues(self, queues: list[str], then: Callable[[], None], refuse: Callable[[str], None]) -> None:
+        """Run ``then`` once every queue's settings are known: declared here, or read from ``/<root>/<queue>``
+        (a process needs no declare of a queue another declared); else ``refuse`` with why."""
+        missing = sorted({queue for queue in queues if queue not in self.settings})
+
+        def next_queue(index: int) -> None:
+            if index < len(missing):
+                self._read_settings(missing[index], lambda: next_queue(index + 1))
+                return
+            unknown = [queue for queue in missing if queue not in self.settings]
+            if unknown:
+                refuse(self._unknown(unknown))
+            else:
+                then()
+
+        next_queue(0)
+
+    def _read_settings(self, queue: str, then: Callable[[], None], tries: int = COMMIT_CHECKS) -> None:
+        """Learn ``queue``'s settings from its node's data (none there: it stays unknown), then ``then()``."""
+
+        def read(reply: ZkReply) -> None:
+            if reply.error in _TRANSIENT and tries > 1:
+                self._when_back(lambda: self._read_settings(queue, then, tries - 1))
+                return
+            if reply.error is None and isinstance(reply.value, ZkNode) and reply.value.data:
+                with contextlib.suppress(ValueError):  # unreadable: the queue stays unknown
+                    self.settings.setdefault(queue, settings_from_bytes(queue, reply.value.data))
+            then()
+
+        self._call(ZkGetData(self._path(queue)), read)
+
+    def _known(self, request: str, queue: str, then: Callable[[ActorRef | None], None]) -> None:
+        """``then(reply_to)`` once ``queue`` is known, else answer ``TxRefused`` naming it."""
+        reply_to = self.ctx.sender
+
+        def refuse(why: str) -> None:
+            if reply_to is not None:
+                self.ctx.send(reply_to, TxRefused(request, why))
+
+        self._with_queues([queue], lambda: then(reply_to), refuse)
 
     # --- declare ---------------------------------------------------------------------------------
 
@@ -247,16 +365,16 @@ class ZkTxBackend(Actor):
         remaining.append(self._commits())
 
         def next_path(reply: ZkReply | None) -> None:
-            if reply is not None and reply.error == "connection_loss":
+            if reply is not None and reply.error in _TRANSIENT:
                 remaining.insert(0, current[0])  # a create is safe to repeat: node_exists counts as done
-            elif reply is not None and reply.error not in (None, "node_exists"):
+                self._when_back(lambda: next_path(None))
+                return
+            if reply is not None and reply.error not in (None, "node_exists"):
                 if reply_to is not None:
                     self.ctx.send(reply_to, TxRefused("DeclareTxQueue", f"ZooKeeper answered {reply.error}"))
                 return
             if not remaining:
-                self.settings[settings.name] = settings
-                if reply_to is not None:
-                    self.ctx.send(reply_to, TxQueueDeclared(settings.name))
+                self._claim_settings(settings, reply_to)
                 return
             current[0] = remaining.pop(0)
             self._call(ZkCreate(current[0], make_parents=True), next_path)
@@ -264,23 +382,69 @@ class ZkTxBackend(Actor):
         current = [""]
         next_path(None)
 
+    def _claim_settings(self, settings: TxQueueSettings, reply_to: ActorRef | None, tries: int = COMMIT_CHECKS) -> None:
+        """Write the queue's settings into ``/<root>/<queue>`` if none are there, else check they are ours.
+
+        The folders exist first (the node was made as their parent, with no data), so a reader that
+        finds settings finds the queue ready; two declares racing are ordered by the node's version.
+        """
+        path = self._path(settings.name)
+        ours = settings_to_bytes(settings)
+
+        def answer(message: TxQueueDeclared | TxRefused) -> None:
+            if reply_to is not None:
+                self.ctx.send(reply_to, message)
+
+        def again(reply: ZkReply) -> bool:
+            if reply.error in _TRANSIENT and tries > 1:
+                self._when_back(lambda: self._claim_settings(settings, reply_to, tries - 1))
+                return True
+            if reply.error == "bad_version" and tries > 1:  # another declare wrote first: read what it wrote
+                self._claim_settings(settings, reply_to, tries - 1)
+                return True
+            if reply.error is not None:
+                answer(TxRefused("DeclareTxQueue", f"ZooKeeper answered {reply.error} on {path}"))
+                return True
+            return False
+
+        def written(reply: ZkReply) -> None:
+            if not again(reply):
+                self.settings[settings.name] = settings
+                answer(TxQueueDeclared(settings.name))
+
+        def read(reply: ZkReply) -> None:
+            if again(reply):
+                return
+            node = cast("ZkNode", reply.value)
+            if not node.data:
+                self._call(ZkSetData(path, ours, node.version), written)
+                return
+            try:
+                theirs: TxQueueSettings | str = settings_from_bytes(settings.name, node.data)
+            except ValueError as error:
+                theirs = str(error)
+            if theirs != settings:
+                answer(TxRefused("DeclareTxQueue", f"queue {settings.name!r} is declared in ZooKeeper ({path}) with "
+                                                   f"{theirs}; this declare asks {settings}"))
+                return
+            self.settings[settings.name] = settings
+            answer(TxQueueDeclared(settings.name))
+
+        self._call(ZkGetData(path), read)
+
     # --- take ------------------------------------------------------------------------------------
 
     def _start_take(self, request: TakeItem) -> None:
-        if request.queue not in self.settings:
-            declared = ", ".join(self.settings) or "none"
-            reason = f"unknown queue {request.queue!r}; declared queues: {declared}"
-            self.ctx.reply(NothingTaken(request.tx, request.queue, reason))
-            return
-        if self.expired:
-            self.ctx.reply(NothingTaken(request.tx, request.queue, "the ZooKeeper session expired"))
+        if self.closed or (self.expired and request.wait_s <= 0):
+            self.ctx.reply(NothingTaken(request.tx, request.queue, self._session_problem()))
             return
         if request.session not in self.watched:
             self.watched.add(request.session)
             self.ctx.watch(request.session)
         take = _Take(request, self.ctx.sender, self.ctx.now() + request.wait_s)
         self.takes[(request.session, request.tx)] = take
-        self._list(take)
+        self._with_queues([request.queue], lambda: self._list(take) if not take.cancelled else self._nothing(take),
+                          lambda why: self._nothing(take, why))
 
     def _finish(self, take: _Take, answer: Taken | NothingTaken) -> None:
         request = take.request
@@ -288,33 +452,98 @@ class ZkTxBackend(Actor):
         if take.reply_to is not None:
             self.ctx.send(take.reply_to, answer)
 
-    def _nothing(self, take: _Take, reason: str = "") -> None:
-        """No item now: answer, or list again later while the take may wait."""
-        if reason or take.cancelled or self.expired or self.ctx.now() + RETRY_S > take.deadline:
+    def _nothing(self, take: _Take, reason: str = "", *, soon: bool = False) -> None:
+        """No item now: answer, or park the take until a watch fires, a backoff ends or a rescan is due."""
+        now = self.ctx.now()
+        if reason or take.cancelled or self.closed or now >= take.deadline:
             self._finish(take, NothingTaken(take.request.tx, take.request.queue, reason))
             return
-        self.ctx.schedule(RETRY_S, _Retry(take.request.session, take.request.tx))
+        if take.woken and not self.expired:
+            take.woken = False
+            self._list(take)
+            return
+        take.parked = True
+        take.round += 1
+        delay = min(take.deadline - now, LOST_RETRY_S if soon else RESCAN_S)
+        if take.wake_at is not None:
+            delay = min(delay, max(0.0, take.wake_at - now))
+            take.wake_at = None
+        self.ctx.schedule(delay, _Retry(take.request.session, take.request.tx, take.round))
+
+    def _wake(self, take: _Take) -> None:
+        """Something may have changed for ``take``: list again now if parked, else once its chain ends."""
+        if not take.parked:
+            take.woken = True
+            return
+        take.parked = False
+        if take.cancelled or self.ctx.now() >= take.deadline:
+            self._nothing(take)
+        else:
+            self._list(take)
+
+    def _cancel(self, take: _Take) -> None:
+        """Stop ``take``: answered at once if parked, else when its chain ends (a lock it took is released)."""
+        take.cancelled = True
+        if take.parked:
+            take.parked = False
+            self._nothing(take)
+
+    def _watch(self, folder: str) -> bool:
+        """Whether a listing of ``folder`` should set a children watch (none set yet); marks it set."""
+        if folder in self.watching:
+            return False
+        self.watching.add(folder)
+        return True
+
+    def _in_backoff(self, take: _Take, number: int) -> bool:
+        """Whether item ``number`` was seen in a backoff that has not ended; the take then wakes at its end."""
+        until = self.backoff.get((take.request.queue, number))
+        if until is None:
+            return False
+        if until <= self.ctx.now():
+            del self.backoff[(take.request.queue, number)]
+            return False
+        take.wake_at = until if take.wake_at is None else min(take.wake_at, until)
+        return True
 
     def _list(self, take: _Take) -> None:
+        """List ``items/`` and try its first candidates; a take that may wait watches ``items/`` and ``locks/``."""
         queue = take.request.queue
+        if self.expired:  # between two sessions: wait for the next one
+            self._nothing(take)
+            return
+        items = self._path(queue, "items")
+        waits = take.deadline > self.ctx.now()
+        if waits:
+            locks = self._path(queue, "locks")
+            if self._watch(locks):
+                self._call(ZkGetChildren(locks, watch=True),
+                           lambda reply: self.watching.discard(locks) if reply.error is not None else None)
+        watch = waits and self._watch(items)
 
         def listed(reply: ZkReply) -> None:
             if reply.error is not None:
-                self._nothing(take, "" if reply.error == "connection_loss" else f"ZooKeeper answered {reply.error}")
+                if watch:
+                    self.watching.discard(items)
+                lost = reply.error in ("connection_loss", "session_expired")
+                self._nothing(take, "" if lost else f"ZooKeeper answered {reply.error}", soon=lost)
                 return
-            names = sorted(reply.value, key=_number)[:CANDIDATES]  # type: ignore[call-overload]
-            seeded = self.ctx.random  # the context's: replayable in the simulator
-            seeded.shuffle(names)
+            numbers = {_number(name): name for name in reply.value}  # type: ignore[attr-defined]
+            for key in [key for key in self.backoff if key[0] == queue and key[1] not in numbers]:
+                del self.backoff[key]  # committed or dead-lettered meanwhile
+            free = [number for number in sorted(numbers) if not self._in_backoff(take, number)
+                    and self._path(queue, "locks", f"lock-{number}") not in self.claimed]
+            names = [numbers[number] for number in free[:CANDIDATES]]
+            if not self.strict_fifo:
+                seeded = self.ctx.random  # the context's: replayable in the simulator
+                seeded.shuffle(names)
             self._try(take, names)
 
-        self._call(ZkGetChildren(self._path(queue, "items")), listed)
+        self._call(ZkGetChildren(items, watch=watch), listed)
 
     def _try(self, take: _Take, candidates: list[str]) -> None:
         """Lock the first candidate that can be locked, else answer that nothing was taken."""
-        if take.cancelled or self.expired:
-            self._nothing(take)
-            return
-        if not candidates:
+        if take.cancelled or self.expired or not candidates:
             self._nothing(take)
             return
         queue = take.request.queue
@@ -326,16 +555,21 @@ class ZkTxBackend(Actor):
             return
         self.claimed.add(lock)
         uuid = self._uuid().encode()
+        epoch = self.epoch
 
         def created(reply: ZkReply) -> None:
-            if reply.error is None:
+            if self.epoch != epoch:  # the session that made it is gone, and its lock with it
+                self._try(take, rest)
+            elif reply.error is None:
                 self._locked(take, number, rest)
             else:  # connection_loss: was it applied? our uuid says so. node_exists: is it an orphan of ours?
                 self._call(ZkGetData(lock), lambda read: checked(read, lost=reply.error == "connection_loss"))
 
         def checked(reply: ZkReply, *, lost: bool) -> None:
             node = reply.value if reply.error is None else None
-            if isinstance(node, ZkNode) and (node.data == uuid if lost else self._orphan(node)):
+            if self.epoch != epoch:
+                self._try(take, rest)
+            elif isinstance(node, ZkNode) and (node.data == uuid if lost else self._orphan(node)):
                 self._locked(take, number, rest)
             else:
                 self.claimed.discard(lock)
@@ -355,8 +589,12 @@ class ZkTxBackend(Actor):
         item_path = self._path(queue, "items", f"item-{number:010d}")
         meta_path = self._path(queue, "meta", f"meta-{number}")
         lock = self._path(queue, "locks", f"lock-{number}")
+        epoch = self.epoch
 
         def give_up(_: ZkReply | None = None) -> None:
+            if self.epoch != epoch:  # the lock went with its session; another may hold lock-N now
+                self._try(take, rest)
+                return
             self.claimed.discard(lock)
             self._call(ZkDelete(lock), lambda _: self._try(take, rest))
 
@@ -368,29 +606,37 @@ class ZkTxBackend(Actor):
             self._call(ZkGetData(meta_path), lambda meta_reply: got_meta(body, meta_reply))
 
         def got_meta(body: bytes, reply: ZkReply) -> None:
+            if self.epoch != epoch:
+                give_up()
+                return
             meta = _meta_of(reply.value) if reply.error is None else ItemMeta()
             meta_exists = reply.error is None
+            version = reply.value.version if isinstance(reply.value, ZkNode) else -1
             if meta.not_before > self.ctx.now():
+                self.backoff[(queue, number)] = meta.not_before
+                take.wake_at = meta.not_before if take.wake_at is None else min(take.wake_at, meta.not_before)
                 give_up()
                 return
             reason = refuse_take(settings, meta)
             if reason is not None:
-                self._dead_letter(_Held(key, body, meta), reason, meta_exists, lambda: self._try(take, rest))
+                self._dead_letter(_Held(key, body, meta, version), reason, meta_exists, lambda: self._try(take, rest))
                 return
             counted = attrs.evolve(meta, takes=meta.takes + 1)
-            write = ZkSetData(meta_path, _meta_bytes(counted)) if meta_exists else ZkCreate(
+            # at its version: a take counted meanwhile by anyone else fails this write (at most K holds regardless)
+            write = ZkSetData(meta_path, _meta_bytes(counted), version) if meta_exists else ZkCreate(
                 meta_path, _meta_bytes(counted))
 
             def counted_done(reply: ZkReply) -> None:
-                if reply.error is not None:
-                    give_up()
+                if reply.error is not None or self.epoch != epoch:
+                    give_up()  # after an expiry the take stays counted, as a client that died holding it
                     return
+                held = _Held(key, body, counted, reply.value if isinstance(reply.value, int) else 0)
                 request = take.request
-                if take.cancelled or self.expired or request.session not in self.watched:
-                    self._release([_Held(key, body, counted)], failed=False, handed_over=False)
+                if take.cancelled or request.session not in self.watched:
+                    self._release([held], failed=False, handed_over=False)
                     self._nothing(take)
                     return
-                self.held.setdefault((request.session, request.tx), []).append(_Held(key, body, counted))
+                self.held.setdefault((request.session, request.tx), []).append(held)
                 self._finish(take, Taken(request.tx, TxItem(key, body, counted.takes)))
 
             self._call(write, counted_done)
@@ -410,7 +656,8 @@ class ZkTxBackend(Actor):
             meta_path = self._path(queue, "meta", f"meta-{item.key.number}")
             lock = self._path(queue, "locks", f"lock-{item.key.number}")
             self.claimed.discard(lock)
-            self._call(ZkMulti((ZkSetData(meta_path, _meta_bytes(released.meta)), ZkDelete(lock))), lambda _: None)
+            write = ZkSetData(meta_path, _meta_bytes(released.meta), item.meta_version)
+            self._call(ZkMulti((write, ZkDelete(lock))), lambda _: None)
 
     def _dead_letter(self, item: _Held, reason: str, meta_exists: bool, then: Callable[[], None]) -> None:
         """Move a locked item to ``dlq/`` in one multi: the dead letter, the item, its meta and its lock."""
@@ -422,7 +669,7 @@ class ZkTxBackend(Actor):
             ZkDelete(self._path(queue, "items", f"item-{number:010d}")),
         ]
         if meta_exists:
-            operations.append(ZkDelete(self._path(queue, "meta", f"meta-{number}")))
+            operations.append(ZkDelete(self._path(queue, "meta", f"meta-{number}"), item.meta_version))
         lock = self._path(queue, "locks", f"lock-{number}")
         self.claimed.discard(lock)
         operations.append(ZkDelete(lock))
@@ -432,47 +679,70 @@ class ZkTxBackend(Actor):
 
     def _commit(self, request: CommitTx) -> None:
         reply_to = self.ctx.sender
+        if not self._commit_refused(request, reply_to):  # a put's queue may have to be read from ZooKeeper first
+            self._with_queues([put.queue for put in request.puts], lambda: self._apply_commit(request, reply_to),
+                              lambda why: self._abort(request, reply_to, f"put to {why}"))
+
+    def _abort(self, request: CommitTx, reply_to: ActorRef | None, why: str) -> None:
+        """Answer ``TxAborted``: the transaction's locks are released, as by a rollback of a lost client."""
+        self._release(self.held.pop((request.session, request.tx), []), failed=False, handed_over=True)
+        if reply_to is not None:
+            self.ctx.send(reply_to, TxAborted(request.tx, why))
+
+    def _commit_refused(self, request: CommitTx, reply_to: ActorRef | None) -> bool:
+        """Abort before any call a commit that cannot apply: its session's locks gone, or takes not held."""
         owner = (request.session, request.tx)
+        if owner in self.lost or self.expired:
+            self.lost.discard(owner)
+            closed = self._session_problem() if self.closed else ""
+            self._abort(request, reply_to, closed or "the ZooKeeper session expired: its locks are gone")
+            return True
+        held = {item.key for item in self.held.get(owner, [])}
+        missing = [key for key in request.takes if key not in held]
+        if missing:
+            self._abort(request, reply_to, f"not locked by this transaction: {missing}")
+            return True
+        return False
+
+    def _apply_commit(self, request: CommitTx, reply_to: ActorRef | None) -> None:
+        """Every take held and every put's queue known: the one multi, its result checked."""
+        if self._commit_refused(request, reply_to):  # again: things may have changed while a queue was read
+            return
+        owner = (request.session, request.tx)
+        held = {item.key: item for item in self.held.get(owner, [])}
 
         def answer(message: TxCommitted | TxAborted) -> None:
             if reply_to is not None:
                 self.ctx.send(reply_to, message)
 
-        if self.expired:
-            self.held.pop(owner, None)
-            answer(TxAborted(request.tx, "the ZooKeeper session expired: its locks are gone"))
-            return
-        held = {item.key: item for item in self.held.get(owner, [])}
-        missing = [key for key in request.takes if key not in held]
-        unknown = sorted({put.queue for put in request.puts if put.queue not in self.settings})
-        if missing or unknown:
-            self._release(self.held.pop(owner, []), failed=False, handed_over=True)
-            why = f"not locked by this transaction: {missing}" if missing else f"unknown queues {unknown}"
-            answer(TxAborted(request.tx, why))
-            return
         operations: list[Any] = []
         for key in request.takes:
             operations += [
                 ZkDelete(self._path(key.queue, "items", f"item-{key.number:010d}")),
-                ZkDelete(self._path(key.queue, "meta", f"meta-{key.number}")),
+                ZkDelete(self._path(key.queue, "meta", f"meta-{key.number}"), held[key].meta_version),
                 ZkDelete(self._path(key.queue, "locks", f"lock-{key.number}")),
             ]
         marker = f"{self._commits()}/commit-{self._uuid()}"
-        operations.append(ZkCreate(marker))  # says, after a lost connection, whether the multi was applied
+        # Ephemeral: it is read back on the same session only (a reconnection keeps it), and goes with the
+        # session, so no marker outlives its writer, a crashed process's included.
+        operations.append(ZkCreate(marker, ephemeral=True))
         first_put = len(operations)
         operations += [ZkCreate(self._path(put.queue, "items", "item-"), put.body, sequential=True)
                        for put in request.puts]
+        epoch, session_id = self.epoch, self.session_id
 
         def committed(created: tuple[ItemKey, ...]) -> None:
             self.held.pop(owner, None)
-            for key in request.takes:
-                self.claimed.discard(self._path(key.queue, "locks", f"lock-{key.number}"))
-            self._call(ZkDelete(marker), lambda _: None)
+            self.lost.discard(owner)
+            if self.epoch == epoch:
+                for key in request.takes:
+                    self.claimed.discard(self._path(key.queue, "locks", f"lock-{key.number}"))
             answer(TxCommitted(request.tx, created))
+            self._drop_marker(marker, epoch)
 
         def aborted(reason: str) -> None:
-            self._release(self.held.pop(owner, []), failed=False, handed_over=True)
-            answer(TxAborted(request.tx, reason))
+            self.lost.discard(owner)
+            self._abort(request, reply_to, reason)
 
         def done(reply: ZkReply) -> None:
             if reply.error is None:
@@ -480,23 +750,62 @@ class ZkTxBackend(Actor):
                 committed(tuple(ItemKey(put.queue, _number(path.rsplit("/", 1)[1]))
                                 for put, path in zip(request.puts, paths, strict=True)))
             elif reply.error == "connection_loss":
-                self._call(ZkExists(marker), lambda found: resolved(found, COMMIT_CHECKS))
+                read_marker(COMMIT_CHECKS)
             else:
                 aborted(f"the commit's multi failed: {reply.value or reply.error}")
 
+        def read_marker(checks_left: int) -> None:
+            if self.epoch != epoch:
+                after_expiry()
+            else:
+                self._call(ZkExists(marker), lambda found: resolved(found, checks_left))
+
         def resolved(reply: ZkReply, checks_left: int) -> None:
             """The multi's outcome after a lost connection: its marker exists iff it was applied."""
-            if reply.error is None:
+            if self.epoch != epoch or reply.error == "session_expired":
+                after_expiry()  # the marker went with the session: it can no longer tell
+            elif reply.error is None:
                 if reply.value is not None:
                     committed(())  # applied; the created numbers were in the lost reply
+                elif request.takes:  # was that read on our session? one of our locks still there says so
+                    key = request.takes[0]
+                    self._call(ZkExists(self._path(key.queue, "locks", f"lock-{key.number}")), same_session)
                 else:
                     aborted("the connection was lost before the commit's multi was applied")
             elif reply.error == "connection_loss" and checks_left > 1:
-                self._after(COMMIT_CHECK_PAUSE_S, lambda: self._call(
-                    ZkExists(marker), lambda found: resolved(found, checks_left - 1)))
+                self._after(COMMIT_CHECK_PAUSE_S, lambda: read_marker(checks_left - 1))
             # else: the outcome stays unknown; no answer, the client's ask times out (as for a crashed backend)
 
+        def same_session(reply: ZkReply) -> None:
+            """A lock of the multi's session still there: the marker was read on that session, before this."""
+            node = reply.value if reply.error is None else None
+            if self.epoch == epoch and isinstance(node, ZkNode) and node.ephemeral_owner == session_id:
+                aborted("the connection was lost before the commit's multi was applied")
+            else:
+                after_expiry()  # the lock went with the session: the marker's absence proved nothing
+
+        def after_expiry() -> None:
+            """A taken item still there proves the multi was not applied (it deletes them all); else unknown."""
+            if request.takes:
+                key = request.takes[0]
+                item = self._path(key.queue, "items", f"item-{key.number:010d}")
+                self._when_connected(lambda: self._call(ZkExists(item), proved))
+
+        def proved(reply: ZkReply) -> None:
+            if reply.error is None and reply.value is not None:
+                aborted("the ZooKeeper session expired before the commit's multi was applied")
+
         self._call(ZkMulti(tuple(operations)), done)
+
+    def _drop_marker(self, marker: str, epoch: int, tries: int = COMMIT_CHECKS) -> None:
+        """Delete a commit's marker once answered; a lost delete is repeated (the session would take it anyway)."""
+
+        def deleted(reply: ZkReply) -> None:
+            if reply.error == "connection_loss" and tries > 1:
+                self._after(COMMIT_CHECK_PAUSE_S, lambda: self._drop_marker(marker, epoch, tries - 1))
+
+        if self.epoch == epoch:  # else it went with its session
+            self._call(ZkDelete(marker), deleted)
 
     # --- reads -----------------------------------------------------------------------------------
 
@@ -528,41 +837,38 @@ class ZkTxBackend(Actor):
         self._children(queue, folder, listed)
 
     def _read_items(self, queue: str) -> None:
-        if self._refuse_unknown("ReadItems", queue):
-            return
-        reply_to = self.ctx.sender
+        def known(reply_to: ActorRef | None) -> None:
+            def read(found: list[tuple[str, bytes]]) -> None:
+                if reply_to is not None:
+                    items = tuple((ItemKey(queue, _number(name)), body) for name, body in found)
+                    self.ctx.send(reply_to, QueueItems(queue, items))
 
-        def read(found: list[tuple[str, bytes]]) -> None:
-            if reply_to is not None:
-                items = tuple((ItemKey(queue, _number(name)), body) for name, body in found)
-                self.ctx.send(reply_to, QueueItems(queue, items))
+            self._read_all(queue, "items", read)
 
-        self._read_all(queue, "items", read)
+        self._known("ReadItems", queue, known)
 
     def _read_dead(self, queue: str) -> None:
-        if self._refuse_unknown("ReadDeadLetters", queue):
-            return
-        reply_to = self.ctx.sender
+        def known(reply_to: ActorRef | None) -> None:
+            def read(found: list[tuple[str, bytes]]) -> None:
+                letters = []
+                for _, data in found:
+                    fields = json.loads(data)
+                    letters.append(DeadLetter(ItemKey(queue, fields["number"]), fields["body"].encode("latin-1"),
+                                              fields["takes"], fields["rollbacks"], fields["reason"]))
+                if reply_to is not None:
+                    self.ctx.send(reply_to, DeadLetters(queue, tuple(letters)))
 
-        def read(found: list[tuple[str, bytes]]) -> None:
-            letters = []
-            for _, data in found:
-                fields = json.loads(data)
-                letters.append(DeadLetter(ItemKey(queue, fields["number"]), fields["body"].encode("latin-1"),
-                                          fields["takes"], fields["rollbacks"], fields["reason"]))
-            if reply_to is not None:
-                self.ctx.send(reply_to, DeadLetters(queue, tuple(letters)))
+            self._read_all(queue, "dlq", read)
 
-        self._read_all(queue, "dlq", read)
+        self._known("ReadDeadLetters", queue, known)
 
     def _stats(self, queue: str) -> None:
-        if self._refuse_unknown("GetTxStats", queue):
-            return
-        reply_to = self.ctx.sender
+        def known(reply_to: ActorRef | None) -> None:
+            def counted(items: list[str], locks: list[str], dead: list[str]) -> None:
+                if reply_to is not None:
+                    self.ctx.send(reply_to, TxQueueStats(queue, len(items), len(locks), len(dead)))
 
-        def counted(items: list[str], locks: list[str], dead: list[str]) -> None:
-            if reply_to is not None:
-                self.ctx.send(reply_to, TxQueueStats(queue, len(items), len(locks), len(dead)))
+            self._children(queue, "items", lambda items: self._children(
+                queue, "locks", lambda locks: self._children(queue, "dlq", lambda dead: counted(items, locks, dead))))
 
-        self._children(queue, "items", lambda items: self._children(
-            queue, "locks", lambda locks: self._children(queue, "dlq", lambda dead: counted(items, locks, dead))))
+        self._known("GetTxStats", queue, known)

@@ -205,7 +205,7 @@ def run_zk_basics_simulation(
     zk = SimZooKeeperEnsemble(sim, scenario.faults, name=SERVER.strip("/"),
                               model=model() if model is not None else None)
     for index in range(scenario.clients):
-        factory = zk.session()
+        factory = zk.session(reopen=False)  # the client opens a new session actor itself after an expiry
         close = scenario.closes_at_end[index] if index < len(scenario.closes_at_end) else False
         sim.spawn(functools.partial(ZkBasicsClient, factory, index, scenario.operations, close),
                   name=f"zk-client-{index}")
@@ -215,7 +215,7 @@ def run_zk_basics_simulation(
     if result.quiet:
         zk.end_faults()
         sim.end_faults()
-        factory = zk.session()
+        factory = zk.session(reopen=False)
         sim.spawn(lambda: ZkBasicsClient(factory, scenario.clients, 0, False, reader=True), name=FINAL_READER)
         more = sim.run(max_steps=max_steps)
         result = RunResult(result.steps + more.steps, more.time, more.quiet)

@@ -87,5 +87,6 @@ def test_the_story_tells_calls_answers_session_events_and_drawn_faults() -> None
     assert any("/c/session -> /c: create ephemeral /e: connection_loss" in line for line in story), story
     assert any("fault: session 1: connection lost past the 2 s session timeout" in line for line in story), story
     assert any("/zookeeper: ended session 1 (expired)" in line for line in story), story
-    assert story[-1].endswith("/c/session: session 1 expired")
+    assert story[-2].endswith("/c/session: session 1 expired")
+    assert story[-1].endswith("/c/session: session 2 connected")  # as kazoo, a new session follows
     assert delivery_steps(harness.sim.trace) == 1  # one answer given

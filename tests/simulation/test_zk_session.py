@@ -30,7 +30,7 @@ from conveyor.runtime.lowlevel import (
 )
 from conveyor.simulation import ChoiceStream, Crash, ZkFaults, choice_stream
 
-from .zk_harness import Client, SimZkHarness, ZkHarness, harnesses, reply_to, session_id
+from .zk_harness import Client, SimZkHarness, ZkClientActor, ZkHarness, harnesses, reply_to, session_id
 
 
 @pytest.fixture(params=sorted(harnesses()))
@@ -60,7 +60,7 @@ def test_a_session_connects_and_sequential_names_count_up(zk: ZkHarness) -> None
     assert sorted(children) == ["item-0000000000", "item-0000000001", "item-0000000002"]  # type: ignore[call-overload]
 
 
-def test_expiry_takes_the_sessions_ephemerals_and_later_calls_fail(zk: ZkHarness) -> None:
+def test_expiry_takes_the_sessions_ephemerals_and_a_new_session_opens(zk: ZkHarness) -> None:
     owner, other = zk.client("owner"), zk.client("other")
     zk.call(owner, ZkCreate("/locks", make_parents=False))
     zk.call(owner, ZkCreate("/locks/lock-1", ephemeral=True))
@@ -71,8 +71,12 @@ def test_expiry_takes_the_sessions_ephemerals_and_later_calls_fail(zk: ZkHarness
     zk.expire(owner)
     assert zk.call(other, ZkGetChildren("/locks")).value == ()
     assert _watch_events(other) == [ZkWatchFired("/locks", "child")]  # both went in one step: one event
-    assert _states(owner) == ["connected", "expired"]
-    assert zk.call(owner, ZkExists("/locks")).error == "session_expired"
+    assert _states(owner) == ["connected", "expired", "connected"]  # as kazoo: a new session follows
+    ids = [event.session_id for event in owner.log if isinstance(event, ZkSessionEvent)]
+    assert ids[0] == ids[1] != ids[2]
+    assert zk.call(owner, ZkCreate("/locks/lock-1", ephemeral=True)).error is None
+    node = zk.call(other, ZkGetData("/locks/lock-1")).value
+    assert isinstance(node, ZkNode) and node.ephemeral_owner == ids[2]
 
 
 def test_close_takes_the_ephemerals_and_later_calls_are_closed(zk: ZkHarness) -> None:
@@ -157,11 +161,11 @@ def test_a_lost_connection_that_outlasts_the_session_timeout_expires_the_session
         owner = harness.client("owner")
         reply = harness.call(owner, ZkCreate("/e", ephemeral=True))
         assert reply.error == "connection_loss"
-        assert _states(owner) == ["connected", "suspended", "expired"]
+        assert _states(owner) == ["connected", "suspended", "expired", "connected"]
         assert harness.sim.now() >= 4.0
         assert harness.zk.model.ephemerals(session_id(owner)) == []
         assert harness.zk.model.node("/e") is None
-        assert harness.call(owner, ZkExists("/e")).error == "session_expired"
+        assert harness.call(owner, ZkExists("/e")).value is None  # answered on the new session
         del other
 
 
@@ -254,3 +258,14 @@ def test_a_close_goes_behind_the_requests_on_their_way() -> None:
     assert reply_to(client, late) == ZkReply(late, error="closed")
     assert _states(client) == ["connected", "closed"]
     assert list(harness.zk.model.paths()) == ["/"]  # its ephemerals went with the close
+
+
+def test_a_session_made_not_to_reopen_stays_expired() -> None:
+    harness = SimZkHarness(0)
+    log: list[object] = []
+    factory = harness.zk.session(reopen=False)
+    owner = Client(harness.sim.spawn(lambda: ZkClientActor(factory, log), name="owner"), log)
+    harness.sim.run()
+    harness.expire(owner)
+    assert _states(owner) == ["connected", "expired"]
+    assert harness.call(owner, ZkExists("/")).error == "session_expired"

@@ -1,14 +1,19 @@
-"""The unit of work, guarantee by guarantee as seed 004 states them, on trio, threads and the simulator.
+"""The unit of work, guarantee by guarantee as seed 004 states them, on both transaction backends.
 
-Each test drives a real ``TxStoreActor`` through ``AsyncTxQueue`` handles whose asks go through
-the harness, so the same assertions run on all three backends; the last tests use the blocking
-``TxQueue`` on a ``ThreadSystem`` and the default ask of a ``TrioSystem``.
+Each guarantee test drives a store through ``AsyncTxQueue`` handles whose asks go through the
+harness: the broker backend's ``TxStoreActor`` on trio, threads and the simulator, and the
+ZooKeeper backend's ``ZkTxBackend`` on the simulated ensemble (``tx_store``), so one suite shows
+one API over two backends. The durable store's tests are the broker's own; the last tests use the
+blocking ``TxQueue`` on a ``ThreadSystem`` and the default ask of a ``TrioSystem``.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
@@ -22,12 +27,47 @@ from conveyor.actors.transactions import (
     TxQueue,
     TxState,
     TxStoreActor,
+    ZkTxBackend,
 )
-from conveyor.runtime import ThreadSystem, TrioSystem
+from conveyor.runtime import ActorRef, ThreadSystem, TrioSystem
+from conveyor.simulation import SimZooKeeperEnsemble
 from tests.actors.transactions.helpers import CrashNow, declared, handle, produce, spawn_store
-from tests.conftest import Harness
+from tests.conftest import Harness, SimulationHarness, make_harness
 
 RETRY = AtLeastOnce()
+
+
+@attrs.frozen
+class StoreUnderTest:
+    """A transaction backend on a harness: ``spawn()`` starts the store the test drives."""
+
+    harness: Harness
+    spawn: Callable[[], ActorRef]
+    first_number: int
+    """The number the first item of a queue gets (the broker counts from 1, ZooKeeper's sequence from 0)."""
+
+
+def _zookeeper_store(harness: SimulationHarness) -> Callable[[], ActorRef]:
+    """``ZkTxBackend`` on a simulated ensemble, strict FIFO (as the broker's first offered item)."""
+    session = SimZooKeeperEnsemble(harness.sim).session()
+
+    def spawn() -> ActorRef:
+        zk = harness.spawn(session)
+        return harness.spawn(lambda: ZkTxBackend(zk, root="tx", strict_fifo=True), name="tx")
+
+    return spawn
+
+
+@pytest.fixture(params=["broker-trio", "broker-threads", "broker-simulation", "zookeeper-simulation"])
+async def tx_store(request: pytest.FixtureRequest) -> AsyncIterator[StoreUnderTest]:
+    """The broker backend on each harness, and ``ZkTxBackend`` on the simulated ZooKeeper."""
+    kind, harness_kind = request.param.split("-")
+    async for harness in make_harness(harness_kind):
+        if kind == "broker":
+            yield StoreUnderTest(harness, functools.partial(spawn_store, harness), 1)
+        else:
+            assert isinstance(harness, SimulationHarness)
+            yield StoreUnderTest(harness, _zookeeper_store(harness), 0)
 
 
 async def bodies_of(backend: Harness, q: object, queue: str) -> list[bytes]:
@@ -45,13 +85,14 @@ async def bodies_of(backend: Harness, q: object, queue: str) -> list[bytes]:
     return got
 
 
-async def test_a_returned_commit_has_removed_its_takes_and_created_its_puts_across_queues(backend: Harness) -> None:
-    store = spawn_store(backend)
+async def test_a_returned_commit_has_removed_its_takes_and_created_its_puts_across_queues(
+        tx_store: StoreUnderTest) -> None:
+    backend, store = tx_store.harness, tx_store.spawn()
     q = await declared(backend, store, ("in", RETRY), ("out", RETRY), ("audit", RETRY))
     await produce(q, "in", b"1", b"2")
     tx = q.new_transaction()
     item = await tx.try_take("in")
-    assert item is not None and (item.body, item.key, item.takes) == (b"1", ItemKey("in", 1), 1)
+    assert item is not None and (item.body, item.key, item.takes) == (b"1", ItemKey("in", tx_store.first_number), 1)
     tx.put("out", b"hello 1")
     tx.put("audit", b"took 1")
     assert await bodies_of(backend, q, "out") == [], "a put is in memory only until commit"
@@ -64,8 +105,8 @@ async def test_a_returned_commit_has_removed_its_takes_and_created_its_puts_acro
     assert (await q.stats("in")).locked == 0
 
 
-async def test_rollback_leaves_no_lock_and_no_put(backend: Harness) -> None:
-    store = spawn_store(backend)
+async def test_rollback_leaves_no_lock_and_no_put(tx_store: StoreUnderTest) -> None:
+    backend, store = tx_store.harness, tx_store.spawn()
     q = await declared(backend, store, ("in", RETRY), ("out", RETRY))
     await produce(q, "in", b"1")
     tx = q.new_transaction()
@@ -79,8 +120,8 @@ async def test_rollback_leaves_no_lock_and_no_put(backend: Harness) -> None:
     assert await bodies_of(backend, q, "in") == [b"1"]
 
 
-async def test_an_uncommitted_transaction_rolls_back_when_its_block_ends(backend: Harness) -> None:
-    store = spawn_store(backend)
+async def test_an_uncommitted_transaction_rolls_back_when_its_block_ends(tx_store: StoreUnderTest) -> None:
+    backend, store = tx_store.harness, tx_store.spawn()
     q = await declared(backend, store, ("in", RETRY), ("out", RETRY))
     await produce(q, "in", b"1", b"2")
     async with q.new_transaction() as tx:
@@ -99,8 +140,8 @@ async def test_an_uncommitted_transaction_rolls_back_when_its_block_ends(backend
     assert await bodies_of(backend, q, "out") == []
 
 
-async def test_an_ended_transaction_refuses_more_work(backend: Harness) -> None:
-    store = spawn_store(backend)
+async def test_an_ended_transaction_refuses_more_work(tx_store: StoreUnderTest) -> None:
+    backend, store = tx_store.harness, tx_store.spawn()
     q = await declared(backend, store, ("in", RETRY))
     tx = q.new_transaction()
     await tx.commit()
@@ -112,8 +153,8 @@ async def test_an_ended_transaction_refuses_more_work(backend: Harness) -> None:
         await q.new_transaction().try_take("nope")
 
 
-async def test_a_put_to_an_unknown_queue_aborts_the_whole_commit(backend: Harness) -> None:
-    store = spawn_store(backend)
+async def test_a_put_to_an_unknown_queue_aborts_the_whole_commit(tx_store: StoreUnderTest) -> None:
+    backend, store = tx_store.harness, tx_store.spawn()
     q = await declared(backend, store, ("in", RETRY), ("out", RETRY))
     await produce(q, "in", b"1")
     tx = q.new_transaction()
@@ -127,8 +168,8 @@ async def test_a_put_to_an_unknown_queue_aborts_the_whole_commit(backend: Harnes
     assert await bodies_of(backend, q, "in") == [b"1"]
 
 
-async def test_a_session_that_ends_releases_all_its_locks_at_once(backend: Harness) -> None:
-    store = spawn_store(backend)
+async def test_a_session_that_ends_releases_all_its_locks_at_once(tx_store: StoreUnderTest) -> None:
+    backend, store = tx_store.harness, tx_store.spawn()
     q = await declared(backend, store, ("a", RETRY), ("b", RETRY))
     await produce(q, "a", b"a1")
     await produce(q, "b", b"b1")
@@ -148,8 +189,8 @@ async def test_a_session_that_ends_releases_all_its_locks_at_once(backend: Harne
         client.new_transaction()
 
 
-async def test_consume_times_k_then_the_queues_own_dlq(backend: Harness) -> None:
-    store = spawn_store(backend)
+async def test_consume_times_k_then_the_queues_own_dlq(tx_store: StoreUnderTest) -> None:
+    backend, store = tx_store.harness, tx_store.spawn()
     q = await declared(backend, store, ("twice", ConsumeTimes(2)), ("once", ConsumeOnce()))
     await produce(q, "twice", b"t")
     await produce(q, "once", b"o")
@@ -167,8 +208,8 @@ async def test_consume_times_k_then_the_queues_own_dlq(backend: Harness) -> None
     ]
 
 
-async def test_at_least_once_offers_an_item_again_after_its_client_died(backend: Harness) -> None:
-    store = spawn_store(backend)
+async def test_at_least_once_offers_an_item_again_after_its_client_died(tx_store: StoreUnderTest) -> None:
+    backend, store = tx_store.harness, tx_store.spawn()
     q = await declared(backend, store, ("jobs", AtLeastOnce(max_rollbacks=1)))
     await produce(q, "jobs", b"j")
     for _ in range(3):  # a client dies holding it, three times: never dead-lettered
@@ -183,8 +224,8 @@ async def test_at_least_once_offers_an_item_again_after_its_client_died(backend:
     assert [d.rollbacks for d in await q.dead_letters("jobs")] == [1]
 
 
-async def test_a_rolled_back_item_is_not_offered_again_before_its_backoff(backend: Harness) -> None:
-    store = spawn_store(backend)
+async def test_a_rolled_back_item_is_not_offered_again_before_its_backoff(tx_store: StoreUnderTest) -> None:
+    backend, store = tx_store.harness, tx_store.spawn()
     q = await declared(backend, store, ("in", ConsumeTimes(5)), backoff=RedeliveryBackoff(0.3, 1.0))
     await produce(q, "in", b"x")
     async with q.new_transaction() as tx:
@@ -198,8 +239,8 @@ async def test_a_rolled_back_item_is_not_offered_again_before_its_backoff(backen
         await tx.commit()
 
 
-async def test_take_waits_for_an_item_and_gives_up_after_its_timeout(backend: Harness) -> None:
-    store = spawn_store(backend)
+async def test_take_waits_for_an_item_and_gives_up_after_its_timeout(tx_store: StoreUnderTest) -> None:
+    backend, store = tx_store.harness, tx_store.spawn()
     q = await declared(backend, store, ("in", RETRY))
     async with q.new_transaction() as tx:
         asked_at = backend.system.now()

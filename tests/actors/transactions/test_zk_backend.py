@@ -9,12 +9,16 @@ commit) after the server applied it, as a connection loss would.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conveyor.actors.transactions import (
     AtLeastOnce,
@@ -22,15 +26,22 @@ from conveyor.actors.transactions import (
     ConsumeTimes,
     GetTxStats,
     ReadDeadLetters,
+    RedeliveryBackoff,
+    TakeItem,
+    Taken,
     TransactionError,
+    TxQueueSettings,
     TxState,
     ZkTxBackend,
+    settings_from_bytes,
+    settings_to_bytes,
 )
 from conveyor.actors.zookeeper import KazooSession
-from conveyor.runtime import Actor, ActorRef
-from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkExists, ZkMulti, ZkReply
+from conveyor.runtime import Actor, ActorRef, AskTimeout, ConveyorError
+from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkExists, ZkGetChildren, ZkMulti, ZkReply
 from conveyor.simulation import SimZooKeeperEnsemble, ZkFaults
-from tests.actors.transactions.helpers import declared, handle, produce
+from tests.actors.transactions.helpers import declared, handle, produce, until
+from tests.actors.zookeeper.proxy import PartitionProxy
 from tests.conftest import Harness, SimulationHarness, make_harness
 
 RETRY = AtLeastOnce()
@@ -81,6 +92,82 @@ class LoseReply(Actor):
             self.ctx.send(self.session, message)
 
 
+class Recorder(Actor):
+    """Forwards to the session; writes down each call's operation with the time it was sent."""
+
+    def __init__(self, session: ActorRef, calls: list[tuple[float, object]]) -> None:
+        self.session = session
+        self.calls = calls
+
+    def receive(self, message: Any) -> None:
+        if isinstance(message, ZkCall):
+            self.calls.append((self.ctx.now(), message.operation))
+        self.ctx.send(self.session, message)
+
+
+class Taker(Actor):
+    """One waiting take, as its own session: sends ``TakeItem`` on start, keeps (time, answer)."""
+
+    def __init__(self, store: ActorRef, queue: str, wait_s: float, answers: list[tuple[float, object]]) -> None:
+        self.store = store
+        self.queue = queue
+        self.wait_s = wait_s
+        self.answers = answers
+
+    def on_start(self) -> None:
+        self.ctx.send(self.store, TakeItem(self.ctx.self_ref, 1, self.queue, self.wait_s))
+
+    def receive(self, message: Any) -> None:
+        self.answers.append((self.ctx.now(), message))
+
+
+class DropMarkerDeletes(Actor):
+    """Forwards to the session all but the deletes of commit markers: as if the process died before them."""
+
+    def __init__(self, session: ActorRef) -> None:
+        self.session = session
+
+    def receive(self, message: Any) -> None:
+        operation = message.operation if isinstance(message, ZkCall) else None
+        if isinstance(operation, ZkDelete) and "-commits/" in operation.path:
+            return
+        self.ctx.send(self.session, message)
+
+
+class LoseCommitRequest(Actor):
+    """Forwards to the session, but the first commit multi with puts never reaches it: answered
+    ``connection_loss``, as a request lost before the server saw it."""
+
+    def __init__(self, session: ActorRef) -> None:
+        self.session = session
+        self.lost = False
+
+    def receive(self, message: Any) -> None:
+        if isinstance(message, ZkCall) and is_commit_with_puts(message.operation) and not self.lost:
+            self.lost = True
+            self.ctx.send(message.reply_to, ZkReply(message.request_id, None, "connection_loss"))
+            return
+        self.ctx.send(self.session, message)
+
+
+class ExpireBeforeMarkerRead(Actor):
+    """Forwards to the session; the first read of a commit marker waits 1 s, while the session is expired."""
+
+    def __init__(self, session: ActorRef, expire: Callable[[], None]) -> None:
+        self.session = session
+        self.expire = expire
+        self.held = False
+
+    def receive(self, message: Any) -> None:
+        if (isinstance(message, ZkCall) and isinstance(message.operation, ZkExists)
+                and "-commits/" in message.operation.path and not self.held):
+            self.held = True
+            self.expire()
+            self.ctx.schedule(1.0, message)
+            return
+        self.ctx.send(self.session, message)
+
+
 @attrs.define
 class ZkStore:
     """A backend under test: the harness, the backend's ref, how to make a session, the simulated ensemble."""
@@ -89,18 +176,31 @@ class ZkStore:
     session: Any
     root: str
     ensemble: SimZooKeeperEnsemble | None
+    hosts: str = ""
+    """The real server's address ("" in the simulator)."""
     instances: list[ZkTxBackend] = attrs.field(factory=list)
+    sessions: list[ActorRef] = attrs.field(factory=list)
     store: ActorRef = attrs.field(init=False)
 
     def spawn_backend(
         self, *, lose: Callable[[object], bool] | None = None, times: int = 1,
+        record: list[tuple[float, object]] | None = None, between: Callable[[ActorRef], Actor] | None = None,
     ) -> tuple[ActorRef, list[ZkCall]]:
         """Another backend on a session of its own (another process, for ZooKeeper), same root.
 
         ``lose``: the first ``times`` calls it matches are applied and answered ``connection_loss``.
+        ``record``: every call the backend makes, with the time it made it. ``between``: a proxy actor
+        made from the session's ref, between backend and session.
         """
         session = self.harness.spawn(self.session)
+        self.sessions.append(session)
         lost: list[ZkCall] = []
+        if between is not None:
+            direct = session
+            session = self.harness.spawn(lambda: between(direct))
+        if record is not None:
+            calls, direct = record, session
+            session = self.harness.spawn(lambda: Recorder(direct, calls))
         if lose is not None:
             matches = lose
             session = self.harness.spawn(lambda: LoseReply(session, lost, matches, times))
@@ -128,9 +228,22 @@ async def zk_store(request: pytest.FixtureRequest) -> AsyncIterator[ZkStore]:
     else:
         hosts = request.getfixturevalue("zookeeper")
         async for harness in make_harness("trio"):
-            zk = ZkStore(harness, lambda: KazooSession(hosts), root, None)
+            zk = ZkStore(harness, lambda: KazooSession(hosts), root, None, hosts)
             zk.store, _ = zk.spawn_backend()
             yield zk
+
+
+async def children(zk: ZkStore, path: str) -> tuple[str, ...]:
+    """The children of ``path``, read on a session of the test's own."""
+    raw = zk.harness.spawn(zk.session)
+    seen: list[object] = []
+    inbox = zk.harness.spawn(lambda: Inbox(seen))
+    raw.tell(ZkCall(0, inbox, ZkGetChildren(path)))
+    await zk.harness.wait_until(lambda: bool(seen), 15.0)
+    reply = seen[0]
+    assert isinstance(reply, ZkReply) and reply.error is None, reply
+    zk.harness.system.stop(raw)
+    return cast("tuple[str, ...]", reply.value)
 
 
 async def bodies_of(zk: ZkStore, q: Any, queue: str) -> list[bytes]:
@@ -277,29 +390,212 @@ async def test_a_commit_applied_but_lost_to_connection_loss_is_answered_committe
     await tx.commit()
     await declared(zk_store.harness, zk_store.store, ("in", RETRY), ("out", RETRY))
     assert (await bodies_of(zk_store, q, "in"), await bodies_of(zk_store, q, "out")) == ([], [b"2"])
-
-
-@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)  # a real expiry needs a partition proxy
-async def test_session_expiry_mid_transaction_aborts_it_and_its_take_counted(zk_store: ZkStore) -> None:
-    assert zk_store.ensemble is not None
-    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY))
-    await produce(q, "in", b"1")
-    tx = q.new_transaction()
-    assert await tx.try_take("in") is not None
-    backend = zk_store.instances[0]
-    assert backend.session_id is not None
-    zk_store.ensemble.expire(backend.session_id)
     await zk_store.harness.quiet()
-    with pytest.raises(TransactionError, match="expired"):
-        await tx.commit()
-    with pytest.raises(TransactionError, match="session expired"):  # the backend's session is gone: no more takes
-        await q.new_transaction().try_take("in")
-    other_store, _ = zk_store.spawn_backend()
-    other = await declared(zk_store.harness, other_store, ("in", RETRY))
-    again = other.new_transaction()
-    item = await again.try_take("in")
-    assert item is not None and item.takes == 2, "the lock went with the session; the meta kept the take"
+    assert await children(zk_store, f"/{zk_store.root}-commits") == (), "the recovered commit's marker is deleted"
+
+
+async def test_a_commit_lost_before_it_was_applied_aborts_and_its_item_is_offered_again(zk_store: ZkStore) -> None:
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY), ("out", RETRY))
+    await produce(q, "in", b"1")
+    store, _ = zk_store.spawn_backend(between=LoseCommitRequest)
+    mover = await handle(zk_store.harness, store)
+    tx = mover.new_transaction()
+    assert await tx.try_take("in") is not None
+    tx.put("out", b"never")
+    with pytest.raises(TransactionError, match="lost before the commit's multi was applied"):
+        await tx.commit()  # no marker, and our lock still there: read on our session, so not applied
+    assert await bodies_of(zk_store, q, "out") == []
+    again = mover.new_transaction()
+    item = await again.take("in", 10.0)
+    assert item is not None and item.takes == 2
     await again.commit()
+
+
+async def test_a_commit_marker_goes_with_its_session_when_its_process_dies_before_deleting_it(
+        zk_store: ZkStore) -> None:
+    store, _ = zk_store.spawn_backend(between=DropMarkerDeletes)
+    q = await declared(zk_store.harness, store, ("in", RETRY))
+    await produce(q, "in", b"1")
+    markers = await children(zk_store, f"/{zk_store.root}-commits")
+    assert len(markers) == 1, "the marker's delete never went"
+    zk_store.harness.system.stop(zk_store.sessions[-1])  # the process dies: its session ends
+
+    async def no_marker() -> bool:  # ephemeral: no marker outlives its writer
+        return await children(zk_store, f"/{zk_store.root}-commits") == ()
+
+    await until(zk_store.harness, no_marker, 15)
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_a_commit_whose_reply_and_marker_an_expiry_took_is_never_answered_aborted(zk_store: ZkStore) -> None:
+    """The multi applied, its reply lost, the session expired before the marker was read: the marker is gone
+    with the session, so its absence proves nothing; the items are gone too: the outcome stays unknown."""
+    ensemble = zk_store.ensemble
+    assert ensemble is not None
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY), ("out", RETRY))
+    await produce(q, "in", b"1")
+
+    def expire() -> None:
+        backend = zk_store.instances[-1]
+        assert backend.session_id is not None
+        ensemble.expire(backend.session_id)
+
+    store, lost = zk_store.spawn_backend(between=lambda session: ExpireBeforeMarkerRead(session, expire),
+                                         lose=is_commit_with_puts)
+    mover = await handle(zk_store.harness, store)
+    tx = mover.new_transaction()
+    assert await tx.try_take("in") is not None
+    tx.put("out", b"moved")
+    with pytest.raises(AskTimeout):
+        await tx.commit()
+    assert len(lost) == 1
+    assert (await bodies_of(zk_store, q, "in"), await bodies_of(zk_store, q, "out")) == ([], [b"moved"])
+
+
+async def test_an_expired_session_aborts_its_transactions_and_the_backend_serves_on_the_next(
+        zk_store: ZkStore) -> None:
+    """ZooKeeper removes every lock of an expired session at once; kazoo (and the simulated session) opens a
+    new session: the backend's transactions of the old one abort naming the expiry, new ones are served."""
+    harness = zk_store.harness
+    with contextlib.ExitStack() as stack:
+        if zk_store.ensemble is None:  # a real expiry: the client cut off from a running server past its timeout
+            proxy = stack.enter_context(PartitionProxy(zk_store.hosts))
+            zk_store.session = lambda: KazooSession(proxy.address, timeout=2.0)
+        store, _ = zk_store.spawn_backend()
+        backend = zk_store.instances[-1]
+        q = await declared(harness, store, ("in", RETRY), ("out", RETRY))
+        await declared(harness, zk_store.store, ("in", RETRY), ("out", RETRY))
+        await produce(q, "in", b"1")
+        tx = q.new_transaction()
+        assert await tx.try_take("in") is not None
+        tx.put("out", b"never")
+        old = backend.session_id
+        assert old is not None
+        if zk_store.ensemble is not None:
+            zk_store.ensemble.expire(old)
+        else:
+            proxy.cut()
+
+            async def lock_gone() -> bool:  # seen by another backend: the server expired the session
+                stats = await harness.ask(zk_store.store, GetTxStats("in"))
+                return bool(stats.locked == 0)
+
+            await until(harness, lock_gone, 30)
+            proxy.heal()
+        await harness.wait_until(lambda: backend.session_id != old and not backend.expired, 30)
+        with pytest.raises(TransactionError, match="session expired"):
+            await tx.commit()
+        again = q.new_transaction()
+        item = await again.take("in", 10.0)
+        assert item is not None and (item.body, item.takes) == (b"1", 2), "the lock went; the meta kept the take"
+        again.put("out", b"served")
+        await again.commit()
+        assert await bodies_of(zk_store, q, "out") == [b"served"]
+        assert await bodies_of(zk_store, q, "in") == []
+
+
+async def test_queue_settings_live_in_zookeeper_a_consumer_needs_no_declare_and_a_clash_is_refused(
+        zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    q = await declared(harness, zk_store.store, ("in", ConsumeTimes(2)), ("out", RETRY))
+    consumer_store, _ = zk_store.spawn_backend()
+    consumer = await handle(harness, consumer_store)  # declares nothing: reads each queue's settings
+    await produce(q, "in", b"1")
+    for takes in (1, 2):
+        tx = consumer.new_transaction()
+        item = await tx.try_take("in")
+        assert item is not None and item.takes == takes
+        tx.put("out", b"echo")
+        await tx.rollback()
+    tx = consumer.new_transaction()
+    assert await tx.try_take("in") is None, "ConsumeTimes(2), read from ZooKeeper: dead-lettered after two"
+    tx.put("out", b"put by a process that never declared")
+    await tx.commit()
+    letters = (await harness.ask(consumer_store, ReadDeadLetters("in"))).items
+    assert [(letter.body, letter.takes) for letter in letters] == [(b"1", 2)]
+    assert await bodies_of(zk_store, q, "out") == [b"put by a process that never declared"]
+
+    rival_store, _ = zk_store.spawn_backend()
+    rival = await handle(harness, rival_store)
+    with pytest.raises(ConveyorError, match=r"'in' is declared in ZooKeeper .* with .*ConsumeTimes\(times=2\).*"
+                                               r"this declare asks .*ConsumeOnce"):
+        await rival.declare("in", ConsumeOnce())
+    await rival.declare("in", ConsumeTimes(2))  # the same settings: idempotent
+    with pytest.raises(TransactionError, match="unknown queue 'nowhere'"):
+        await rival.new_transaction().try_take("nowhere")
+    tx = rival.new_transaction()
+    tx.put("nowhere", b"x")
+    with pytest.raises(TransactionError, match="unknown queue 'nowhere'"):
+        await tx.commit()
+
+
+@given(st.builds(
+    TxQueueSettings, st.just("q"),
+    st.one_of(st.builds(ConsumeOnce), st.builds(ConsumeTimes, st.integers(1, 10**6)),
+              st.builds(AtLeastOnce, st.one_of(st.none(), st.integers(1, 10**6)))),
+    st.one_of(st.none(), st.builds(lambda a, b: RedeliveryBackoff(min(a, b), max(a, b)),
+                                   st.floats(0, 1e6), st.floats(0, 1e6)))))
+def test_queue_settings_read_back_as_written(settings: TxQueueSettings) -> None:
+    assert settings_from_bytes("q", settings_to_bytes(settings)) == settings
+
+
+def test_unreadable_queue_settings_say_which_queue() -> None:
+    with pytest.raises(ValueError, match="the settings of queue 'q' in ZooKeeper are not readable"):
+        settings_from_bytes("q", b'{"policy": {"kind": "Sometimes"}, "backoff": null}')
+
+
+def listings(calls: list[tuple[float, object]], folder: str, since: float = 0.0) -> int:
+    return sum(1 for at, op in calls if at >= since and isinstance(op, ZkGetChildren) and op.path.endswith(folder))
+
+
+async def test_a_waiting_take_watches_the_queue_instead_of_polling_and_wakes_when_an_item_comes(
+        zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    await declared(harness, store, ("in", RETRY))
+    q = await declared(harness, zk_store.store, ("in", RETRY))
+    answers: list[tuple[float, object]] = []
+    harness.spawn(lambda: Taker(store, "in", 20.0, answers))
+    await harness.elapse(3.0)
+    assert answers == []
+    assert 1 <= listings(calls, "/in/items") <= 5, "a re-list per second at most, not a poll every 50 ms"
+    put_at = harness.system.now()
+    await produce(q, "in", b"came")
+    await harness.wait_until(lambda: bool(answers), 15)
+    taken_at, answer = answers[0]
+    assert isinstance(answer, Taken) and answer.item.body == b"came"
+    if zk_store.ensemble is not None:  # virtual time: the watch woke it, not the next re-list (1 s)
+        assert taken_at - put_at < 0.5
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)  # counts calls against virtual time
+async def test_a_waiting_take_wakes_when_a_lock_is_released_and_when_a_backoff_ends(zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    later = RedeliveryBackoff(4.5, 4.5)  # ends between two re-lists (1 s apart)
+    for backend in (store, zk_store.store):
+        await declared(harness, backend, ("soon", RETRY))
+        q = await declared(harness, backend, ("later", RETRY), backoff=later)
+    await produce(q, "soon", b"1")
+    await produce(q, "later", b"2")
+    holder = q.new_transaction()
+    assert await holder.try_take("soon") is not None
+    assert await holder.try_take("later") is not None
+    answers: dict[str, list[tuple[float, object]]] = {"soon": [], "later": []}
+    for queue, seen in answers.items():
+        harness.spawn(functools.partial(Taker, store, queue, 20.0, seen))
+    await harness.elapse(2.0)
+    assert answers == {"soon": [], "later": []}
+    await holder.rollback()  # "soon" is offered again at once (its lock's delete fires the watch), "later" in 4.5 s
+    rolled_back_at = harness.system.now()
+    await harness.wait_until(lambda: bool(answers["soon"] and answers["later"]), 15)
+    (soon_at, soon), (later_at, later_item) = answers["soon"][0], answers["later"][0]
+    assert isinstance(soon, Taken) and isinstance(later_item, Taken)
+    assert soon_at - rolled_back_at < 0.5, "woken by the watch on locks/, not by the next re-list"
+    assert 4.5 <= later_at - rolled_back_at < 4.9, "served when the backoff ends"
+    assert listings(calls, "/later/items", since=rolled_back_at) <= 10, "a re-list a second, not a poll (90)"
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -342,3 +638,61 @@ async def test_under_lost_connections_and_slow_requests_every_item_is_consumed_e
         await harness.elapse(2.0)
         assert sorted(consumed) == sorted(produced), "each produced item committed away exactly once"
         assert await bodies_of(zk, q, "out") == sorted(produced)
+
+
+@pytest.mark.parametrize("seed", range(10))
+async def test_under_lost_connections_and_expiries_no_item_is_lost_doubled_or_invented(seed: int) -> None:
+    """Faulty simulated sessions that also expire (half the lost connections outlast the timeout): the
+    backend goes on with new sessions; a commit whose outcome an expiry hid may stay unanswered (the ask
+    times out), but no item is committed away twice, none is lost, none invented."""
+    async for harness in make_harness("simulation", seed=seed):
+        assert isinstance(harness, SimulationHarness)
+        faults = ZkFaults(connection_loss=0.15, losses=6, slow=0.3, slow_s=0.2, reconnect_s=0.3, expiry=0.5,
+                          session_timeout_s=1.0)
+        ensemble = SimZooKeeperEnsemble(harness.sim, faults)
+        zk = ZkStore(harness, ensemble.session(), f"expiries-{seed}", ensemble)
+        zk.store, _ = zk.spawn_backend()
+        q = await declared(harness, zk.store, ("in", RETRY), ("out", RETRY))
+        produced: list[bytes] = []
+        maybe_produced: list[bytes] = []
+        for n in range(6):
+            body = b"%d" % n
+            try:
+                await produce(q, "in", body)
+            except TransactionError:
+                continue  # aborted: nothing was created
+            except AskTimeout:
+                maybe_produced.append(body)  # the outcome an expiry hid
+                continue
+            produced.append(body)
+        consumed: list[bytes] = []
+        maybe_consumed: list[bytes] = []
+        for _ in range(60):
+            tx = q.new_transaction()
+            try:
+                item = await tx.try_take("in")
+            except TransactionError:
+                await tx.rollback()
+                continue
+            if item is None:
+                await tx.rollback()
+                await harness.elapse(0.5)
+                continue
+            tx.put("out", item.body)
+            try:
+                await tx.commit()
+            except TransactionError:
+                continue
+            except AskTimeout:
+                maybe_consumed.append(item.body)
+                continue
+            consumed.append(item.body)
+        ensemble.end_faults()
+        await harness.elapse(2.0)
+        left = await bodies_of(zk, q, "in")
+        out = await bodies_of(zk, q, "out")
+        assert len(set(consumed)) == len(consumed), "no item committed away twice"
+        assert set(consumed) <= set(out) <= set(consumed) | set(maybe_consumed), "out holds what was committed"
+        assert sorted(out) == sorted(set(out)), "each item moved once"
+        assert set(produced) <= set(out) | set(left), "nothing produced is lost"
+        assert set(out) | set(left) <= set(produced) | set(maybe_produced), "nothing invented"
