@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from conveyor.actors.broker import Delivery, EntryEnqueued, EntrySettled
 from conveyor.runtime import TraceEvent
+from conveyor.runtime.extras import missing_modules
 from conveyor.simulation.checkers import queue_paths, queue_story
 from conveyor.simulation.scenarios import run_scenario
 
@@ -292,6 +293,9 @@ def write_report(
     else:
         lines.append("No run violated a checked property.")
     lines += ["", "## Plots", ""]
+    if missing_modules("plots"):
+        lines += ["No plots: drawing them needs the 'plots' extra: pip install 'conveyor[plots]'.", ""]
+        return _written(folder, lines)
     if plot_fairness(spark, runs, folder / FAIRNESS_PNG):
         lines += [f"![fairness against consumer count]({FAIRNESS_PNG})", ""]
     if plot_latency_cdf(spark, runs, folder / LATENCY_PNG):
@@ -304,6 +308,11 @@ def write_report(
         f"![queue depth of {sample.scenario} seed {sample.seed}]({DEPTH_PNG})",
         "",
     ]
+    return _written(folder, lines)
+
+
+def _written(folder: Path, lines: Sequence[str]) -> Path:
+    """``lines`` written as the report in ``folder``; its path."""
     target = folder / REPORT_NAME
     target.write_text("\n".join(lines), encoding="utf-8")
     return target
