@@ -200,3 +200,23 @@ def test_a_fresh_venv_with_the_light_install(tmp_path: Path) -> None:
     assert swept.returncode == 1
     assert swept.stderr.startswith("Error: conveyor sweep needs the 'spark' extra: pip install 'conveyor[spark]'")
     assert "Traceback" not in swept.stderr
+
+
+def test_a_missing_extra_found_inside_a_command_is_one_line_and_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The net in ``main``: a lazy name touched deep in a command, not by the command's own check."""
+    from conveyor.cli import _app
+    from conveyor.runtime.extras import MissingExtra
+
+    def touches_a_lazy_name() -> None:
+        raise MissingExtra("conveyor.actors.pubsub.PubSubServer", "pubsub", ("grpc",))
+
+    monkeypatch.setattr(_app, "app", touches_a_lazy_name)
+    with pytest.raises(SystemExit) as exited:
+        _app.main()
+    assert exited.value.code == 1
+    assert capsys.readouterr().err == (
+        "Error: conveyor.actors.pubsub.PubSubServer needs the 'pubsub' extra: pip install 'conveyor[pubsub]' "
+        "(grpc not installed)\n"
+    )
