@@ -11,10 +11,10 @@ $(STAMP): pyproject.toml $(shell find $(CODE_DIRS) -type d -not -name __pycache_
 		echo "python venv module missing; installing python3-venv"; \
 		apt-get update -qq && apt-get install -y -qq python3-venv && $(PY) -m venv $(VENV); }
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]' --config-settings editable_mode=strict
+	$(BIN)/python -m pip install -q -e '.[all,dev]' --config-settings editable_mode=strict
 	@touch $@
 
-.PHONY: java zookeeper install demo test test-slow crash-test mutants lint typecheck bench bench-storage rabbitmq clean
+.PHONY: java zookeeper install demo test test-slow test-light crash-test mutants lint typecheck bench bench-storage rabbitmq clean
 # PySpark (the sweep, trace analysis) needs a Java runtime: install one when none is on the PATH.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 java:
@@ -51,6 +51,10 @@ test: install zookeeper lint typecheck
 test-slow: install zookeeper
 	$(BIN)/python -m pytest -m slow -q
 
+# The light install (`pip install conveyor`, no extras) in a fresh venv: its size, imports and commands (one slow test).
+test-light: install
+	$(BIN)/python -m pytest tests/test_packaging.py -m slow -q -s
+
 # The kill -9 crash test by hand (tests/crash): CYCLES kills of a client life on one data directory, a drain,
 # then Jepsen's total-queue checks. CRASH_TARGET: embedded (the broker on TrioSystem) or pubsub (conveyor serve).
 # CRASH_MEMORY_TARGET=65536 (embedded only): the durable queue pages its bodies and its tail's entries under it.
@@ -81,7 +85,7 @@ rabbitmq: install
 		echo "rabbitmq-server missing; installing the Debian package"; \
 		$(SUDO) apt-get update -qq && RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive \
 		$(SUDO) apt-get install -y -qq --no-install-recommends rabbitmq-server; }
-	$(BIN)/python -m pip install -q -e '.[dev,bench]' --config-settings editable_mode=strict
+	$(BIN)/python -m pip install -q -e '.[all,dev,bench]' --config-settings editable_mode=strict
 
 # The full-size storage benchmark (minutes; not in CI): conveyor beside RabbitMQ, memory, recovery.
 bench-storage: rabbitmq

@@ -7,8 +7,10 @@ from typing import Annotated
 
 import typer
 
+from conveyor.runtime.extras import MissingExtra
 from conveyor.simulation.scenarios import FAULT_PLANS
 
+from ._extras import needs_extra, tell_missing
 from ._serve import LogLevel
 from ._simulate import replay_command, simulate_command
 
@@ -66,6 +68,7 @@ def sweep(
     Exits 1 when any run failed (a checker's violation, an error, a step budget run out), so a CI
     gate on it fails too.
     """
+    needs_extra("spark", "sweep")
     from ._sweep import run_sweep
 
     try:
@@ -90,6 +93,7 @@ def analyze(
     min_jain: float = typer.Option(0.9, min=0.0, max=1.0, help="Fairness threshold (Jain's index)."),
 ) -> None:
     """Check recorded traces for strict order, accounting and fairness on Spark; exit 1 on a violation."""
+    needs_extra("spark", "analyze")
     from ._sweep import run_analyze
 
     try:
@@ -139,6 +143,7 @@ def bench_sweep(
     repeat: int = typer.Option(1, min=1, help="Rounds; the best of each is reported."),
 ) -> None:
     """The Spark sweep on local[2] beside a plain loop and multiprocessing.Pool(2), in one run."""
+    needs_extra("spark", "bench sweep")
     from conveyor.benchmarks.sweep import main as run
 
     run(seeds=seeds, repeat=repeat)
@@ -167,6 +172,9 @@ def serve(
         "Unset: no metrics endpoint."),
 ) -> None:
     """Serve conveyor as a Pub/Sub emulator (point PUBSUB_EMULATOR_HOST at it) until SIGTERM or SIGINT, then drain."""
+    needs_extra("pubsub", "serve")
+    if metrics_port is not None:
+        needs_extra("metrics", "serve --metrics-port")
     from ._serve import run_serve
 
     run_serve(host_port, max_streams=max_streams, log_level=log_level, max_memory=max_memory, data_dir=data_dir,
@@ -178,6 +186,7 @@ def bench_pubsub(
     messages: int = typer.Option(5000, min=100, help="Messages per measurement."),
 ) -> None:
     """Publish and receive+ack through the Pub/Sub front: Google's subscriber beside conveyor's."""
+    needs_extra("pubsub", "bench pubsub")
     from conveyor.benchmarks.pubsub import main as run
 
     run(messages=messages)
@@ -216,6 +225,8 @@ def bench_simulation(
 ) -> None:
     """Simulator deliveries/s and schedules/min on the broker fairness scenario, beside a bare loop; schedules/hour
     with every checker on, one core and the Spark sweep."""
+    if spark_seeds:
+        needs_extra("spark", f"bench simulation --spark-seeds {spark_seeds}")
     from conveyor.benchmarks.simulation import main as run
 
     run(seeds=seeds, repeat=repeat, profile=profile, spark_seeds=spark_seeds)
@@ -235,6 +246,7 @@ def bench_storage(
 ) -> None:
     """Durable storage: publish+confirm and consume+ack on disk beside RabbitMQ, RSS under a memory target,
     recovery time and bytes on disk (minutes at full size)."""
+    needs_extra("plots", "bench storage")
     from conveyor.benchmarks.storage import main as run
 
     try:
@@ -245,5 +257,9 @@ def bench_storage(
 
 
 def main() -> None:
-    """Entry point of the ``conveyor`` script."""
-    app()
+    """Entry point of the ``conveyor`` script; an extra found missing deep in a command is told as one line too."""
+    try:
+        app()
+    except MissingExtra as missing:
+        tell_missing(missing)
+        raise SystemExit(1) from None

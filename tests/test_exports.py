@@ -28,6 +28,7 @@ PUBLIC_MODULES = (
     "conveyor.runtime",
     "conveyor.runtime.lowlevel",
     "conveyor.runtime.validators",
+    "conveyor.runtime.extras",
     "conveyor.actors",
     "conveyor.actors.broker",
     "conveyor.actors.storage",

@@ -1,4 +1,13 @@
-"""A ``google.pubsub.v1`` gRPC front on the broker's actors: conveyor as an embeddable Pub/Sub emulator."""
+"""A ``google.pubsub.v1`` gRPC front on the broker's actors: conveyor as an embeddable Pub/Sub emulator.
+
+The topics and subscriptions are plain actors (the simulator runs them without any extra); the gRPC
+server and transport (``PubSubServer``, ``PubSubTransport``, ``PubSubConsumer``, ``subscribe_remote``)
+need the ``pubsub`` extra and are imported when first used.
+"""
+
+import typing
+
+from conveyor.runtime.extras import lazy_exports as _lazy_exports
 
 from ._ackid import AckId as AckId
 from ._ackid import AckIdCodec as AckIdCodec
@@ -46,14 +55,21 @@ from ._registry import TopicActor as TopicActor
 from ._registry import TopicFactory as TopicFactory
 from ._seek_log import SeekLog as SeekLog
 from ._seek_log import SeekLogState as SeekLogState
-from ._server import PubSubServer as PubSubServer
 from ._subscription import IDLE_STREAM_S as IDLE_STREAM_S
 from ._subscription import Binding as Binding
 from ._subscription import SubscriptionActor as SubscriptionActor
 from ._subscription import stored_size as stored_size
-from ._transport import PubSubConsumer as PubSubConsumer
-from ._transport import PubSubTransport as PubSubTransport
-from ._transport import subscribe_remote as subscribe_remote
+
+if typing.TYPE_CHECKING:
+    from ._server import PubSubServer as PubSubServer
+    from ._transport import PubSubConsumer as PubSubConsumer
+    from ._transport import PubSubTransport as PubSubTransport
+    from ._transport import subscribe_remote as subscribe_remote
+else:
+    __getattr__ = _lazy_exports(__name__, "pubsub", {
+        "._server": ("PubSubServer",),
+        "._transport": ("PubSubConsumer", "PubSubTransport", "subscribe_remote"),
+    })
 
 __all__ = [
     "ACK_IDS_MAX",

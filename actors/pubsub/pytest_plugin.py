@@ -8,17 +8,29 @@ test and restores the variable afterwards, so Google's client never goes to the 
 * ``pubsub_emulator``: the same, as its ``host:port``;
 * ``pubsub_shared_server``: one server for the whole session, emptied of every topic and
   subscription before each test (cheaper than a server per test; streams a test left open end).
+
+The server is imported when a fixture first starts one: without the ``pubsub`` extra, loading the
+plugin costs nothing and only a test that asks for a server fails, saying which extra to install.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-from ._server import PubSubServer
+if TYPE_CHECKING:
+    from ._server import PubSubServer
 
 EMULATOR_HOST = "PUBSUB_EMULATOR_HOST"
+
+
+def _new_server() -> PubSubServer:
+    """A ``PubSubServer``, imported now (``MissingExtra`` naming ``pubsub`` when grpc is not installed)."""
+    from . import PubSubServer
+
+    return PubSubServer()
 
 
 def _pointed_at(server: PubSubServer) -> Iterator[PubSubServer]:
@@ -31,7 +43,7 @@ def _pointed_at(server: PubSubServer) -> Iterator[PubSubServer]:
 @pytest.fixture
 def pubsub_server() -> Iterator[PubSubServer]:
     """A running ``PubSubServer`` on a free loopback port for this test, ``PUBSUB_EMULATOR_HOST`` set to it."""
-    with PubSubServer() as server:
+    with _new_server() as server:
         yield from _pointed_at(server)
 
 
@@ -44,7 +56,7 @@ def pubsub_emulator(pubsub_server: PubSubServer) -> str:
 @pytest.fixture(scope="session")
 def _pubsub_session_server() -> Iterator[PubSubServer]:
     """The server behind ``pubsub_shared_server``, started once (ask for that fixture, not this one)."""
-    with PubSubServer() as server:
+    with _new_server() as server:
         yield server
 
 

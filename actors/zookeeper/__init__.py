@@ -3,11 +3,19 @@ ZooKeeper session protocol (``conveyor.runtime.lowlevel.ZkCall`` and the rest), 
 ZooKeeper blocks a handler or shares the client. ``LocalZooKeeper`` / ``LocalZooKeeperEnsemble`` start
 real servers on loopback for tests and benchmarks (the ``pytest_plugin`` fixtures use them)."""
 
-from ._kazoo import KazooSession as KazooSession
+import typing
+
+from conveyor.runtime.extras import lazy_exports as _lazy_exports
+
 from ._local import LocalZooKeeper as LocalZooKeeper
 from ._local import LocalZooKeeperEnsemble as LocalZooKeeperEnsemble
 from ._local import ZooKeeperNotInstalled as ZooKeeperNotInstalled
 from ._local import zookeeper_missing as zookeeper_missing
+
+if typing.TYPE_CHECKING:
+    from ._kazoo import KazooSession as KazooSession
+else:  # kazoo comes with the ``zookeeper`` extra; the local servers need only Java and ZooKeeper's jar
+    __getattr__ = _lazy_exports(__name__, "zookeeper", {"._kazoo": ("KazooSession",)})
 
 __all__ = [
     "KazooSession",

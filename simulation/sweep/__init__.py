@@ -5,7 +5,14 @@
 Parquet and aggregates with Spark SQL; ``write_report`` renders report.md with plots.
 ``analyze_traces`` checks recorded traces (JSON Lines or Parquet) for the broker's order,
 accounting and fairness with Spark aggregations and window functions.
+
+Everything but the matrix (``SweepCell``, ``build_matrix``, the parsers) needs the ``spark`` extra
+and is imported when first used.
 """
+
+import typing
+
+from conveyor.runtime.extras import lazy_exports as _lazy_exports
 
 from ._matrix import COST_HINTS_MS as COST_HINTS_MS
 from ._matrix import DEFAULT_PLAN as DEFAULT_PLAN
@@ -16,37 +23,55 @@ from ._matrix import parse_scenarios as parse_scenarios
 from ._matrix import parse_strategies as parse_strategies
 from ._matrix import partition_count as partition_count
 from ._matrix import plan_partitions as plan_partitions
-from ._pipeline import FirstFailure as FirstFailure
-from ._pipeline import GroupSummary as GroupSummary
-from ._pipeline import SweepOutcome as SweepOutcome
-from ._pipeline import SweepSpec as SweepSpec
-from ._pipeline import execute_sweep as execute_sweep
-from ._pipeline import matrix_frame as matrix_frame
-from ._pipeline import runs_frame as runs_frame
-from ._pipeline import summarize as summarize
-from ._report import SUMMARY_HEADER as SUMMARY_HEADER
-from ._report import DepthPoint as DepthPoint
-from ._report import LatencySpread as LatencySpread
-from ._report import ReportDraft as ReportDraft
-from ._report import latency_spreads as latency_spreads
-from ._report import prepare_report as prepare_report
-from ._report import queue_depth_series as queue_depth_series
-from ._report import summary_cells as summary_cells
-from ._report import write_report as write_report
-from ._rows import MATRIX_SCHEMA as MATRIX_SCHEMA
-from ._rows import ROW_SCHEMA as ROW_SCHEMA
-from ._rows import run_cell as run_cell
-from ._rows import run_cell_tuple as run_cell_tuple
-from ._rows import run_cells as run_cells
-from ._rows import sweep_replay_command as sweep_replay_command
-from ._session import MASTER_ENV as MASTER_ENV
-from ._session import default_master as default_master
-from ._session import spark_session as spark_session
-from ._traces import QueueVerdict as QueueVerdict
-from ._traces import TraceAnalysis as TraceAnalysis
-from ._traces import analyze_traces as analyze_traces
-from ._traces import read_trace as read_trace
-from ._traces import write_trace_parquet as write_trace_parquet
+
+if typing.TYPE_CHECKING:
+    from ._pipeline import FirstFailure as FirstFailure
+    from ._pipeline import GroupSummary as GroupSummary
+    from ._pipeline import SweepOutcome as SweepOutcome
+    from ._pipeline import SweepSpec as SweepSpec
+    from ._pipeline import execute_sweep as execute_sweep
+    from ._pipeline import matrix_frame as matrix_frame
+    from ._pipeline import runs_frame as runs_frame
+    from ._pipeline import summarize as summarize
+    from ._report import SUMMARY_HEADER as SUMMARY_HEADER
+    from ._report import DepthPoint as DepthPoint
+    from ._report import LatencySpread as LatencySpread
+    from ._report import ReportDraft as ReportDraft
+    from ._report import latency_spreads as latency_spreads
+    from ._report import prepare_report as prepare_report
+    from ._report import queue_depth_series as queue_depth_series
+    from ._report import summary_cells as summary_cells
+    from ._report import write_report as write_report
+    from ._rows import MATRIX_SCHEMA as MATRIX_SCHEMA
+    from ._rows import ROW_SCHEMA as ROW_SCHEMA
+    from ._rows import run_cell as run_cell
+    from ._rows import run_cell_tuple as run_cell_tuple
+    from ._rows import run_cells as run_cells
+    from ._rows import sweep_replay_command as sweep_replay_command
+    from ._session import MASTER_ENV as MASTER_ENV
+    from ._session import default_master as default_master
+    from ._session import spark_session as spark_session
+    from ._traces import QueueVerdict as QueueVerdict
+    from ._traces import TraceAnalysis as TraceAnalysis
+    from ._traces import analyze_traces as analyze_traces
+    from ._traces import read_trace as read_trace
+    from ._traces import write_trace_parquet as write_trace_parquet
+else:  # pyspark comes with the ``spark`` extra: the matrix and its parsers above need none
+    __getattr__ = _lazy_exports(__name__, "spark", {
+        "._pipeline": (
+            "FirstFailure", "GroupSummary", "SweepOutcome", "SweepSpec", "execute_sweep", "matrix_frame", "runs_frame",
+            "summarize",
+        ),
+        "._report": (
+            "SUMMARY_HEADER", "DepthPoint", "LatencySpread", "ReportDraft", "latency_spreads", "prepare_report",
+            "queue_depth_series", "summary_cells", "write_report",
+        ),
+        "._rows": (
+            "MATRIX_SCHEMA", "ROW_SCHEMA", "run_cell", "run_cell_tuple", "run_cells", "sweep_replay_command",
+        ),
+        "._session": ("MASTER_ENV", "default_master", "spark_session"),
+        "._traces": ("QueueVerdict", "TraceAnalysis", "analyze_traces", "read_trace", "write_trace_parquet"),
+    })
 
 __all__ = [
     "COST_HINTS_MS",

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from conveyor.actors.broker import Delivery, EntryEnqueued, EntrySettled
 from conveyor.runtime import TraceEvent
+from conveyor.runtime.extras import missing_modules
 from conveyor.simulation.checkers import queue_paths, queue_story
 from conveyor.simulation.scenarios import FAIRNESS_MIN_JAIN, run_scenario
 
@@ -362,6 +363,9 @@ def prepare_report(spark: SparkSession, outcome: SweepOutcome) -> ReportDraft:
     else:
         lines.append("No run violated a checked property.")
     lines += ["", "## Plots", ""]
+    if missing_modules("plots"):
+        lines += ["No plots: drawing them needs the 'plots' extra: pip install 'conveyor[plots]'.", ""]
+        return ReportDraft(folder, tuple(head), tuple(lines))
     if plot_fairness(spark, runs, folder / FAIRNESS_PNG):
         below = [f"`{name}` ({why})" for name, why in FAIRNESS_EXPLAINED.items() if name in spec.scenarios]
         lines += [
