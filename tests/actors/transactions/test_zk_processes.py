@@ -1,0 +1,298 @@
+"""Many processes on one real ZooKeeper: consumers killed with SIGKILL holding locks, the server killed.
+
+Each test starts ``zk_worker`` processes (``python -m tests.actors.transactions.zk_worker``): a
+producer committing batches into ``in``, consumers each taking one item from ``in`` and putting its
+body to ``out`` in one transaction, every one with its own ``KazooSession`` and ``ZkTxBackend`` and
+its own history file. A *holder* takes items and sleeps holding their locks; the test kills it with
+SIGKILL, reads the locks with a raw kazoo client until the server removed them (session timeout),
+lets the others drain the queue, and counts the histories against the end state
+(``zk_history.count``, Jepsen's total-queue count): lost 0, unexpected 0, no double commit, no
+returned commit lost, redeliveries only after a take that did not commit, at most K takes under
+``ConsumeTimes(K)``, and no lock left once quiet. Another test kills the ZooKeeper server itself
+mid-run and starts it again; the slow one kills the leader of a three-node ensemble.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from kazoo.client import KazooClient
+
+from conveyor.actors.zookeeper import LocalZooKeeper, LocalZooKeeperEnsemble
+from tests.actors.transactions.zk_history import Count, Event, FinalState, count, read_history, takes_of
+from tests.crash.harness import Child
+
+SESSION_TIMEOUT_S = 3.0
+"""Of every worker's session: a killed holder's locks go this long after its death (tickTime is 500 ms)."""
+DEADLINE_S = 60.0
+"""Longest wait for anything (a process ready, the locks gone, the queue drained): generous, not asserted."""
+WORKER = [sys.executable, "-m", "tests.actors.transactions.zk_worker"]
+
+
+@contextmanager
+def raw_client(hosts: str) -> Iterator[KazooClient]:
+    """A plain kazoo client, for reading what the workers left in ZooKeeper."""
+    client = KazooClient(hosts=hosts, timeout=10.0)
+    client.start(timeout=DEADLINE_S)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.1)
+
+
+@attrs.define
+class Run:
+    """The worker processes of one test on one ZooKeeper root, their histories in ``directory``."""
+
+    hosts: str
+    directory: Path
+    policy: str
+    root: str = attrs.field(factory=lambda: f"procs-{uuid.uuid4().hex[:12]}")
+    children: dict[str, Child] = attrs.field(factory=dict)
+    killed: set[str] = attrs.field(factory=set)
+
+    @property
+    def stop_file(self) -> Path:
+        return self.directory / "stop"
+
+    def start(self, name: str, role: str, *options: str) -> Child:
+        """Start a worker ``name``; it is ready once it has declared its queues."""
+        command = [*WORKER, role, "--hosts", self.hosts, "--root", self.root, "--policy", self.policy,
+                   "--history", str(self.directory / f"{name}.jsonl"), "--stop-file", str(self.stop_file),
+                   "--session-timeout", str(SESSION_TIMEOUT_S), *options]
+        child = self.children[name] = Child(command)
+        child.wait_for("^ready", child.stdout, DEADLINE_S)
+        return child
+
+    def kill(self, name: str) -> None:
+        self.children[name].kill()
+        self.killed.add(name)
+
+    def histories(self) -> dict[str, list[Event]]:
+        return {name: read_history(self.directory / f"{name}.jsonl") for name in self.children}
+
+    def path(self, *parts: str) -> str:
+        return "/".join((f"/{self.root}", *parts))
+
+    def stop_consumers(self) -> None:
+        """Once the queue is drained: the consumers see the stop file on their next empty take and exit 0."""
+        self.stop_file.touch()
+        for name, child in self.children.items():
+            if name not in self.killed:
+                assert child.finish(DEADLINE_S) == 0, child.describe()
+                assert not child.logged_traceback(), child.describe()
+
+    def end_state(self, zk: KazooClient) -> FinalState:
+        def bodies(folder: str) -> list[bytes]:
+            return [zk.get(f"{folder}/{name}")[0] for name in zk.get_children(folder)]
+
+        dead = [json_letter(data) for data in bodies(self.path("in", "dlq"))]
+        return FinalState(out=tuple(data.decode() for data in bodies(self.path("out", "items"))),
+                          remaining=tuple(data.decode() for data in bodies(self.path("in", "items"))),
+                          dead=tuple(dead))
+
+    def locks(self, zk: KazooClient, queue: str = "in") -> dict[str, int]:
+        """Lock name -> the session that owns it (ephemeral owner), read now."""
+        owners = {}
+        for name in zk.get_children(self.path(queue, "locks")):
+            stat = zk.exists(self.path(queue, "locks", name))
+            if stat is not None:
+                owners[name] = stat.ephemeralOwner
+        return owners
+
+    def drained(self, zk: KazooClient) -> bool:
+        return not zk.get_children(self.path("in", "items")) and not zk.get_children(self.path("in", "locks"))
+
+    def finish(self, *, k: int | None) -> tuple[Count, dict[str, list[Event]], FinalState]:
+        """Wait for the producer and the drain, stop the consumers, read the end state and count."""
+        assert self.children["producer"].finish(DEADLINE_S) == 0, self.children["producer"].describe()
+        with raw_client(self.hosts) as zk:
+            wait_until(lambda: self.drained(zk), "the consumers drained 'in'")
+            self.stop_consumers()
+            assert self.locks(zk, "in") == {} and self.locks(zk, "out") == {}, "no lock left once quiet"
+            final = self.end_state(zk)
+        histories = self.histories()
+        return count(histories, final, killed=self.killed, k=k), histories, final
+
+
+def json_letter(data: bytes) -> tuple[str, int]:
+    """A dead letter's body and takes."""
+    letter: dict[str, Any] = json.loads(data)
+    return letter["body"], letter["takes"]
+
+
+# --- the count itself, on histories written by hand --------------------------------------------------
+
+
+def put(*bodies: str) -> list[Event]:
+    return [{"op": "put", "bodies": list(bodies)}, {"op": "put_ok", "bodies": list(bodies)}]
+
+
+def taken(body: str, takes: int, end: str | None = "commit_ok") -> list[Event]:
+    return [{"op": "taken", "body": body, "takes": takes}] + ([{"op": end, "body": body}] if end else [])
+
+
+def test_the_count_passes_a_clean_history_and_allows_a_redelivery_after_a_kill() -> None:
+    histories = {"producer": put("p-0", "p-1"), "dead": taken("p-0", 1, None), "c": taken("p-0", 2) + taken("p-1", 1)}
+    final = FinalState(out=("p-0", "p-1"), remaining=(), dead=())
+    counted = count(histories, final, killed={"dead"}, k=2)
+    assert counted.ok and (counted.consumed, counted.redelivered) == (2, 1), counted
+
+
+@pytest.mark.parametrize(("histories", "final", "broken"), [
+    ({"producer": put("p-0", "p-1")}, FinalState(("p-0",), (), ()), "lost"),
+    ({"producer": put("p-0")}, FinalState(("p-0", "x-9"), (), ()), "unexpected"),
+    ({"producer": [{"op": "put", "bodies": ["p-0"]}, {"op": "put_aborted", "bodies": ["p-0"]}]},
+     FinalState(("p-0",), (), ()), "unexpected"),
+    ({"producer": put("p-0")}, FinalState(("p-0", "p-0"), (), ()), "double_commits"),
+    ({"producer": put("p-0"), "c": taken("p-0", 1)}, FinalState((), (), (("p-0", 1),)), "lost_commits"),
+    ({"producer": put("p-0"), "c": taken("p-0", 1) + taken("p-0", 2, "rolled_back")},
+     FinalState(("p-0",), (), ()), "bad_redeliveries"),
+    ({"producer": put("p-0"), "alive": taken("p-0", 1, None), "c": taken("p-0", 2)},
+     FinalState(("p-0",), (), ()), "bad_redeliveries"),
+    ({"producer": put("p-0"), "c": taken("p-0", 1, "rolled_back") + taken("p-0", 2, "rolled_back")
+      + taken("p-0", 3, "rolled_back")}, FinalState((), (), (("p-0", 3),)), "over_k"),
+])
+def test_the_count_finds_each_broken_promise(histories: dict[str, list[Event]], final: FinalState,
+                                             broken: str) -> None:
+    counted = count(histories, final, killed=(), k=2)
+    assert not counted.ok
+    assert [name for name in ("lost", "unexpected", "double_commits", "lost_commits", "bad_redeliveries", "over_k")
+            if getattr(counted, name)] == [broken], counted
+
+
+# --- real processes ----------------------------------------------------------------------------------
+
+
+def held_numbers(child: Child) -> list[int]:
+    """The item numbers a holder printed it holds (one ``holding`` line per listener in a container)."""
+    return [int(number) for line in child.stdout if line.startswith("holding ") for number in line.split()[1:]]
+
+
+def kill_a_holder_and_count(run: Run, holder_role: str, holder_options: list[str], *, k: int | None,
+                            items: int) -> Count:
+    run.start("c1", "consumer", "--poison-every", "7")
+    run.start("c2", "consumer", "--poison-every", "7")
+    holder = run.start("holder", holder_role, *holder_options)
+    run.start("producer", "producer", "--items", str(items), "--batch", "5", "--pause", "0.02")
+    holder.wait_for(r"^holding", holder.stdout, DEADLINE_S)
+    wait_until(lambda: len(held_numbers(holder)) >= 2, "the holder holds two items")
+    numbers = held_numbers(holder)
+    with raw_client(run.hosts) as zk:
+        owners = run.locks(zk)
+        held_by = {owners.get(f"lock-{number}") for number in numbers}
+        assert len(held_by) == 1 and None not in held_by, f"the holder's locks {numbers} among {owners}"
+        session = held_by.pop()
+        run.kill("holder")
+        wait_until(lambda: session not in run.locks(zk).values(), "the killed holder's locks vanished")
+        print(f"the holder's session {session:#x} held {numbers}; its locks vanished after its session timeout")
+    counted, histories, final = run.finish(k=k)
+    print(counted.summary())
+    held_bodies = {take.body for take in takes_of(histories) if take.process == "holder" and take.outcome == "open"}
+    assert len(held_bodies) == len(numbers)
+    again = {take.body for take in takes_of(histories) if take.process != "holder"}
+    dead = {body for body, _ in final.dead}
+    assert held_bodies <= again | dead, "every item the holder held was taken again by another (or dead-lettered)"
+    return counted
+
+
+def test_a_consumer_killed_holding_locks_under_at_least_once(zookeeper: str, tmp_path: Path) -> None:
+    """A listener container holding two items is SIGKILLed; at-least-once: its items come back, nothing lost."""
+    run = Run(zookeeper, tmp_path, "at-least-once")
+    counted = kill_a_holder_and_count(run, "holding-container", ["--hold", "2"], k=None, items=100)
+    assert counted.ok, counted
+    assert counted.redelivered >= 2, "the holder's two items and the poison ones were handed over again"
+
+
+def test_a_consumer_killed_holding_locks_under_consume_times(zookeeper: str, tmp_path: Path) -> None:
+    """A consumer holding two items in one transaction is SIGKILLed; ConsumeTimes(3) holds over all histories."""
+    run = Run(zookeeper, tmp_path, "times:3")
+    counted = kill_a_holder_and_count(run, "consumer", ["--hold", "2", "--hold-after", "3"], k=3, items=100)
+    assert counted.ok, counted
+    assert counted.dead > 0, "the poison items were dead-lettered after their third take"
+
+
+def freeze(pid: int | None) -> None:
+    """SIGSTOP a server for a moment before its SIGKILL: every client then has a call sent and unanswered (the
+    producer's is the multi of its commit), so the kill cuts requests in flight, not idle connections."""
+    assert pid is not None, "the server runs"
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(0.5)
+
+
+def kill_the_servers_mid_run(run: Run, disrupt: Callable[[], None], *, items: int) -> Count:
+    """Producer and three consumers; once a third is consumed, ``disrupt`` (kill a server, bring it back)."""
+    for name in ("c1", "c2", "c3"):
+        run.start(name, "consumer")
+    run.start("producer", "producer", "--items", str(items), "--batch", "5", "--pause", "0.02")
+    wait_until(lambda: sum(1 for events in run.histories().values() for event in events
+                           if event["op"] == "commit_ok") >= items // 3, "a third of the items consumed")
+    killed_at = time.time()
+    disrupt()
+    back_at = time.time()
+    counted, histories, _ = run.finish(k=None)
+    print(counted.summary())
+    for name, events in histories.items():
+        after = [event["op"] for event in events if event["at"] > back_at]
+        assert "commit_ok" in after or "put_ok" in after, f"{name} went on after the disruption: {after[:5]}"
+    commits = sorted(event["at"] for events in histories.values() for event in events if event["op"] == "commit_ok")
+    print(f"servers down {back_at - killed_at:.1f} s, longest pause between two returned commits "
+          f"{max(b - a for a, b in itertools.pairwise(commits)):.1f} s")
+    renewed = sum(1 for events in histories.values() for event in events if event["op"] == "renewed")
+    failed = sum(1 for events in histories.values() for event in events
+                 if event["op"] in ("take_failed", "commit_aborted", "commit_unknown", "put_aborted", "put_unknown"))
+    print(f"after the disruption: {failed} calls failed or unanswered, {renewed} sessions renewed")
+    return counted
+
+
+def test_the_zookeeper_server_killed_and_restarted_mid_run(zookeeper: str, zookeeper_server: LocalZooKeeper,
+                                                           tmp_path: Path) -> None:
+    """SIGKILL the server, start it again on its data directory: no returned commit lost, no lock left."""
+    run = Run(zookeeper, tmp_path, "at-least-once")
+
+    def kill_and_restart() -> None:
+        freeze(zookeeper_server.pid)
+        zookeeper_server.kill()
+        time.sleep(SESSION_TIMEOUT_S + 1.0)  # longer than a session timeout: a restarted server renews them
+        zookeeper_server.start()
+
+    counted = kill_the_servers_mid_run(run, kill_and_restart, items=150)
+    assert counted.ok, counted
+
+
+@pytest.mark.slow
+def test_the_ensemble_leader_killed_and_brought_back_mid_run(zookeeper_ensemble: LocalZooKeeperEnsemble,
+                                                             tmp_path: Path) -> None:
+    """Three nodes; the leader SIGKILLed mid-run and started again: the count as on one server."""
+    run = Run(zookeeper_ensemble.address, tmp_path, "at-least-once")
+
+    def kill_the_leader() -> None:
+        leader = zookeeper_ensemble.leader()
+        assert leader is not None
+        freeze(zookeeper_ensemble.pid(leader))
+        zookeeper_ensemble.kill(leader)
+        time.sleep(2.0)
+        zookeeper_ensemble.start_member(leader)
+
+    counted = kill_the_servers_mid_run(run, kill_the_leader, items=300)
+    assert counted.ok, counted
