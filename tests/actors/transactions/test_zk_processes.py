@@ -234,6 +234,39 @@ def test_a_consumer_killed_holding_locks_under_consume_times(zookeeper: str, tmp
     assert counted.dead > 0, "the poison items were dead-lettered after their third take"
 
 
+def test_a_consumer_paused_past_its_session_timeout_cannot_commit_what_it_held(zookeeper: str,
+                                                                                tmp_path: Path) -> None:
+    """SIGSTOP a consumer holding an item (a long GC pause) until the server expired its session and another
+    consumer took the item; SIGCONT: its commit must not return, the item is committed once, and the
+    consumer goes on with a new session."""
+    run = Run(zookeeper, tmp_path, "at-least-once")
+    go = tmp_path / "go"
+    run.start("c1", "consumer")
+    run.start("c2", "consumer")
+    holder = run.start("holder", "consumer", "--hold", "1", "--hold-after", "2", "--go-file", str(go))
+    run.start("producer", "producer", "--items", "100", "--batch", "5", "--pause", "0.02")
+    holder.wait_for(r"^holding", holder.stdout, DEADLINE_S)
+    [number] = held_numbers(holder)
+    [body] = [take.body for take in takes_of(run.histories()) if take.process == "holder" and take.outcome == "open"]
+    with raw_client(run.hosts) as zk:
+        session = run.locks(zk).get(f"lock-{number}")
+        assert session is not None, "the holder holds the lock"
+        os.kill(holder.process.pid, signal.SIGSTOP)
+        go.touch()  # it commits the moment it runs again
+        wait_until(lambda: session not in run.locks(zk).values(), "the paused holder's session expired")
+    wait_until(lambda: any(take.body == body and take.process != "holder" for take in takes_of(run.histories())),
+               "another consumer took the held item")
+    os.kill(holder.process.pid, signal.SIGCONT)
+    counted, histories, _ = run.finish(k=None)
+    print(counted.summary())
+    outcome = [take.outcome for take in takes_of(histories) if take.process == "holder" and take.body == body]
+    print(f"the paused holder's commit of {body}: {outcome}; "
+          f"{[event['reason'] for event in histories['holder'] if event['op'] == 'renewed']}")
+    assert counted.ok, counted
+    assert outcome in (["aborted"], ["unknown"]), "a commit whose locks went with the session does not return"
+    assert any(event["op"] == "renewed" for event in histories["holder"]), "the holder went on on a new session"
+
+
 def freeze(pid: int | None) -> None:
     """SIGSTOP a server for a moment before its SIGKILL: every client then has a call sent and unanswered (the
     producer's is the multi of its commit), so the kill cuts requests in flight, not idle connections."""
@@ -242,7 +275,7 @@ def freeze(pid: int | None) -> None:
     time.sleep(0.5)
 
 
-def kill_the_servers_mid_run(run: Run, kill: Callable[[], None], bring_back: Callable[[], None], *, items: int,
+def kill_the_servers_mid_run(run: Run, kill: Callable[[], None], bring_back: Callable[[], object], *, items: int,
                              pause_s: float) -> Count:
     """Producer and three consumers; once a third is consumed, ``kill`` a server, wait longer than a session
     timeout, ``bring_back`` the server; every process must commit again after the kill, the producer after

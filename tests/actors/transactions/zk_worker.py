@@ -29,6 +29,7 @@ from conveyor.actors.transactions import (
     ConsumeTimes,
     ListenerConsumer,
     QueueListenerContainer,
+    Transaction,
     TransactionError,
     TxItem,
     TxQueue,
@@ -95,6 +96,7 @@ class Client:
         self.args = args
         self.history = history
         self.refs: list[ActorRef] = []
+        self.stale = ""
         self.seen: queue.SimpleQueue[ZkSessionEvent] = queue.SimpleQueue()
         threading.Thread(target=record_session_events, args=(history, self.seen), daemon=True).start()
         self.queue = self._open()
@@ -112,12 +114,20 @@ class Client:
         return handle
 
     def renew(self, why: str) -> None:
-        """The session expired: a backend refuses everything after that, so start a new one on a new session."""
-        self.history.record("renewed", reason=why)
-        self.queue.close()
-        for ref in self.refs:
-            self.system.stop(ref)
-        self.queue = self._open()
+        """The session expired: a backend refuses everything after that, so start a new one on a new session
+        before the next transaction (the one that found out is rolled back on the old backend first)."""
+        self.stale = why
+
+    def fresh(self) -> TxQueue:
+        """The queue handle, renewed first if its session expired."""
+        if self.stale:
+            self.history.record("renewed", reason=self.stale)
+            self.stale = ""
+            self.queue.close()
+            for ref in self.refs:
+                self.system.stop(ref)
+            self.queue = self._open()
+        return self.queue
 
 
 def expired(error: Exception) -> bool:
@@ -134,7 +144,7 @@ def produce(system: ThreadSystem, args: argparse.Namespace, history: History) ->
         bodies = [f"{args.prefix}-{number + n}" for n in range(args.batch)]
         number += args.batch
         history.record("put", bodies=bodies)
-        with client.queue.new_transaction() as tx:
+        with client.fresh().new_transaction() as tx:
             for body in bodies:
                 tx.put(args.queue, body.encode())
             try:
@@ -153,22 +163,60 @@ def produce(system: ThreadSystem, args: argparse.Namespace, history: History) ->
     print("produced", flush=True)
 
 
-def hold_forever(history: History, numbers: list[int]) -> None:
-    """Say which items this holds (one write: two listeners may say it at once), then sleep holding them."""
+def say_holding(history: History, numbers: list[int]) -> None:
+    """Say which items this holds (one write: two listeners may say it at once)."""
     history.record("holding", numbers=numbers)
     os.write(sys.stdout.fileno(), ("holding " + " ".join(map(str, numbers)) + "\n").encode())
+
+
+def hold_forever(history: History, numbers: list[int]) -> None:
+    """Say which items this holds, then sleep holding them until killed."""
+    say_holding(history, numbers)
     while True:
         time.sleep(60)
 
 
+def commit(client: Client, tx: Transaction, bodies: list[str]) -> bool:
+    """Commit ``tx`` and record its outcome for each body it took; True if it returned."""
+    history = client.history
+    try:
+        tx.commit()
+    except TransactionError as error:
+        for body in bodies:
+            history.record("commit_aborted", body=body, reason=str(error))
+        if expired(error):
+            client.renew(str(error))
+        return False
+    except AskTimeout as error:
+        for body in bodies:
+            history.record("commit_unknown", body=body, reason=str(error))
+        return False
+    for body in bodies:
+        history.record("commit_ok", body=body)
+    return True
+
+
+def take_more(client: Client, tx: Transaction, held: list[TxItem], count: int) -> None:
+    """Take into ``tx`` until it holds ``count`` items."""
+    while len(held) < count:
+        more = tx.take(client.args.queue, TAKE_WAIT_S)
+        if more is not None:
+            client.history.record("taken", body=more.body.decode(), number=more.key.number, takes=more.takes)
+            held.append(more)
+
+
 def consume(system: ThreadSystem, args: argparse.Namespace, history: History) -> None:
-    """Transactions one after the other: take one item, put its body to ``--out``, commit (or roll back poison)."""
+    """Transactions one after the other: take one item, put its body to ``--out``, commit (or roll back poison).
+
+    With ``--hold``, after ``--hold-after`` commits one transaction takes ``--hold`` items and holds them:
+    for ever, or with ``--go-file`` until that file exists, then commits them (once; then it goes on).
+    """
     client = Client(system, args, history)
     print("ready", flush=True)
     done = 0
+    to_hold = args.hold
     while True:
-        with client.queue.new_transaction() as tx:
-            holding = args.hold > 0 and done >= args.hold_after
+        with client.fresh().new_transaction() as tx:
             try:
                 item = tx.take(args.queue, TAKE_WAIT_S)
             except TransactionError as error:
@@ -185,31 +233,27 @@ def consume(system: ThreadSystem, args: argparse.Namespace, history: History) ->
                 continue
             body = item.body.decode()
             history.record("taken", body=body, number=item.key.number, takes=item.takes)
-            if holding:
+            if to_hold and done >= args.hold_after:
                 held = [item]
-                while len(held) < args.hold:
-                    more = tx.take(args.queue, TAKE_WAIT_S)
-                    if more is not None:
-                        history.record("taken", body=more.body.decode(), number=more.key.number, takes=more.takes)
-                        held.append(more)
-                hold_forever(history, [taken.key.number for taken in held])
+                take_more(client, tx, held, to_hold)
+                numbers = [taken.key.number for taken in held]
+                if not args.go_file:
+                    hold_forever(history, numbers)
+                say_holding(history, numbers)
+                while not Path(args.go_file).exists():
+                    time.sleep(0.05)
+                to_hold = 0
+                for taken in held:
+                    tx.put(args.out, taken.body)
+                commit(client, tx, [taken.body.decode() for taken in held])
+                continue
             if is_poison(body, args.poison_every) and (item.takes == 1 or args.policy != "at-least-once"):
                 tx.rollback()
                 history.record("rolled_back", body=body)
                 continue
             tx.put(args.out, item.body)
-            try:
-                tx.commit()
-            except TransactionError as error:
-                history.record("commit_aborted", body=body, reason=str(error))
-                if expired(error):
-                    client.renew(str(error))
-                continue
-            except AskTimeout as error:
-                history.record("commit_unknown", body=body, reason=str(error))
-                continue
-            history.record("commit_ok", body=body)
-            done += 1
+            if commit(client, tx, [body]):
+                done += 1
 
 
 def hold_in_container(system: ThreadSystem, args: argparse.Namespace, history: History) -> None:
@@ -245,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hold", type=int, default=0)
     parser.add_argument("--hold-after", type=int, default=0)
     parser.add_argument("--poison-every", type=int, default=0)
+    parser.add_argument("--go-file", default="")
     args = parser.parse_args(argv)
     history = History(args.history)
     history.record("start", pid=os.getpid(), role=args.role)
