@@ -90,11 +90,14 @@ class _Later:
 @final
 @attrs.define
 class _Held:
-    """An item a transaction holds locked: its key, body and meta (takes counted)."""
+    """An item a transaction holds locked: its key, body and meta (takes counted), and the version of
+    ``meta-N`` its take wrote: any take since bumped it, so a commit or release that names this version
+    fails instead of undoing another client's lock (ours may have gone with an expired session)."""
 
     key: ItemKey
     body: bytes
     meta: ItemMeta
+    meta_version: int = -1
 
 
 @final
@@ -375,7 +378,8 @@ class ZkTxBackend(Actor):
                 return
             reason = refuse_take(settings, meta)
             if reason is not None:
-                self._dead_letter(_Held(key, body, meta), reason, meta_exists, lambda: self._try(take, rest))
+                version = reply.value.version if isinstance(reply.value, ZkNode) else -1
+                self._dead_letter(_Held(key, body, meta, version), reason, meta_exists, lambda: self._try(take, rest))
                 return
             counted = attrs.evolve(meta, takes=meta.takes + 1)
             write = ZkSetData(meta_path, _meta_bytes(counted)) if meta_exists else ZkCreate(
@@ -386,11 +390,13 @@ class ZkTxBackend(Actor):
                     give_up()
                     return
                 request = take.request
+                version = reply.value if type(reply.value) is int else 0  # a set answers the new version
+                held = _Held(key, body, counted, version)
                 if take.cancelled or self.expired or request.session not in self.watched:
-                    self._release([_Held(key, body, counted)], failed=False, handed_over=False)
+                    self._release([held], failed=False, handed_over=False)
                     self._nothing(take)
                     return
-                self.held.setdefault((request.session, request.tx), []).append(_Held(key, body, counted))
+                self.held.setdefault((request.session, request.tx), []).append(held)
                 self._finish(take, Taken(request.tx, TxItem(key, body, counted.takes)))
 
             self._call(write, counted_done)
@@ -405,12 +411,13 @@ class ZkTxBackend(Actor):
             queue = item.key.queue
             released = release(self.settings[queue], item.meta, self.ctx.now(), failed=failed, handed_over=handed_over)
             if released.dead_letter is not None:
-                self._dead_letter(_Held(item.key, item.body, released.meta), released.dead_letter, True, lambda: None)
+                self._dead_letter(attrs.evolve(item, meta=released.meta), released.dead_letter, True, lambda: None)
                 continue
             meta_path = self._path(queue, "meta", f"meta-{item.key.number}")
             lock = self._path(queue, "locks", f"lock-{item.key.number}")
             self.claimed.discard(lock)
-            self._call(ZkMulti((ZkSetData(meta_path, _meta_bytes(released.meta)), ZkDelete(lock))), lambda _: None)
+            self._call(ZkMulti((ZkSetData(meta_path, _meta_bytes(released.meta), item.meta_version), ZkDelete(lock))),
+                       lambda _: None)
 
     def _dead_letter(self, item: _Held, reason: str, meta_exists: bool, then: Callable[[], None]) -> None:
         """Move a locked item to ``dlq/`` in one multi: the dead letter, the item, its meta and its lock."""
@@ -422,7 +429,7 @@ class ZkTxBackend(Actor):
             ZkDelete(self._path(queue, "items", f"item-{number:010d}")),
         ]
         if meta_exists:
-            operations.append(ZkDelete(self._path(queue, "meta", f"meta-{number}")))
+            operations.append(ZkDelete(self._path(queue, "meta", f"meta-{number}"), item.meta_version))
         lock = self._path(queue, "locks", f"lock-{number}")
         self.claimed.discard(lock)
         operations.append(ZkDelete(lock))
@@ -454,7 +461,7 @@ class ZkTxBackend(Actor):
         for key in request.takes:
             operations += [
                 ZkDelete(self._path(key.queue, "items", f"item-{key.number:010d}")),
-                ZkDelete(self._path(key.queue, "meta", f"meta-{key.number}")),
+                ZkDelete(self._path(key.queue, "meta", f"meta-{key.number}"), held[key].meta_version),
                 ZkDelete(self._path(key.queue, "locks", f"lock-{key.number}")),
             ]
         marker = f"{self._commits()}/commit-{self._uuid()}"
