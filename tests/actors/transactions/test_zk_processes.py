@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import random
 import signal
 import sys
 import time
@@ -336,3 +337,35 @@ def test_the_ensemble_leader_killed_and_brought_back_mid_run(zookeeper_ensemble:
     counted = kill_the_servers_mid_run(run, kill, lambda: zookeeper_ensemble.start_member(leader), items=300,
                                        pause_s=0.2)  # the producer runs on past the leader's return
     assert counted.ok, counted
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["at-least-once", "times:3"])
+def test_consumers_killed_at_random_moments_again_and_again(zookeeper: str, tmp_path: Path, policy: str) -> None:
+    """Three consumers, each 50 ms in user code per item; every 0.5-1.5 s (seeded) one of them is SIGKILLed
+    wherever it is and a fresh one started, eight times over: the count over every life's history holds."""
+    run = Run(zookeeper, tmp_path, policy)
+    chance = random.Random(19)
+    alive = []
+    for n in range(3):
+        run.start(f"c{n}", "consumer", "--poison-every", "11", "--work-s", "0.05")
+        alive.append(f"c{n}")
+    run.start("producer", "producer", "--items", "400", "--batch", "10", "--pause", "0.01")
+    for life in range(3, 11):
+        time.sleep(chance.uniform(0.5, 1.5))
+        victim = alive.pop(chance.randrange(len(alive)))
+        run.kill(victim)
+        run.start(f"c{life}", "consumer", "--poison-every", "11", "--work-s", "0.05")
+        alive.append(f"c{life}")
+    with raw_client(run.hosts) as zk:
+        wait_until(lambda: not set(run.locks(zk).values()) & dead_sessions(run), "the killed consumers' locks went")
+    counted, histories, _ = run.finish(k=3 if policy == "times:3" else None)
+    open_at_death = [take for take in takes_of(histories) if take.outcome == "open"]
+    print(f"{len(run.killed)} consumers killed, {len(open_at_death)} of them holding an item; {counted.summary()}")
+    assert counted.ok, counted
+
+
+def dead_sessions(run: Run) -> set[int]:
+    """The session ids the killed processes had (from their histories' session events)."""
+    return {event["session"] for name in run.killed
+            for event in read_history(run.directory / f"{name}.jsonl") if event["op"] == "session"}

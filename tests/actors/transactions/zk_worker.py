@@ -251,6 +251,7 @@ def consume(system: ThreadSystem, args: argparse.Namespace, history: History) ->
                 tx.rollback()
                 history.record("rolled_back", body=body)
                 continue
+            time.sleep(args.work_s)  # user code at work, holding the lock
             tx.put(args.out, item.body)
             if commit(client, tx, [body]):
                 done += 1
@@ -290,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hold-after", type=int, default=0)
     parser.add_argument("--poison-every", type=int, default=0)
     parser.add_argument("--go-file", default="")
+    parser.add_argument("--work-s", type=float, default=0.0)
     args = parser.parse_args(argv)
     history = History(args.history)
     history.record("start", pid=os.getpid(), role=args.role)
