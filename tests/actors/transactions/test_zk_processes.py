@@ -89,6 +89,11 @@ class Run:
         self.children[name].kill()
         self.killed.add(name)
 
+    def close(self) -> None:
+        """SIGKILL every worker still running (a test that failed leaves them waiting)."""
+        for child in self.children.values():
+            child.kill()
+
     def histories(self) -> dict[str, list[Event]]:
         return {name: read_history(self.directory / f"{name}.jsonl") for name in self.children}
 
@@ -134,6 +139,24 @@ class Run:
             final = self.end_state(zk)
         histories = self.histories()
         return count(histories, final, killed=self.killed, k=k), histories, final
+
+
+NewRun = Callable[[str, str], Run]
+"""``new_run(hosts, policy)``: a ``Run`` in the test's directory."""
+
+
+@pytest.fixture
+def new_run(tmp_path: Path) -> Iterator[NewRun]:
+    """Makes a ``Run`` (hosts, policy) in the test's directory; its workers are killed when the test ends."""
+    made: list[Run] = []
+
+    def make(hosts: str, policy: str) -> Run:
+        made.append(Run(hosts, tmp_path, policy))
+        return made[-1]
+
+    yield make
+    for run in made:
+        run.close()
 
 
 def json_letter(data: bytes) -> tuple[str, int]:
@@ -219,29 +242,29 @@ def kill_a_holder_and_count(run: Run, holder_role: str, holder_options: list[str
     return counted
 
 
-def test_a_consumer_killed_holding_locks_under_at_least_once(zookeeper: str, tmp_path: Path) -> None:
+def test_a_consumer_killed_holding_locks_under_at_least_once(zookeeper: str, new_run: NewRun) -> None:
     """A listener container holding two items is SIGKILLed; at-least-once: its items come back, nothing lost."""
-    run = Run(zookeeper, tmp_path, "at-least-once")
+    run = new_run(zookeeper, "at-least-once")
     counted = kill_a_holder_and_count(run, "holding-container", ["--hold", "2"], k=None, items=100)
     assert counted.ok, counted
     assert counted.redelivered >= 2, "the holder's two items and the poison ones were handed over again"
 
 
-def test_a_consumer_killed_holding_locks_under_consume_times(zookeeper: str, tmp_path: Path) -> None:
+def test_a_consumer_killed_holding_locks_under_consume_times(zookeeper: str, new_run: NewRun) -> None:
     """A consumer holding two items in one transaction is SIGKILLed; ConsumeTimes(3) holds over all histories."""
-    run = Run(zookeeper, tmp_path, "times:3")
+    run = new_run(zookeeper, "times:3")
     counted = kill_a_holder_and_count(run, "consumer", ["--hold", "2", "--hold-after", "3"], k=3, items=100)
     assert counted.ok, counted
     assert counted.dead > 0, "the poison items were dead-lettered after their third take"
 
 
 def test_a_consumer_paused_past_its_session_timeout_cannot_commit_what_it_held(zookeeper: str,
-                                                                                tmp_path: Path) -> None:
+                                                                                new_run: NewRun) -> None:
     """SIGSTOP a consumer holding an item (a long GC pause) until the server expired its session and another
     consumer took the item; SIGCONT: its commit must not return, the item is committed once, and the
     consumer goes on with a new session."""
-    run = Run(zookeeper, tmp_path, "at-least-once")
-    go = tmp_path / "go"
+    run = new_run(zookeeper, "at-least-once")
+    go = run.directory / "go"
     run.start("c1", "consumer")
     run.start("c2", "consumer")
     holder = run.start("holder", "consumer", "--hold", "1", "--hold-after", "2", "--go-file", str(go))
@@ -310,9 +333,9 @@ def kill_the_servers_mid_run(run: Run, kill: Callable[[], None], bring_back: Cal
 
 
 def test_the_zookeeper_server_killed_and_restarted_mid_run(zookeeper: str, zookeeper_server: LocalZooKeeper,
-                                                           tmp_path: Path) -> None:
+                                                           new_run: NewRun) -> None:
     """SIGKILL the server, start it again on its data directory: no returned commit lost, no lock left."""
-    run = Run(zookeeper, tmp_path, "at-least-once")
+    run = new_run(zookeeper, "at-least-once")
 
     def kill() -> None:
         freeze(zookeeper_server.pid)
@@ -324,9 +347,9 @@ def test_the_zookeeper_server_killed_and_restarted_mid_run(zookeeper: str, zooke
 
 @pytest.mark.slow
 def test_the_ensemble_leader_killed_and_brought_back_mid_run(zookeeper_ensemble: LocalZooKeeperEnsemble,
-                                                             tmp_path: Path) -> None:
+                                                             new_run: NewRun) -> None:
     """Three nodes; the leader SIGKILLed mid-run and started again: the count as on one server."""
-    run = Run(zookeeper_ensemble.address, tmp_path, "at-least-once")
+    run = new_run(zookeeper_ensemble.address, "at-least-once")
     leader = zookeeper_ensemble.leader()
     assert leader is not None
 
@@ -341,10 +364,10 @@ def test_the_ensemble_leader_killed_and_brought_back_mid_run(zookeeper_ensemble:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("policy", ["at-least-once", "times:3"])
-def test_consumers_killed_at_random_moments_again_and_again(zookeeper: str, tmp_path: Path, policy: str) -> None:
+def test_consumers_killed_at_random_moments_again_and_again(zookeeper: str, new_run: NewRun, policy: str) -> None:
     """Three consumers, each 50 ms in user code per item; every 0.5-1.5 s (seeded) one of them is SIGKILLed
     wherever it is and a fresh one started, eight times over: the count over every life's history holds."""
-    run = Run(zookeeper, tmp_path, policy)
+    run = new_run(zookeeper, policy)
     chance = random.Random(19)
     alive = []
     for n in range(3):
