@@ -8,8 +8,9 @@ SIGKILL, reads the locks with a raw kazoo client until the server removed them (
 lets the others drain the queue, and counts the histories against the end state
 (``zk_history.count``, Jepsen's total-queue count): lost 0, unexpected 0, no double commit, no
 returned commit lost, redeliveries only after a take that did not commit, at most K takes under
-``ConsumeTimes(K)``, and no lock left once quiet. Another test kills the ZooKeeper server itself
-mid-run and starts it again; the slow one kills the leader of a three-node ensemble.
+``ConsumeTimes(K)``, and no lock left once quiet. Another pauses a holder (SIGSTOP) past its
+session timeout, another kills the ZooKeeper server itself mid-run and starts it again; the slow
+ones kill the leader of a three-node ensemble, and consumers at random moments again and again.
 """
 
 from __future__ import annotations
