@@ -297,6 +297,10 @@ class LocalZooKeeperEnsemble(_StartedUntilClosed):
                 return n
         return None
 
+    def pid(self, n: int) -> int | None:
+        """Member ``n``'s pid while it runs (to pause it with SIGSTOP, say)."""
+        return self._members[n].pid
+
     def running(self, n: int) -> bool:
         """True while member ``n``'s process is alive."""
         return self._members[n].pid is not None
