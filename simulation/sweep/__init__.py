@@ -3,10 +3,12 @@
 ``execute_sweep`` runs a matrix of scenario x seed x strategy x fault plan as Spark tasks
 (each task many runs, through ``mapPartitions``), writes one ``RunReport`` row per run to
 Parquet and aggregates with Spark SQL; ``write_report`` renders report.md with plots.
-``analyze_traces`` checks recorded traces (JSON Lines or Parquet) for the broker's order,
+On a cluster, ``ship_code`` gives the executors conveyor's own code as a zip (``LocalSparkCluster``
+starts one on loopback for tests). ``analyze_traces`` checks recorded traces (JSON Lines or Parquet) for the broker's order,
 accounting and fairness with Spark aggregations and window functions.
 """
 
+from ._cluster import LocalSparkCluster as LocalSparkCluster
 from ._matrix import COST_HINTS_MS as COST_HINTS_MS
 from ._matrix import DEFAULT_PLAN as DEFAULT_PLAN
 from ._matrix import SweepCell as SweepCell
@@ -42,6 +44,8 @@ from ._rows import sweep_replay_command as sweep_replay_command
 from ._session import MASTER_ENV as MASTER_ENV
 from ._session import default_master as default_master
 from ._session import spark_session as spark_session
+from ._shipping import code_archive as code_archive
+from ._shipping import ship_code as ship_code
 from ._traces import QueueVerdict as QueueVerdict
 from ._traces import TraceAnalysis as TraceAnalysis
 from ._traces import analyze_traces as analyze_traces
@@ -59,6 +63,7 @@ __all__ = [
     "FirstFailure",
     "GroupSummary",
     "LatencySpread",
+    "LocalSparkCluster",
     "QueueVerdict",
     "ReportDraft",
     "SweepCell",
@@ -67,6 +72,7 @@ __all__ = [
     "TraceAnalysis",
     "analyze_traces",
     "build_matrix",
+    "code_archive",
     "default_master",
     "execute_sweep",
     "latency_spreads",
@@ -83,6 +89,7 @@ __all__ = [
     "run_cell_tuple",
     "run_cells",
     "runs_frame",
+    "ship_code",
     "spark_session",
     "summarize",
     "summary_cells",
