@@ -4,8 +4,8 @@
 (each task many runs, through ``mapPartitions``), writes one ``RunReport`` row per run to
 Parquet and aggregates with Spark SQL; ``write_report`` renders report.md with plots.
 On a cluster, ``ship_code`` gives the executors conveyor's own code as a zip (``LocalSparkCluster``
-starts one on loopback for tests). ``analyze_traces`` checks recorded traces (JSON Lines or Parquet) for the broker's order,
-accounting and fairness with Spark aggregations and window functions.
+starts one on loopback for tests). ``analyze_traces`` checks recorded traces (JSON Lines or
+Parquet) for the broker's order, accounting and fairness with Spark aggregations and window functions.
 """
 
 from ._cluster import LocalSparkCluster as LocalSparkCluster

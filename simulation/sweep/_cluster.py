@@ -10,6 +10,7 @@ the daemon's log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -81,10 +82,8 @@ class _Daemon:
                 process.wait(wait)
             except subprocess.TimeoutExpired:
                 continue
-            try:  # the JVM is gone; its children may not be
+            with contextlib.suppress(ProcessLookupError):  # the JVM is gone; its children may not be
                 os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             break
 
     def log_tail(self, lines: int = 30) -> str:

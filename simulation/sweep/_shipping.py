@@ -110,7 +110,7 @@ def ship_code(spark: SparkSession, py_files: Sequence[Path] = (), *, conveyor: b
     """
     context = spark.sparkContext
     user_files = check_py_files(py_files)
-    master = context.master
+    master = context.master or ""
     if conveyor is None:
         conveyor = not (master == "local" or master.startswith("local["))
     archive = None
