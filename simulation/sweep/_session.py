@@ -5,7 +5,8 @@ Spark the same way (``../shared/PLATFORM.md`` measured them): loopback-only netw
 for a local master, no UI, no console progress (the command draws its own), Python
 workers over unix sockets (7-10 ms per task instead of 25), no Arrow for Python UDFs
 (pyarrow is not a dependency), and log4j at ERROR. A cluster is one ``--master`` (or
-``CONVEYOR_SPARK_MASTER``) away; for it only the neutral settings apply.
+``CONVEYOR_SPARK_MASTER``) away; for it only the neutral settings apply (and loopback binding
+for a master on 127.0.0.1), and conveyor's code is shipped to its executors (``ship_code``).
 
 This is driver-side set-up, not row production, but it has no clock and no lock and
 every entry point needs it, hence its home beside the pipeline.
