@@ -141,13 +141,15 @@ def run_sweep(
     max_steps: int = 500_000,
     console: Console | None = None,
     spark: SparkSession | None = None,
+    py_files: Sequence[Path] = (),
 ) -> tuple[SweepOutcome, Path]:
     """Run a sweep end to end and print its summary; return the outcome and the report's path.
 
-    Starts the SparkSession for ``master`` (and stops it) unless ``spark`` is given.
+    Starts the SparkSession for ``master`` (and stops it) unless ``spark`` is given; ``py_files``
+    (the user's own modules) go to the executors beside conveyor's code.
 
     Raises:
-        ValueError: an unknown scenario, strategy or fault plan, or no seeds.
+        ValueError: an unknown scenario, strategy or fault plan, no seeds, or a missing ``py_files`` entry.
     """
     console = console or _wide_console()
     spec = SweepSpec(
@@ -157,7 +159,7 @@ def run_sweep(
     )
     runs = len(spec.cells())
     started = time.perf_counter()
-    session = spark or spark_session(master, app_name="conveyor-sweep")
+    session = spark or spark_session(master, app_name="conveyor-sweep", py_files=py_files)
     try:
         ready = time.perf_counter()
         chosen = session.sparkContext.master
