@@ -499,17 +499,19 @@ class SimZooKeeperEnsemble:
         sessions: dict[int, ActorRef] = {}
         self.server: ActorRef = sim.spawn(lambda: ZkServerActor(model, rng, shuffle, sessions), name=name)
 
-    def session(self) -> Callable[[], Actor]:
+    def session(self, faults: ZkFaults | None = None) -> Callable[[], Actor]:
         """A factory of session actors: each one spawned opens its own session (spawn it where the client lives).
 
         Each session draws its faults from its own generator (``zookeeper:SEED:NAME:N``, the N-th
-        session made), so one client's faults do not move when another's requests do.
+        session made), so one client's faults do not move when another's requests do. ``faults``:
+        this client's network, if not the ensemble's.
         """
+        network = faults or self.faults
 
         def make() -> Actor:
             key = f"{self._key}:{self._sessions_made}"
             self._sessions_made += 1
-            return SimZkSession(self.server, self.faults, seeded_random(key))
+            return SimZkSession(self.server, network, seeded_random(key))
 
         return make
 

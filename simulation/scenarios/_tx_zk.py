@@ -1,0 +1,226 @@
+"""``tx-zk``: the transactions workload of ``tx-broker`` on ZooKeeper backends sharing one root, under ZooKeeper faults.
+
+The same producer, listener containers, misuser and auditor as ``tx-broker``
+(``_transactions.py``), but the store is 2-3 ``ZkTxBackend`` actors (processes), each on its own
+session of one ``SimZooKeeperEnsemble`` and the same root: container ``i`` goes through backend
+``i % backends``, so they contend for the same items through ZooKeeper. The ensemble's network
+misbehaves as drawn (``ZkFaults``: slow requests, connections lost before or after a request was
+applied, sessions that expire past their timeout, never backend 0's, whose first container keeps
+serving); ``queue-crash`` expires the sessions of other backends by hand; ``crash``, ``pause`` and
+``delay`` hit containers as in ``tx-broker``. After 30 virtual seconds the faults end, the
+containers are stopped, and an auditor reads the end state from ZooKeeper through a fresh backend
+on a fresh session. Judged by the same six checkers, over every backend's traffic.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, final
+
+import attrs
+
+from conveyor.actors.transactions import (
+    AtLeastOnce,
+    DeclareTxQueue,
+    ListenerContainerActor,
+    QueueItems,
+    ReadItems,
+    StopContainer,
+    TxAborted,
+    TxCommitted,
+    TxQueueSettings,
+    ZkTxBackend,
+)
+from conveyor.runtime import Actor, ActorRef, EventKind
+from conveyor.runtime.lowlevel import ZkSessionEvent, ZkWatchSession
+from conveyor.simulation import (
+    Crash,
+    ExpireZkSession,
+    Fault,
+    RunResult,
+    Simulation,
+    SimZooKeeperEnsemble,
+    Strategy,
+    ZkFaults,
+    seeded_random,
+)
+
+from ._transactions import (
+    LISTENER_S,
+    SERVE_S,
+    TX_QUEUES,
+    Audit,
+    TxAuditor,
+    TxMisuser,
+    TxProducer,
+    TxScenario,
+    ZkTxSetup,
+    failing_listener,
+    random_tx_scenario,
+    tx_stores,
+)
+
+ZK_ROOT = "tx"
+"""The root every backend of the run shares."""
+
+SERVE_START_S = 4
+"""The first virtual second at which the containers may be stopped early (see ``_serve``)."""
+
+BackendFactory = Callable[..., Actor]
+"""``factory(session, root=...)``: a ``ZkTxBackend`` (or a planted bug's subclass) on that session."""
+
+
+def random_tx_zk_scenario(seed: int) -> TxScenario:
+    """``tx-broker``'s workload drawn for ``tx-zk``, on 2-3 backends and a drawn ensemble's network."""
+    base = random_tx_scenario(seed, "tx-zk")
+    rng = seeded_random(f"scenario:tx-zk:{seed}:zookeeper")
+    backends = rng.choice((2, 2, 3))
+    faults = ZkFaults(
+        slow=rng.choice((0.0, 0.1, 0.3)), slow_s=round(rng.uniform(0.02, 0.3), 3),
+        connection_loss=rng.choice((0.0, 0.03, 0.1)), losses=rng.randint(1, 3),
+        reconnect_s=round(rng.uniform(0.1, 1.0), 3), expiry=rng.choice((0.0, 0.5, 1.0)),
+        session_timeout_s=round(rng.uniform(1.0, 3.0), 3),
+    )
+    return attrs.evolve(base, zk=ZkTxSetup(backends, faults, producer=rng.randrange(backends)))
+
+
+def zk_setup_candidates(work: TxScenario) -> Iterator[TxScenario]:
+    """Simpler ZooKeeper setups for the shrinker: fewer backends and expiries, a calmer network."""
+    zk = work.zk
+    if zk is None:
+        return
+    if zk.backends > 2:
+        yield attrs.evolve(work, zk=attrs.evolve(zk, backends=2, producer=min(zk.producer, 1),
+                                                 expiries=tuple(e for e in zk.expiries if e[1] < 2)))
+    if zk.expiries:
+        yield attrs.evolve(work, zk=attrs.evolve(zk, expiries=zk.expiries[:-1]))
+    for calmer in ({"slow": 0.0}, {"connection_loss": 0.0}, {"expiry": 0.0}):
+        if any(getattr(zk.faults, field) for field in calmer):
+            yield attrs.evolve(work, zk=attrs.evolve(zk, faults=attrs.evolve(zk.faults, **calmer)))
+
+
+@final
+@attrs.frozen
+class _ExpireBackend:
+    """Time to expire backend ``backend``'s session."""
+
+    backend: int
+
+
+@final
+class SessionExpirer(Actor):
+    """Expires the sessions of the backends named in ``expiries`` at their times (a partition past the timeout).
+
+    It learns each session's id by watching the session actors (``ZkWatchSession``).
+    """
+
+    def __init__(self, server: ActorRef, sessions: Sequence[ActorRef], expiries: Sequence[tuple[float, int]]) -> None:
+        self.server = server
+        self.sessions = tuple(sessions)
+        self.expiries = tuple(expiries)
+        self.ids: dict[ActorRef, int] = {}
+
+    def on_start(self) -> None:
+        """Watch every session; schedule the expiries."""
+        for session in self.sessions:
+            self.ctx.send(session, ZkWatchSession(self.ctx.self_ref))
+        for at, backend in self.expiries:
+            self.ctx.schedule(at, _ExpireBackend(backend))
+
+    def receive(self, message: Any) -> None:
+        """Note session ids; expire one when its time comes (a session not open yet is spared)."""
+        match message:
+            case ZkSessionEvent(session_id=session_id) if self.ctx.sender is not None:
+                self.ids.setdefault(self.ctx.sender, session_id)
+            case _ExpireBackend(backend=backend):
+                session_id = self.ids.get(self.sessions[backend])
+                if session_id is not None:
+                    self.ctx.send(self.server, ExpireZkSession(session_id))
+
+
+def run_tx_zk_simulation(
+    scenario: TxScenario,
+    seed: int,
+    strategy: Strategy | None = None,
+    *,
+    faults: Sequence[Fault] = (),
+    backend: BackendFactory = ZkTxBackend,
+    system: Callable[..., Simulation] = Simulation,
+    max_steps: int = 500_000,
+) -> tuple[Simulation, RunResult]:
+    """Run the workload on ZooKeeper backends, stop the containers, have a fresh backend note the end state.
+
+    ``backend`` builds each backend (a planted bug's subclass); ``system`` builds the Simulation.
+    """
+    zk = scenario.zk
+    if zk is None:
+        msg = "run_tx_zk_simulation needs a workload with zk set (random_tx_zk_scenario)"
+        raise ValueError(msg)
+    plan: list[Fault] = [Crash(f"/container-{index}", step, restart=False) for index, step in scenario.container_crashes]
+    sim = system(seed=seed, strategy=strategy, faults=(*faults, *plan), job_duration=LISTENER_S)
+    ensemble = SimZooKeeperEnsemble(sim, zk.faults)
+    steady = attrs.evolve(zk.faults, expiry=0.0)  # backend 0's session: lost connections come back
+    sessions = [sim.spawn(ensemble.session(steady if index == 0 else None), name=f"zk-session-{index}")
+                for index in range(zk.backends)]
+    names = [path.lstrip("/") for path in tx_stores(scenario)]
+    stores = [sim.spawn(functools.partial(backend, session, root=ZK_ROOT), name=name)
+              for session, name in zip(sessions, names, strict=True)]
+    for store in stores:
+        _declare(sim, store, scenario)
+    if zk.expiries:
+        sim.spawn(lambda: SessionExpirer(ensemble.server, sessions, zk.expiries), name="expirer")
+    listener = failing_listener(scenario.fail_percent)
+
+    def container_of(index: int, workers: int) -> Callable[[], ListenerContainerActor]:
+        return lambda: ListenerContainerActor(stores[zk.home(index)], "in", listener, workers=workers, poll_s=0.5)
+
+    containers = [sim.spawn(container_of(index, workers), name=f"container-{index}")
+                  for index, workers in enumerate(scenario.containers)]
+    sim.spawn(lambda: TxProducer(stores[zk.producer], scenario.batches, scenario.batch_size), name="producer")
+    if scenario.misuse:
+        sim.spawn(lambda: TxMisuser(stores[-1]), name="misuser")
+    steps = _serve(sim, ensemble, scenario, max_steps)
+    sim.end_faults()
+    ensemble.end_faults()
+    serving = any(container.is_alive for container in containers)
+    left: QueueItems = sim.ask(stores[0], ReadItems("in"), timeout=30.0)
+    for container in containers:
+        if container.is_alive:
+            container.tell(StopContainer())
+    more = sim.run(max_steps=max_steps - steps)
+    steps += more.steps
+    audit_session = sim.spawn(ensemble.session(), name="zk-session-audit")
+    audit_store = sim.spawn(functools.partial(backend, audit_session, root=ZK_ROOT), name=f"{names[0]}-audit")
+    _declare(sim, audit_store, scenario)
+    auditor = sim.spawn(lambda: TxAuditor(audit_store), name="auditor")
+    auditor.tell(Audit(tuple(key for key, _ in left.items) if serving else None))
+    more = sim.run(max_steps=max(0, max_steps - sim.steps))
+    result = RunResult(steps=sim.steps, time=more.time, quiet=more.quiet)
+    sim.shutdown()
+    return sim, result
+
+
+def _serve(sim: Simulation, ensemble: SimZooKeeperEnsemble, scenario: TxScenario, max_steps: int) -> int:
+    """Run until ``SERVE_S``, or sooner once every batch of the producer was answered and ``in`` is empty.
+
+    A waiting take lists its queue every 50 ms, so 30 idle seconds would cost thousands of steps;
+    ``in`` is read from the ensemble's model (no request, the schedule is untouched).
+    """
+    items = f"/{ZK_ROOT}/in/items"
+    steps = 0
+    for until in (*range(SERVE_START_S, int(SERVE_S)), SERVE_S):
+        steps += sim.run(until=until, max_steps=max_steps - steps).steps
+        answered = sum(1 for event in sim.trace if event.receiver == "/producer" and event.kind is EventKind.DELIVERED
+                       and type(event.message) in (TxCommitted, TxAborted))
+        if steps >= max_steps or (answered == scenario.batches and ensemble.model.child_count(items) == 0):
+            break
+    return steps
+
+
+def _declare(sim: Simulation, store: ActorRef, scenario: TxScenario) -> None:
+    """Declare the three queues on one backend (a session that expires meanwhile refuses: its takes say so)."""
+    for name in TX_QUEUES:
+        policy = scenario.policy if name == "in" else AtLeastOnce()
+        sim.ask(store, DeclareTxQueue(TxQueueSettings(name, policy, scenario.backoff if name == "in" else None)),
+                timeout=30.0)
