@@ -73,7 +73,8 @@ class TxHistory:
     """What the clients' side of the trace shows, in trace order."""
 
     taken: list[tuple[int, Owner, ItemKey, bytes]] = attrs.field(factory=list)
-    """(event index, owner, key, body) of each ``Taken`` a session received."""
+    """(event index, owner, key, body) of each ``Taken`` a session received; the index is the store's send (a
+    ZooKeeper lock may vanish with its session while its ``Taken`` waits in a paused client's mailbox)."""
     commits: dict[Owner, tuple[int, CommitTx]] = attrs.field(factory=dict)
     """Each commit request the store received, with its event index."""
     committed: dict[Owner, TxCommitted] = attrs.field(factory=dict)
@@ -135,10 +136,13 @@ def tx_history(trace: list[TraceEvent], store: str | Collection[str]) -> TxHisto
     """Read the transaction traffic with the store at path ``store`` (or any of several paths) out of ``trace``."""
     stores = {store} if isinstance(store, str) else set(store)
     history = TxHistory()
+    granted: dict[tuple[str, int, ItemKey], int] = {}
     for index, event in enumerate(trace):
         message = event.message
         kind = event.kind
-        if kind is EventKind.DELIVERED and event.receiver in stores:
+        if kind is EventKind.SENT and type(message) is Taken and event.sender in stores:
+            granted.setdefault((event.receiver or "", message.tx, message.item.key), index)
+        elif kind is EventKind.DELIVERED and event.receiver in stores:
             if type(message) is CommitTx:
                 history.commits[(message.session.path, message.tx)] = (index, message)
             elif type(message) is RollbackTx:
@@ -149,7 +153,8 @@ def tx_history(trace: list[TraceEvent], store: str | Collection[str]) -> TxHisto
         elif kind in (EventKind.DELIVERED, EventKind.DEAD_LETTER) and event.sender in stores:
             receiver = event.receiver or ""
             if type(message) is Taken and kind is EventKind.DELIVERED:
-                history.taken.append((index, (receiver, message.tx), message.item.key, message.item.body))
+                sent = granted.pop((receiver, message.tx, message.item.key), index)
+                history.taken.append((sent, (receiver, message.tx), message.item.key, message.item.body))
             elif type(message) is TxCommitted:
                 history.committed[(receiver, message.tx)] = message
             elif type(message) is TxAborted:

@@ -51,6 +51,7 @@ from conveyor.runtime import Actor, ActorRef, EventKind, TraceEvent
 from conveyor.simulation import (
     Crash,
     Delay,
+    Drop,
     Fault,
     Pause,
     RunResult,
@@ -145,17 +146,33 @@ def draw_tx_faults(workload: TxScenario, rng: random.Random, plan: str) -> tuple
     makes about 30-80 per item on the broker, more on ZooKeeper). The other plans do nothing here.
     """
     zk = workload.zk
-    span = (50 + 25 * workload.items) * (1 if zk is None else 4)
+    # the containers start after the setup: 7 steps on the broker, 100-240 on ZooKeeper (80 a backend, more or
+    # less), where a transaction makes about 10 times the steps
+    first, scale = (8, 1) if zk is None else (80 * zk.backends, 8)
+    span = first + (50 + 25 * workload.items) * scale
     faults: list[Fault] = []
     crashes: list[tuple[int, int]] = []
     store_crashes: list[int] = []
     containers = [f"/container-{index}" for index in range(len(workload.containers))]
     for name in plan.split(","):
         if name == "crash" and len(containers) > 1:
-            crashes += [(rng.randrange(1, len(containers)), rng.randint(5, span)) for _ in range(rng.randint(1, 2))]
+            drawn = [(rng.randrange(1, len(containers)), first + rng.randint(5, (20 + 8 * workload.items) * scale))
+                     for _ in range(rng.randint(1, 2))]
+            if zk is None:  # the first: its commits stop reaching the store 30-90 steps before, so it dies holding
+                index, step = drawn[0]
+                faults.append(Drop(containers[index], "CommitTx", from_step=step))
+                drawn[0] = (index, step + rng.randint(30, 90))
+            crashes += drawn
         elif name == "queue-crash" and zk is not None and zk.backends > 1:
-            zk = attrs.evolve(zk, expiries=tuple(sorted((round(rng.uniform(0.05, 2.5), 3), rng.randrange(1, zk.backends))
-                                                      for _ in range(rng.randint(1, 2)))))
+            expiries = tuple(sorted((round(rng.uniform(0.05, 2.5), 3), rng.randrange(1, zk.backends))
+                                    for _ in range(rng.randint(1, 2))))
+            zk = attrs.evolve(zk, expiries=expiries)
+            for at, backend in expiries:  # a pause past the session timeout: its container holds what it took
+                paused = [path for index, path in enumerate(containers) if zk.home(index) == backend]
+                if paused:
+                    before = rng.uniform(0.05, 0.5)
+                    faults.append(Pause(rng.choice(paused), at_time=max(0.0, at - before),
+                                        duration_s=before + rng.uniform(0.1, 1.5)))
         elif name == "queue-crash" and zk is None:
             store_crashes += sorted(rng.sample(range(5, span), rng.randint(1, 2)))
         elif name == "pause":
@@ -164,7 +181,7 @@ def draw_tx_faults(workload: TxScenario, rng: random.Random, plan: str) -> tuple
         elif name == "delay":
             index = rng.randrange(len(containers))
             faults.append(Delay(containers[index], tx_stores(workload)[0 if zk is None else zk.home(index)],
-                                at_step=rng.randint(1, span), duration_s=rng.uniform(0.1, 3.0)))
+                                at_step=rng.randint(first + 1, span), duration_s=rng.uniform(0.1, 3.0)))
     workload = attrs.evolve(workload, container_crashes=tuple(crashes), store_crashes=tuple(store_crashes), zk=zk)
     return workload, tuple(faults)
 
