@@ -87,7 +87,8 @@ class ZkTxSetup:
     first container keeps serving)."""
     producer: int = 0
     expiries: tuple[tuple[float, int], ...] = ()
-    """(virtual time, backend >= 1): that backend's session expires then, its locks with it (``queue-crash``)."""
+    """(virtual time, backend >= 1): from then on, the session of the first backend but the first seen holding a
+    lock expires, its locks with it; that backend's if none holds one within 2 s (``queue-crash``)."""
 
     def home(self, container: int) -> int:
         """The backend container ``container`` goes through."""
@@ -139,9 +140,11 @@ def draw_tx_faults(workload: TxScenario, rng: random.Random, plan: str) -> tuple
     """The fault plans on the transactions workload, drawn from ``rng``.
 
     ``crash`` stops 1-2 containers other than the first for good (their sessions end holding what
-    they hold; the first keeps serving, so the queue drains); ``queue-crash`` crashes the durable
-    store 1-2 times (it rebuilds itself from its journal), or on ZooKeeper expires the session of
-    1-2 backends other than the first in the first 2.5 s; ``pause`` freezes a container;
+    they hold; the first keeps serving, so the queue drains; on the broker the first of them stops
+    reaching the store with its commits a little before, so it dies holding items); ``queue-crash``
+    crashes the durable store 1-2 times (it rebuilds itself from its journal), or on ZooKeeper
+    expires the session of 1-2 backends other than the first, serving a container if one does
+    (``ZkTxSetup.expiries``); ``pause`` freezes a container;
     ``delay`` stalls a container's requests to its store. Steps scale with the workload (a run
     makes about 30-80 per item on the broker, more on ZooKeeper). The other plans do nothing here.
     """
@@ -156,23 +159,19 @@ def draw_tx_faults(workload: TxScenario, rng: random.Random, plan: str) -> tuple
     containers = [f"/container-{index}" for index in range(len(workload.containers))]
     for name in plan.split(","):
         if name == "crash" and len(containers) > 1:
-            drawn = [(rng.randrange(1, len(containers)), first + rng.randint(5, (20 + 8 * workload.items) * scale))
-                     for _ in range(rng.randint(1, 2))]
+            # on ZooKeeper, containers of backend 0: the others' stay for their backend's session to expire
+            victims = [index for index in range(1, len(containers)) if zk is None or zk.home(index) == 0]
+            drawn = [(rng.choice(victims or range(1, len(containers))),
+                      first + rng.randint(5, (20 + 8 * workload.items) * scale)) for _ in range(rng.randint(1, 2))]
             if zk is None:  # the first: its commits stop reaching the store 30-90 steps before, so it dies holding
                 index, step = drawn[0]
                 faults.append(Drop(containers[index], "CommitTx", from_step=step))
                 drawn[0] = (index, step + rng.randint(30, 90))
             crashes += drawn
         elif name == "queue-crash" and zk is not None and zk.backends > 1:
-            expiries = tuple(sorted((round(rng.uniform(0.05, 2.5), 3), rng.randrange(1, zk.backends))
-                                    for _ in range(rng.randint(1, 2))))
-            zk = attrs.evolve(zk, expiries=expiries)
-            for at, backend in expiries:  # a pause past the session timeout: its container holds what it took
-                paused = [path for index, path in enumerate(containers) if zk.home(index) == backend]
-                if paused:
-                    before = rng.uniform(0.05, 0.5)
-                    faults.append(Pause(rng.choice(paused), at_time=max(0.0, at - before),
-                                        duration_s=before + rng.uniform(0.1, 1.5)))
+            homes = sorted({zk.home(index) for index in range(len(containers))} - {0}) or list(range(1, zk.backends))
+            zk = attrs.evolve(zk, expiries=tuple(sorted((round(rng.uniform(0.1, 1.0), 3), rng.choice(homes))
+                                                      for _ in range(rng.randint(1, 2)))))
         elif name == "queue-crash" and zk is None:
             store_crashes += sorted(rng.sample(range(5, span), rng.randint(1, 2)))
         elif name == "pause":

@@ -6,7 +6,8 @@ session of one ``SimZooKeeperEnsemble`` and the same root: container ``i`` goes 
 ``i % backends``, so they contend for the same items through ZooKeeper. The ensemble's network
 misbehaves as drawn (``ZkFaults``: slow requests, connections lost before or after a request was
 applied, sessions that expire past their timeout, never backend 0's, whose first container keeps
-serving); ``queue-crash`` expires the sessions of other backends by hand; ``crash``, ``pause`` and
+serving); ``queue-crash`` expires the sessions of other backends by hand, each as soon as it holds a
+lock past a drawn time; ``crash``, ``pause`` and
 ``delay`` hit containers as in ``tx-broker``. After 30 virtual seconds the faults end, the
 containers are stopped, and an auditor reads the end state from ZooKeeper through a fresh backend
 on a fresh session. Judged by the same six checkers, over every backend's traffic.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, final
+from typing import final
 
 import attrs
 
@@ -27,16 +28,17 @@ from conveyor.actors.transactions import (
     QueueItems,
     ReadItems,
     StopContainer,
+    Taken,
     TxAborted,
     TxCommitted,
     TxQueueSettings,
+    TxRolledBack,
     ZkTxBackend,
 )
-from conveyor.runtime import Actor, ActorRef, EventKind
-from conveyor.runtime.lowlevel import ZkSessionEvent, ZkWatchSession
+from conveyor.runtime import Actor, ActorRef, EventKind, Terminated, TraceEvent
+from conveyor.runtime.lowlevel import ZkSessionEvent
 from conveyor.simulation import (
     Crash,
-    ExpireZkSession,
     Fault,
     RunResult,
     Simulation,
@@ -67,12 +69,19 @@ ZK_ROOT = "tx"
 SERVE_START_S = 4
 """The first virtual second at which the containers may be stopped early (see ``_serve``)."""
 
+EXPIRY_SLICE_S = 0.02
+"""While a session is to expire, the run goes in slices this long, looking for a lock its backend holds."""
+
+EXPIRY_WAIT_S = 2.0
+"""A session to expire that holds no lock for this long after its time expires all the same."""
+
 BackendFactory = Callable[..., Actor]
 """``factory(session, root=...)``: a ``ZkTxBackend`` (or a planted bug's subclass) on that session."""
 
 
 def random_tx_zk_scenario(seed: int) -> TxScenario:
-    """``tx-broker``'s workload drawn for ``tx-zk``, on 2-3 backends and a drawn ensemble's network."""
+    """``tx-broker``'s workload drawn for ``tx-zk``, on 2-3 backends and a drawn ensemble's network; at least one
+    container more than backends (a 1-worker one added), so backend 0 serves two and each other backend one."""
     base = random_tx_scenario(seed, "tx-zk")
     rng = seeded_random(f"scenario:tx-zk:{seed}:zookeeper")
     backends = rng.choice((2, 2, 3))
@@ -82,7 +91,8 @@ def random_tx_zk_scenario(seed: int) -> TxScenario:
         reconnect_s=round(rng.uniform(0.1, 1.0), 3), expiry=rng.choice((0.0, 0.5, 1.0)),
         session_timeout_s=round(rng.uniform(1.0, 3.0), 3),
     )
-    return attrs.evolve(base, zk=ZkTxSetup(backends, faults, producer=rng.randrange(backends)))
+    containers = base.containers + (1,) * (backends + 1 - len(base.containers))  # two on backend 0, one on each other
+    return attrs.evolve(base, containers=containers, zk=ZkTxSetup(backends, faults, producer=rng.randrange(backends)))
 
 
 def zk_setup_candidates(work: TxScenario) -> Iterator[TxScenario]:
@@ -98,45 +108,6 @@ def zk_setup_candidates(work: TxScenario) -> Iterator[TxScenario]:
     for calmer in ({"slow": 0.0}, {"connection_loss": 0.0}, {"expiry": 0.0}):
         if any(getattr(zk.faults, field) for field in calmer):
             yield attrs.evolve(work, zk=attrs.evolve(zk, faults=attrs.evolve(zk.faults, **calmer)))
-
-
-@final
-@attrs.frozen
-class _ExpireBackend:
-    """Time to expire backend ``backend``'s session."""
-
-    backend: int
-
-
-@final
-class SessionExpirer(Actor):
-    """Expires the sessions of the backends named in ``expiries`` at their times (a partition past the timeout).
-
-    It learns each session's id by watching the session actors (``ZkWatchSession``).
-    """
-
-    def __init__(self, server: ActorRef, sessions: Sequence[ActorRef], expiries: Sequence[tuple[float, int]]) -> None:
-        self.server = server
-        self.sessions = tuple(sessions)
-        self.expiries = tuple(expiries)
-        self.ids: dict[ActorRef, int] = {}
-
-    def on_start(self) -> None:
-        """Watch every session; schedule the expiries."""
-        for session in self.sessions:
-            self.ctx.send(session, ZkWatchSession(self.ctx.self_ref))
-        for at, backend in self.expiries:
-            self.ctx.schedule(at, _ExpireBackend(backend))
-
-    def receive(self, message: Any) -> None:
-        """Note session ids; expire one when its time comes (a session not open yet is spared)."""
-        match message:
-            case ZkSessionEvent(session_id=session_id) if self.ctx.sender is not None:
-                self.ids.setdefault(self.ctx.sender, session_id)
-            case _ExpireBackend(backend=backend):
-                session_id = self.ids.get(self.sessions[backend])
-                if session_id is not None:
-                    self.ctx.send(self.server, ExpireZkSession(session_id))
 
 
 def run_tx_zk_simulation(
@@ -157,7 +128,8 @@ def run_tx_zk_simulation(
     if zk is None:
         msg = "run_tx_zk_simulation needs a workload with zk set (random_tx_zk_scenario)"
         raise ValueError(msg)
-    plan: list[Fault] = [Crash(f"/container-{index}", step, restart=False) for index, step in scenario.container_crashes]
+    plan: list[Fault] = [Crash(f"/container-{index}", step, restart=False)
+                         for index, step in scenario.container_crashes]
     sim = system(seed=seed, strategy=strategy, faults=(*faults, *plan), job_duration=LISTENER_S)
     ensemble = SimZooKeeperEnsemble(sim, zk.faults)
     steady = attrs.evolve(zk.faults, expiry=0.0)  # backend 0's session: lost connections come back
@@ -168,8 +140,6 @@ def run_tx_zk_simulation(
               for session, name in zip(sessions, names, strict=True)]
     for store in stores:
         _declare(sim, store, scenario)
-    if zk.expiries:
-        sim.spawn(lambda: SessionExpirer(ensemble.server, sessions, zk.expiries), name="expirer")
     listener = failing_listener(scenario.fail_percent)
 
     def container_of(index: int, workers: int) -> Callable[[], ListenerContainerActor]:
@@ -202,20 +172,70 @@ def run_tx_zk_simulation(
 
 
 def _serve(sim: Simulation, ensemble: SimZooKeeperEnsemble, scenario: TxScenario, max_steps: int) -> int:
-    """Run until ``SERVE_S``, or sooner once every batch of the producer was answered and ``in`` is empty.
+    """Run until ``SERVE_S``, or sooner once every batch of the producer was answered and ``in`` is empty; at each
+    of ``ZkTxSetup.expiries``, expire the session of the first backend (not backend 0) found holding an item, or
+    the one named if none does within ``EXPIRY_WAIT_S`` (a harness's hand: a partition at the moment it hurts).
 
-    A waiting take lists its queue every 50 ms, so 30 idle seconds would cost thousands of steps;
-    ``in`` is read from the ensemble's model (no request, the schedule is untouched).
+    A waiting take lists its queue every 50 ms, so 30 idle seconds would cost thousands of steps. Between
+    slices of the run the trace and the ensemble's model are read (no request: the schedule is untouched).
     """
+    zk = scenario.zk
+    assert zk is not None
     items = f"/{ZK_ROOT}/in/items"
+    pending = sorted(zk.expiries)
+    seen = _Seen(tx_stores(scenario))
     steps = 0
-    for until in (*range(SERVE_START_S, int(SERVE_S)), SERVE_S):
-        steps += sim.run(until=until, max_steps=max_steps - steps).steps
-        answered = sum(1 for event in sim.trace if event.receiver == "/producer" and event.kind is EventKind.DELIVERED
-                       and type(event.message) in (TxCommitted, TxAborted))
-        if steps >= max_steps or (answered == scenario.batches and ensemble.model.child_count(items) == 0):
+    now = 0.0
+    while now < SERVE_S and steps < max_steps:
+        now = min(SERVE_S, now + (EXPIRY_SLICE_S if pending else 1.0))
+        steps += sim.run(until=now, max_steps=max_steps - steps).steps
+        seen.read(sim.trace)
+        for at, backend in list(pending):
+            holding = [index for index in range(1, zk.backends) if seen.held[index]]
+            if now >= at and (holding or now >= at + EXPIRY_WAIT_S):
+                pending.remove((at, backend))
+                expired = holding[0] if holding else backend
+                seen.held[expired].clear()
+                if expired in seen.sessions:
+                    ensemble.expire(seen.sessions[expired])
+        if not pending and now >= SERVE_START_S and seen.answered == scenario.batches and not \
+                ensemble.model.child_count(items):
             break
     return steps
+
+
+@final
+class _Seen:
+    """What the run's trace showed so far: each backend's first session id, the (session, tx) it has given an item
+    and not yet answered or released, and how many of the producer's commits were answered."""
+
+    def __init__(self, stores: Sequence[str]) -> None:
+        self.backends = {path: index for index, path in enumerate(stores)}
+        self.sessions: dict[int, int] = {}
+        self.held: list[set[tuple[str, int]]] = [set() for _ in stores]
+        self.answered = 0
+        self.events = 0
+
+    def read(self, trace: Sequence[TraceEvent]) -> None:
+        """Take in the events since the last read."""
+        for event in trace[self.events:]:
+            message = event.message
+            kind = type(message)
+            if event.kind is EventKind.SENT and event.sender in self.backends:
+                held = self.held[self.backends[event.sender]]
+                if kind is Taken:
+                    held.add((event.receiver or "", message.tx))
+                elif kind in (TxCommitted, TxAborted, TxRolledBack):
+                    held.discard((event.receiver or "", message.tx))
+            elif event.kind is EventKind.DELIVERED and event.receiver in self.backends:
+                index = self.backends[event.receiver]
+                if kind is ZkSessionEvent:
+                    self.sessions.setdefault(index, message.session_id)
+                elif kind is Terminated:
+                    self.held[index] = {owner for owner in self.held[index] if owner[0] != message.ref.path}
+            elif event.kind is EventKind.DELIVERED and event.receiver == "/producer":
+                self.answered += kind in (TxCommitted, TxAborted)
+        self.events = len(trace)
 
 
 def _declare(sim: Simulation, store: ActorRef, scenario: TxScenario) -> None:
