@@ -17,7 +17,7 @@ have applied, so its takes may be gone and its puts may exist.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, final
 
 import attrs
@@ -275,3 +275,33 @@ def transaction_checks(trace: list[TraceEvent], store: str | Collection[str], fi
         tx_no_lock_left(final),
         tx_drained(final),
     ]
+
+
+def tx_story_line(event: TraceEvent) -> str | None:
+    """A transaction step of the trace as a story line (without its time), or None: items given, commits asked and
+    answered, rollbacks asked (each as its sender sent it)."""
+    message = event.message
+    if event.kind is not EventKind.SENT:
+        return None
+    route = f"{event.sender} -> {event.receiver}"
+    if type(message) is Taken:
+        return f"{route}: tx {message.tx} takes {_key(message.item.key)} (take {message.item.takes})"
+    if type(message) is CommitTx:
+        puts = ", ".join(f"{put.queue}:{put.body.decode('latin-1')}" for put in message.puts)
+        return f"{route}: commit tx {message.tx}: remove [{', '.join(map(_key, message.takes))}], put [{puts}]"
+    if type(message) is TxCommitted:
+        return f"{route}: tx {message.tx} committed, created [{', '.join(map(_key, message.created))}]"
+    if type(message) is TxAborted:
+        return f"{route}: tx {message.tx} aborted: {message.reason}"
+    if type(message) is RollbackTx:
+        return f"{route}: roll back tx {message.tx} (failed={message.failed}, handed over={message.handed_over})"
+    return None
+
+
+def tx_steps(trace: Iterable[TraceEvent]) -> int:
+    """How many items stores gave transactions (``Taken`` sent): a transactions run's steps, for the shrinker."""
+    return sum(1 for event in trace if event.kind is EventKind.SENT and type(event.message) is Taken)
+
+
+def _key(key: ItemKey) -> str:
+    return f"{key.queue}#{key.number}"
