@@ -779,8 +779,8 @@ def simulate_workload(
     variant = variant or Variant()
     system = variant.simulation or Simulation
     if isinstance(workload, TxScenario) and workload.zk is not None:
-        return run_tx_zk_simulation(workload, seed, strategy, faults=faults, backend=variant.zk_tx_backend or ZkTxBackend,
-                                    system=system, max_steps=max_steps)
+        return run_tx_zk_simulation(workload, seed, strategy, faults=faults, system=system, max_steps=max_steps,
+                                    backend=variant.zk_tx_backend or ZkTxBackend)
     if isinstance(workload, TxScenario):
         return run_tx_simulation(workload, seed, strategy, faults=faults, core=variant.tx_store or TxStore,
                                  system=system, max_steps=max_steps)

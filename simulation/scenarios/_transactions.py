@@ -123,7 +123,7 @@ class TxScenario:
 
 
 def random_tx_scenario(seed: int, scenario: str = "tx-broker") -> TxScenario:
-    """Draw a workload: policy, backoff, failure rate and containers (faults: ``draw_tx_faults``), keyed by ``scenario``."""
+    """Draw a workload (policy, backoff, failures, containers; faults: ``draw_tx_faults``), keyed by ``scenario``."""
     rng = seeded_random(f"scenario:{scenario}:{seed}")
     # ConsumeOnce twice as often: a lost session's take is then visible at once (a second take breaks at-most-1)
     policy: ConsumePolicy = rng.choice((ConsumeOnce(), ConsumeOnce(), ConsumeTimes(2), ConsumeTimes(3),

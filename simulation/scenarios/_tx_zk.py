@@ -103,9 +103,11 @@ def zk_setup_candidates(work: TxScenario) -> Iterator[TxScenario]:
         return
     if zk.backends > 2:
         yield attrs.evolve(work, zk=attrs.evolve(zk, backends=2, producer=min(zk.producer, 1)))
-    for calmer in ({"slow": 0.0}, {"connection_loss": 0.0}, {"expiry": 0.0}):
-        if any(getattr(zk.faults, field) for field in calmer):
-            yield attrs.evolve(work, zk=attrs.evolve(zk, faults=attrs.evolve(zk.faults, **calmer)))
+    faults = zk.faults
+    for calmer in (attrs.evolve(faults, slow=0.0), attrs.evolve(faults, connection_loss=0.0),
+                   attrs.evolve(faults, expiry=0.0)):
+        if calmer != faults:
+            yield attrs.evolve(work, zk=attrs.evolve(zk, faults=calmer))
 
 
 def run_tx_zk_simulation(
