@@ -70,6 +70,7 @@ from ._transactions import TxFigures as TxFigures
 from ._transactions import TxMisuser as TxMisuser
 from ._transactions import TxProducer as TxProducer
 from ._transactions import TxScenario as TxScenario
+from ._transactions import ZkTxSetup as ZkTxSetup
 from ._transactions import check_tx_run as check_tx_run
 from ._transactions import draw_tx_faults as draw_tx_faults
 from ._transactions import failing_listener as failing_listener
@@ -77,6 +78,9 @@ from ._transactions import random_tx_scenario as random_tx_scenario
 from ._transactions import run_tx_simulation as run_tx_simulation
 from ._transactions import tx_figures as tx_figures
 from ._transactions import tx_final as tx_final
+from ._transactions import tx_stores as tx_stores
+from ._tx_zk import random_tx_zk_scenario as random_tx_zk_scenario
+from ._tx_zk import run_tx_zk_simulation as run_tx_zk_simulation
 
 __all__ = [
     "Audit",
@@ -92,6 +96,10 @@ __all__ = [
     "failing_listener",
     "random_tx_scenario",
     "run_tx_simulation",
+    "ZkTxSetup",
+    "random_tx_zk_scenario",
+    "run_tx_zk_simulation",
+    "tx_stores",
     "FAULTS_OF",
     "FAIRNESS_MIN_JAIN",
     "FAULT_PLANS",

@@ -30,7 +30,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.actors.pubsub import SubscriptionFactory, TopicFactory
 from conveyor.actors.subscriber import Part
-from conveyor.actors.transactions import TxStore
+from conveyor.actors.transactions import TxStore, ZkTxBackend
 from conveyor.runtime import EventKind, TraceEvent
 from conveyor.simulation import (
     STRATEGY_NAMES,
@@ -94,6 +94,7 @@ from ._subscriber import (
 )
 from ._swarm import broker_swarm, subscriber_swarm
 from ._transactions import TxScenario, check_tx_run, draw_tx_faults, random_tx_scenario, run_tx_simulation, tx_figures
+from ._tx_zk import random_tx_zk_scenario, run_tx_zk_simulation
 from ._zk_basics import (
     ModelFactory,
     ZkBasicsScenario,
@@ -141,6 +142,8 @@ class Variant:
     """The simulated ZooKeeper's model (a planted bug's ``SimZooKeeper`` subclass)."""
     tx_store: Callable[[], TxStore] | None = None
     """The transactions scenario's store core (a planted bug's ``TxStore``)."""
+    zk_tx_backend: Callable[..., ZkTxBackend] | None = None
+    """``tx-zk``'s backends (a planted bug's ``ZkTxBackend`` subclass)."""
 
 
 @final
@@ -448,6 +451,11 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             "roll back, crash holding locks; the durable store crashes", "transactions", random_tx_scenario,
             default_faults="crash,queue-crash",
         ),
+        ScenarioSpec(
+            "tx-zk", "tx-broker's workload on 2-3 ZooKeeper backends sharing a root: slow requests, lost connections, "
+            "expired sessions, containers crashing holding locks", "transactions", random_tx_zk_scenario,
+            default_faults="crash,queue-crash",
+        ),
     )
 }
 
@@ -673,7 +681,7 @@ def _disk_figures(trace: list[TraceEvent], work: Workload) -> QueueFigures | Non
     The transactions scenario's too: items put into ``in``, takes, committed takes, dead letters.
     """
     if isinstance(work, TxScenario):
-        tx = tx_figures(trace)
+        tx = tx_figures(trace, work)
         return QueueFigures(published=tx.published, delivered=tx.delivered, acked=tx.acked, redelivered=0,
                             dead_lettered=tx.dead_lettered, max_outstanding=0, consumers=len(work.containers),
                             fairness=None, latencies_ms=())
@@ -774,6 +782,9 @@ def simulate_workload(
     """
     variant = variant or Variant()
     system = variant.simulation or Simulation
+    if isinstance(workload, TxScenario) and workload.zk is not None:
+        return run_tx_zk_simulation(workload, seed, strategy, faults=faults, system=system, max_steps=max_steps,
+                                    backend=variant.zk_tx_backend or ZkTxBackend)
     if isinstance(workload, TxScenario):
         return run_tx_simulation(workload, seed, strategy, faults=faults, core=variant.tx_store or TxStore,
                                  system=system, max_steps=max_steps)

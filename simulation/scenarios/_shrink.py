@@ -54,6 +54,7 @@ from ._registry import (
 )
 from ._subscriber import SubscriberScenario
 from ._transactions import TxScenario
+from ._tx_zk import zk_setup_candidates
 from ._zk_basics import ZkBasicsScenario
 
 Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | ZkBasicsScenario | TxScenario
@@ -263,6 +264,7 @@ def _tx_candidates(work: TxScenario) -> Iterator[TxScenario]:
         yield attrs.evolve(work, misuse=False)
     if work.backoff is not None:
         yield attrs.evolve(work, backoff=None)
+    yield from zk_setup_candidates(work)
 
 
 def _subscriber_candidates(work: SubscriberScenario) -> Iterator[SubscriberScenario]:
