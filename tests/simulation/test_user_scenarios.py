@@ -193,3 +193,37 @@ def test_a_broken_plugin_is_listed_as_broken_and_named_in_the_error(
     with pytest.raises(ValueError, match=r"plugin scenario 'broken-bank' \(tests.simulation.user_bank:NOT_A_SCENARIO"
                        r", entry point group conveyor.scenarios\) is a str"):
         parse_scenario_names("plugins")
+
+
+DOCS = ROOT / "docs" / "simulation.md"
+
+
+def _docs_examples() -> list[str]:
+    """The Python blocks of docs/simulation.md, "Writing a scenario": a ScenarioSpec's module, an ActorScenario's."""
+    text = DOCS.read_text(encoding="utf-8")
+    section = text[text.index("## Writing a scenario\n") : text.index("## Writing a checker\n")]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+
+
+def test_the_docs_actor_scenario_is_the_tested_module_word_for_word() -> None:
+    source = Path(user_bank.__file__).read_text(encoding="utf-8")
+    module = source[source.index("from __future__ import annotations") : source.index("# --- end of the docs")]
+    assert _docs_examples()[1].strip() == module.strip()
+
+
+@pytest.mark.parametrize(("index", "name", "fails"), [(0, "docs_stragglers:stragglers", False),
+                                                      (1, "docs_bank:bank", True)])
+def test_the_docs_examples_run_from_a_users_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, index: int, name: str, fails: bool
+) -> None:
+    module = name.partition(":")[0]
+    (tmp_path / f"{module}.py").write_text(_docs_examples()[index], encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        result = runner.invoke(app, ["simulate", name, "--seeds", "2", "--strategy", "random"])
+    finally:
+        sys.modules.pop(module, None)
+    assert result.exit_code == (1 if fails else 0), result.output
+    assert re.search(rf"^│ {re.escape(name)} +│ random +│ none +│ +2 │", result.output, re.MULTILINE), result.output
+    if fails:
+        assert f"replay: conveyor replay {name} --seed 0 --strategy random" in result.output

@@ -1,4 +1,4 @@
-"""A scenario a user writes in their own module: docs/simulation.md shows this file, word for word, up to its marker.
+"""A scenario a user writes in their own module: docs/simulation.md shows it word for word, first import to marker.
 
 ``conveyor simulate tests.simulation.user_bank:bank`` runs it; tests/simulation/test_user_scenarios.py
 checks that it finds the planted lost update, that its printed replay command reproduces it and that
