@@ -135,12 +135,17 @@ def find_scenario(name: str) -> ScenarioSpec:
         return _from_module(module_name.strip(), attribute.strip(), name)
     entry = _plugin_entry_points().get(name)
     if entry is None:
-        plugins = plugin_names()
-        msg = (f"unknown scenario {name!r}; choose one of: {', '.join(SCENARIOS)}"
-               f"{'; installed plugins: ' + ', '.join(plugins) if plugins else ''}; or name one as MODULE:NAME "
-               f"(an ActorScenario or ScenarioSpec in an importable module, e.g. mypkg.scenarios:bank)")
-        raise ValueError(msg)
+        raise _unknown(name)
     return _load_plugin(entry)
+
+
+def _unknown(name: str, words: tuple[str, ...] = ()) -> ValueError:
+    """The error for a plain name nothing holds: the built-ins (and ``words``), the plugins, the MODULE:NAME form."""
+    plugins = plugin_names()
+    msg = (f"unknown scenario {name!r}; choose one of: {', '.join((*SCENARIOS, *words))}"
+           f"{'; installed plugins: ' + ', '.join(plugins) if plugins else ''}; or name one as MODULE:NAME "
+           f"(an ActorScenario or ScenarioSpec in an importable module: mypkg.scenarios:bank)")
+    return ValueError(msg)
 
 
 @final
@@ -183,6 +188,8 @@ def parse_scenario_names(text: str) -> tuple[str, ...]:
             names.extend(SCENARIOS)
         elif part == PLUGINS:
             names.extend(name for name in plugin_names() if get_scenario(name))  # a broken one says why
+        elif ":" not in part and part not in SCENARIOS and part not in _plugin_entry_points():
+            raise _unknown(part, (ALL, PLUGINS))
         else:
             get_scenario(part)
             names.append(part)
