@@ -35,7 +35,6 @@ from conveyor.simulation.scenarios import FAULT_PLANS, STEP_BUDGET
 if TYPE_CHECKING:
     from conveyor.simulation.scenarios import RunReport, ScenarioRun, ShrinkResult
 
-ALL = "all"
 PORTFOLIO = "portfolio"
 ROTATED = "rotated"
 """What the summary shows for the strategy and faults of a portfolio sweep (each failure names its own)."""
