@@ -46,7 +46,9 @@ def check_sweep_faults(value: str) -> str:
 
 @app.command()
 def sweep(
-    scenarios: str = typer.Option("all", help="Comma-separated scenario names, or all."),
+    scenarios: str = typer.Option(
+        "all", help="Comma-separated scenario names (built-in, an installed plugin's, MODULE:NAME); all: the "
+        "built-ins; plugins: the installed ones."),
     seeds: int = typer.Option(20, min=1, help="Seeds per (scenario, strategy, fault plan)."),
     strategies: str = typer.Option("random,pct", help="Comma-separated: random, pct, round-robin."),
     faults: str = typer.Option(

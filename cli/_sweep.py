@@ -34,6 +34,8 @@ from conveyor.simulation.sweep import (
     summary_cells,
 )
 
+from ._simulate import importable_from_cwd
+
 POLL_S = 0.25
 """How often the progress bar asks Spark's status tracker."""
 SHOWN_FAILURES = 12
@@ -152,6 +154,7 @@ def run_sweep(
         ValueError: an unknown scenario, strategy or fault plan, no seeds, or a missing ``py_files`` entry.
     """
     console = console or _wide_console()
+    importable_from_cwd(scenarios)
     spec = SweepSpec(
         scenarios=parse_scenarios(scenarios), seeds=seeds, strategies=parse_strategies(strategies),
         fault_plans=parse_fault_plans(faults), seed_start=seed_start, depth=depth,
