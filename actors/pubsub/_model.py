@@ -15,6 +15,7 @@ import attrs
 from conveyor.runtime import ActorRef
 
 from ._filter import Everything, Filter
+from ._schema_book import SchemaSettings
 
 Attributes = tuple[tuple[str, str], ...]
 
@@ -48,6 +49,8 @@ class TopicConfig:
     name: str
     labels: Attributes = ()
     retention_s: float | None = None
+    schema: SchemaSettings | None = None
+    """``schema_settings``: publishes are checked against the schema (``_schema_service``)."""
 
 
 @final
@@ -220,6 +223,8 @@ class Publish:
 
     topic: str
     messages: tuple[PubMessage, ...]
+    schema_checked: bool = False
+    """The glue checked the messages against the topic's schema (else such a topic answers ``NeedsSchema``)."""
 
 
 @final
