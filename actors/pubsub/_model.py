@@ -52,6 +52,14 @@ class TopicConfig:
     schema: SchemaSettings | None = None
     """``schema_settings``: publishes are checked against the schema (``_schema_service``)."""
 
+    def __getstate__(self) -> dict[str, object]:
+        return {field.name: getattr(self, field.name) for field in attrs.fields(TopicConfig)}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Unpickle from a journal, one written before a field existed too (it takes its default)."""
+        for field in attrs.fields(TopicConfig):
+            object.__setattr__(self, field.name, state.get(field.name, field.default))
+
 
 @final
 @attrs.frozen

@@ -92,10 +92,14 @@ class _Proto:
                    f"message type (nested types may follow inside it), this one defines {len(main.message_type)}")
             raise SchemaInvalid(msg)
         pool = descriptor_pool.DescriptorPool()
-        for file in files.file:
-            pool.Add(file)
         full = f"{main.package}.{main.message_type[0].name}" if main.package else main.message_type[0].name
-        self.message_class: Any = message_factory.GetMessageClass(pool.FindMessageTypeByName(full))
+        try:
+            for file in files.file:
+                pool.Add(file)
+            self.message_class: Any = message_factory.GetMessageClass(pool.FindMessageTypeByName(full))
+        except (TypeError, KeyError, ValueError) as error:  # protoc accepted it: not expected, but said clearly
+            msg = f"Could not parse schema definition: {type(error).__name__}: {_clip(str(error))}"
+            raise SchemaInvalid(msg) from None
 
     def problem(self, data: bytes, encoding: str) -> str | None:
         from google.protobuf import json_format

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pickle
 import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conveyor.actors.pubsub import TopicConfig
 from conveyor.actors.pubsub._schema_book import (
     REVISION_ID,
     SchemaBook,
@@ -121,3 +123,11 @@ def test_the_only_revision_cannot_be_deleted_and_types_do_not_change() -> None:
     with pytest.raises(SchemaRefused) as missing:
         book.get(NAME, "ffffffff")
     assert missing.value.code == "NOT_FOUND"
+
+
+def test_a_topic_config_journaled_before_schemas_existed_loads_without_one() -> None:
+    config = TopicConfig("projects/p/topics/kept", (("team", "a"),), 600.0, SchemaSettings(NAME, "BINARY", uid=4))
+    assert pickle.loads(pickle.dumps(config)) == config
+    older = TopicConfig.__new__(TopicConfig)
+    older.__setstate__({"name": "projects/p/topics/old", "labels": (), "retention_s": None})  # an older journal's
+    assert older == TopicConfig("projects/p/topics/old")
