@@ -342,3 +342,14 @@ def test_schemas_survive_a_restart_on_a_data_dir(tmp_path: Path, monkeypatch: py
         with pytest.raises(exceptions.InvalidArgument):
             publisher.publish(topic, b'{"name": "Anchorage", "population": 1}').result(timeout=10)
         publisher.stop()
+
+
+def test_a_proto2_schema_in_a_package_checks_required_fields(schemas: pubsub_v1.SchemaServiceClient) -> None:
+    definition = ('syntax = "proto2";\npackage utilities;\nmessage StateProto {\n  required string name = 1;\n'
+                  '  optional string post_abbr = 2;\n}\n')
+    created = create(schemas, "us-states", Schema.Type.PROTOCOL_BUFFER, definition)
+    request = {"parent": PROJECT, "name": created.name, "encoding": Encoding.BINARY}
+    schemas.validate_message(request={**request, "message": b"\x0a\x06Alaska\x12\x02AK"})
+    with pytest.raises(exceptions.InvalidArgument, match="required fields missing: name"):
+        schemas.validate_message(request={**request, "message": b"\x12\x02AK"})
+    schemas.validate_message(request={**request, "encoding": Encoding.JSON, "message": b'{"name": "Alaska"}'})
