@@ -71,13 +71,29 @@ class _Avro:
                 if stream.tell() != len(data):
                     return f"{len(data) - stream.tell()} bytes follow the Avro record"
                 return None
-            text = json.dumps(json.loads(data.decode("utf-8")))  # one line, as json_reader reads
-            records = list(fastavro.json_reader(io.StringIO(text), self.parsed))
-            if len(records) != 1 or not validate(records[0], self.parsed, raise_errors=False):
-                return "the JSON does not match the Avro schema"
+            raw = json.loads(data.decode("utf-8"))
         except Exception as error:  # noqa: BLE001 - a malformed message raises anything from the reader
             return f"{type(error).__name__}: {_clip(str(error))}"
-        return None
+        try:
+            records = list(fastavro.json_reader(io.StringIO(json.dumps(raw)), self.parsed))  # one line, as it reads
+            if len(records) == 1 and validate(records[0], self.parsed, raise_errors=False):
+                return None
+        except Exception:  # noqa: BLE001 - the reader's errors name no field: the check below does
+            pass
+        return f"the JSON does not match the Avro schema: {_field_problems(raw, self.parsed)}"
+
+
+def _field_problems(raw: object, parsed: Any) -> str:
+    """Which fields of a JSON record break the schema, as fastavro's validator names them (unions unwrapped)."""
+    from fastavro.validation import ValidationError, validate
+
+    try:
+        validate(raw, parsed, raise_errors=True)
+    except ValidationError as error:
+        return _clip("; ".join(str(problem) for problem in error.errors))
+    except Exception as error:  # noqa: BLE001 - the validator chokes on some shapes: say what it said
+        return f"{type(error).__name__}: {_clip(str(error))}"
+    return "a union's value must be wrapped as {\"type\": value} (Avro's JSON encoding)"
 
 
 @final

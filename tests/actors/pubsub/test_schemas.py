@@ -353,3 +353,12 @@ def test_a_proto2_schema_in_a_package_checks_required_fields(schemas: pubsub_v1.
     with pytest.raises(exceptions.InvalidArgument, match="required fields missing: name"):
         schemas.validate_message(request={**request, "message": b"\x12\x02AK"})
     schemas.validate_message(request={**request, "encoding": Encoding.JSON, "message": b'{"name": "Alaska"}'})
+
+
+def test_an_avro_json_message_refused_names_the_field(schemas: pubsub_v1.SchemaServiceClient) -> None:
+    created = create(schemas, "states", Schema.Type.AVRO, json.dumps(STATE))
+    request = {"parent": PROJECT, "name": created.name, "encoding": Encoding.JSON}
+    with pytest.raises(exceptions.InvalidArgument, match=r"State\.post_abbr is <7>"):
+        schemas.validate_message(request={**request, "message": b'{"name": "Alaska", "post_abbr": 7}'})
+    with pytest.raises(exceptions.InvalidArgument, match="JSONDecodeError"):
+        schemas.validate_message(request={**request, "message": b"not json"})
