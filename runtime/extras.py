@@ -19,7 +19,8 @@ __all__ = ["EXTRAS", "MissingExtra", "lazy_exports", "missing_modules", "require
 
 EXTRAS: Mapping[str, tuple[str, ...]] = {
     "spark": ("pyspark",),
-    "pubsub": ("grpc", "grpc_status", "google.protobuf", "google.pubsub_v1", "google.cloud.pubsub_v1"),
+    "pubsub": ("grpc", "grpc_status", "google.protobuf", "google.pubsub_v1", "google.cloud.pubsub_v1", "fastavro",
+               "grpc_tools"),
     "plots": ("matplotlib",),
     "zookeeper": ("kazoo",),
     "metrics": ("opentelemetry.metrics", "opentelemetry.sdk.metrics"),

@@ -53,6 +53,12 @@ from ._registry import PubSubRegistry as PubSubRegistry
 from ._registry import SubscriptionFactory as SubscriptionFactory
 from ._registry import TopicActor as TopicActor
 from ._registry import TopicFactory as TopicFactory
+from ._schema_actor import SchemaActor as SchemaActor
+from ._schema_book import DELETED_SCHEMA as DELETED_SCHEMA
+from ._schema_book import Revision as Revision
+from ._schema_book import SchemaBook as SchemaBook
+from ._schema_book import SchemaRefused as SchemaRefused
+from ._schema_book import SchemaSettings as SchemaSettings
 from ._seek_log import SeekLog as SeekLog
 from ._seek_log import SeekLogState as SeekLogState
 from ._subscription import IDLE_STREAM_S as IDLE_STREAM_S
@@ -87,6 +93,7 @@ __all__ = [
     "Batch",
     "Binding",
     "CreateSubscription",
+    "DELETED_SCHEMA",
     "CreateTopic",
     "DeadLetterSettings",
     "Detach",
@@ -106,6 +113,11 @@ __all__ = [
     "PublishedIds",
     "PullMessages",
     "RetrySettings",
+    "Revision",
+    "SchemaActor",
+    "SchemaBook",
+    "SchemaRefused",
+    "SchemaSettings",
     "Seek",
     "Settle",
     "SettleKind",

@@ -125,9 +125,9 @@ def topic_config(topic: Any) -> TopicConfig:
         retention = _seconds(topic.message_retention_duration)
         if not MIN_RETENTION_S <= retention <= MAX_RETENTION_S:
             raise _bad("message_retention_duration", f"must be from 10 minutes to 31 days, got {retention} s")
-    if topic.schema_settings.schema:
-        raise Unsupported("schema_settings: schemas are not supported by conveyor's Pub/Sub front")
-    return TopicConfig(topic.name, _labels(topic.labels), retention)
+    from ._schema_service import settings_from_pb  # imports _convert: here, not at the top
+
+    return TopicConfig(topic.name, _labels(topic.labels), retention, settings_from_pb(topic))
 
 
 def topic_pb(config: TopicConfig) -> Any:
@@ -138,7 +138,7 @@ def topic_pb(config: TopicConfig) -> Any:
     return topic
 
 
-TOPIC_UPDATABLE: Final = ("labels", "message_retention_duration")
+TOPIC_UPDATABLE: Final = ("labels", "message_retention_duration", "schema_settings")
 
 
 # --- subscriptions --------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from ._limits import (
     quote,
 )
 from ._model import OpenStream, Publish, PubMessage, PullMessages, Settle, SettleKind, StreamSettings
+from ._schema_book import SCHEMA_STAMPS
 
 MODACK_MAX_S: Final = 600
 """The longest ack deadline a ModifyAckDeadline may set (Pub/Sub: 0 to 600 seconds)."""
@@ -45,7 +46,7 @@ def message_refusal(where: str, message: PubMessage) -> str | None:
         if size > ATTRIBUTE_KEY_MAX_BYTES:
             return (f"{where}.attributes[{quote(key)}]: keys are at most {ATTRIBUTE_KEY_MAX_BYTES} bytes (Pub/Sub's "
                     f"limit), got {size}")
-        if key.startswith("goog"):
+        if key.startswith("goog") and key not in SCHEMA_STAMPS:  # the glue refuses those from publishers
             return f"{where}.attributes[{quote(key)}]: keys starting with 'goog' are reserved"
         size = len(value.encode())
         if size > ATTRIBUTE_VALUE_MAX_BYTES:

@@ -15,6 +15,7 @@ import attrs
 from conveyor.runtime import ActorRef
 
 from ._filter import Everything, Filter
+from ._schema_book import SchemaSettings
 
 Attributes = tuple[tuple[str, str], ...]
 
@@ -48,6 +49,16 @@ class TopicConfig:
     name: str
     labels: Attributes = ()
     retention_s: float | None = None
+    schema: SchemaSettings | None = None
+    """``schema_settings``: publishes are checked against the schema (``_schema_service``)."""
+
+    def __getstate__(self) -> dict[str, object]:
+        return {field.name: getattr(self, field.name) for field in attrs.fields(TopicConfig)}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Unpickle from a journal, one written before a field existed too (it takes its default)."""
+        for field in attrs.fields(TopicConfig):
+            object.__setattr__(self, field.name, state.get(field.name, field.default))
 
 
 @final
@@ -220,6 +231,8 @@ class Publish:
 
     topic: str
     messages: tuple[PubMessage, ...]
+    schema_checked: bool = False
+    """The glue checked the messages against the topic's schema (else such a topic answers ``NeedsSchema``)."""
 
 
 @final

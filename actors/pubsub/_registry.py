@@ -66,6 +66,7 @@ from ._protocol import (
     TopicGone,
     UseConfig,
 )
+from ._schema_actor import NeedsSchema
 from ._subscription import SubscriptionActor, shutting_down, unpublishable
 
 DELETED_TOPIC = "_deleted-topic_"
@@ -378,6 +379,8 @@ class PubSubRegistry(ContainedActor):
                 known = self.topics.get(name)
                 if known is None:
                     self._reply(Failed("NOT_FOUND", f"Topic not found: {name}"))
+                elif known[0].schema is not None and not message.schema_checked:
+                    self._reply(NeedsSchema(known[0].schema))  # the glue checks the messages, then publishes again
                 else:
                     self.ctx.send(known[1], Envelope(message, self.ctx.sender))
             case PublishInternal(topic=name, messages=messages):

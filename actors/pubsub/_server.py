@@ -77,6 +77,8 @@ from ._model import (
 )
 from ._protocol import ListSubscriptionActors
 from ._registry import PubSubRegistry
+from ._schema_actor import NeedsSchema, ResetSchemas, SchemaActor
+from ._schema_service import SchemaService, refuse_stamps
 
 log = logging.getLogger("conveyor.pubsub")
 
@@ -192,6 +194,8 @@ class PubSubServer:
         else:  # kept with the data, so an ack id outlives a restart (and this start's numbers are new)
             ack_key, start = saved_ack_key(data_dir), count_start(data_dir)
         self.registry: ActorRef = self.system.spawn(lambda: PubSubRegistry(ack_key, start=start), name="pubsub")
+        self.schemas: ActorRef = self.system.spawn(SchemaActor, name="pubsub-schemas")
+        self.schema_service = SchemaService(self._ask, self.schemas, clock)
         self._server: grpc.Server | None = None
         self._streams: dict[int, ActorRef] = {}  # open streams; dict operations are atomic in CPython
         self._stream_errors: dict[int, str] = {}  # a stream's refused request, from its reader thread
@@ -278,6 +282,7 @@ class PubSubServer:
         """
         try:
             self.system.ask(self.registry, Reset(), timeout=_ASK_S)
+            self.system.ask(self.schemas, ResetSchemas(), timeout=_ASK_S)
         except (AskTimeout, ActorDeadError) as error:
             msg = f"PubSubServer on {self.address} could not reset: {type(error).__name__}"
             raise RuntimeError(msg) from error
@@ -401,23 +406,27 @@ class PubSubServer:
         return [
             grpc.method_handlers_generic_handler(PUBLISHER, publisher),
             grpc.method_handlers_generic_handler(SUBSCRIBER, subscriber),
+            self.schema_service.method_handlers(self._guard),
             _Unimplemented(),
         ]
 
     # --- publisher ----------------------------------------------------------------------
 
     def _create_topic(self, request: Any, context: grpc.ServicerContext) -> Any:
-        config: TopicConfig = self._ask(context, CreateTopic(convert.topic_config(request)))
-        return convert.topic_pb(config)
+        bound = self.schema_service.bind(context, convert.topic_config(request))
+        config: TopicConfig = self._ask(context, CreateTopic(bound))
+        return self.schema_service.topic_pb(context, config)
 
     def _get_topic(self, request: Any, context: grpc.ServicerContext) -> Any:
         config: TopicConfig = self._ask(context, GetTopic(convert.topic_name(request.topic)))
-        return convert.topic_pb(config)
+        return self.schema_service.topic_pb(context, config)
 
     def _update_topic(self, request: Any, context: grpc.ServicerContext) -> Any:
         name = convert.topic_name(request.topic.name, "topic.name")
+        schemas = self.schema_service
         return self._update(context, GetTopic(name), request.topic, request.update_mask.paths,
-                            convert.TOPIC_UPDATABLE, convert.topic_pb, convert.topic_config, ReplaceTopic)
+                            convert.TOPIC_UPDATABLE, lambda config: schemas.topic_pb(context, config),
+                            lambda topic: schemas.bind(context, convert.topic_config(topic)), ReplaceTopic)
 
     def _update(
         self, context: grpc.ServicerContext, get: object, patch: Any, paths: Any, updatable: Any,
@@ -431,7 +440,7 @@ class PubSubServer:
         page: Page = self._ask(context, ListTopics(convert.project_name(request.project), request.page_size,
                                                     request.page_token))
         response = _pb(types.ListTopicsResponse)(next_page_token=page.next_after)
-        response.topics.extend(convert.topic_pb(config) for config in page.items)  # type: ignore[arg-type]
+        response.topics.extend(self.schema_service.topic_pb(context, c) for c in page.items)  # type: ignore[arg-type]
         return response
 
     def _delete_topic(self, request: Any, context: grpc.ServicerContext) -> Any:
@@ -445,7 +454,10 @@ class PubSubServer:
             if refused is not None:
                 _abort(context, "RESOURCE_EXHAUSTED", f"Publish: {refused}")
         messages = convert.pub_messages(request.messages, self.clock())
+        refuse_stamps(messages)
         published: PublishedIds = self._ask(context, Publish(topic, messages))
+        if isinstance(published, NeedsSchema):  # the topic has schema_settings: check, stamp, publish again
+            published = self.schema_service.publish(context, topic, messages, published.settings)
         return _pb(types.PublishResponse)(message_ids=published.message_ids)
 
     def _list_topic_subscriptions(self, request: Any, context: grpc.ServicerContext) -> Any:
