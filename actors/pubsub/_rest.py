@@ -65,6 +65,15 @@ _PROJECT: Final = "projects/*"
 _VARIABLE: Final = re.compile(r"\{([\w.]+)=([^}]+)\}")
 
 
+class RestBindError(RuntimeError):
+    """The REST face could not listen on its address (``PubSubServer(rest_port=...)``, ``--rest-port``)."""
+
+
+def http_address(host: str, port: int) -> str:
+    """``host:port`` as a URL spells it (an IPv6 host in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class RestError(Exception):
     """A request the REST face refuses before (or instead of) the handler: a gRPC code and a message."""
 
@@ -425,22 +434,22 @@ class _Handler(BaseHTTPRequestHandler):
     server: _HttpServer
     timeout = IDLE_S
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self._serve("GET")
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         self._serve("PUT")
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         self._serve("POST")
 
-    def do_PATCH(self) -> None:  # noqa: N802
+    def do_PATCH(self) -> None:
         self._serve("PATCH")
 
-    def do_DELETE(self) -> None:  # noqa: N802
+    def do_DELETE(self) -> None:
         self._serve("DELETE")
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s %s", self.address_string(), format % args)
 
     def _serve(self, verb: str) -> None:
@@ -529,20 +538,20 @@ class RestFace:
     @property
     def address(self) -> str:
         """``host:port`` of the REST face."""
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        return http_address(self.host, self.port)
 
     def start(self) -> RestFace:
         """Listen on ``host:port`` and serve from a daemon thread.
 
         Raises:
-            RuntimeError: the address cannot be bound.
+            RestBindError: the address cannot be bound.
         """
         kind = _Http6Server if ":" in self.host else _HttpServer
         try:
             server = kind((self.host, self.port), _Handler)
         except OSError as error:
             msg = f"the REST face could not listen on {self.address}: {error.strerror or error}"
-            raise RuntimeError(msg) from None
+            raise RestBindError(msg) from None
         server.handlers = self.handlers
         self.port = server.server_address[1]
         self._server = server

@@ -77,7 +77,7 @@ from ._model import (
 )
 from ._protocol import ListSubscriptionActors
 from ._registry import PubSubRegistry
-from ._rest import RestFace
+from ._rest import RestFace, http_address
 
 log = logging.getLogger("conveyor.pubsub")
 
@@ -212,6 +212,11 @@ class PubSubServer:
         """``host:port``, what PUBSUB_EMULATOR_HOST should say."""
         return f"{self.host}:{self.port}"
 
+    @property
+    def rest_address(self) -> str | None:
+        """``host:port`` of the REST face (``http://`` it), None without one."""
+        return None if self.rest_port is None else http_address(self.host, self.rest_port)
+
     def __enter__(self) -> PubSubServer:
         return self.start()
 
@@ -226,7 +231,7 @@ class PubSubServer:
         """Listen (again); the first start with port 0 picks a free port.
 
         Raises:
-            RuntimeError: already listening, or the address cannot be bound.
+            RuntimeError: already listening, or the address cannot be bound (``RestBindError``: the REST one).
         """
         if self._server is not None:
             msg = f"PubSubServer already listens on {self.address}"
