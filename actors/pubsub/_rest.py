@@ -466,8 +466,10 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             route, variables = match_route(verb, url.path)
             request = request_message(route, variables, query, body)
-            peer = f"ipv4:{self.client_address[0]}:{self.client_address[1]}"
-            response = call_handler(self.server.handlers, route, request, tuple(self.headers.items()), peer)
+            host, port = self.client_address[:2]
+            peer = f"ipv6:[{host}]:{port}" if ":" in host else f"ipv4:{host}:{port}"  # as gRPC names a peer
+            headers = tuple((name.lower(), value) for name, value in self.headers.items())  # gRPC metadata keys
+            response = call_handler(self.server.handlers, route, request, headers, peer)
         except RestError as error:
             self._send_json(HTTP_STATUS.get(error.code, 500), error_body(error), pretty)
             return
@@ -512,6 +514,10 @@ class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     handlers: Sequence[grpc.GenericRpcHandler] = ()
     stopping = False
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed (a client gone mid-request): a debug line, not a traceback on stderr."""
+        log.debug("REST connection from %s failed", client_address, exc_info=True)
 
 
 class _Http6Server(_HttpServer):

@@ -8,6 +8,7 @@ REST transport runs every mapped call. The docs' curl example runs with the real
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import re
 import shlex
@@ -307,7 +308,15 @@ def test_googles_rest_transport_runs_every_mapped_call(server: PubSubServer, mon
 
 def test_the_rest_face_stops_and_starts_with_the_server_on_its_port(server: PubSubServer, base: str) -> None:
     ok(call("PUT", f"{base}/v1/{topic('kept')}"))
+    kept_alive = http.client.HTTPConnection(str(server.rest_address), timeout=30)
+    kept_alive.request("GET", "/")
+    assert kept_alive.getresponse().read() == b"Ok"
     server.stop()
+    kept_alive.request("GET", f"/v1/{topic('kept')}")  # a connection opened before the stop
+    answer = kept_alive.getresponse()
+    assert (answer.status, json.loads(answer.read())["error"]["status"]) == (503, "UNAVAILABLE")
+    assert answer.getheader("Connection") == "close"
+    kept_alive.close()
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(base + "/", timeout=5)
     server.start()
