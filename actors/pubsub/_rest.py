@@ -231,7 +231,11 @@ def _put(document: dict[str, Any], descriptor: Descriptor, dotted: str, values: 
         if field is None or field.message_type is None:
             _no_field(descriptor, part, where)
         descriptor = field.message_type
-        document = document.setdefault(field.json_name, {})
+        inner = document.setdefault(field.json_name, {})
+        if not isinstance(inner, dict):
+            raise RestError("INVALID_ARGUMENT", f"{field.json_name}: must be a JSON object (a "
+                                                f"{descriptor.full_name}), got {type(inner).__name__}")
+        document = inner
     field = _field(descriptor, last)
     if field is None:
         _no_field(descriptor, last, where)

@@ -24,6 +24,8 @@ import pytest
 from google.api_core import exceptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import pubsub_v1
+from google.protobuf import json_format
+from google.pubsub_v1 import types
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -223,6 +225,8 @@ def test_unknown_paths_verbs_and_query_parameters_are_refused_naming_them(base: 
     status, document = call("GET", f"{base}/v1/{PROJECT}/topics?pageSise=3")
     assert status == 400 and "'pageSise'" in document["error"]["message"]
     assert "pageSize" in document["error"]["message"]  # the fields there are
+    status, document = call("PATCH", f"{base}/v1/{topic('orders')}", {"topic": "orders", "updateMask": "labels"})
+    assert status == 400 and "topic: must be a JSON object (a google.pubsub.v1.Topic), got str" in str(document)
     status, document = call("GET", f"{base}/v1/{PROJECT}/topics", raw=b'{"pageSize": 1}')
     assert status == 400 and "takes no body" in document["error"]["message"]
     assert ok(call("GET", f"{base}/v1/{PROJECT}/topics?prettyPrint=false&$alt=json;enum-encoding=int")) == {}
@@ -387,3 +391,18 @@ def test_a_query_parameter_of_the_wrong_type_names_it() -> None:
         request_message(route, variables, {"pageSize": ["many"]}, b"")
     with pytest.raises(RestError, match="'pageSize': given 2 times"):
         request_message(route, variables, {"pageSize": ["1", "2"]}, b"")
+
+
+_TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=20)
+
+
+@given(messages=st.lists(st.tuples(st.binary(max_size=64), st.dictionaries(_TEXT, _TEXT, max_size=3), _TEXT),
+                         max_size=4))
+def test_a_publish_request_survives_its_json_form(messages: list[tuple[bytes, dict[str, str], str]]) -> None:
+    """What a REST client sends (proto3 JSON of a request) parses back to the very request gRPC would get."""
+    sent = types.PublishRequest.pb()(topic=topic("orders"))
+    for data, attributes, ordering_key in messages:
+        sent.messages.add(data=data, attributes=attributes, ordering_key=ordering_key)
+    route, variables = match_route("POST", f"/v1/{topic('orders')}:publish")
+    body = json.dumps(json_format.MessageToDict(sent)).encode()
+    assert request_message(route, variables, {}, body) == sent
