@@ -102,7 +102,8 @@ def test_every_mapped_call_over_plain_http(base: str) -> None:
 
     created = ok(call("PUT", f"{base}/v1/{worker}", {"topic": orders, "ackDeadlineSeconds": 30}))
     assert (created["topic"], created["ackDeadlineSeconds"]) == (orders, 30)
-    ok(call("PUT", f"{base}/v1/{subscription('other')}", {"topic": audit}))
+    other = ok(call("PUT", f"{base}/v1/{subscription('other')}", {"topic": audit, "ack_deadline_seconds": 20}))
+    assert other["ackDeadlineSeconds"] == 20  # proto field names are accepted too; answers are camelCase
     assert ok(call("GET", f"{base}/v1/{worker}"))["ackDeadlineSeconds"] == 30
     patched = ok(call("PATCH", f"{base}/v1/{worker}",
                       {"subscription": {"ackDeadlineSeconds": 45}, "updateMask": "ackDeadlineSeconds"}))
