@@ -176,6 +176,9 @@ def serve(
         None, min=0, max=65535, help="Serve Prometheus metrics (queue depth, in flight, deliveries, acks, nacks, "
         "redeliveries, dead letters per subscription) on http://HOST:PORT/metrics, HOST as --host-port's. "
         "Unset: no metrics endpoint."),
+    rest_port: int | None = typer.Option(
+        None, min=0, max=65535, help="Also serve the REST (HTTP/JSON) mapping of the same API on http://HOST:PORT, "
+        "HOST as --host-port's (port 0 picks a free one; GET / answers Ok). Unset: gRPC only."),
 ) -> None:
     """Serve conveyor as a Pub/Sub emulator (point PUBSUB_EMULATOR_HOST at it) until SIGTERM or SIGINT, then drain."""
     needs_extra("pubsub", "serve")
@@ -184,7 +187,7 @@ def serve(
     from ._serve import run_serve
 
     run_serve(host_port, max_streams=max_streams, log_level=log_level, max_memory=max_memory, data_dir=data_dir,
-              metrics_port=metrics_port)
+              metrics_port=metrics_port, rest_port=rest_port)
 
 
 @bench_app.command("pubsub")

@@ -105,13 +105,13 @@ def _metrics_endpoint(queues: Callable[[], Iterable[QueueStats]], host: str, por
 
 def run_serve(
     host_port: str, *, max_streams: int, log_level: LogLevel, max_memory: str | None = None,
-    data_dir: str | None = None, metrics_port: int | None = None,
+    data_dir: str | None = None, metrics_port: int | None = None, rest_port: int | None = None,
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain: streams end with UNAVAILABLE, calls in flight are answered.
 
     With ``data_dir`` the server keeps its state there and starts from what it holds.
     """
-    from conveyor.actors.pubsub import PubSubServer, parse_byte_size
+    from conveyor.actors.pubsub import PubSubServer, RestBindError, parse_byte_size
 
     host, port = parse_host_port(host_port)
     try:
@@ -127,15 +127,19 @@ def run_serve(
     try:
         with StopSignals() as signals:
             try:
-                server = PubSubServer(host, port, max_streams=max_streams, max_memory=budget, data_dir=data_dir)
+                server = PubSubServer(host, port, max_streams=max_streams, max_memory=budget, data_dir=data_dir,
+                                      rest_port=rest_port)
             except ValueError as error:
                 raise typer.BadParameter(str(error), param_hint="--max-memory") from None
             try:
                 server.start()
             except RuntimeError as error:
                 server.close()
-                raise typer.BadParameter(str(error), param_hint="--host-port") from error
+                hint = "--rest-port" if isinstance(error, RestBindError) else "--host-port"
+                raise typer.BadParameter(str(error), param_hint=hint) from error
             typer.echo(f"conveyor Pub/Sub front on {server.address}; export PUBSUB_EMULATOR_HOST={server.address}")
+            if server.rest_port is not None:
+                typer.echo(f"REST on http://{server.rest_address}/v1/ (curl http://{server.rest_address}/ answers Ok)")
             endpoint = None
             try:
                 if metrics_port is not None:

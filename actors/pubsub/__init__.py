@@ -67,12 +67,14 @@ from ._subscription import SubscriptionActor as SubscriptionActor
 from ._subscription import stored_size as stored_size
 
 if typing.TYPE_CHECKING:
+    from ._rest import RestBindError as RestBindError
     from ._server import PubSubServer as PubSubServer
     from ._transport import PubSubConsumer as PubSubConsumer
     from ._transport import PubSubTransport as PubSubTransport
     from ._transport import subscribe_remote as subscribe_remote
 else:
     __getattr__ = _lazy_exports(__name__, "pubsub", {
+        "._rest": ("RestBindError",),
         "._server": ("PubSubServer",),
         "._transport": ("PubSubConsumer", "PubSubTransport", "subscribe_remote"),
     })
@@ -112,6 +114,7 @@ __all__ = [
     "Publish",
     "PublishedIds",
     "PullMessages",
+    "RestBindError",
     "RetrySettings",
     "Revision",
     "SchemaActor",

@@ -77,6 +77,7 @@ from ._model import (
 )
 from ._protocol import ListSubscriptionActors
 from ._registry import PubSubRegistry
+from ._rest import RestFace, http_address
 from ._schema_actor import NeedsSchema, ResetSchemas, SchemaActor
 from ._schema_service import SchemaService, refuse_stamps
 
@@ -158,6 +159,8 @@ class PubSubServer:
             the process (a restart, kill -9): every journal goes to a ``DiskJournalStore`` there,
             and a publish is answered only once it is synced; the ack-id key is kept there too
             (``pubsub/ack-id-key``, mode 0600). None: in memory only, a key drawn per process.
+        rest_port: also serve the REST (HTTP/JSON) mapping of the same calls on this port of ``host``
+            (0 picks a free one; read it back from ``rest_port``). None: gRPC only.
 
     Raises:
         ValueError: a bad argument, naming it; a budget below what the process holds already.
@@ -172,6 +175,7 @@ class PubSubServer:
         clock: Callable[[], int] = time.time_ns,
         max_memory: int | str | None = None,
         data_dir: str | os.PathLike[str] | None = None,
+        rest_port: int | None = None,
     ) -> None:
         if not isinstance(host, str) or not host:
             msg = f"PubSubServer host must be a non-empty str, got {host!r}"
@@ -179,12 +183,17 @@ class PubSubServer:
         if type(port) is not int or not 0 <= port <= 65535:
             msg = f"PubSubServer port must be an int from 0 to 65535, got {port!r}"
             raise ValueError(msg)
+        if rest_port is not None and (type(rest_port) is not int or not 0 <= rest_port <= 65535):
+            msg = f"PubSubServer rest_port must be None or an int from 0 to 65535, got {rest_port!r}"
+            raise ValueError(msg)
         if type(max_streams) is not int or max_streams < 1:
             msg = f"PubSubServer max_streams must be an int >= 1, got {max_streams!r}"
             raise ValueError(msg)
         self.budget = None if max_memory is None else _budget(max_memory)
         self.host = host
         self.port = port
+        self.rest_port = rest_port
+        self._rest: RestFace | None = None
         self.max_streams = max_streams
         self.clock = clock
         self.store = None if data_dir is None else DiskJournalStore(data_dir)
@@ -207,6 +216,11 @@ class PubSubServer:
         """``host:port``, what PUBSUB_EMULATOR_HOST should say."""
         return f"{self.host}:{self.port}"
 
+    @property
+    def rest_address(self) -> str | None:
+        """``host:port`` of the REST face (``http://`` it), None without one."""
+        return None if self.rest_port is None else http_address(self.host, self.rest_port)
+
     def __enter__(self) -> PubSubServer:
         return self.start()
 
@@ -221,7 +235,7 @@ class PubSubServer:
         """Listen (again); the first start with port 0 picks a free port.
 
         Raises:
-            RuntimeError: already listening, or the address cannot be bound.
+            RuntimeError: already listening, or the address cannot be bound (``RestBindError``: the REST one).
         """
         if self._server is not None:
             msg = f"PubSubServer already listens on {self.address}"
@@ -248,6 +262,13 @@ class PubSubServer:
         server.start()
         self._server = server
         log.info("conveyor Pub/Sub front listening on %s", self.address)
+        if self.rest_port is not None:  # the same handlers, reached over HTTP/JSON (_rest)
+            try:
+                self._rest = RestFace(self.host, self.rest_port, self._handlers()).start()
+            except RuntimeError:
+                self.stop(grace=0)
+                raise
+            self.rest_port = self._rest.port
         return self
 
     def stop(self, grace: float = 2.0) -> None:
@@ -256,6 +277,9 @@ class PubSubServer:
         if server is None:
             return
         self._stopping = True
+        if self._rest is not None:
+            self._rest.stop()
+            self._rest = None
         # Refuse new calls first, then end the open streams: a client that reconnects at once must
         # find no server (UNAVAILABLE, which it retries), not a stream that the end of the grace
         # period would cancel (CANCELLED, which Google's client takes as the end of its subscriber).
