@@ -15,6 +15,7 @@ import attrs
 from conveyor.runtime import ActorRef
 
 from ._filter import Everything, Filter
+from ._push_core import PushSettings
 
 Attributes = tuple[tuple[str, str], ...]
 
@@ -87,6 +88,8 @@ class SubscriptionConfig:
     exactly_once: bool = False
     expiration_ttl_s: float | None = DEFAULT_EXPIRATION_S
     """Deleted after this long without activity (``expiration_policy.ttl``); None: never expires."""
+    push: PushSettings | None = None
+    """A push subscription's ``push_config`` (``_push``); None: a pull subscription."""
 
 
 @final

@@ -14,6 +14,7 @@ left to starve the acks.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -76,7 +77,9 @@ from ._model import (
     TopicConfig,
 )
 from ._protocol import ListSubscriptionActors
+from ._push import HttpPusher, Pusher
 from ._registry import PubSubRegistry
+from ._subscription import SubscriptionActor
 
 log = logging.getLogger("conveyor.pubsub")
 
@@ -156,6 +159,7 @@ class PubSubServer:
             the process (a restart, kill -9): every journal goes to a ``DiskJournalStore`` there,
             and a publish is answered only once it is synced; the ack-id key is kept there too
             (``pubsub/ack-id-key``, mode 0600). None: in memory only, a key drawn per process.
+        pusher: makes push subscriptions' HTTP requests; None: an ``HttpPusher`` of its own.
 
     Raises:
         ValueError: a bad argument, naming it; a budget below what the process holds already.
@@ -170,6 +174,7 @@ class PubSubServer:
         clock: Callable[[], int] = time.time_ns,
         max_memory: int | str | None = None,
         data_dir: str | os.PathLike[str] | None = None,
+        pusher: Pusher | None = None,
     ) -> None:
         if not isinstance(host, str) or not host:
             msg = f"PubSubServer host must be a non-empty str, got {host!r}"
@@ -191,7 +196,10 @@ class PubSubServer:
             ack_key, start = secrets.token_bytes(KEY_BYTES), 0
         else:  # kept with the data, so an ack id outlives a restart (and this start's numbers are new)
             ack_key, start = saved_ack_key(data_dir), count_start(data_dir)
-        self.registry: ActorRef = self.system.spawn(lambda: PubSubRegistry(ack_key, start=start), name="pubsub")
+        self.pusher = pusher if pusher is not None else HttpPusher()
+        subscriptions = functools.partial(SubscriptionActor, pusher=self.pusher)
+        self.registry: ActorRef = self.system.spawn(
+            lambda: PubSubRegistry(ack_key, start=start, subscription_factory=subscriptions), name="pubsub")
         self._server: grpc.Server | None = None
         self._streams: dict[int, ActorRef] = {}  # open streams; dict operations are atomic in CPython
         self._stream_errors: dict[int, str] = {}  # a stream's refused request, from its reader thread
@@ -286,6 +294,9 @@ class PubSubServer:
         """Stop listening and shut the actors down (everything held is gone)."""
         self.stop()
         self.system.shutdown()
+        close_pusher = getattr(self.pusher, "close", None)
+        if close_pusher is not None:
+            close_pusher()
 
     def queue_stats(self, timeout: float = 2.0) -> tuple[QueueStats, ...]:
         """Every subscription's queue counters, one ask each (from any thread but the actors'); for metrics.
@@ -391,6 +402,7 @@ class PubSubServer:
             "Acknowledge": unary("Acknowledge", self._acknowledge, types.AcknowledgeRequest),
             "ModifyAckDeadline": unary("ModifyAckDeadline", self._modify_ack_deadline, types.ModifyAckDeadlineRequest),
             "Seek": unary("Seek", self._seek, types.SeekRequest),
+            "ModifyPushConfig": unary("ModifyPushConfig", self._modify_push_config, types.ModifyPushConfigRequest),
             "StreamingPull": grpc.stream_stream_rpc_method_handler(
                 self._logged_stream,
                 request_deserializer=limits.size_limited(_pb(types.StreamingPullRequest).FromString,
@@ -469,6 +481,14 @@ class PubSubServer:
         return self._update(context, GetSubscription(name), request.subscription, request.update_mask.paths,
                             convert.SUBSCRIPTION_UPDATABLE, convert.subscription_pb, convert.subscription_config,
                             ReplaceSubscription)
+
+    def _modify_push_config(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """UpdateSubscription of ``push_config`` alone: an empty one makes the subscription pull."""
+        name = convert.subscription_name(request.subscription)
+        patch = convert.SubscriptionPb(push_config=request.push_config)
+        self._update(context, GetSubscription(name), patch, ("push_config",), convert.SUBSCRIPTION_UPDATABLE,
+                     convert.subscription_pb, convert.subscription_config, ReplaceSubscription)
+        return empty_pb2.Empty()
 
     def _list_subscriptions(self, request: Any, context: grpc.ServicerContext) -> Any:
         page: Page = self._ask(context, ListSubscriptions(convert.project_name(request.project), request.page_size,
