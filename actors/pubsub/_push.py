@@ -15,6 +15,7 @@ import http.client
 import logging
 import math
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, final
@@ -24,9 +25,28 @@ import attrs
 
 from conveyor.runtime import Actor, ActorRef, TimerHandle
 
-from ._model import Batch, Detach, Failed, NextBatch, OpenStream, Settle, SettleKind, StreamClosed, StreamOpened, StreamSettings
+from ._model import (
+    Batch,
+    Detach,
+    Failed,
+    NextBatch,
+    OpenStream,
+    Settle,
+    SettleKind,
+    StreamClosed,
+    StreamOpened,
+    StreamSettings,
+)
 from ._protocol import Envelope
-from ._push_core import MAX_OUTSTANDING_PUSHES, HttpPost, PushBackoff, PushDelivery, PushSettings, acknowledges, push_request
+from ._push_core import (
+    MAX_OUTSTANDING_PUSHES,
+    HttpPost,
+    PushBackoff,
+    PushDelivery,
+    PushSettings,
+    acknowledges,
+    push_request,
+)
 
 logger = logging.getLogger("conveyor.pubsub.push")
 _ASK_WAIT_S = 30.0  # a NextBatch waits this long for a message before an empty answer (then asked again)
@@ -147,7 +167,9 @@ class PushActor(Actor):
         self.paused_until = 0.0
         self.held: list[tuple[str, PushDelivery]] = []  # came during a pause (asked for before it): pushed after
         self.next_token = 0
-        self.in_flight: dict[int, str] = {}  # push token -> the ack id it settles
+        self.in_flight: dict[int, tuple[str, str]] = {}  # push token -> (the ack id it settles, its ordering key)
+        self.ordered = False  # the subscription orders by key: one push in flight per key, the rest behind it
+        self.behind: dict[str, deque[tuple[str, PushDelivery]]] = {}  # ordering key -> waiting, once one is in flight
         self.tell: Callable[[object], None] | None = None
 
     def on_start(self) -> None:
@@ -161,11 +183,13 @@ class PushActor(Actor):
 
     def on_stop(self) -> None:
         """Give back what is in flight (redelivered at once, to pull clients too) and end the stream."""
-        given_back = (*self.in_flight.values(), *(ack_id for ack_id, _ in self.held))
+        waiting = [*self.held, *(pair for queue in self.behind.values() for pair in queue)]
+        given_back = (*(ack_id for ack_id, _ in self.in_flight.values()), *(ack_id for ack_id, _ in waiting))
         if given_back:
             self._settle(SettleKind.MODACK, given_back)
             self.in_flight.clear()
             self.held = []
+            self.behind.clear()
         if self.binding is not None:
             self.ctx.send(self.binding, Detach())
 
@@ -175,8 +199,9 @@ class PushActor(Actor):
             case StreamOpened(binding=binding):
                 self.binding = binding
                 self._ask()
-            case Batch(received=received, delivery_attempts=attempts):
+            case Batch(received=received, delivery_attempts=attempts, ordering=ordering):
                 self.asking = False
+                self.ordered = ordering
                 deliveries = [(ack_id, PushDelivery(self.subscription_name, pub.data, pub.attributes, pub.message_id,
                                                     pub.publish_time_ns, pub.ordering_key,
                                                     attempt if attempts else None))
@@ -185,7 +210,7 @@ class PushActor(Actor):
                     self._hold(deliveries)
                 else:
                     for ack_id, delivery in deliveries:
-                        self._push(ack_id, delivery)
+                        self._dispatch(ack_id, delivery)
                 self._ask()
             case PushAnswered():
                 self._answered(message)
@@ -193,7 +218,7 @@ class PushActor(Actor):
                 self.paused = None
                 held, self.held = self.held, []
                 for ack_id, delivery in held:
-                    self._push(ack_id, delivery)
+                    self._dispatch(ack_id, delivery)
                 self._ask()
             case UsePushSettings(settings=settings, timeout_s=timeout_s):
                 self.settings, self.timeout_s = settings, timeout_s
@@ -207,26 +232,43 @@ class PushActor(Actor):
     def _hold(self, deliveries: list[tuple[str, PushDelivery]]) -> None:
         """Keep deliveries until the backoff ends, their leases extended past it (so they do not lapse meanwhile)."""
         self.held.extend(deliveries)
-        seconds = min(600, math.ceil(self.paused_until - self.ctx.now() + self.timeout_s) + 1)
-        self.ctx.send(self.subscription, Envelope(Settle(self.subscription_name, SettleKind.MODACK,
-                                                         tuple(ack_id for ack_id, _ in deliveries), seconds), None))
+        self._extend(tuple(ack_id for ack_id, _ in deliveries), self.paused_until - self.ctx.now() + self.timeout_s)
 
-    def _push(self, ack_id: str, delivery: PushDelivery) -> None:
+    def _extend(self, ack_ids: tuple[str, ...], seconds: float) -> None:
+        """Extend the leases of deliveries that wait here (a deadline of at most Pub/Sub's 600 s)."""
+        self._settle(SettleKind.MODACK, ack_ids, min(600, math.ceil(seconds) + 1))
+
+    def _dispatch(self, ack_id: str, delivery: PushDelivery) -> None:
+        """Push now, or (ordered, its key's previous message still in flight) queue it behind that one."""
+        key = delivery.ordering_key if self.ordered else ""
+        queue = self.behind.get(key) if key else None
+        if queue is not None:
+            queue.append((ack_id, delivery))
+            self._extend((ack_id,), len(queue) * self.timeout_s + self.timeout_s)
+            return
+        if key:
+            self.behind[key] = deque()
+        self._push(ack_id, delivery, key)
+
+    def _push(self, ack_id: str, delivery: PushDelivery, key: str) -> None:
         self.next_token += 1
         token = self.next_token
-        self.in_flight[token] = ack_id
+        self.in_flight[token] = (ack_id, key)
         assert self.tell is not None
         self.pusher.post(push_request(self.settings, delivery), self.timeout_s, token, self.tell)
 
     def _answered(self, answer: PushAnswered) -> None:
-        ack_id = self.in_flight.pop(answer.token, None)
-        if ack_id is None:
+        pushed = self.in_flight.pop(answer.token, None)
+        if pushed is None:
             return
+        ack_id, key = pushed
         acked = acknowledges(answer.status)
         if not acked:
             logger.info("push to %s for %s failed: %s", self.settings.endpoint, self.subscription_name,
                         answer.status if answer.status is not None else answer.error)
         self._settle(SettleKind.ACK if acked else SettleKind.MODACK, (ack_id,))
+        if key:
+            self._next_of_key(key, acked)
         self.backoff = self.backoff.after(acked)
         pause = self.backoff.pause_s()
         if pause > 0 and self.paused is None:
@@ -234,15 +276,30 @@ class PushActor(Actor):
             self.paused_until = self.ctx.now() + pause
         self._ask()
 
-    def _settle(self, kind: SettleKind, ack_ids: tuple[str, ...]) -> None:
-        """Ack, or nack (a deadline of 0), through the subscription, as a client's Acknowledge would."""
-        self.ctx.send(self.subscription, Envelope(Settle(self.subscription_name, kind, ack_ids, 0), None))
+    def _next_of_key(self, key: str, acked: bool) -> None:
+        """After a keyed push: acked, push the key's next message; nacked, give back all behind it (order kept)."""
+        queue = self.behind.get(key)
+        if queue is None:
+            return
+        if not acked and queue:
+            self._settle(SettleKind.MODACK, tuple(ack_id for ack_id, _ in queue))
+            queue.clear()
+        if not queue:
+            del self.behind[key]
+            return
+        ack_id, delivery = queue.popleft()
+        self._push(ack_id, delivery, key)
+
+    def _settle(self, kind: SettleKind, ack_ids: tuple[str, ...], seconds: int = 0) -> None:
+        """Ack, nack (a deadline of 0) or extend, through the subscription, as a client's Acknowledge would."""
+        self.ctx.send(self.subscription, Envelope(Settle(self.subscription_name, kind, ack_ids, seconds), None))
 
     def _ask(self) -> None:
         """Ask the stream for more unless a request is out, the backoff pauses, or every push slot is taken."""
         if self.binding is None or self.asking or self.paused is not None:
             return
-        if len(self.in_flight) + len(self.held) >= self.max_outstanding:
+        waiting = sum(len(queue) for queue in self.behind.values())
+        if len(self.in_flight) + len(self.held) + waiting >= self.max_outstanding:
             return
         self.asking = True
         self.ctx.send(self.binding, NextBatch(_ASK_WAIT_S))

@@ -107,7 +107,7 @@ class HttpPost:
 def rfc3339(time_ns: int) -> str:
     """``time_ns`` (since the epoch) as Pub/Sub writes a publish time: UTC, nanoseconds, ``Z``."""
     seconds, nanos = divmod(time_ns, 1_000_000_000)
-    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc)
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{nanos:09d}Z"
 
 

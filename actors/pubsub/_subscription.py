@@ -75,7 +75,6 @@ from ._model import (
     StreamOpened,
     SubscriptionConfig,
 )
-from ._push import Pusher, PushActor, UsePushSettings
 from ._protocol import (
     BindingCount,
     Close,
@@ -92,6 +91,7 @@ from ._protocol import (
     TopicGone,
     UseConfig,
 )
+from ._push import PushActor, Pusher, UsePushSettings
 from ._seek_log import (
     CONFIRM,
     DROP,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import http.server
+import itertools
 import json
 import threading
 import time
@@ -35,9 +36,22 @@ class _Recorded:
         self.at = at
         self.headers = headers
         self.body = body
+        self.status = 0
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+
+def _key_of(request: _Recorded) -> str:
+    """The ordering key of a wrapped push ("" for none or for an unwrapped one)."""
+    try:
+        return str(request.json()["message"].get("orderingKey", ""))
+    except (ValueError, KeyError, TypeError):
+        return ""
+
+
+def _data(request: _Recorded) -> bytes:
+    return base64.b64decode(request.json()["message"]["data"])
 
 
 class Endpoint:
@@ -46,23 +60,32 @@ class Endpoint:
     def __init__(self) -> None:
         self.requests: list[_Recorded] = []
         self.changed = threading.Condition()
-        self.answer: Callable[[int], int] = lambda _: 200
+        self.answer: Callable[[int, _Recorded], int] = lambda _n, _r: 200
+        self.busy: dict[str, int] = {}  # ordering key -> requests of it being answered now
+        self.most_busy = 0  # the most requests of one ordering key answered at once
         self.delay: Callable[[int], float] = lambda _: 0.0
         endpoint = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                recorded = _Recorded(time.monotonic(), {k.lower(): v for k, v in self.headers.items()}, body)
+                key = _key_of(recorded)
                 with endpoint.changed:
                     number = len(endpoint.requests)
-                    endpoint.requests.append(
-                        _Recorded(time.monotonic(), {k.lower(): v for k, v in self.headers.items()}, body))
+                    endpoint.requests.append(recorded)
+                    endpoint.busy[key] = endpoint.busy.get(key, 0) + 1
+                    endpoint.most_busy = max(endpoint.most_busy, endpoint.busy[key]) if key else endpoint.most_busy
                     endpoint.changed.notify_all()
                 pause = endpoint.delay(number)
                 if pause:
                     time.sleep(pause)
+                status = endpoint.answer(number, recorded)
+                recorded.status = status
+                with endpoint.changed:
+                    endpoint.busy[key] -= 1
                 try:
-                    self.send_response(endpoint.answer(number))
+                    self.send_response(status)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                 except OSError:
@@ -154,7 +177,7 @@ def test_wrapped_envelope_as_the_service_sends_it(clients: Any, endpoint: Endpoi
 def test_an_acked_push_is_not_delivered_again(clients: Any, endpoint: Endpoint) -> None:
     publisher, _ = clients
     topic_name, _ = _setup(clients, "acked", push_config={"push_endpoint": endpoint.url}, ack_deadline_seconds=10)
-    endpoint.answer = lambda n: (200, 201, 202, 204)[n % 4]
+    endpoint.answer = lambda n, _: (200, 201, 202, 204)[n % 4]
     for index in range(4):
         publisher.publish(topic_name, f"m{index}".encode()).result()
     requests = endpoint.wait_for(4)
@@ -169,11 +192,11 @@ def test_a_failing_endpoint_gets_the_message_again_under_a_growing_backoff(
 ) -> None:
     publisher, _ = clients
     topic_name, _ = _setup(clients, "failing", push_config={"push_endpoint": endpoint.url})
-    endpoint.answer = lambda n: 500 if n < 5 else 200
+    endpoint.answer = lambda n, _: 500 if n < 5 else 200
     message_id = publisher.publish(topic_name, b"again").result()
     requests = endpoint.wait_for(6)
     assert {r.json()["message"]["messageId"] for r in requests} == {message_id}
-    gaps = [later.at - earlier.at for earlier, later in zip(requests, requests[1:], strict=False)]
+    gaps = [later.at - earlier.at for earlier, later in itertools.pairwise(requests)]
     # The push backoff after n failures is at least 0.1 * 2**(n-1) s (lower bounds only: a slow machine is later).
     for failures, gap in enumerate(gaps, start=1):
         assert gap >= PushBackoff(failures).pause_s() * 0.9, (failures, gaps)
@@ -209,10 +232,10 @@ def test_dead_letter_after_max_delivery_attempts(clients: Any, endpoint: Endpoin
     dead_topic = topic("push-dead")
     publisher.create_topic(name=dead_topic)
     subscriber.create_subscription(name=subscription("push-dead"), topic=dead_topic)
-    topic_name, sub_name = _setup(
+    topic_name, _ = _setup(
         clients, "dead-source", push_config={"push_endpoint": endpoint.url},
         dead_letter_policy={"dead_letter_topic": dead_topic, "max_delivery_attempts": 5})
-    endpoint.answer = lambda _: 503
+    endpoint.answer = lambda _n, _r: 503
     publisher.publish(topic_name, b"doomed").result()
     requests = endpoint.wait_for(5)
     assert [r.json()["deliveryAttempt"] for r in requests[:5]] == [1, 2, 3, 4, 5]
@@ -297,3 +320,32 @@ def test_a_bad_push_endpoint_is_refused_naming_the_field(clients: Any) -> None:
         request={"name": subscription("bad"), "topic": topic("bad"), "push_config": {"push_endpoint": "ftp://x"}}))
     assert refused.grpc_status_code == grpc.StatusCode.INVALID_ARGUMENT
     assert "push_config.push_endpoint" in str(refused)
+
+
+def test_ordered_pushes_one_per_key_at_a_time_in_order_even_after_a_nack(clients: Any, endpoint: Endpoint) -> None:
+    publisher, _ = clients
+    topic_name, _ = _setup(clients, "ordered", push_config={"push_endpoint": endpoint.url},
+                           enable_message_ordering=True)
+    failed_once: set[bytes] = set()
+
+    def answer(_: int, request: _Recorded) -> int:
+        data = _data(request)
+        if data == b"k2" and data not in failed_once:
+            failed_once.add(data)
+            return 500
+        return 200
+
+    endpoint.answer = answer
+    endpoint.delay = lambda _: 0.02  # long enough for a second push of the same key to overlap, were one made
+    futures = [publisher.publish(topic_name, f"{key}{index}".encode(), ordering_key=key)
+               for index in range(5) for key in ("k", "j")]
+    for future in futures:
+        future.result()
+    endpoint.wait_for(11)
+    time.sleep(0.3)
+    requests = list(endpoint.requests)
+    assert endpoint.most_busy == 1
+    for key in ("k", "j"):
+        acked = [_data(r) for r in requests if _key_of(r) == key and r.status == 200]
+        assert acked == [f"{key}{index}".encode() for index in range(5)], acked
+    assert failed_once == {b"k2"}
