@@ -53,11 +53,13 @@ from ._push import HttpPusher as HttpPusher
 from ._push import PushActor as PushActor
 from ._push import PushAnswered as PushAnswered
 from ._push import Pusher as Pusher
-from ._push import UsePushSettings as UsePushSettings
+from ._push import PushTerms as PushTerms
+from ._push import push_terms as push_terms
 from ._push import send_post as send_post
 from ._push_core import ACK_STATUSES as ACK_STATUSES
 from ._push_core import MAX_OUTSTANDING_PUSHES as MAX_OUTSTANDING_PUSHES
 from ._push_core import HttpPost as HttpPost
+from ._push_core import KeyGate as KeyGate
 from ._push_core import PushBackoff as PushBackoff
 from ._push_core import PushDelivery as PushDelivery
 from ._push_core import PushSettings as PushSettings
@@ -144,11 +146,13 @@ __all__ = [
     "PushActor",
     "PushAnswered",
     "Pusher",
-    "UsePushSettings",
+    "PushTerms",
+    "push_terms",
     "send_post",
     "ACK_STATUSES",
     "MAX_OUTSTANDING_PUSHES",
     "HttpPost",
+    "KeyGate",
     "PushBackoff",
     "PushDelivery",
     "PushSettings",

@@ -15,7 +15,6 @@ import http.client
 import logging
 import math
 import threading
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, final
@@ -36,11 +35,13 @@ from ._model import (
     StreamClosed,
     StreamOpened,
     StreamSettings,
+    SubscriptionConfig,
 )
 from ._protocol import Envelope
 from ._push_core import (
     MAX_OUTSTANDING_PUSHES,
     HttpPost,
+    KeyGate,
     PushBackoff,
     PushDelivery,
     PushSettings,
@@ -139,9 +140,8 @@ class PushActor(Actor):
 
     Args:
         subscription_name / subscription: the subscription, by name and by actor.
-        settings: its ``push_config``.
         pusher: makes the requests off the actor.
-        timeout_s: how long an endpoint has to answer (the subscription's ack deadline).
+        terms: what it needs of the subscription's config (``PushTerms``).
         max_outstanding: requests in flight at most (the stream's credit).
     """
 
@@ -149,27 +149,26 @@ class PushActor(Actor):
         self,
         subscription_name: str,
         subscription: ActorRef,
-        settings: PushSettings,
         pusher: Pusher,
-        timeout_s: float,
+        terms: PushTerms,
         max_outstanding: int = MAX_OUTSTANDING_PUSHES,
     ) -> None:
         self.subscription_name = subscription_name
         self.subscription = subscription
-        self.settings = settings
         self.pusher = pusher
-        self.timeout_s = timeout_s
+        self.settings, self.timeout_s = terms.settings, terms.timeout_s
+        self.redelivery_s, self.last_attempt = terms.redelivery_s, terms.last_attempt
         self.max_outstanding = max_outstanding
         self.binding: ActorRef | None = None
         self.asking = False
         self.backoff = PushBackoff()
         self.paused: TimerHandle | None = None
         self.paused_until = 0.0
-        self.held: list[tuple[str, PushDelivery]] = []  # came during a pause (asked for before it): pushed after
+        self.held: list[tuple[str, PushDelivery, int]] = []  # came during a pause (asked for before it): pushed after
         self.next_token = 0
-        self.in_flight: dict[int, tuple[str, str]] = {}  # push token -> (the ack id it settles, its ordering key)
-        self.ordered = False  # the subscription orders by key: one push in flight per key, the rest behind it
-        self.behind: dict[str, deque[tuple[str, PushDelivery]]] = {}  # ordering key -> waiting, once one is in flight
+        self.in_flight: dict[int, tuple[str, PushDelivery, int]] = {}  # push token -> (ack id, delivery, attempt)
+        self.ordered = False  # the subscription orders by key: the gate keeps each key's pushes in order
+        self.gate: KeyGate[tuple[str, PushDelivery, int]] = KeyGate()
         self.tell: Callable[[object], None] | None = None
 
     def on_start(self) -> None:
@@ -178,18 +177,17 @@ class PushActor(Actor):
         self._open()
 
     def _open(self) -> None:
-        settings = StreamSettings(self.subscription_name, int(self.timeout_s), self.max_outstanding, 0)
+        # Ack deadline 0: the subscription's own (the simulator runs deadlines below the stream's 10 s minimum).
+        settings = StreamSettings(self.subscription_name, 0, self.max_outstanding, 0)
         self.ctx.send(self.subscription, Envelope(OpenStream(settings), self.ctx.self_ref))
 
     def on_stop(self) -> None:
         """Give back what is in flight (redelivered at once, to pull clients too) and end the stream."""
-        waiting = [*self.held, *(pair for queue in self.behind.values() for pair in queue)]
-        given_back = (*(ack_id for ack_id, _ in self.in_flight.values()), *(ack_id for ack_id, _ in waiting))
-        if given_back:
-            self._settle(SettleKind.MODACK, given_back)
+        waiting = [*self.held, *self.in_flight.values(), *self.gate.drain()]
+        if waiting:
+            self._settle(SettleKind.MODACK, tuple(ack_id for ack_id, _, _ in waiting))
             self.in_flight.clear()
             self.held = []
-            self.behind.clear()
         if self.binding is not None:
             self.ctx.send(self.binding, Detach())
 
@@ -204,24 +202,34 @@ class PushActor(Actor):
                 self.ordered = ordering
                 deliveries = [(ack_id, PushDelivery(self.subscription_name, pub.data, pub.attributes, pub.message_id,
                                                     pub.publish_time_ns, pub.ordering_key,
-                                                    attempt if attempts else None))
+                                                    attempt if attempts else None), attempt)
                               for ack_id, pub, attempt in received]
                 if self.paused is not None and deliveries:
                     self._hold(deliveries)
                 else:
-                    for ack_id, delivery in deliveries:
-                        self._dispatch(ack_id, delivery)
+                    for pushed in deliveries:
+                        self._dispatch(pushed)
                 self._ask()
             case PushAnswered():
                 self._answered(message)
             case _Resume():
                 self.paused = None
                 held, self.held = self.held, []
-                for ack_id, delivery in held:
-                    self._dispatch(ack_id, delivery)
+                for pushed in held:
+                    self._dispatch(pushed)
                 self._ask()
-            case UsePushSettings(settings=settings, timeout_s=timeout_s):
+            case PushTerms(settings=settings, timeout_s=timeout_s):
                 self.settings, self.timeout_s = settings, timeout_s
+                self.redelivery_s, self.last_attempt = message.redelivery_s, message.last_attempt
+            case _KeyWaitOver(key=key):
+                if self.paused is not None:  # its message may be held, or not yet asked for: wait past the pause
+                    wait_s = self.paused_until - self.ctx.now() + self.redelivery_s + self.timeout_s
+                    self.gate.postpone(key, self.ctx.now() + wait_s)
+                    self.ctx.schedule(wait_s, _KeyWaitOver(key))
+                    return
+                for pushed in self.gate.expire(key, self.ctx.now()):
+                    self._push(pushed)
+                self._ask()
             case StreamClosed() | Failed():
                 self.binding, self.asking = None, False
                 self.ctx.schedule(_REOPEN_S, _Reopen())
@@ -229,31 +237,31 @@ class PushActor(Actor):
                 if self.binding is None:
                     self._open()
 
-    def _hold(self, deliveries: list[tuple[str, PushDelivery]]) -> None:
+    def _hold(self, deliveries: list[tuple[str, PushDelivery, int]]) -> None:
         """Keep deliveries until the backoff ends, their leases extended past it (so they do not lapse meanwhile)."""
         self.held.extend(deliveries)
-        self._extend(tuple(ack_id for ack_id, _ in deliveries), self.paused_until - self.ctx.now() + self.timeout_s)
+        self._extend(tuple(ack_id for ack_id, _, _ in deliveries), self.paused_until - self.ctx.now() + self.timeout_s)
 
     def _extend(self, ack_ids: tuple[str, ...], seconds: float) -> None:
         """Extend the leases of deliveries that wait here (a deadline of at most Pub/Sub's 600 s)."""
         self._settle(SettleKind.MODACK, ack_ids, min(600, math.ceil(seconds) + 1))
 
-    def _dispatch(self, ack_id: str, delivery: PushDelivery) -> None:
-        """Push now, or (ordered, its key's previous message still in flight) queue it behind that one."""
+    def _dispatch(self, pushed: tuple[str, PushDelivery, int]) -> None:
+        """Push now, or (ordered) once the gate lets its key go on; a waiting delivery's lease is extended."""
+        ack_id, delivery, _ = pushed
         key = delivery.ordering_key if self.ordered else ""
-        queue = self.behind.get(key) if key else None
-        if queue is not None:
-            queue.append((ack_id, delivery))
-            self._extend((ack_id,), len(queue) * self.timeout_s + self.timeout_s)
-            return
-        if key:
-            self.behind[key] = deque()
-        self._push(ack_id, delivery, key)
+        now_pushed = self.gate.admit(key, delivery.message_id, pushed, self.ctx.now())
+        for item in now_pushed:
+            self._push(item)
+        if not now_pushed:
+            waiting = len(self.gate.keys[key].waiting)
+            self._extend((ack_id,), waiting * self.timeout_s + self.redelivery_s + self.timeout_s)
 
-    def _push(self, ack_id: str, delivery: PushDelivery, key: str) -> None:
+    def _push(self, pushed: tuple[str, PushDelivery, int]) -> None:
         self.next_token += 1
         token = self.next_token
-        self.in_flight[token] = (ack_id, key)
+        self.in_flight[token] = pushed
+        delivery = pushed[1]
         assert self.tell is not None
         self.pusher.post(push_request(self.settings, delivery), self.timeout_s, token, self.tell)
 
@@ -261,34 +269,33 @@ class PushActor(Actor):
         pushed = self.in_flight.pop(answer.token, None)
         if pushed is None:
             return
-        ack_id, key = pushed
+        ack_id, delivery, attempt = pushed
         acked = acknowledges(answer.status)
         if not acked:
             logger.info("push to %s for %s failed: %s", self.settings.endpoint, self.subscription_name,
                         answer.status if answer.status is not None else answer.error)
         self._settle(SettleKind.ACK if acked else SettleKind.MODACK, (ack_id,))
-        if key:
-            self._next_of_key(key, acked)
         self.backoff = self.backoff.after(acked)
         pause = self.backoff.pause_s()
+        if self.ordered and delivery.ordering_key:
+            self._next_of_key(delivery, acked, attempt, pause)
         if pause > 0 and self.paused is None:
             self.paused = self.ctx.schedule(pause, _Resume())
             self.paused_until = self.ctx.now() + pause
         self._ask()
 
-    def _next_of_key(self, key: str, acked: bool) -> None:
-        """After a keyed push: acked, push the key's next message; nacked, give back all behind it (order kept)."""
-        queue = self.behind.get(key)
-        if queue is None:
-            return
-        if not acked and queue:
-            self._settle(SettleKind.MODACK, tuple(ack_id for ack_id, _ in queue))
-            queue.clear()
-        if not queue:
-            del self.behind[key]
-            return
-        ack_id, delivery = queue.popleft()
-        self._push(ack_id, delivery, key)
+    def _next_of_key(self, delivery: PushDelivery, acked: bool, attempt: int, pause_s: float) -> None:
+        """After a keyed push: push the key's next message, or (nacked) wait for this one to come back first."""
+        key = delivery.ordering_key
+        comes_back = self.last_attempt is None or attempt < self.last_attempt
+        wait_s = pause_s + self.redelivery_s + self.timeout_s
+        for item in self.gate.finished(key, delivery.message_id, acked, comes_back, self.ctx.now() + wait_s):
+            self._push(item)
+        if not acked and comes_back:
+            self.ctx.schedule(wait_s, _KeyWaitOver(key))
+            waiting = self.gate.keys[key].waiting
+            if waiting:  # kept in their order until it is back: their leases must outlast the wait
+                self._extend(tuple(ack_id for _, (ack_id, _, _) in waiting), wait_s + len(waiting) * self.timeout_s)
 
     def _settle(self, kind: SettleKind, ack_ids: tuple[str, ...], seconds: int = 0) -> None:
         """Ack, nack (a deadline of 0) or extend, through the subscription, as a client's Acknowledge would."""
@@ -298,8 +305,7 @@ class PushActor(Actor):
         """Ask the stream for more unless a request is out, the backoff pauses, or every push slot is taken."""
         if self.binding is None or self.asking or self.paused is not None:
             return
-        waiting = sum(len(queue) for queue in self.behind.values())
-        if len(self.in_flight) + len(self.held) + waiting >= self.max_outstanding:
+        if len(self.in_flight) + len(self.held) + self.gate.waiting() >= self.max_outstanding:
             return
         self.asking = True
         self.ctx.send(self.binding, NextBatch(_ASK_WAIT_S))
@@ -307,17 +313,44 @@ class PushActor(Actor):
 
 @final
 @attrs.frozen
-class UsePushSettings:
-    """Subscription -> its push actor: the subscription's push_config or ack deadline changed."""
+class PushTerms:
+    """What a push actor needs of its subscription's config; sent again to it when they change.
+
+    Attributes:
+        settings: the ``push_config``.
+        timeout_s: how long an endpoint has to answer (the subscription's ack deadline).
+        redelivery_s: how long a nacked message may take to come back (the retry policy's maximum
+            backoff): an ordering key waits that long (plus ``timeout_s``) for it, then goes on.
+        last_attempt: the dead-letter policy's ``max_delivery_attempts`` (a nack of that attempt
+            dead-letters the message, which never comes back); None without a policy.
+    """
 
     settings: PushSettings
     timeout_s: float
+    redelivery_s: float = 0.0
+    last_attempt: int | None = None
+
+
+def push_terms(config: SubscriptionConfig) -> PushTerms | None:
+    """The push terms of a subscription's config; None for a pull subscription."""
+    if config.push is None:
+        return None
+    return PushTerms(config.push, float(config.ack_deadline_s), config.retry.max_backoff_s if config.retry else 0.0,
+                     config.dead_letter.max_delivery_attempts if config.dead_letter else None)
 
 
 @final
 @attrs.frozen
 class _Resume:
     """Push actor's timer: the push backoff is over."""
+
+
+@final
+@attrs.frozen
+class _KeyWaitOver:
+    """Push actor's timer: the key's wait for its nacked message to come back may be over."""
+
+    key: str
 
 
 @final

@@ -13,7 +13,8 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-from typing import Any, Final, final
+from collections import deque
+from typing import Any, Final, Generic, TypeVar, final
 from urllib.parse import urlsplit
 
 import attrs
@@ -188,3 +189,106 @@ def settings_into_pb(settings: PushSettings, push_config: Any) -> None:
     if settings.oidc_service_account or settings.oidc_audience:
         push_config.oidc_token.service_account_email = settings.oidc_service_account
         push_config.oidc_token.audience = settings.oidc_audience
+
+
+Item = TypeVar("Item")
+
+
+@attrs.define
+class _KeyState(Generic[Item]):
+    """One ordering key at the push actor: the message pushed now, those waiting, the nacked one awaited."""
+
+    in_flight: str | None = None
+    waiting: deque[tuple[str, Item]] = attrs.field(factory=deque)  # (message id, item), arrival order
+    awaited: str | None = None  # nacked: its key pushes nothing else until it is back, or until ``until``
+    until: float = 0.0
+
+
+class KeyGate(Generic[Item]):
+    """Ordered push, sans I/O: one push in flight per ordering key, and a nacked message pushed again first.
+
+    Items are opaque (the actor's deliveries); the caller passes the clock. ``admit`` says whether
+    an arriving message goes out now or waits behind its key (in arrival order, which is publish
+    order for first deliveries). After an ack the key's next message goes; after a nack the key
+    waits for the nacked message to come back (``admit`` of it pushes it first), at most until
+    ``until``, which ``expire`` enforces: it may never come back (dead-lettered, seeked past).
+    """
+
+    def __init__(self) -> None:
+        self.keys: dict[str, _KeyState[Item]] = {}
+
+    def admit(self, key: str, message_id: str, item: Item, now: float) -> list[Item]:
+        """The items to push now for an arriving message (itself, or none: it waits behind its key)."""
+        if not key:
+            return [item]
+        state = self.keys.setdefault(key, _KeyState[Item]())
+        if state.awaited is not None:
+            if message_id != state.awaited and now < state.until:
+                self._wait(state, message_id, item)
+                return []
+            state.awaited = None
+        if state.in_flight is not None:
+            self._wait(state, message_id, item)
+            return []
+        state.in_flight = message_id
+        return [item]
+
+    @staticmethod
+    def _wait(state: _KeyState[Item], message_id: str, item: Item) -> None:
+        """Queue ``item``; a message redelivered while it waited takes its old place (its old item is stale)."""
+        for index, (waiting_id, _) in enumerate(state.waiting):
+            if waiting_id == message_id:
+                state.waiting[index] = (message_id, item)
+                return
+        state.waiting.append((message_id, item))
+
+    def finished(self, key: str, message_id: str, acked: bool, comes_back: bool, until: float) -> list[Item]:
+        """The items to push now that the push of ``message_id`` was answered.
+
+        ``comes_back``: a nacked message will be delivered again (not dead-lettered); its key then
+        waits for it until ``until``, its other messages kept in their order.
+        """
+        state = self.keys.get(key)
+        if not key or state is None or state.in_flight != message_id:
+            return []
+        state.in_flight = None
+        if not acked and comes_back:
+            state.awaited, state.until = message_id, until
+            return []
+        return self._next(key, state)
+
+    def postpone(self, key: str, until: float) -> None:
+        """Wait longer for the key's nacked message (the actor paused, so it could not have come back yet)."""
+        state = self.keys.get(key)
+        if state is not None and state.awaited is not None:
+            state.until = max(state.until, until)
+
+    def expire(self, key: str, now: float) -> list[Item]:
+        """The items to push once the key's wait for a nacked message is over (it did not come back in time)."""
+        state = self.keys.get(key)
+        if state is None or state.awaited is None or now < state.until:
+            return []
+        state.awaited = None
+        return self._next(key, state)
+
+    def _next(self, key: str, state: _KeyState[Item]) -> list[Item]:
+        if state.in_flight is None and state.waiting:
+            message_id, item = state.waiting.popleft()
+            state.in_flight = message_id
+            return [item]
+        self._forget_if_idle(key, state)
+        return []
+
+    def _forget_if_idle(self, key: str, state: _KeyState[Item]) -> None:
+        if state.in_flight is None and not state.waiting and state.awaited is None:
+            del self.keys[key]
+
+    def waiting(self) -> int:
+        """How many messages wait behind their keys."""
+        return sum(len(state.waiting) for state in self.keys.values())
+
+    def drain(self) -> list[Item]:
+        """Every waiting item, forgotten (the actor stops and gives them back)."""
+        items = [item for state in self.keys.values() for _, item in state.waiting]
+        self.keys.clear()
+        return items

@@ -91,7 +91,7 @@ from ._protocol import (
     TopicGone,
     UseConfig,
 )
-from ._push import PushActor, Pusher, UsePushSettings
+from ._push import PushActor, Pusher, push_terms
 from ._seek_log import (
     CONFIRM,
     DROP,
@@ -1026,22 +1026,21 @@ class SubscriptionActor(ContainedActor):
 
         Turned push, the pull streams open end (their clients' reconnections are refused).
         """
-        config, push = self.config, self.config.push
-        if push is None or self.pusher is None:
+        config, terms = self.config, push_terms(self.config)
+        if terms is None or self.pusher is None:
             if self.push_actor is not None:
                 self.ctx.stop(self.push_actor)
                 self.push_actor = None
             return
         if self.push_actor is not None:
-            if old is not None and (old.push != push or old.ack_deadline_s != config.ack_deadline_s):
-                self.ctx.send(self.push_actor, UsePushSettings(push, float(config.ack_deadline_s)))
+            if old is not None and push_terms(old) != terms:
+                self.ctx.send(self.push_actor, terms)
             return
         for ref in self.bindings.values():
             self.ctx.send(ref, Close(f"{config.name} became a push subscription"))
-        name, me, pusher, deadline = config.name, self.ctx.self_ref, self.pusher, float(config.ack_deadline_s)
+        name, me, pusher = config.name, self.ctx.self_ref, self.pusher
         self.next_binding += 1  # a fresh name: a stopped push actor may still be winding down
-        self.push_actor = self.ctx.spawn(lambda: PushActor(name, me, push, pusher, deadline),
-                                         name=f"push-{self.next_binding}")
+        self.push_actor = self.ctx.spawn(lambda: PushActor(name, me, pusher, terms), name=f"push-{self.next_binding}")
 
     def _rebuild(self) -> None:
         """A new queue generation holding every retained, unacked message, in publish order.

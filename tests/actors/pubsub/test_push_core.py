@@ -10,7 +10,15 @@ from google.pubsub_v1 import types
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conveyor.actors.pubsub import ACK_STATUSES, PushBackoff, PushDelivery, PushSettings, acknowledges, push_request
+from conveyor.actors.pubsub import (
+    ACK_STATUSES,
+    KeyGate,
+    PushBackoff,
+    PushDelivery,
+    PushSettings,
+    acknowledges,
+    push_request,
+)
 from conveyor.actors.pubsub._push_core import (
     MAX_PUSH_BACKOFF_S,
     MIN_PUSH_BACKOFF_S,
@@ -108,3 +116,66 @@ def test_push_config_round_trips_through_the_message(settings: PushSettings) -> 
     message = types.PushConfig.pb()()
     settings_into_pb(settings, message)
     assert settings_from_pb(message) == settings
+
+
+# --- KeyGate: a model of the actor driving it -----------------------------------------------------
+
+gate_steps = st.lists(st.tuples(st.sampled_from(["arrive", "ack", "nack", "nack-final", "tick"]),
+                                st.integers(min_value=0, max_value=7)), max_size=80)
+
+
+@given(gate_steps)
+def test_the_key_gate_keeps_one_push_per_key_and_each_keys_order(steps: list[tuple[str, int]]) -> None:
+    """Messages k0, k1, ... of two keys arrive in order (nacked ones again); the gate's pushes respect their order.
+
+    Invariants: never two pushes of one key in flight; a key's first pushes follow publish order;
+    after a nack the next push of that key (before its wait expires) is the nacked message; and
+    every message that arrived is in flight, waiting, acked or dropped (nothing vanishes).
+    """
+    gate: KeyGate[tuple[str, int]] = KeyGate()
+    now = 0.0
+    published = {"a": 0, "b": 0}  # next message number per key
+    in_flight: dict[str, int] = {}
+    redeliver: list[tuple[str, int]] = []  # nacked, to arrive again
+    first_pushed: dict[str, list[int]] = {"a": [], "b": []}
+    awaiting: dict[str, tuple[int, float]] = {}
+    done: set[tuple[str, int]] = set()
+
+    def pushed(items: list[tuple[str, int]]) -> None:
+        for key, number in items:
+            assert key not in in_flight, f"two pushes of key {key} in flight"
+            expected = awaiting.pop(key, None)
+            if expected is not None and now < expected[1]:
+                assert number == expected[0], f"key {key}: pushed {number} before the nacked {expected[0]}"
+            in_flight[key] = number
+            if number not in first_pushed[key]:
+                first_pushed[key].append(number)
+
+    for action, choice in steps:
+        key = "ab"[choice % 2]
+        if action == "arrive":
+            if redeliver and choice % 3 == 0:
+                item = redeliver.pop(0)
+            else:
+                item = (key, published[key])
+                published[key] += 1
+            pushed(gate.admit(item[0], str(item[1]), item, now))
+        elif action in ("ack", "nack", "nack-final") and key in in_flight:
+            number = in_flight.pop(key)
+            acked, comes_back = action == "ack", action == "nack"
+            if acked or not comes_back:
+                done.add((key, number))
+            else:
+                redeliver.append((key, number))
+                awaiting[key] = (number, now + 5.0)
+            pushed(gate.finished(key, str(number), acked, comes_back, now + 5.0))
+        elif action == "tick":
+            now += 2.0
+            for each in ("a", "b"):
+                pushed(gate.expire(each, now))
+    for key in ("a", "b"):
+        assert first_pushed[key] == sorted(first_pushed[key])
+    waiting = {item for state in gate.keys.values() for _, item in state.waiting}
+    arrived = {(key, number) for key in ("a", "b") for number in range(published[key])}
+    accounted = waiting | set(in_flight.items()) | done | set(redeliver)
+    assert arrived <= accounted
