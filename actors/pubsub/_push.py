@@ -122,13 +122,18 @@ def send_post(request: HttpPost, timeout_s: float) -> tuple[int | None, str]:
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
-    connection = connection_type(parts.hostname or "", parts.port, timeout=timeout_s)
+    # http.client sends str header values as latin-1: anything else (an attribute in UTF-8) goes as its bytes.
+    headers = {name: value if value.isascii() else value.encode() for name, value in request.headers}
     try:
-        connection.request("POST", path, body=request.body, headers=dict(request.headers))
+        connection = connection_type(parts.hostname or "", parts.port, timeout=timeout_s)
+    except (ValueError, OSError) as error:
+        return None, f"{type(error).__name__}: {error}"
+    try:
+        connection.request("POST", path, body=request.body, headers=headers)
         response = connection.getresponse()
         response.read()
         return response.status, ""
-    except (OSError, http.client.HTTPException) as error:
+    except Exception as error:  # noqa: BLE001 - any failure to get an answer is a nack, never a lost slot
         return None, f"{type(error).__name__}: {error}"
     finally:
         connection.close()

@@ -259,10 +259,12 @@ def test_no_wrapper_sends_the_raw_data_and_with_write_metadata_the_headers(clien
     subscriber.modify_push_config(subscription=sub_name, push_config={
         "push_endpoint": endpoint.url, "no_wrapper": {"write_metadata": True}})
     assert subscriber.get_subscription(subscription=sub_name).push_config.no_wrapper.write_metadata
-    message_id = publisher.publish(topic_name, b"with headers", colour="green", ordering_key="key-9").result()
+    message_id = publisher.publish(topic_name, b"with headers", colour="green", accent="caf\u00e9",
+                                   ordering_key="key-9").result()
     dressed = endpoint.wait_for(2)[1]
     assert dressed.body == b"with headers"
     assert dressed.headers["colour"] == "green"
+    assert dressed.headers["accent"].encode("latin-1").decode() == "caf\u00e9"  # sent as its UTF-8 bytes
     assert dressed.headers["x-goog-pubsub-message-id"] == message_id
     assert dressed.headers["x-goog-pubsub-subscription-name"] == sub_name
     assert dressed.headers["x-goog-pubsub-ordering-key"] == "key-9"
