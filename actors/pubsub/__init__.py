@@ -49,6 +49,22 @@ from ._model import StreamOpened as StreamOpened
 from ._model import StreamSettings as StreamSettings
 from ._model import SubscriptionConfig as SubscriptionConfig
 from ._model import TopicConfig as TopicConfig
+from ._push import HttpPusher as HttpPusher
+from ._push import PushActor as PushActor
+from ._push import PushAnswered as PushAnswered
+from ._push import Pusher as Pusher
+from ._push import PushTerms as PushTerms
+from ._push import push_terms as push_terms
+from ._push import send_post as send_post
+from ._push_core import ACK_STATUSES as ACK_STATUSES
+from ._push_core import MAX_OUTSTANDING_PUSHES as MAX_OUTSTANDING_PUSHES
+from ._push_core import HttpPost as HttpPost
+from ._push_core import KeyGate as KeyGate
+from ._push_core import PushBackoff as PushBackoff
+from ._push_core import PushDelivery as PushDelivery
+from ._push_core import PushSettings as PushSettings
+from ._push_core import acknowledges as acknowledges
+from ._push_core import push_request as push_request
 from ._registry import PubSubRegistry as PubSubRegistry
 from ._registry import SubscriptionFactory as SubscriptionFactory
 from ._registry import TopicActor as TopicActor
@@ -141,4 +157,20 @@ __all__ = [
     "request_refusal",
     "stored_size",
     "subscribe_remote",
+    "HttpPusher",
+    "PushActor",
+    "PushAnswered",
+    "Pusher",
+    "PushTerms",
+    "push_terms",
+    "send_post",
+    "ACK_STATUSES",
+    "MAX_OUTSTANDING_PUSHES",
+    "HttpPost",
+    "KeyGate",
+    "PushBackoff",
+    "PushDelivery",
+    "PushSettings",
+    "acknowledges",
+    "push_request",
 ]

@@ -31,6 +31,8 @@ from ._model import (
     SubscriptionConfig,
     TopicConfig,
 )
+from ._push_core import settings_from_pb as push_settings
+from ._push_core import settings_into_pb as push_settings_into
 from ._subscription import to_broker
 
 TopicPb: Any = types.Topic.pb()
@@ -148,8 +150,10 @@ def subscription_config(sub: Any) -> SubscriptionConfig:
     """A validated ``SubscriptionConfig`` from a ``Subscription``, Pub/Sub's defaults filled in."""
     subscription_name(sub.name, "name")
     topic_name(sub.topic, "topic")
-    if sub.push_config.push_endpoint:
-        raise Unsupported("push_config: push subscriptions are not supported by conveyor's Pub/Sub front")
+    try:
+        push = push_settings(sub.push_config)
+    except ValueError as error:
+        raise BadRequest(str(error)) from None
     if sub.bigquery_config.table:
         raise Unsupported("bigquery_config: BigQuery subscriptions are not supported by conveyor's Pub/Sub front")
     if sub.cloud_storage_config.bucket:
@@ -201,6 +205,7 @@ def subscription_config(sub: Any) -> SubscriptionConfig:
         dead_letter=dead_letter,
         retry=retry,
         exactly_once=sub.enable_exactly_once_delivery,
+        push=push,
     )
 
 
@@ -241,6 +246,8 @@ def subscription_pb(config: SubscriptionConfig) -> Any:
     if config.retry is not None:
         sub.retry_policy.minimum_backoff.CopyFrom(_duration(config.retry.min_backoff_s))
         sub.retry_policy.maximum_backoff.CopyFrom(_duration(config.retry.max_backoff_s))
+    if config.push is not None:
+        push_settings_into(config.push, sub.push_config)
     return sub
 
 

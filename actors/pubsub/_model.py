@@ -11,10 +11,12 @@ import enum
 from typing import final
 
 import attrs
+from attrs import AttrsInstance
 
 from conveyor.runtime import ActorRef
 
 from ._filter import Everything, Filter
+from ._push_core import PushSettings
 from ._schema_book import SchemaSettings
 
 Attributes = tuple[tuple[str, str], ...]
@@ -53,12 +55,29 @@ class TopicConfig:
     """``schema_settings``: publishes are checked against the schema (``_schema_service``)."""
 
     def __getstate__(self) -> dict[str, object]:
-        return {field.name: getattr(self, field.name) for field in attrs.fields(TopicConfig)}
+        return _state_of(self)
 
     def __setstate__(self, state: dict[str, object]) -> None:
         """Unpickle from a journal, one written before a field existed too (it takes its default)."""
-        for field in attrs.fields(TopicConfig):
-            object.__setattr__(self, field.name, state.get(field.name, field.default))
+        _restore(self, state)
+
+
+def _state_of(config: AttrsInstance) -> dict[str, object]:
+    """A config's fields by name: what a journal keeps of it."""
+    return {field.name: getattr(config, field.name) for field in attrs.fields(type(config))}
+
+
+def _restore(config: AttrsInstance, state: dict[str, object]) -> None:
+    """Set a config's fields from a journal's ``state``; a field added since the journal was written takes its
+    default, so a data directory of an earlier build still opens."""
+    for field in attrs.fields(type(config)):
+        if field.name in state:
+            value = state[field.name]
+        elif isinstance(field.default, attrs.Factory):  # type: ignore[arg-type]  # attrs types Factory as a function
+            value = field.default.factory()
+        else:
+            value = field.default
+        object.__setattr__(config, field.name, value)
 
 
 @final
@@ -98,6 +117,15 @@ class SubscriptionConfig:
     exactly_once: bool = False
     expiration_ttl_s: float | None = DEFAULT_EXPIRATION_S
     """Deleted after this long without activity (``expiration_policy.ttl``); None: never expires."""
+    push: PushSettings | None = None
+    """A push subscription's ``push_config`` (``_push``); None: a pull subscription."""
+
+    def __getstate__(self) -> dict[str, object]:
+        return _state_of(self)
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Unpickle from a journal, one written before a field existed too (it takes its default)."""
+        _restore(self, state)
 
 
 @final

@@ -14,6 +14,7 @@ left to starve the acks.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -76,10 +77,12 @@ from ._model import (
     TopicConfig,
 )
 from ._protocol import ListSubscriptionActors
+from ._push import HttpPusher, Pusher
 from ._registry import PubSubRegistry
 from ._rest import RestFace, http_address
 from ._schema_actor import NeedsSchema, ResetSchemas, SchemaActor
 from ._schema_service import SchemaService, refuse_stamps
+from ._subscription import SubscriptionActor
 
 log = logging.getLogger("conveyor.pubsub")
 
@@ -161,6 +164,7 @@ class PubSubServer:
             (``pubsub/ack-id-key``, mode 0600). None: in memory only, a key drawn per process.
         rest_port: also serve the REST (HTTP/JSON) mapping of the same calls on this port of ``host``
             (0 picks a free one; read it back from ``rest_port``). None: gRPC only.
+        pusher: makes push subscriptions' HTTP requests; None: an ``HttpPusher`` of its own.
 
     Raises:
         ValueError: a bad argument, naming it; a budget below what the process holds already.
@@ -176,6 +180,7 @@ class PubSubServer:
         max_memory: int | str | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         rest_port: int | None = None,
+        pusher: Pusher | None = None,
     ) -> None:
         if not isinstance(host, str) or not host:
             msg = f"PubSubServer host must be a non-empty str, got {host!r}"
@@ -202,7 +207,10 @@ class PubSubServer:
             ack_key, start = secrets.token_bytes(KEY_BYTES), 0
         else:  # kept with the data, so an ack id outlives a restart (and this start's numbers are new)
             ack_key, start = saved_ack_key(data_dir), count_start(data_dir)
-        self.registry: ActorRef = self.system.spawn(lambda: PubSubRegistry(ack_key, start=start), name="pubsub")
+        self.pusher = pusher if pusher is not None else HttpPusher()
+        subscriptions = functools.partial(SubscriptionActor, pusher=self.pusher)
+        self.registry: ActorRef = self.system.spawn(
+            lambda: PubSubRegistry(ack_key, start=start, subscription_factory=subscriptions), name="pubsub")
         self.schemas: ActorRef = self.system.spawn(SchemaActor, name="pubsub-schemas")
         self.schema_service = SchemaService(self._ask, self.schemas, clock)
         self._server: grpc.Server | None = None
@@ -315,6 +323,9 @@ class PubSubServer:
         """Stop listening and shut the actors down (everything held is gone)."""
         self.stop()
         self.system.shutdown()
+        close_pusher = getattr(self.pusher, "close", None)
+        if close_pusher is not None:
+            close_pusher()
 
     def queue_stats(self, timeout: float = 2.0) -> tuple[QueueStats, ...]:
         """Every subscription's queue counters, one ask each (from any thread but the actors'); for metrics.
@@ -420,6 +431,7 @@ class PubSubServer:
             "Acknowledge": unary("Acknowledge", self._acknowledge, types.AcknowledgeRequest),
             "ModifyAckDeadline": unary("ModifyAckDeadline", self._modify_ack_deadline, types.ModifyAckDeadlineRequest),
             "Seek": unary("Seek", self._seek, types.SeekRequest),
+            "ModifyPushConfig": unary("ModifyPushConfig", self._modify_push_config, types.ModifyPushConfigRequest),
             "StreamingPull": grpc.stream_stream_rpc_method_handler(
                 self._logged_stream,
                 request_deserializer=limits.size_limited(_pb(types.StreamingPullRequest).FromString,
@@ -505,6 +517,14 @@ class PubSubServer:
         return self._update(context, GetSubscription(name), request.subscription, request.update_mask.paths,
                             convert.SUBSCRIPTION_UPDATABLE, convert.subscription_pb, convert.subscription_config,
                             ReplaceSubscription)
+
+    def _modify_push_config(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """UpdateSubscription of ``push_config`` alone: an empty one makes the subscription pull."""
+        name = convert.subscription_name(request.subscription)
+        patch = convert.SubscriptionPb(push_config=request.push_config)
+        self._update(context, GetSubscription(name), patch, ("push_config",), convert.SUBSCRIPTION_UPDATABLE,
+                     convert.subscription_pb, convert.subscription_config, ReplaceSubscription)
+        return empty_pb2.Empty()
 
     def _list_subscriptions(self, request: Any, context: grpc.ServicerContext) -> Any:
         page: Page = self._ask(context, ListSubscriptions(convert.project_name(request.project), request.page_size,

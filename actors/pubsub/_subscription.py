@@ -91,6 +91,7 @@ from ._protocol import (
     TopicGone,
     UseConfig,
 )
+from ._push import PushActor, Pusher, push_terms
 from ._seek_log import (
     CONFIRM,
     DROP,
@@ -579,7 +580,10 @@ class SubscriptionActor(ContainedActor):
     once its confirmation is synced.
     """
 
-    def __init__(self, config: SubscriptionConfig, registry: ActorRef, number: int, codec: AckIdCodec) -> None:
+    def __init__(self, config: SubscriptionConfig, registry: ActorRef, number: int, codec: AckIdCodec,
+                 *, pusher: Pusher | None = None) -> None:
+        self.pusher = pusher  # makes a push subscription's requests (None: push_config is kept, nothing pushed)
+        self.push_actor: ActorRef | None = None
         self.config = config
         self.registry = registry
         self.number = number
@@ -649,6 +653,7 @@ class SubscriptionActor(ContainedActor):
         self.queue = self._spawn_queue()
         if self.memory.rebuilding:
             self._rebuild()
+        self._sync_push(None)
 
     def _record(self, event: Event, data_bytes: int = 0) -> None:
         """Journal ``event`` (on a disk store) before the handler applies it; ``data_bytes``: its message data."""
@@ -836,6 +841,13 @@ class SubscriptionActor(ContainedActor):
             if reply_to is not None:
                 self.ctx.send(reply_to, Failed("INVALID_ARGUMENT", refused))
             return
+        if (self.config.push is not None and isinstance(request, OpenStream | PullMessages)
+                and reply_to != self.push_actor):
+            if reply_to is not None:  # as Pub/Sub answers a pull on a push subscription
+                self.ctx.send(reply_to, Failed("FAILED_PRECONDITION",
+                                               f"{self.config.name} is a push subscription: pulling it is not "
+                                               "supported; ModifyPushConfig with an empty push_config makes it pull"))
+            return
         match request:
             case OpenStream(settings=settings):
                 ref = self._bind(
@@ -1007,6 +1019,28 @@ class SubscriptionActor(ContainedActor):
             reconfigured = Reconfigured(config.ack_deadline_s, config.exactly_once, dead_letter)
             for ref in self.bindings.values():
                 self.ctx.send(ref, reconfigured)
+        self._sync_push(old)
+
+    def _sync_push(self, old: SubscriptionConfig | None) -> None:
+        """Start, retune or stop the push actor as the config turned push, changed, or turned pull.
+
+        Turned push, the pull streams open end (their clients' reconnections are refused).
+        """
+        config, terms = self.config, push_terms(self.config)
+        if terms is None or self.pusher is None:
+            if self.push_actor is not None:
+                self.ctx.stop(self.push_actor)
+                self.push_actor = None
+            return
+        if self.push_actor is not None:
+            if old is not None and push_terms(old) != terms:
+                self.ctx.send(self.push_actor, terms)
+            return
+        for ref in self.bindings.values():
+            self.ctx.send(ref, Close(f"{config.name} became a push subscription"))
+        name, me, pusher = config.name, self.ctx.self_ref, self.pusher
+        self.next_binding += 1  # a fresh name: a stopped push actor may still be winding down
+        self.push_actor = self.ctx.spawn(lambda: PushActor(name, me, pusher, terms), name=f"push-{self.next_binding}")
 
     def _rebuild(self) -> None:
         """A new queue generation holding every retained, unacked message, in publish order.

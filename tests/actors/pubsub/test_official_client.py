@@ -439,9 +439,9 @@ def test_bad_requests_name_the_field_and_unknown_calls_name_the_call(
         subscriber.api.pull(subscription=subscription("good"), max_messages=0)
     with pytest.raises(exceptions.MethodNotImplemented, match="CreateSnapshot"):
         subscriber.create_snapshot(name=f"{PROJECT}/snapshots/snap", subscription=subscription("good"))
-    with pytest.raises(exceptions.MethodNotImplemented, match="push"):
+    with pytest.raises(exceptions.InvalidArgument, match=r"push_config\.push_endpoint"):
         subscriber.create_subscription(request={"name": subscription("pushy"), "topic": topic("strict"),
-                                                "push_config": {"push_endpoint": "https://example.com/push"}})
+                                                "push_config": {"push_endpoint": "example.com/push"}})
     with pytest.raises(exceptions.NotFound):
         publisher.api.publish(topic=topic("absent"), messages=[{"data": b"x"}])
 
