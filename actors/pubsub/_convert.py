@@ -32,6 +32,12 @@ from ._model import (
     TopicConfig,
 )
 from ._subscription import to_broker
+from ._surface import (
+    SUBSCRIPTION_REFUSED_UPDATES,
+    TOPIC_REFUSED_UPDATES,
+    unimplemented_subscription_field,
+    unimplemented_topic_field,
+)
 
 TopicPb: Any = types.Topic.pb()
 SubscriptionPb: Any = types.Subscription.pb()
@@ -125,6 +131,9 @@ def topic_config(topic: Any) -> TopicConfig:
         retention = _seconds(topic.message_retention_duration)
         if not MIN_RETENTION_S <= retention <= MAX_RETENTION_S:
             raise _bad("message_retention_duration", f"must be from 10 minutes to 31 days, got {retention} s")
+    unimplemented = unimplemented_topic_field(topic)
+    if unimplemented is not None:
+        raise Unsupported(unimplemented)
     if topic.schema_settings.schema:
         raise Unsupported("schema_settings: schemas are not supported by conveyor's Pub/Sub front")
     return TopicConfig(topic.name, _labels(topic.labels), retention)
@@ -138,7 +147,7 @@ def topic_pb(config: TopicConfig) -> Any:
     return topic
 
 
-TOPIC_UPDATABLE: Final = ("labels", "message_retention_duration")
+TOPIC_UPDATABLE: Final = ("labels", "message_retention_duration", *TOPIC_REFUSED_UPDATES)
 
 
 # --- subscriptions --------------------------------------------------------------------------
@@ -150,6 +159,9 @@ def subscription_config(sub: Any) -> SubscriptionConfig:
     topic_name(sub.topic, "topic")
     if sub.push_config.push_endpoint:
         raise Unsupported("push_config: push subscriptions are not supported by conveyor's Pub/Sub front")
+    unimplemented = unimplemented_subscription_field(sub)
+    if unimplemented is not None:
+        raise Unsupported(unimplemented)
     if sub.bigquery_config.table:
         raise Unsupported("bigquery_config: BigQuery subscriptions are not supported by conveyor's Pub/Sub front")
     if sub.cloud_storage_config.bucket:
@@ -229,6 +241,7 @@ def subscription_pb(config: SubscriptionConfig) -> Any:
         filter=config.filter_text,
         enable_exactly_once_delivery=config.exactly_once,
         state=1,
+        detached=config.detached,
     )
     sub.message_retention_duration.CopyFrom(_duration(config.retention_s))
     if config.expiration_ttl_s is None:
@@ -254,6 +267,7 @@ SUBSCRIPTION_UPDATABLE: Final = (
     "enable_exactly_once_delivery",
     "push_config",
     "expiration_policy",
+    *SUBSCRIPTION_REFUSED_UPDATES,
 )
 
 
