@@ -291,6 +291,9 @@ def merge(current: Any, update: Any, paths: Iterable[str], updatable: tuple[str,
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             getattr(merged, top).clear()
             getattr(merged, top).update(getattr(update, top))
+        elif field.message_type is not None and not hasattr(getattr(update, top), "DESCRIPTOR"):  # repeated
+            merged.ClearField(top)
+            getattr(merged, top).extend(getattr(update, top))
         elif field.message_type is not None:
             merged.ClearField(top)
             if update.HasField(top):

@@ -39,7 +39,7 @@ UNRETAIN: Final = "unretain"  # (UNRETAIN,): retain_acked_messages turned off: a
 CONFIRM: Final = "confirm"  # (CONFIRM, ack id texts): exactly-once acks confirmed to their client
 GENERATION: Final = "generation"  # (GENERATION, n): a Seek starts queue generation n, to be filled from the log
 REBUILT: Final = "rebuilt"  # (REBUILT,): the new generation's queue has the log's messages (synced)
-SNAPSHOT: Final = "snapshot"  # (SNAPSHOT, rows, now_ns, retain): a Seek to a snapshot holding these messages
+SNAPSHOT: Final = "seek-snapshot"  # (SNAPSHOT, rows, now_ns, retain): a Seek to a snapshot holding these messages
 
 
 def to_row(message: PubMessage) -> Row:

@@ -149,9 +149,11 @@ SUBSCRIPTION_REFUSED_UPDATES: Final = tuple(_SUBSCRIPTION_UNIMPLEMENTED)
 
 def _set(message: Any, field: str) -> bool:
     value = getattr(message, field)
-    if hasattr(value, "ByteSize"):  # a message field: set and not empty
+    if isinstance(value, str | bytes | int | float):
+        return bool(value)
+    if hasattr(value, "DESCRIPTOR"):  # a message field: set and not empty
         return bool(message.HasField(field)) and value.ByteSize() > 0
-    return bool(value) if isinstance(value, str | bytes | int | float) else len(value) > 0
+    return len(value) > 0  # repeated or map
 
 
 def _refusal(message: Any, fields: dict[str, str]) -> str | None:
