@@ -55,10 +55,15 @@ from ._registry import TopicActor as TopicActor
 from ._registry import TopicFactory as TopicFactory
 from ._seek_log import SeekLog as SeekLog
 from ._seek_log import SeekLogState as SeekLogState
+from ._snapshots import CreateSnapshot as CreateSnapshot
+from ._snapshots import SeekSnapshot as SeekSnapshot
+from ._snapshots import SnapshotConfig as SnapshotConfig
+from ._snapshots import TopicSnapshots as TopicSnapshots
 from ._subscription import IDLE_STREAM_S as IDLE_STREAM_S
 from ._subscription import Binding as Binding
 from ._subscription import SubscriptionActor as SubscriptionActor
 from ._subscription import stored_size as stored_size
+from ._surface import DetachFromTopic as DetachFromTopic
 
 if typing.TYPE_CHECKING:
     from ._server import PubSubServer as PubSubServer
@@ -126,4 +131,9 @@ __all__ = [
     "request_refusal",
     "stored_size",
     "subscribe_remote",
+    "CreateSnapshot",
+    "DetachFromTopic",
+    "SeekSnapshot",
+    "SnapshotConfig",
+    "TopicSnapshots",
 ]

@@ -15,18 +15,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conveyor.actors.pubsub import PubMessage, SeekLog
+from conveyor.actors.pubsub import PubMessage, SeekLog, TopicSnapshots
 from conveyor.actors.pubsub._filter import parse_filter
+from conveyor.actors.pubsub._seek_log import rows
 from conveyor.actors.pubsub._snapshots import (
     FORGET,
     HOLD,
     RECORD,
     START,
-    TopicSnapshots,
     snapshot_lifetime_end,
     snapshot_name_refusal,
 )
-from conveyor.actors.pubsub._seek_log import rows
 
 DAY_NS = 24 * 3600 * 10**9
 

@@ -76,7 +76,8 @@ def test_seek_to_a_snapshot_restores_unacked_and_later_messages(
     first = pull_exactly(subscriber, subscription("sub"), 3)
     ack(subscriber, "sub", [m for m in first if m.message.data == b"a"])  # a acked before the snapshot
 
-    made = subscriber.create_snapshot(request={"name": snapshot("snap"), "subscription": subscription("sub"), "labels": {"k": "v"}})
+    made = subscriber.create_snapshot(
+        request={"name": snapshot("snap"), "subscription": subscription("sub"), "labels": {"k": "v"}})
     assert made.name == snapshot("snap") and made.topic == topic("tee") and dict(made.labels) == {"k": "v"}
     publish(publisher, "tee", b"d")  # after the snapshot: it holds it
     ack(subscriber, "sub", [m for m in first if m.message.data != b"a"])
@@ -156,7 +157,7 @@ def test_snapshot_admin_calls_and_their_errors(
         subscriber.create_snapshot(name=f"{PROJECT}/snapshots/x", subscription=subscription("sub"))
     with pytest.raises(exceptions.InvalidArgument, match=r"snapshot: .* is not a snapshot name"):
         subscriber.get_snapshot(snapshot=f"{PROJECT}/topics/one")
-    with pytest.raises(exceptions.FailedPrecondition, match="of topic .*topics/tee.*seek to a snapshot of its own"):
+    with pytest.raises(exceptions.FailedPrecondition, match=r"of topic .*topics/tee.*seek to a snapshot of its own"):
         subscriber.seek(request={"subscription": subscription("on-u"), "snapshot": snapshot("one")})
     with pytest.raises(exceptions.NotFound, match="Snapshot not found"):
         subscriber.seek(request={"subscription": subscription("sub"), "snapshot": snapshot("nope")})
@@ -203,7 +204,8 @@ def test_snapshots_survive_a_restart_with_a_data_dir(tmp_path: Path) -> None:
         publisher.create_topic(name=topic("tee"))
         subscriber.create_subscription(name=subscription("sub"), topic=topic("tee"))
         publish(publisher, "tee", b"before")
-        subscriber.create_snapshot(request={"name": snapshot("snap"), "subscription": subscription("sub"), "labels": {"k": "v"}})
+        subscriber.create_snapshot(
+        request={"name": snapshot("snap"), "subscription": subscription("sub"), "labels": {"k": "v"}})
         publish(publisher, "tee", b"after")
         ack(subscriber, "sub", pull_exactly(subscriber, subscription("sub"), 2))
     finally:

@@ -30,7 +30,11 @@ def test_a_detached_subscription_stops_receiving_and_its_pulls_fail(
         message.ack()
 
     future = subscriber.subscribe(subscription("gone"), on_message)
-    future.add_done_callback(lambda f: (errors.append(f.exception()), failed.set()))
+    def ended(done: Any) -> None:
+        errors.append(done.exception())
+        failed.set()
+
+    future.add_done_callback(ended)
     publisher.detach_subscription(request={"subscription": subscription("gone")})
     assert failed.wait(30), "the open stream should end once its subscription is detached"
     assert isinstance(errors[0], exceptions.FailedPrecondition)
@@ -143,7 +147,7 @@ def test_iam_keeps_what_was_set_and_grants_every_permission(
 
     with pytest.raises(exceptions.NotFound, match="Resource not found"):
         publisher.get_iam_policy(request={"resource": topic("absent")})
-    with pytest.raises(exceptions.InvalidArgument, match="resource: .* is not a topic, subscription or snapshot"):
+    with pytest.raises(exceptions.InvalidArgument, match=r"resource: .* is not a topic, subscription or snapshot"):
         publisher.get_iam_policy(request={"resource": "projects/p/buckets/b"})
     publisher.set_iam_policy(request={"resource": topic("guarded"), "policy": policy_pb2.Policy(version=1)})
     publisher.delete_topic(topic=topic("guarded"))
