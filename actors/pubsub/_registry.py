@@ -352,7 +352,7 @@ class PubSubRegistry(ContainedActor):
         self.journal: Journal | None = None  # on a disk store: the admin calls, replayed at start
         self.replaying = False
         self.snapshots: dict[str, SnapshotConfig] = {}  # snapshot name -> settings (the topic keeps its messages)
-        self.snapshots_pending: set[str] = set()  # snapshots being made
+        self.snapshots_pending: dict[str, str] = {}  # snapshots being made -> their subscription
         self.next_snapshot_expiry = 0  # the earliest expiry among them (ns), 0 with none
         self.iam: dict[str, surface.IamPolicy] = {}  # resource -> the policy set on it
         self.iam_version = 0
@@ -549,6 +549,7 @@ class PubSubRegistry(ContainedActor):
         self.activity.pop(name, None)
         self.active_at.pop(name, None)
         self.iam.pop(name, None)
+        snapshots.abandon_pending_snapshots(self, name, known_sub[0].topic)
         its_topic = self.topics.get(known_sub[0].topic)
         if its_topic is not None:
             self.ctx.send(its_topic[1], DetachSubscription(name))

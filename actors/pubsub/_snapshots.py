@@ -184,6 +184,14 @@ class DropSnapshot:
 
 @final
 @attrs.frozen
+class AbandonSnapshot:
+    """Registry -> topic: the subscription of snapshot ``name`` was deleted; if still being made, it fails."""
+
+    name: str
+
+
+@final
+@attrs.frozen
 class ReplaySnapshot:
     """Registry -> topic (in an ``Envelope``): give ``subscription`` what snapshot ``name`` holds."""
 
@@ -339,6 +347,18 @@ def forget_topic_snapshots(registry: PubSubRegistry, topic: str) -> None:
         if config.topic == topic:
             registry.snapshots.pop(name)
             registry.iam.pop(name, None)
+    for name, sub_name in list(registry.snapshots_pending.items()):
+        known = registry.subscriptions.get(sub_name)
+        if known is None or known[0].topic == topic:
+            registry.snapshots_pending.pop(name)  # its asker times out: the topic that would answer is gone
+
+
+def abandon_pending_snapshots(registry: PubSubRegistry, subscription: str, topic: str) -> None:
+    """Subscription ``subscription`` (of ``topic``) is being deleted: snapshots of it still being made fail."""
+    known = registry.topics.get(topic)
+    for name, sub_name in registry.snapshots_pending.items():
+        if sub_name == subscription and known is not None:
+            registry.ctx.send(known[1], AbandonSnapshot(name))
 
 
 def _arm(registry: PubSubRegistry, config: SnapshotConfig) -> None:
@@ -367,11 +387,11 @@ def handle_snapshot_request(registry: PubSubRegistry, message: object) -> None:
                 reply(Failed("FAILED_PRECONDITION", f"subscription: {sub_name} is detached from its topic (or the "
                                                     "topic was deleted): it has no messages to snapshot"))
                 return
-            registry.snapshots_pending.add(name)
+            registry.snapshots_pending[name] = sub_name
             registry.ctx.send(topic[1], Envelope(StartSnapshot(name, known[1], labels, now_ns, registry.ctx.self_ref),
                                                        registry.ctx.sender))
         case SnapshotMade(name=name, config=config):
-            registry.snapshots_pending.discard(name)
+            registry.snapshots_pending.pop(name, None)
             if config is not None:
                 _arm(registry, config)
         case GetSnapshot(name=name):
@@ -443,6 +463,7 @@ class _Pending:
     labels: Attributes
     now_ns: int
     registry: ActorRef
+    reply_to: ActorRef | None
 
 
 @final
@@ -478,11 +499,21 @@ class TopicSnapshotKeeper:
                 if journal is not None:
                     journal.append((START, name))
                 self.book.start(name)
-                self.pending[name] = _Pending(labels, now_ns, registry)
+                self.pending[name] = _Pending(labels, now_ns, registry, reply_to)
                 # after every Route sent before: the subscription answers with all it holds
                 send(ref, Envelope(TakeSnapshot(name, now_ns), reply_to))
             case Envelope(request=SnapshotHeld(name=name, messages=held), reply_to=reply_to):
                 self._complete(name, held, reply_to, send, journal)
+            case AbandonSnapshot(name=name):
+                pending = self.pending.pop(name, None)
+                if pending is not None:  # its subscription is gone before it answered: nothing to snapshot
+                    if journal is not None:
+                        journal.append((FORGET, name))
+                    self.book.forget(name)
+                    send(pending.registry, SnapshotMade(name, None))
+                    if pending.reply_to is not None:
+                        send(pending.reply_to, Failed("NOT_FOUND", f"Snapshot {name}: its subscription was deleted "
+                                                                   "while the snapshot was being made"))
             case DropSnapshot(name=name):
                 self.pending.pop(name, None)
                 if journal is not None:

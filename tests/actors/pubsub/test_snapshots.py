@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,20 @@ from google.api_core import exceptions
 from google.cloud import pubsub_v1
 from google.protobuf import field_mask_pb2, timestamp_pb2
 
-from conveyor.actors.pubsub import PubSubServer
+from conveyor.actors.pubsub import (
+    CreateSnapshot,
+    CreateSubscription,
+    CreateTopic,
+    Failed,
+    Publish,
+    PubMessage,
+    PubSubServer,
+    SnapshotConfig,
+    SubscriptionConfig,
+    TopicConfig,
+)
+from conveyor.actors.pubsub._model import DeleteSubscription
+from conveyor.actors.pubsub._snapshots import GetSnapshot
 
 from .helpers import PROJECT, fast_reconnect_clients, pull_exactly, pull_nothing, subscription, topic
 
@@ -237,3 +251,33 @@ def test_snapshots_survive_a_restart_with_a_data_dir(tmp_path: Path) -> None:
         publisher.stop()
         subscriber.close()
         third.close()
+
+
+def test_a_snapshot_whose_subscription_is_deleted_meanwhile_is_made_or_refused_never_stuck(
+    clocked: PubSubServer,
+) -> None:
+    """Both happen (the delete overtakes the topic's question or not); neither leaves the name taken."""
+    system, registry = clocked.system, clocked.registry
+    system.ask(registry, CreateTopic(TopicConfig(topic("tee"))), timeout=10)
+    for round_ in range(20):
+        name, sub = snapshot(f"race-{round_}"), subscription(f"sub-{round_}")
+        system.ask(registry, CreateSubscription(SubscriptionConfig(sub, topic("tee"))), timeout=10)
+        system.ask(registry, Publish(topic("tee"), (PubMessage(b"x", publish_time_ns=clocked.clock()),)), timeout=10)
+        answers: list[object] = []
+        create = CreateSnapshot(name, sub, (), clocked.clock())
+        asking = threading.Thread(target=lambda ask, into: into.append(system.ask(registry, ask, timeout=10)),
+                                  args=(create, answers))
+        asking.start()
+        system.tell_from_thread(registry, DeleteSubscription(sub))
+        asking.join(15)
+        answer = answers[0]
+        if isinstance(answer, Failed):
+            assert answer.code == "NOT_FOUND", answer
+            got = system.ask(registry, GetSnapshot(name, clocked.clock()), timeout=10)
+            assert isinstance(got, Failed) and got.code == "NOT_FOUND"
+        else:
+            assert isinstance(answer, SnapshotConfig)
+            assert system.ask(registry, GetSnapshot(name, clocked.clock()), timeout=10) == answer
+        system.ask(registry, CreateSubscription(SubscriptionConfig(sub, topic("tee"))), timeout=10)
+        again = system.ask(registry, CreateSnapshot(f"{name}-again", sub, (), clocked.clock()), timeout=10)
+        assert isinstance(again, SnapshotConfig)  # nothing was left pending
