@@ -398,11 +398,10 @@ def handle_snapshot_request(registry: PubSubRegistry, message: object) -> None:
             found = registry.snapshots.get(name)
             reply(found if found is not None else Failed("NOT_FOUND", f"Snapshot not found: {name}"))
         case ListSnapshots(project=project, page_size=size, after=after):
-            prefix = project + "/snapshots/"
-            chosen = sorted(n for n in registry.snapshots if n.startswith(prefix) and (not after or n > after))
-            page = chosen[:size] if size > 0 else chosen
-            token = page[-1] if len(chosen) > len(page) and page else ""
-            reply(Page(tuple(registry.snapshots[n] for n in page), token))
+            from ._registry import _page  # the registry imports this module: imported when used
+
+            names, token = _page([n for n in registry.snapshots if n.startswith(project + "/snapshots/")], size, after)
+            reply(Page(tuple(registry.snapshots[n] for n in names), token))
         case ReplaceSnapshot(config=config, now_ns=now_ns):
             current = registry.snapshots.get(config.name)
             if current is None:
