@@ -173,6 +173,7 @@ class TopicActor(ContainedActor):
                 self.next_id = event.next_id
                 self.retained.update((m.message_id, m) for m in event.retained)
                 self._prune(event.latest_ns)
+        self.snapshots.unfinished_lost(journal)
 
     def on_stop(self) -> None:
         """Deleted, the topic's journal goes too; a shutdown keeps it for the next start."""

@@ -233,6 +233,8 @@ class TopicSnapshots:
 
     def __init__(self) -> None:
         self.held: dict[str, OrderedDict[str, PubMessage]] = {}
+        self.making: set[str] = set()
+        """Snapshots started whose subscription has not answered yet."""
 
     def __bool__(self) -> bool:
         return bool(self.held)
@@ -240,6 +242,7 @@ class TopicSnapshots:
     def start(self, name: str) -> None:
         """Snapshot ``name`` records every publish from now (a start again begins anew)."""
         self.held[name] = OrderedDict()
+        self.making.add(name)
 
     def record(self, messages: Iterable[PubMessage]) -> None:
         """Published messages join every snapshot."""
@@ -253,13 +256,15 @@ class TopicSnapshots:
         kept = self.held.get(name)
         if kept is None:
             return
+        self.making.discard(name)
         merged = {m.message_id: m for m in messages}
         merged.update(kept)
         self.held[name] = OrderedDict(sorted(merged.items(), key=lambda item: _publish_order(item[1])))
 
     def forget(self, name: str) -> None:
-        """Snapshot ``name`` is deleted or expired."""
+        """Snapshot ``name`` is deleted or expired (or was never finished)."""
         self.held.pop(name, None)
+        self.making.discard(name)
 
     def contents(self, name: str, accepts: Filter | None = None) -> tuple[PubMessage, ...] | None:
         """What ``name`` holds (that ``accepts`` accepts), in publish order; None if there is no such snapshot."""
@@ -272,16 +277,18 @@ class TopicSnapshots:
 
     # --- journal ------------------------------------------------------------------------------
 
-    def state(self) -> tuple[tuple[str, tuple[Row, ...]], ...]:
-        """Everything it holds, in plain values (for the topic's journal snapshot)."""
-        return tuple((name, rows(kept.values())) for name, kept in self.held.items())
+    def state(self) -> tuple[tuple[str, tuple[Row, ...], bool], ...]:
+        """Everything it holds, in plain values (for the topic's journal snapshot): name, messages, being made."""
+        return tuple((name, rows(kept.values()), name in self.making) for name, kept in self.held.items())
 
     @classmethod
-    def restore(cls, state: Iterable[tuple[str, tuple[Row, ...]]]) -> TopicSnapshots:
+    def restore(cls, state: Iterable[tuple[str, tuple[Row, ...], bool]]) -> TopicSnapshots:
         """The snapshots ``state()`` described."""
         book = cls()
-        for name, kept in state:
+        for name, kept, making in state:
             book.held[name] = OrderedDict((row[4], from_row(row)) for row in kept)
+            if making:
+                book.making.add(name)
         return book
 
     def replay(self, event: tuple[Any, ...]) -> None:
@@ -482,6 +489,13 @@ class TopicSnapshotKeeper:
         if journal is not None:
             journal.append((RECORD, rows(messages)))
         self.book.record(messages)
+
+    def unfinished_lost(self, journal: Any) -> None:
+        """After a restart: snapshots whose subscription never answered never will (the asker is gone)."""
+        for name in sorted(self.book.making):
+            if journal is not None:
+                journal.append((FORGET, name))
+            self.book.forget(name)
 
     def recover(self, event: object) -> bool:
         """Replay one of the topic's journal events if it is a snapshot's; whether it was."""

@@ -23,6 +23,7 @@ from conveyor.actors.pubsub._snapshots import (
     HOLD,
     RECORD,
     START,
+    TopicSnapshotKeeper,
     snapshot_lifetime_end,
     snapshot_name_refusal,
 )
@@ -34,8 +35,8 @@ def _message(number: int) -> PubMessage:
     return PubMessage(b"m%d" % number, (("parity", str(number % 2)),), "", number * 1_000_000_000, str(number))
 
 
-def _contents(book: TopicSnapshots) -> dict[str, list[str]]:
-    return {name: [m.message_id for m in book.contents(name) or ()] for name in book.held}
+def _contents(book: TopicSnapshots) -> tuple[dict[str, list[str]], set[str]]:
+    return {name: [m.message_id for m in book.contents(name) or ()] for name in book.held}, book.making
 
 
 @settings(max_examples=200, deadline=None)
@@ -93,6 +94,7 @@ def test_the_topic_journal_rebuilds_the_same_snapshots(drawn: list[tuple[Any, ..
         for written in events:
             rebuilt.replay(pickle.loads(written))
         assert _contents(rebuilt) == _contents(live)
+        assert live.making <= set(live.held)
         for name in live.held:
             ids = [int(m.message_id) for m in live.contents(name) or ()]
             assert ids == sorted(set(ids))  # publish order, once each
@@ -135,3 +137,21 @@ def test_snapshot_names_are_checked_naming_the_field() -> None:
 def test_a_foreign_event_is_refused() -> None:
     with pytest.raises(ValueError, match="not a snapshot event"):
         TopicSnapshots().replay(("publish", 1))
+
+
+def test_a_snapshot_unfinished_at_a_crash_is_forgotten_at_the_restart() -> None:
+    keeper = TopicSnapshotKeeper("projects/p/topics/tee")
+    written: list[tuple[Any, ...]] = []
+    for event in [(START, "done"), (HOLD, "done", rows([_message(1)])), (START, "cut"), (RECORD, rows([_message(2)]))]:
+        assert keeper.recover(event)
+    assert not keeper.recover(("route", ()))  # the topic's own events are left to it
+    keeper.unfinished_lost(_Journal(written))
+    assert _contents(keeper.book) == ({"done": ["1", "2"]}, set())
+    assert written == [(FORGET, "cut")]
+
+
+class _Journal:
+    """Just ``append``, into a list (what the keeper writes)."""
+
+    def __init__(self, into: list[tuple[Any, ...]]) -> None:
+        self.append = into.append
