@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,9 @@ from google.cloud import pubsub_v1
 from google.iam.v1 import policy_pb2
 from google.protobuf import duration_pb2, field_mask_pb2
 
-from .helpers import PROJECT, pull_exactly, pull_nothing, subscription, topic
+from conveyor.actors.pubsub import PubSubServer
+
+from .helpers import PROJECT, fast_reconnect_clients, pull_exactly, pull_nothing, subscription, topic
 
 
 def test_a_detached_subscription_stops_receiving_and_its_pulls_fail(
@@ -177,3 +180,29 @@ def test_retention_set_by_update_is_used_by_seek(
     assert pull_nothing(subscriber, subscription("later-sub")) == []
     subscriber.seek(request={"subscription": subscription("later-sub"), "time": got[0].message.publish_time})
     assert [m.message.data for m in pull_exactly(subscriber, subscription("later-sub"), 1)] == [b"kept"]
+
+
+def test_detached_subscriptions_and_policies_survive_a_restart_with_a_data_dir(tmp_path: Path) -> None:
+    binding = policy_pb2.Binding(role="roles/pubsub.viewer", members=["user:c@example.com"])
+    with PubSubServer(data_dir=tmp_path) as server:
+        port = server.address.rsplit(":", 1)[1]
+        publisher, subscriber = fast_reconnect_clients(server.address)
+        publisher.create_topic(name=topic("durable"))
+        subscriber.create_subscription(name=subscription("durable-sub"), topic=topic("durable"))
+        publisher.publish(topic("durable"), b"dropped").result(10)
+        policy = policy_pb2.Policy(bindings=[binding])
+        publisher.set_iam_policy(request={"resource": topic("durable"), "policy": policy})
+        publisher.detach_subscription(request={"subscription": subscription("durable-sub")})
+        publisher.stop()
+        subscriber.close()
+    with PubSubServer(port=int(port), data_dir=tmp_path) as again:
+        publisher, subscriber = fast_reconnect_clients(again.address)
+        try:
+            assert subscriber.get_subscription(subscription=subscription("durable-sub")).detached
+            with pytest.raises(exceptions.FailedPrecondition):
+                subscriber.pull(subscription=subscription("durable-sub"), max_messages=1, timeout=5)
+            kept = publisher.get_iam_policy(request={"resource": topic("durable")})
+            assert [b.role for b in kept.bindings] == ["roles/pubsub.viewer"]
+        finally:
+            publisher.stop()
+            subscriber.close()
