@@ -77,10 +77,15 @@ from ._schema_book import SchemaRefused as SchemaRefused
 from ._schema_book import SchemaSettings as SchemaSettings
 from ._seek_log import SeekLog as SeekLog
 from ._seek_log import SeekLogState as SeekLogState
+from ._snapshots import CreateSnapshot as CreateSnapshot
+from ._snapshots import SeekSnapshot as SeekSnapshot
+from ._snapshots import SnapshotConfig as SnapshotConfig
+from ._snapshots import TopicSnapshots as TopicSnapshots
 from ._subscription import IDLE_STREAM_S as IDLE_STREAM_S
 from ._subscription import Binding as Binding
 from ._subscription import SubscriptionActor as SubscriptionActor
 from ._subscription import stored_size as stored_size
+from ._surface import DetachFromTopic as DetachFromTopic
 
 if typing.TYPE_CHECKING:
     from ._rest import RestBindError as RestBindError
@@ -173,4 +178,9 @@ __all__ = [
     "PushSettings",
     "acknowledges",
     "push_request",
+    "CreateSnapshot",
+    "DetachFromTopic",
+    "SeekSnapshot",
+    "SnapshotConfig",
+    "TopicSnapshots",
 ]

@@ -34,6 +34,12 @@ from ._model import (
 from ._push_core import settings_from_pb as push_settings
 from ._push_core import settings_into_pb as push_settings_into
 from ._subscription import to_broker
+from ._surface import (
+    SUBSCRIPTION_REFUSED_UPDATES,
+    TOPIC_REFUSED_UPDATES,
+    unimplemented_subscription_field,
+    unimplemented_topic_field,
+)
 
 TopicPb: Any = types.Topic.pb()
 SubscriptionPb: Any = types.Subscription.pb()
@@ -127,6 +133,9 @@ def topic_config(topic: Any) -> TopicConfig:
         retention = _seconds(topic.message_retention_duration)
         if not MIN_RETENTION_S <= retention <= MAX_RETENTION_S:
             raise _bad("message_retention_duration", f"must be from 10 minutes to 31 days, got {retention} s")
+    unimplemented = unimplemented_topic_field(topic)
+    if unimplemented is not None:
+        raise Unsupported(unimplemented)
     from ._schema_service import settings_from_pb  # imports _convert: here, not at the top
 
     return TopicConfig(topic.name, _labels(topic.labels), retention, settings_from_pb(topic))
@@ -140,7 +149,7 @@ def topic_pb(config: TopicConfig) -> Any:
     return topic
 
 
-TOPIC_UPDATABLE: Final = ("labels", "message_retention_duration", "schema_settings")
+TOPIC_UPDATABLE: Final = ("labels", "message_retention_duration", "schema_settings", *TOPIC_REFUSED_UPDATES)
 
 
 # --- subscriptions --------------------------------------------------------------------------
@@ -150,6 +159,9 @@ def subscription_config(sub: Any) -> SubscriptionConfig:
     """A validated ``SubscriptionConfig`` from a ``Subscription``, Pub/Sub's defaults filled in."""
     subscription_name(sub.name, "name")
     topic_name(sub.topic, "topic")
+    unimplemented = unimplemented_subscription_field(sub)
+    if unimplemented is not None:
+        raise Unsupported(unimplemented)
     try:
         push = push_settings(sub.push_config)
     except ValueError as error:
@@ -234,6 +246,7 @@ def subscription_pb(config: SubscriptionConfig) -> Any:
         filter=config.filter_text,
         enable_exactly_once_delivery=config.exactly_once,
         state=1,
+        detached=config.detached,
     )
     sub.message_retention_duration.CopyFrom(_duration(config.retention_s))
     if config.expiration_ttl_s is None:
@@ -261,6 +274,7 @@ SUBSCRIPTION_UPDATABLE: Final = (
     "enable_exactly_once_delivery",
     "push_config",
     "expiration_policy",
+    *SUBSCRIPTION_REFUSED_UPDATES,
 )
 
 
@@ -284,6 +298,9 @@ def merge(current: Any, update: Any, paths: Iterable[str], updatable: tuple[str,
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             getattr(merged, top).clear()
             getattr(merged, top).update(getattr(update, top))
+        elif field.message_type is not None and not hasattr(getattr(update, top), "DESCRIPTOR"):  # repeated
+            merged.ClearField(top)
+            getattr(merged, top).extend(getattr(update, top))
         elif field.message_type is not None:
             merged.ClearField(top)
             if update.HasField(top):

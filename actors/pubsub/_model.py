@@ -117,6 +117,8 @@ class SubscriptionConfig:
     exactly_once: bool = False
     expiration_ttl_s: float | None = DEFAULT_EXPIRATION_S
     """Deleted after this long without activity (``expiration_policy.ttl``); None: never expires."""
+    detached: bool = False
+    """Detached from its topic (DetachSubscription): receives nothing, Pull and StreamingPull fail."""
     push: PushSettings | None = None
     """A push subscription's ``push_config`` (``_push``); None: a pull subscription."""
 

@@ -21,6 +21,8 @@ import attrs
 
 from conveyor.runtime import ActorRef, Journal, JournalSynced, TimerHandle
 
+from . import _snapshots as snapshots
+from . import _surface as surface
 from ._ackid import KEY_BYTES, AckIdCodec
 from ._containment import ContainedActor
 from ._edge import publish_refusal
@@ -67,6 +69,7 @@ from ._protocol import (
     UseConfig,
 )
 from ._schema_actor import NeedsSchema
+from ._snapshots import SnapshotConfig, TopicSnapshotKeeper, TopicSnapshots
 from ._subscription import SubscriptionActor, shutting_down, unpublishable
 
 DELETED_TOPIC = "_deleted-topic_"
@@ -104,7 +107,7 @@ class DetachSubscription:
 
 logger = logging.getLogger("conveyor.pubsub")
 _RECORDED: Final = frozenset({CreateTopic, ReplaceTopic, DeleteTopic, CreateSubscription, ReplaceSubscription,
-                              DeleteSubscription, Reset})
+                              DeleteSubscription, Reset}) | snapshots.RECORDED | surface.RECORDED
 """The admin calls a registry on a disk store records, to replay them when the server starts again."""
 _TOPIC_COMPACT_AFTER: Final = 1000
 """A topic's journal is replaced by a snapshot once it holds this many publishes."""
@@ -118,6 +121,8 @@ class TopicState:
     next_id: int
     retained: tuple[PubMessage, ...]
     latest_ns: int
+    snapshots: tuple[Any, ...] = ()
+    """Only in the journal's snapshot: ``TopicSnapshots.state()``."""
 
 
 @attrs.define
@@ -150,6 +155,7 @@ class TopicActor(ContainedActor):
         # to confirm their copy, and the topic's own write number (0 once synced).
         self.unconfirmed: dict[int, _Unconfirmed] = {}
         self.next_token = 1
+        self.snapshots = TopicSnapshotKeeper(config.name)  # the messages of this topic's snapshots
 
     def on_start(self) -> None:
         """On a disk store: carry on numbering (and retaining) where the journal left off."""
@@ -160,11 +166,15 @@ class TopicActor(ContainedActor):
         if isinstance(state, TopicState):
             self.next_id, self.latest_ns = state.next_id, state.latest_ns
             self.retained.update((m.message_id, m) for m in state.retained)
+            self.snapshots.book = TopicSnapshots.restore(getattr(state, "snapshots", ()))
         for event in journal:
+            if self.snapshots.recover(event):
+                continue
             if isinstance(event, TopicState):
                 self.next_id = event.next_id
                 self.retained.update((m.message_id, m) for m in event.retained)
                 self._prune(event.latest_ns)
+        self.snapshots.unfinished_lost(journal)
 
     def on_stop(self) -> None:
         """Deleted, the topic's journal goes too; a shutdown keeps it for the next start."""
@@ -209,6 +219,8 @@ class TopicActor(ContainedActor):
             case TopicConfig():
                 self.config = message
                 self._prune(self.latest_ns)
+            case _:
+                self.snapshots.handle(message, self.ctx.send, self.journal)
 
     def _publish_durably(self, messages: tuple[PubMessage, ...], reply_to: ActorRef | None) -> None:
         """Number, record and route; the answer waits for the topic's write and each subscription's copy."""
@@ -223,7 +235,8 @@ class TopicActor(ContainedActor):
         retained = tuple(self.retained[i] for i in ids if i in self.retained)
         journal.append(TopicState(self.next_id, retained, self.latest_ns))
         if len(journal) >= _TOPIC_COMPACT_AFTER:
-            journal.save_snapshot(TopicState(self.next_id, tuple(self.retained.values()), self.latest_ns))
+            journal.save_snapshot(TopicState(self.next_id, tuple(self.retained.values()), self.latest_ns,
+                                             self.snapshots.book.state()))
         if reply_to is None:
             return
         self.unconfirmed[token] = _Unconfirmed(reply_to, PublishedIds(ids), set(routed_to), journal.last_write)
@@ -257,6 +270,8 @@ class TopicActor(ContainedActor):
                 self.ctx.send(ref, Route(chosen, token))
                 if routed_to is not None:
                     routed_to.append(name)
+        if self.snapshots.book:
+            self.snapshots.record(numbered, self.journal)
         if self.config.retention_s is not None:
             retained = self.retained
             for m in numbered:
@@ -338,6 +353,11 @@ class PubSubRegistry(ContainedActor):
         self.expiry: dict[str, TimerHandle] = {}  # subscription -> its expiry timer
         self.journal: Journal | None = None  # on a disk store: the admin calls, replayed at start
         self.replaying = False
+        self.snapshots: dict[str, SnapshotConfig] = {}  # snapshot name -> settings (the topic keeps its messages)
+        self.snapshots_pending: dict[str, str] = {}  # snapshots being made -> their subscription
+        self.next_snapshot_expiry = 0  # the earliest expiry among them (ns), 0 with none
+        self.iam: dict[str, surface.IamPolicy] = {}  # resource -> the policy set on it
+        self.iam_version = 0
 
     def on_start(self) -> None:
         """Draw the ack-id key if none was given; on a disk store, replay the admin calls it recorded.
@@ -375,7 +395,13 @@ class PubSubRegistry(ContainedActor):
             else:
                 self.journal.append(message)  # replayed on the next start: the same answer, the same names
         match message:
+            case _ if isinstance(message, snapshots.REGISTRY_REQUESTS):
+                snapshots.handle_snapshot_request(self, message)
+            case _ if isinstance(message, surface.REGISTRY_REQUESTS):
+                surface.handle_surface_request(self, message)
             case Publish(topic=name):
+                if self.snapshots:
+                    snapshots.expire_snapshots(self, message.messages[0].publish_time_ns if message.messages else 0)
                 known = self.topics.get(name)
                 if known is None:
                     self._reply(Failed("NOT_FOUND", f"Topic not found: {name}"))
@@ -445,6 +471,9 @@ class PubSubRegistry(ContainedActor):
                     self.ctx.cancel(timer)
                 self.topics.clear()
                 self.subscriptions.clear()
+                self.snapshots.clear()
+                self.snapshots_pending.clear()
+                self.iam.clear()
                 self.expiry.clear()
                 self.activity.clear()
                 self.active_at.clear()
@@ -460,6 +489,9 @@ class PubSubRegistry(ContainedActor):
         known = self.subscriptions.get(name)
         if known is None:
             self._reply(Failed("NOT_FOUND", f"Subscription not found: {name}"))
+        elif known[0].detached and isinstance(request, PullMessages | OpenStream):
+            self._reply(Failed("FAILED_PRECONDITION", f"Subscription {name} is detached from its topic: it receives "
+                                                      "no messages (DetachSubscription)"))
         else:
             self._touch(name)
             self.ctx.send(known[1], Envelope(request, self.ctx.sender))
@@ -520,6 +552,8 @@ class PubSubRegistry(ContainedActor):
             self.ctx.cancel(handle)
         self.activity.pop(name, None)
         self.active_at.pop(name, None)
+        self.iam.pop(name, None)
+        snapshots.abandon_pending_snapshots(self, name, known_sub[0].topic)
         its_topic = self.topics.get(known_sub[0].topic)
         if its_topic is not None:
             self.ctx.send(its_topic[1], DetachSubscription(name))
@@ -560,6 +594,8 @@ class PubSubRegistry(ContainedActor):
             self._reply(Failed("NOT_FOUND", f"Topic not found: {name}"))
             return
         self.ctx.stop(known[1])
+        snapshots.forget_topic_snapshots(self, name)
+        self.iam.pop(name, None)
         for sub_name, (config, ref) in list(self.subscriptions.items()):
             if config.topic == name:
                 detached = attrs.evolve(config, topic=DELETED_TOPIC)
@@ -602,6 +638,7 @@ class PubSubRegistry(ContainedActor):
             self._reply(Failed("NOT_FOUND", f"dead_letter_policy.dead_letter_topic not found: "
                                                f"{config.dead_letter.topic}"))
             return
+        config = attrs.evolve(config, detached=known[0].detached)  # only DetachSubscription detaches
         self.subscriptions[config.name] = (config, known[1])
         self._touch(config.name)  # an update is activity, and may change the TTL
         self._arm_expiry(config.name)

@@ -39,6 +39,7 @@ UNRETAIN: Final = "unretain"  # (UNRETAIN,): retain_acked_messages turned off: a
 CONFIRM: Final = "confirm"  # (CONFIRM, ack id texts): exactly-once acks confirmed to their client
 GENERATION: Final = "generation"  # (GENERATION, n): a Seek starts queue generation n, to be filled from the log
 REBUILT: Final = "rebuilt"  # (REBUILT,): the new generation's queue has the log's messages (synced)
+SNAPSHOT: Final = "seek-snapshot"  # (SNAPSHOT, rows, now_ns, retain): a Seek to a snapshot holding these messages
 
 
 def to_row(message: PubMessage) -> Row:
@@ -182,6 +183,22 @@ class SeekLog:
             for message_id in [mid for mid, m in self._messages.items() if m.publish_time_ns < time_ns]:
                 self._remove(message_id)
 
+    def seek_snapshot(self, messages: Iterable[PubMessage], now_ns: int, retain: bool) -> None:
+        """A Seek to a snapshot: its ``messages`` count as unacked, every other message as acked."""
+        self.latest_ns = max(self.latest_ns, now_ns)
+        held = {m.message_id: m for m in messages}
+        if retain:
+            acked = self.acked
+            for message_id in self._messages:
+                if message_id not in held:
+                    acked[message_id] = None
+        else:
+            for message_id in [mid for mid in self._messages if mid not in held]:
+                self._remove(message_id)
+        for message_id in held:
+            self.acked.pop(message_id, None)
+        self.add_retained(held.values())
+
     def unretain(self) -> None:
         """retain_acked_messages turned off: the acked messages leave the log."""
         for message_id in list(self.acked):
@@ -269,6 +286,8 @@ class SeekLog:
                 self.new_generation()
             case (str() as kind,) if kind == REBUILT:
                 self.rebuilt()
+            case (str() as kind, rows_, now_ns, retain) if kind == SNAPSHOT:
+                self.seek_snapshot(map(from_row, rows_), now_ns, retain)
             case _:
                 msg = f"SeekLog.replay: {event!r:.200} is not a Seek log event (route, settle, drop, ...)"
                 raise ValueError(msg)

@@ -38,6 +38,7 @@ from conveyor.runtime import ActorDeadError, ActorRef, AskTimeout, ThreadSystem
 from . import _convert as convert
 from . import _edge as edge
 from . import _limits as limits
+from . import _surface_rpcs as surface_rpcs
 from ._ackid import KEY_BYTES, looks_like_ack_id
 from ._data_dir import ack_key as saved_ack_key
 from ._data_dir import count_start
@@ -83,6 +84,7 @@ from ._rest import RestFace, http_address
 from ._schema_actor import NeedsSchema, ResetSchemas, SchemaActor
 from ._schema_service import SchemaService, refuse_stamps
 from ._subscription import SubscriptionActor
+from ._surface import DETACHED_REASON
 
 log = logging.getLogger("conveyor.pubsub")
 
@@ -439,12 +441,26 @@ class PubSubServer:
                 response_serializer=lambda message: message.SerializeToString(),
             ),
         }
+        publisher.update(self._more_handlers(surface_rpcs.PUBLISHER_REQUESTS))
+        subscriber.update(self._more_handlers(surface_rpcs.SUBSCRIBER_REQUESTS))
         return [
             grpc.method_handlers_generic_handler(PUBLISHER, publisher),
             grpc.method_handlers_generic_handler(SUBSCRIBER, subscriber),
             self.schema_service.method_handlers(self._guard),
+            grpc.method_handlers_generic_handler(surface_rpcs.IAM, self._more_handlers(surface_rpcs.IAM_REQUESTS)),
             _Unimplemented(),
         ]
+
+    def _more_handlers(self, table: dict[str, tuple[Any, Any]]) -> dict[str, grpc.RpcMethodHandler]:
+        """Handlers for calls served by functions of another module (``_surface_rpcs``), given this server."""
+        return {
+            name: grpc.unary_unary_rpc_method_handler(
+                self._guard(name, functools.partial(fn, self)),
+                request_deserializer=request.FromString,
+                response_serializer=lambda message: message.SerializeToString(),
+            )
+            for name, (fn, request) in table.items()
+        }
 
     # --- publisher ----------------------------------------------------------------------
 
@@ -504,6 +520,8 @@ class PubSubServer:
     # --- subscriber: administration ------------------------------------------------------
 
     def _create_subscription(self, request: Any, context: grpc.ServicerContext) -> Any:
+        if request.detached:
+            raise convert.BadRequest("detached: a subscription is detached by DetachSubscription, not created so")
         config: SubscriptionConfig = self._ask(context, CreateSubscription(convert.subscription_config(request)))
         return convert.subscription_pb(config)
 
@@ -578,8 +596,7 @@ class PubSubServer:
     def _seek(self, request: Any, context: grpc.ServicerContext) -> Any:
         name = convert.subscription_name(request.subscription)
         if request.snapshot:
-            _abort(context, "UNIMPLEMENTED", "Seek: seeking to a snapshot is not supported by conveyor's Pub/Sub "
-                                             "front (snapshots are not implemented); seek to a time")
+            return surface_rpcs.seek_to_snapshot(self, name, request.snapshot, context)
         if not request.HasField("time"):
             _abort(context, "INVALID_ARGUMENT", "Seek: time: set the time to seek to (or a snapshot)")
         self._ask(context, Seek(name, request.time.ToNanoseconds(), self.clock()))
@@ -636,6 +653,8 @@ class PubSubServer:
                     _abort(context, "UNAVAILABLE", f"StreamingPull: the stream on {name} failed; reconnect")
                 if isinstance(answer, StreamClosed):
                     self._refuse_stream(context, stream_id)
+                    if answer.reason == DETACHED_REASON:
+                        _abort(context, "FAILED_PRECONDITION", f"StreamingPull: {name}: {answer.reason}")
                     _abort(context, "UNAVAILABLE", f"StreamingPull: {answer.reason}; reconnect")
                 yield from convert.stream_responses(answer)
         finally:

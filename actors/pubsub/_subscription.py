@@ -107,6 +107,8 @@ from ._seek_log import (
     SeekLogState,
     rows,
 )
+from ._snapshots import serve_on_subscription
+from ._surface import DETACHED_REASON, DetachFromTopic
 
 logger = logging.getLogger("conveyor.pubsub")
 UNLIMITED_MESSAGES = 1_000_000_000
@@ -746,6 +748,9 @@ class SubscriptionActor(ContainedActor):
             case Shutdown():
                 for ref in self.bindings.values():
                     self.ctx.send(ref, Close("server shutting down"))
+            case DetachFromTopic():  # its streams end (FAILED_PRECONDITION); no new one opens
+                for ref in self.bindings.values():
+                    self.ctx.send(ref, Close(DETACHED_REASON))
             case JournalSynced(through=through):
                 self._synced(through)
         self._compact_if_due()
@@ -874,6 +879,8 @@ class SubscriptionActor(ContainedActor):
                 self._seek(seek.time_ns, seek.now_ns)
                 if reply_to is not None:
                     self.ctx.send(reply_to, Done())
+            case _ if serve_on_subscription(self, request, reply_to):
+                pass
             case _:
                 if reply_to is not None:
                     self.ctx.send(reply_to, Failed("UNIMPLEMENTED", f"{type(request).__name__} on a subscription"))

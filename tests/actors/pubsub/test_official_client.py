@@ -437,8 +437,9 @@ def test_bad_requests_name_the_field_and_unknown_calls_name_the_call(
         subscriber.acknowledge(subscription=subscription("good"), ack_ids=["forged"])
     with pytest.raises(exceptions.InvalidArgument, match="max_messages"):
         subscriber.api.pull(subscription=subscription("good"), max_messages=0)
-    with pytest.raises(exceptions.MethodNotImplemented, match="CreateSnapshot"):
-        subscriber.create_snapshot(name=f"{PROJECT}/snapshots/snap", subscription=subscription("good"))
+    with pytest.raises(exceptions.MethodNotImplemented, match="bigquery_config"):
+        subscriber.create_subscription(request={"name": subscription("bq-sub"), "topic": topic("strict"),
+                                                "bigquery_config": {"table": "p.d.t"}})
     with pytest.raises(exceptions.InvalidArgument, match=r"push_config\.push_endpoint"):
         subscriber.create_subscription(request={"name": subscription("pushy"), "topic": topic("strict"),
                                                 "push_config": {"push_endpoint": "example.com/push"}})

@@ -27,6 +27,7 @@ from conveyor.actors.pubsub._seek_log import (
     ROUTE,
     SEEK,
     SETTLE,
+    SNAPSHOT,
     UNRETAIN,
     Event,
     rows,
@@ -55,6 +56,8 @@ operations = st.lists(st.one_of(
     st.tuples(st.just(CONFIRM), st.lists(st.integers(0, 9).map(lambda n: f"ack-{n}"), min_size=1, max_size=3)),
     st.tuples(st.just(GENERATION)),
     st.tuples(st.just(REBUILT)),
+    st.tuples(st.just(SNAPSHOT), st.lists(st.tuples(st.integers(0, 30), st.integers(0, 5)), max_size=4),
+              st.booleans()),
     st.tuples(st.just("snapshot")),
 ), max_size=40)
 
@@ -74,6 +77,8 @@ def _event(log: SeekLog, operation: tuple[Any, ...]) -> Event:
             return SEEK, second * 1_000_000_000, 31_000_000_000, retain
         case (kind, texts) if kind == CONFIRM:
             return CONFIRM, tuple(texts)
+        case (kind, drawn, retain) if kind == SNAPSHOT:
+            return SNAPSHOT, rows(_message(n, size) for n, size in drawn), 31_000_000_000, retain
         case (kind,) if kind == GENERATION:
             return GENERATION, log.generation + 1
     return operation
