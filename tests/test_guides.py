@@ -9,12 +9,13 @@ unmarked block fails the test, so no new block goes untested by accident:
   the same names in ``NAME`` (a guide's "fix the bug" step);
 - ``<!-- test: pytest NAME -->``: a test file, written to ``NAME`` and run by pytest;
 - ``<!-- test: shell -->``: shell commands (``conveyor`` is the suite's), run by ``bash -e``;
-- ``<!-- test: serve -->``: a compose file; its ``conveyor serve`` command runs, on a free loopback
+- ``<!-- test: serve -->``: a shell block or a compose file; its ``conveyor serve`` command runs, on a free loopback
   port and a folder of the test's, for the blocks after it (``PUBSUB_EMULATOR_HOST`` set to it),
   and must drain and exit 0 on SIGTERM at the end;
 - ``<!-- test: fragment -->``: Python that only has to compile; ``<!-- test: skip -->``: not code.
 
-Options after the kind: ``exit=N`` (the status expected, 0 by default), ``timeout=S`` and ``slow``
+Options after the kind: ``exit=N`` (the status expected, 0 by default), ``expect=TEXT`` (in its
+output; shell-quoted), ``timeout=S`` and ``slow``
 (run only by the slow variant of the test, which runs the whole guide).
 """
 
@@ -28,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +43,7 @@ BIN = Path(sys.executable).parent
 KINDS = ("run", "file", "edit", "pytest", "shell", "serve", "fragment", "skip")
 BLOCK = re.compile(r"(?:<!-- test: (?P<marker>[^>]*?) -->\n)?```(?P<lang>[\w-]*)\n(?P<code>.*?)```", re.DOTALL)
 DEFAULT_TIMEOUT_S = 180.0
+SERVE_WAIT_S = 60.0
 
 
 @attrs.frozen
@@ -56,6 +59,7 @@ class Block:
     exit_status: int = 0
     timeout_s: float = DEFAULT_TIMEOUT_S
     slow: bool = False
+    expect: str = ""
 
     @property
     def where(self) -> str:
@@ -77,6 +81,8 @@ def parse_marker(guide: str, line: int, lang: str, code: str, marker: str | None
             options["slow"] = True
         elif word.startswith("exit="):
             options["exit_status"] = int(word.removeprefix("exit="))
+        elif word.startswith("expect="):
+            options["expect"] = word.removeprefix("expect=")
         elif word.startswith("timeout="):
             options["timeout_s"] = float(word.removeprefix("timeout="))
         elif "target" not in options and kind in ("file", "edit", "pytest"):
@@ -141,6 +147,7 @@ class GuideRun:
             f"{block.where}: exit status {result.returncode}, expected {block.exit_status}\n"
             f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
         )
+        assert block.expect in result.stdout, f"{block.where}: {block.expect!r} not in its output:\n{result.stdout}"
 
     def run(self, block: Block) -> None:
         path = self.folder / block.target if block.target else self.folder / f"block_{block.line}.py"
@@ -162,27 +169,34 @@ class GuideRun:
             self.serve(block)
 
     def serve(self, block: Block) -> None:
-        """Start the ``conveyor serve`` a compose file runs, on loopback, and point the next blocks at it."""
-        found = re.search(r"(conveyor serve [^\"'\n]*)", block.code)
+        """Start the ``conveyor serve`` a block runs, on loopback, and point the next blocks at it.
+
+        A server started earlier by the guide is stopped first (SIGTERM, exit 0); every server of a
+        guide keeps its data in the same folder, so a later one shows what ``--data-dir`` kept.
+        """
+        self.stop_servers()
+        found = re.search(r"(conveyor serve [^\"'\n&]*)", block.code)
         assert found, f"{block.where}: no 'conveyor serve' command in the compose file"
         words = shlex.split(found[1])
         port = free_port()
         words[words.index("--host-port") + 1] = f"127.0.0.1:{port}"
         words[words.index("--data-dir") + 1] = str(self.folder / "pubsub-data")
-        server = subprocess.Popen([str(BIN / "conveyor"), *words[1:]], cwd=self.folder, env=self.env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        log = self.folder / f"serve-{port}.log"
+        with log.open("w") as sink:
+            server = subprocess.Popen([str(BIN / "conveyor"), *words[1:]], cwd=self.folder, env=self.env,
+                                      stdout=sink, stderr=subprocess.STDOUT, text=True)
         self.servers.append(server)
-        assert server.stdout is not None
-        for line in server.stdout:  # the server says when it listens
-            if "listening on" in line:
-                break
-        else:
-            pytest.fail(f"{block.where}: conveyor serve exited {server.wait()} before listening")
+        deadline = time.monotonic() + SERVE_WAIT_S
+        while "listening on" not in log.read_text():  # the server says when it listens
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"{block.where}: conveyor serve did not listen (exit {server.poll()}): {log.read_text()}")
+            time.sleep(0.05)
         self.env["PUBSUB_EMULATOR_HOST"] = f"127.0.0.1:{port}"
 
     def stop_servers(self) -> None:
         """SIGTERM drains each server; it must exit 0."""
-        for server in self.servers:
+        servers, self.servers = self.servers, []
+        for server in servers:
             if server.poll() is None:
                 server.send_signal(signal.SIGTERM)
             try:
