@@ -5,6 +5,7 @@ unmarked block fails the test, so no new block goes untested by accident:
 
 - ``<!-- test: run -->``: a complete Python program, run in a subprocess in the guide's folder;
 - ``<!-- test: file NAME -->``: written to ``NAME`` in that folder, for the blocks after it;
+- ``<!-- test: append NAME -->``: added at the end of ``NAME`` (a module shown in parts);
 - ``<!-- test: edit NAME -->``: Python whose top-level classes and functions replace the ones of
   the same names in ``NAME`` (a guide's "fix the bug" step);
 - ``<!-- test: pytest NAME -->``: a test file, written to ``NAME`` and run by pytest;
@@ -40,7 +41,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 GUIDES = ROOT / "docs" / "guides"
 BIN = Path(sys.executable).parent
-KINDS = ("run", "file", "edit", "pytest", "shell", "serve", "fragment", "skip")
+KINDS = ("run", "file", "append", "edit", "pytest", "shell", "serve", "fragment", "skip")
 BLOCK = re.compile(r"(?:<!-- test: (?P<marker>[^>]*?) -->\n)?```(?P<lang>[\w-]*)\n(?P<code>.*?)```", re.DOTALL)
 DEFAULT_TIMEOUT_S = 180.0
 SERVE_WAIT_S = 60.0
@@ -85,12 +86,12 @@ def parse_marker(guide: str, line: int, lang: str, code: str, marker: str | None
             options["expect"] = word.removeprefix("expect=")
         elif word.startswith("timeout="):
             options["timeout_s"] = float(word.removeprefix("timeout="))
-        elif "target" not in options and kind in ("file", "edit", "pytest"):
+        elif "target" not in options and kind in ("file", "append", "edit", "pytest"):
             options["target"] = word
         else:
             msg = f"{guide}:{line}: unknown marker option {word!r} (slow, exit=N, timeout=S, or a file name)"
             raise ValueError(msg)
-    if kind in ("file", "edit", "pytest") and "target" not in options:
+    if kind in ("file", "append", "edit", "pytest") and "target" not in options:
         msg = f"{guide}:{line}: '{kind}' needs a file name"
         raise ValueError(msg)
     return Block(guide, line, lang, code, kind, **options)  # type: ignore[arg-type]
@@ -153,6 +154,8 @@ class GuideRun:
         path = self.folder / block.target if block.target else self.folder / f"block_{block.line}.py"
         if block.kind == "file":
             path.write_text(block.code, encoding="utf-8")
+        elif block.kind == "append":
+            path.write_text(path.read_text(encoding="utf-8") + "\n\n" + block.code, encoding="utf-8")
         elif block.kind == "edit":
             path.write_text(replace_definitions(path.read_text(encoding="utf-8"), block.code), encoding="utf-8")
         elif block.kind == "fragment":
