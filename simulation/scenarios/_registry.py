@@ -682,7 +682,7 @@ def replay_command(name: str, seed: int, strategy: str, depth: int, faults: str)
     except ValueError:
         default = "none"
     if faults != default:
-        parts += ["--faults", faults]
+        parts += ["--faults", faults.replace(",", "+")]  # one plan: + joins plans (a comma lists alternatives)
     return shlex.join(parts)
 
 
