@@ -9,6 +9,7 @@ import typer
 
 from conveyor.runtime.extras import MissingExtra
 
+from ._analyze import IN_PROCESS_MAX_MB, Engine
 from ._extras import needs_extra, tell_missing
 from ._help import HELP_OPTIONS, FlagsAsFlagsCommand, FlagsAsFlagsGroup
 from ._logging import LogLevel, add_log_level
@@ -127,19 +128,27 @@ def sweep(
 @app.command()
 def analyze(
     traces: Annotated[list[Path], typer.Argument(help="JSON Lines traces (write_jsonl) or Parquet trace folders.")],
+    engine: Annotated[Engine, typer.Option(
+        case_sensitive=False, help="Where the checks run: auto (in process up to --in-process-max-mb of JSON Lines, "
+        "else Spark), in-process, or spark. Both give the same verdicts.",
+    )] = Engine.AUTO,
+    in_process_max_mb: float = typer.Option(
+        IN_PROCESS_MAX_MB, min=0, help="auto's threshold: traces of more MB in all (or any Parquet one) go to Spark."
+    ),
     master: str | None = typer.Option(
         None, help="Spark master (default: $CONVEYOR_SPARK_MASTER, else local[*], embedded)."
     ),
     priorities: int = typer.Option(10, min=1, max=10, help="The queues' priority levels."),
     min_jain: float = typer.Option(0.9, min=0.0, max=1.0, help="Fairness threshold (Jain's index)."),
 ) -> None:
-    """Check recorded traces for strict order, accounting and fairness on Spark; exit 1 on a violation."""
-    needs_extra("spark", "analyze")
-    from ._sweep import run_analyze
+    """Check recorded traces for strict order, accounting and fairness (small ones in process, large ones on
+    Spark); exit 1 on a violation."""
+    from ._analyze import run_analyze
 
     try:
-        analysis = run_analyze(traces, master=master, priorities=priorities, min_jain=min_jain)
-    except FileNotFoundError as error:
+        analysis = run_analyze(traces, engine=engine, max_mb=in_process_max_mb, master=master,
+                               priorities=priorities, min_jain=min_jain)
+    except (FileNotFoundError, ValueError) as error:
         raise typer.BadParameter(str(error)) from error
     if not analysis.ok:
         raise typer.Exit(1)
