@@ -17,7 +17,7 @@ from typing import Final
 
 import typer
 
-from conveyor.simulation.scenarios import FAULT_PLANS
+from conveyor.simulation.scenarios import FAULT_PLANS, spell_fault_plan
 
 DEFAULT_FAULTS: Final = "default"
 """A fault plan entry standing for each scenario's own plan."""
@@ -59,11 +59,6 @@ def parse_fault_list(text: str) -> tuple[str, ...]:
         raise typer.BadParameter(str(error)) from None
 
 
-def spelled(plan: str) -> str:
-    """A normalised plan as the command line spells it: ``crash,delay`` -> ``crash+delay``."""
-    return plan.replace(",", "+")
-
-
 def parse_one_fault_plan(text: str) -> str | None:
     """``replay``'s one plan: ``default`` (None: the scenario's own) or plans joined with ``+``.
 
@@ -74,7 +69,8 @@ def parse_one_fault_plan(text: str) -> str | None:
         if DEFAULT_FAULTS in plans:
             msg = f"replay runs one fault plan; got {len(plans)} ({text[:60]!r}); join plans with +"
             raise typer.BadParameter(msg)
-        deprecated(f"--faults {text}", f"--faults {'+'.join(spelled(plan) for plan in plans)} (+ joins plans)")
-        plans = (parse_fault_list("+".join(spelled(plan) for plan in plans))[0],)
+        joined = "+".join(spell_fault_plan(plan) for plan in plans)
+        deprecated(f"--faults {text}", f"--faults {joined} (+ joins plans)")
+        plans = parse_fault_list(joined)
     (plan,) = plans
     return None if plan == DEFAULT_FAULTS else plan

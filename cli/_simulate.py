@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from conveyor.simulation.scenarios import STEP_BUDGET
+from conveyor.simulation.scenarios import STEP_BUDGET, spell_fault_plan
 
 from ._logging import wants_debug
 from ._options import (
@@ -40,7 +40,6 @@ from ._options import (
     parse_fault_list,
     parse_one_fault_plan,
     parse_strategy_list,
-    spelled,
 )
 
 if TYPE_CHECKING:
@@ -210,7 +209,7 @@ def _summary(reports: Sequence[RunReport], scenarios: Sequence[str], portfolio: 
     groups: dict[tuple[str, str, str], list[RunReport]] = {}
     for report in reports:
         key = (report.scenario, PORTFOLIO, ROTATED) if portfolio else (report.scenario, report.strategy,
-                                                                       spelled(report.faults))
+                                                                       spell_fault_plan(report.faults))
         groups.setdefault(key, []).append(report)
     order = {name: index for index, name in enumerate(scenarios)}
     for (name, strategy, faults), rows in sorted(groups.items(), key=lambda item: order.get(item[0][0], 0)):
@@ -235,7 +234,7 @@ def _print_failure(console: Console, report: RunReport) -> None:
     _line(
         console,
         f"{'CUT OFF' if report.cut_off else 'FAILED'} {report.scenario} seed {report.seed} "
-        f"({report.strategy}{depth}, faults {spelled(report.faults)}): {outcome}",
+        f"({report.strategy}{depth}, faults {spell_fault_plan(report.faults)}): {outcome}",
         "bold red",
     )
     for line in report.violations[:SHOWN_VIOLATIONS]:
@@ -262,7 +261,7 @@ def _print_shrunk(console: Console, report: RunReport, max_steps: int) -> Shrink
     _line(
         console,
         f"Shrunk to {result.deliveries} delivery steps (from {result.original_deliveries}) in {result.runs} runs; "
-        f"still fails {result.checker}, faults {spelled(result.report.faults)}, "
+        f"still fails {result.checker}, faults {spell_fault_plan(result.report.faults)}, "
         f"{sum(1 for choice in result.schedule if choice)} choice(s) off the first ready channel.",
     )
     if result.note:
@@ -396,7 +395,7 @@ def run_replay(
     _line(
         console,
         f"{scenario} seed {seed} ({strategy}{f', depth {depth}' if strategy == 'pct' else ''}, "
-        f"faults {spelled(report.faults)})",
+        f"faults {spell_fault_plan(report.faults)})",
     )
     _line(console, f"trace hash {report.trace_hash}")
     draws = scenario_draws(scenario, seed)

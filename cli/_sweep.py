@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from conveyor.simulation.scenarios import spell_fault_plan
 from conveyor.simulation.sweep import (
     SweepOutcome,
     SweepSpec,
@@ -120,7 +121,8 @@ def print_summary(outcome: SweepOutcome, console: Console) -> None:
         table.add_row(*(cells[i] for i in shown), style="red" if group.failed else None)
     console.print(table)
     for failure in outcome.failures[:SHOWN_FAILURES]:
-        console.print(f"[red]{failure.scenario} / {failure.strategy} / {failure.faults}[/red] seed {failure.seed}: "
+        faults = spell_fault_plan(failure.faults)  # a combined plan as --faults spells it: crash+delay
+        console.print(f"[red]{failure.scenario} / {failure.strategy} / {faults}[/red] seed {failure.seed}: "
                       f"{failure.violations[0][:140]}")
         console.print(f"  replay: [bold]{failure.replay_command}[/bold]", soft_wrap=True)
     if len(outcome.failures) > SHOWN_FAILURES:
