@@ -116,7 +116,7 @@ def analyze_on_spark(
     """The Spark analysis (a session started and stopped here), under Spark's task progress bar."""
     from ._extras import needs_extra
 
-    needs_extra("spark", "analyze --engine spark")
+    needs_extra("spark", "analyze")  # traces too large for --in-process-max-mb, or Parquet ones
     from conveyor.simulation.sweep import analyze_traces, default_master, spark_session
 
     from ._sweep import SparkProgress

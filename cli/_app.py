@@ -143,6 +143,8 @@ def analyze(
 ) -> None:
     """Check recorded traces for strict order, accounting and fairness (small ones in process, large ones on
     Spark); exit 1 on a violation."""
+    if engine is Engine.SPARK:
+        needs_extra("spark", "analyze")
     from ._analyze import run_analyze
 
     try:
