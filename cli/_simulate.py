@@ -123,9 +123,15 @@ def check_strategies(value: str | None) -> str | None:
 
 
 def check_fault_list(value: str | None) -> str | None:
-    """None (the portfolio's rotation, or each scenario's own plan), or fault plans in the shared grammar."""
+    """None (the portfolio's rotation, or each scenario's own plan), or fault plans in the shared grammar.
+
+    ``a,b`` ran both plans at once before the grammar was shared; a list of plain plans says so once.
+    """
     if value is not None:
-        parse_fault_list(value)
+        plans = parse_fault_list(value)
+        if len(plans) > 1 and "+" not in value and DEFAULT_FAULTS not in plans:
+            typer.echo(f"note: --faults {value} runs each plan in turn, as sweep does; "
+                       f"{'+'.join(plans)} runs them in the same run (what {value} meant before)", err=True)
     return value
 
 

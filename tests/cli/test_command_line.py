@@ -184,6 +184,18 @@ def test_a_comma_lists_plans_and_plus_joins_them_in_simulate_and_sweep(swept: li
     assert "All 2 runs passed" in simulated.output
 
 
+def test_simulate_says_once_that_a_list_of_plain_plans_no_longer_combines_them() -> None:
+    result = runner.invoke(app, ["simulate", "fairness", "--seeds", "1", "--strategy", "random",
+                                 "--faults", "none,crash"])
+    assert "All 2 runs passed" in result.output
+    assert result.stderr.splitlines() == [
+        "note: --faults none,crash runs each plan in turn, as sweep does; none+crash runs them in the same run "
+        "(what none,crash meant before)"
+    ]
+    joined = runner.invoke(app, ["simulate", "fairness", "--seeds", "1", "--faults", "none,crash+delay"])
+    assert joined.stderr == ""
+
+
 def test_a_combined_plan_replays_from_the_printed_command_and_from_the_old_spelling() -> None:
     report = run_scenario("fairness", 3, faults="crash,delay").report
     command = full_replay_command(report)
