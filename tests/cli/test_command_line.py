@@ -212,3 +212,19 @@ def test_replay_refuses_two_plans_one_of_them_the_default() -> None:
     result = runner.invoke(app, ["replay", "fairness", "--seed", "3", "--faults", "default,crash"])
     assert result.exit_code == 2
     assert "replay runs one fault plan" in _flat(result.output)
+
+
+@pytest.mark.parametrize(("level", "shown"), [("warning", False), ("debug", True)])
+def test_actor_crashes_during_runs_are_quiet_unless_debug(
+    level: str, shown: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conveyor.simulation import scenarios
+
+    def crashing(*args: Any, **kwargs: Any) -> Any:
+        logging.getLogger("conveyor.runtime").error("actor /queue crashed")
+        return run_scenario(*args, **kwargs)
+
+    monkeypatch.setattr(scenarios, "run_scenario", crashing)
+    result = runner.invoke(app, ["replay", "fairness", "--seed", "1", "--log-level", level])
+    assert result.exit_code == 0, result.output
+    assert ("ERROR conveyor.runtime: actor /queue crashed" in result.stderr) is shown
