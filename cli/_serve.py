@@ -30,6 +30,7 @@ log = logging.getLogger("conveyor.serve")
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 """The signals that drain and stop ``conveyor serve``."""
 
+
 def _noted(signum: int, frame: FrameType | None) -> None:
     """The Python-level handler: nothing to do, the wake-up byte already names the signal."""
 
