@@ -8,17 +8,49 @@ from typing import Annotated
 import typer
 
 from conveyor.runtime.extras import MissingExtra
-from conveyor.simulation.scenarios import FAULT_PLANS
 
+from ._analyze import IN_PROCESS_MAX_MB, Engine
 from ._extras import needs_extra, tell_missing
-from ._serve import LogLevel
+from ._help import HELP_OPTIONS, FlagsAsFlagsCommand, FlagsAsFlagsGroup
+from ._logging import LogLevel, add_log_level
+from ._options import FAULTS_GRAMMAR, STRATEGIES_GRAMMAR, deprecated
 from ._simulate import replay_command, simulate_command
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="conveyor: actors for message queues.")
-bench_app = typer.Typer(no_args_is_help=True, help="Run a benchmark and print ratios against its peers.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="conveyor: actors for message queues.",
+    context_settings=HELP_OPTIONS, cls=FlagsAsFlagsGroup,
+)
+bench_app = typer.Typer(no_args_is_help=True, help="Run a benchmark and print ratios against its peers.",
+                        context_settings=HELP_OPTIONS, cls=FlagsAsFlagsGroup)
 app.add_typer(bench_app, name="bench")
 app.command("simulate")(simulate_command)
 app.command("replay")(replay_command)
+
+
+def package_version() -> str:
+    """The installed conveyor's version (the package metadata's, as pip shows it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("conveyor")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def show_version(value: bool) -> None:
+    """``--version``: print ``conveyor VERSION`` and exit."""
+    if value:
+        typer.echo(f"conveyor {package_version()}")
+        raise typer.Exit
+
+
+@app.callback()
+def conveyor(
+    _version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=show_version, help="Print conveyor's version and exit."
+    ),
+) -> None:
+    """conveyor: actors for message queues."""
 
 
 @app.command()
@@ -50,14 +82,10 @@ def sweep(
         "all", help="Comma-separated scenario names (built-in, an installed plugin's, MODULE:NAME); all: the "
         "built-ins; plugins: the installed ones."),
     seeds: int = typer.Option(20, min=1, help="Seeds per (scenario, strategy, fault plan)."),
-    strategies: str = typer.Option("random,pct", help="Comma-separated: random, pct, round-robin."),
-    faults: str = typer.Option(
-        "default", callback=check_sweep_faults,
-        help=f"Comma-separated fault plans: default (each scenario's own), {', '.join(FAULT_PLANS)}; "
-        "join plans with + to combine them (crash+delay).",
-    ),
+    strategy: str = typer.Option("random,pct", "--strategy", help=STRATEGIES_GRAMMAR),
+    faults: str = typer.Option("default", callback=check_sweep_faults, help=FAULTS_GRAMMAR),
     depth: int = typer.Option(3, min=1, help="PCT's bug depth."),
-    seed_start: int = typer.Option(0, min=0, help="The first seed."),
+    first_seed: int = typer.Option(0, "--first-seed", min=0, help="The first seed."),
     master: str | None = typer.Option(
         None, help="Spark master (default: $CONVEYOR_SPARK_MASTER, else local[*], embedded)."
     ),
@@ -68,19 +96,27 @@ def sweep(
         "", help="Comma-separated .py/.zip files of your own (scenario modules) shipped to the executors; "
         "conveyor's own code is shipped to a cluster's executors by itself."
     ),
+    strategies: str | None = typer.Option(None, "--strategies", hidden=True, help="Deprecated: --strategy."),
+    seed_start: int | None = typer.Option(None, "--seed-start", min=0, hidden=True, help="Deprecated: --first-seed."),
 ) -> None:
     """Run scenario x seed x strategy x fault plan as a Spark job; rows to Parquet, report with plots.
 
     Exits 1 when any run failed (a checker's violation, an error, a step budget run out), so a CI
     gate on it fails too.
     """
+    if strategies is not None:
+        deprecated("sweep --strategies", "--strategy")
+        strategy = strategies
+    if seed_start is not None:
+        deprecated("sweep --seed-start", "--first-seed")
+        first_seed = seed_start
     needs_extra("spark", "sweep")
     from ._sweep import run_sweep
 
     try:
         outcome, _ = run_sweep(
-            scenarios=scenarios, seeds=seeds, strategies=strategies, faults=faults, depth=depth,
-            seed_start=seed_start, master=master, out=out, partitions_per_core=partitions_per_core,
+            scenarios=scenarios, seeds=seeds, strategies=strategy, faults=faults, depth=depth,
+            seed_start=first_seed, master=master, out=out, partitions_per_core=partitions_per_core,
             max_steps=max_steps, py_files=[Path(name) for name in py_files.split(",") if name.strip()],
         )
     except ValueError as error:
@@ -92,19 +128,29 @@ def sweep(
 @app.command()
 def analyze(
     traces: Annotated[list[Path], typer.Argument(help="JSON Lines traces (write_jsonl) or Parquet trace folders.")],
+    engine: Annotated[Engine, typer.Option(
+        case_sensitive=False, help="Where the checks run: auto (in process up to --in-process-max-mb of JSON Lines, "
+        "else Spark), in-process, or spark. Both give the same verdicts.",
+    )] = Engine.AUTO,
+    in_process_max_mb: float = typer.Option(
+        IN_PROCESS_MAX_MB, min=0, help="auto's threshold: traces of more MB in all (or any Parquet one) go to Spark."
+    ),
     master: str | None = typer.Option(
         None, help="Spark master (default: $CONVEYOR_SPARK_MASTER, else local[*], embedded)."
     ),
     priorities: int = typer.Option(10, min=1, max=10, help="The queues' priority levels."),
     min_jain: float = typer.Option(0.9, min=0.0, max=1.0, help="Fairness threshold (Jain's index)."),
 ) -> None:
-    """Check recorded traces for strict order, accounting and fairness on Spark; exit 1 on a violation."""
-    needs_extra("spark", "analyze")
-    from ._sweep import run_analyze
+    """Check recorded traces for strict order, accounting and fairness (small ones in process, large ones on
+    Spark); exit 1 on a violation."""
+    if engine is Engine.SPARK:
+        needs_extra("spark", "analyze")
+    from ._analyze import run_analyze
 
     try:
-        analysis = run_analyze(traces, master=master, priorities=priorities, min_jain=min_jain)
-    except FileNotFoundError as error:
+        analysis = run_analyze(traces, engine=engine, max_mb=in_process_max_mb, master=master,
+                               priorities=priorities, min_jain=min_jain)
+    except (FileNotFoundError, ValueError) as error:
         raise typer.BadParameter(str(error)) from error
     if not analysis.ok:
         raise typer.Exit(1)
@@ -263,6 +309,9 @@ def bench_storage(
             rabbitmq=rabbitmq, png=png, broker_memory_option=broker_memory_option)
     except ValueError as error:
         raise typer.BadParameter(str(error)) from error
+
+
+add_log_level(app, command_class=FlagsAsFlagsCommand)
 
 
 def main() -> None:

@@ -10,16 +10,16 @@ nothing, so it can take no lock the interrupted code holds.
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import signal
-import sys
 from collections.abc import Callable, Iterable
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Final
 
 import typer
+
+from ._logging import LogLevel, logging_to_stderr
 
 if TYPE_CHECKING:  # imported when the endpoint starts: `conveyor serve` without metrics needs no OpenTelemetry
     from conveyor.actors.broker import QueueStats
@@ -29,16 +29,6 @@ log = logging.getLogger("conveyor.serve")
 
 STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 """The signals that drain and stop ``conveyor serve``."""
-LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-class LogLevel(enum.Enum):
-    """``--log-level``: debug adds a line per request (method, resource, outcome, duration)."""
-
-    DEBUG = "debug"
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
 
 
 def _noted(signum: int, frame: FrameType | None) -> None:
@@ -118,13 +108,7 @@ def run_serve(
         budget = None if max_memory is None else parse_byte_size(max_memory)
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--max-memory") from None
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    logger = logging.getLogger("conveyor")
-    previous_level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(log_level.value.upper())
-    try:
+    with logging_to_stderr(log_level):  # noqa: SIM117 (the body keeps its place) every command's set-up
         with StopSignals() as signals:
             try:
                 server = PubSubServer(host, port, max_streams=max_streams, max_memory=budget, data_dir=data_dir,
@@ -152,6 +136,3 @@ def run_serve(
                     endpoint.close()
                 server.close()
             log.info("conveyor serve stopped")
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(previous_level)

@@ -30,7 +30,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from conveyor.simulation.scenarios import FAULT_PLANS, STEP_BUDGET
+from conveyor.simulation.scenarios import STEP_BUDGET, spell_fault_plan
+
+from ._logging import wants_debug
+from ._options import (
+    DEFAULT_FAULTS,
+    FAULTS_GRAMMAR,
+    STRATEGIES_GRAMMAR,
+    parse_fault_list,
+    parse_one_fault_plan,
+    parse_strategy_list,
+)
 
 if TYPE_CHECKING:
     from conveyor.simulation.scenarios import RunReport, ScenarioRun, ShrinkResult
@@ -96,7 +106,7 @@ def list_scenarios_option(value: bool) -> None:
 
 
 def check_strategy(value: str) -> str:
-    """One of the strategies a seed alone builds."""
+    """One of the strategies a seed alone builds (``replay`` reruns one run)."""
     from conveyor.simulation import STRATEGY_NAMES
 
     if value not in STRATEGY_NAMES:
@@ -105,28 +115,40 @@ def check_strategy(value: str) -> str:
     return value
 
 
-def check_optional_strategy(value: str | None) -> str | None:
-    """None (the default portfolio), or one of the strategies a seed alone builds."""
-    return None if value is None else check_strategy(value)
+def check_strategies(value: str | None) -> str | None:
+    """None (the default portfolio), or strategies, comma separated."""
+    if value is not None:
+        parse_strategy_list(value)
+    return value
 
 
-def check_faults(value: str | None) -> str | None:
-    """None (each scenario's own plan), or fault plan names, comma separated; returned normalised."""
-    if value is None:
-        return None
-    from conveyor.simulation.scenarios import check_fault_plan
+def check_fault_list(value: str | None) -> str | None:
+    """None (the portfolio's rotation, or each scenario's own plan), or fault plans in the shared grammar.
 
-    try:
-        return check_fault_plan(value)
-    except ValueError as error:
-        raise typer.BadParameter(str(error)) from None
+    ``a,b`` ran both plans at once before the grammar was shared; a list of plain plans says so once.
+    """
+    if value is not None:
+        plans = parse_fault_list(value)
+        if len(plans) > 1 and "+" not in value and DEFAULT_FAULTS not in plans:
+            typer.echo(f"note: --faults {value} runs each plan in turn, as sweep does; "
+                       f"{'+'.join(plans)} runs them in the same run (what {value} meant before)", err=True)
+    return value
+
+
+def check_one_fault_plan(value: str | None) -> str | None:
+    """None or ``default`` (the scenario's own plan), or one plan (names joined with +); returned normalised."""
+    return None if value is None else parse_one_fault_plan(value)
 
 
 @contextmanager
 def _quiet_actor_logs() -> Iterator[None]:
     """Silence conveyor's per-failure tracebacks while runs go (a scenario's callbacks raise on purpose,
-    a planted bug may crash an actor hundreds of times); the checkers and the stories report failures."""
+    a planted bug may crash an actor hundreds of times); the checkers and the stories report failures.
+    ``--log-level debug`` lets them through."""
     logger = logging.getLogger("conveyor")
+    if wants_debug():
+        yield
+        return
     level = logger.level
     logger.setLevel(logging.CRITICAL + 1)
     try:
@@ -182,22 +204,26 @@ def _mean(values: Sequence[float]) -> str:
     return f"{statistics.fmean(values):.3f}" if values else "-"
 
 
-def _summary(reports: Sequence[RunReport], scenarios: Sequence[str], strategy: str | None) -> Table:
+def _summary(reports: Sequence[RunReport], scenarios: Sequence[str], portfolio: bool) -> Table:
+    """One row per scenario (a portfolio sweep), or per (scenario, strategy, fault plan) run."""
     table = Table(
         title=f"conveyor simulate: {len(reports)} runs",
         caption="fairness: mean Jain's index over runs; p99: worst run's publish-to-delivery p99 (virtual ms)",
     )
     for column in ("scenario", "strategy", "faults", "runs", "failures", "steps/run", "fairness", "p99 ms"):
         table.add_column(column, justify="left" if column in ("scenario", "strategy", "faults") else "right")
-    for name in scenarios:
-        rows = [report for report in reports if report.scenario == name]
-        if not rows:
-            continue
+    groups: dict[tuple[str, str, str], list[RunReport]] = {}
+    for report in reports:
+        key = (report.scenario, PORTFOLIO, ROTATED) if portfolio else (report.scenario, report.strategy,
+                                                                       spell_fault_plan(report.faults))
+        groups.setdefault(key, []).append(report)
+    order = {name: index for index, name in enumerate(scenarios)}
+    for (name, strategy, faults), rows in sorted(groups.items(), key=lambda item: order.get(item[0][0], 0)):
         failures = sum(1 for report in rows if not report.ok)
         fairness = [report.fairness for report in rows if report.fairness is not None]
         p99 = [report.latency_p99_ms for report in rows if report.latency_p99_ms is not None]
         table.add_row(
-            name, strategy or PORTFOLIO, rows[0].faults if strategy else ROTATED, str(len(rows)),
+            name, strategy, faults, str(len(rows)),
             f"[red]{failures}[/red]" if failures else "0",
             f"{statistics.fmean(report.steps for report in rows):.0f}", _mean(fairness),
             f"{max(p99):.1f}" if p99 else "-",
@@ -214,7 +240,7 @@ def _print_failure(console: Console, report: RunReport) -> None:
     _line(
         console,
         f"{'CUT OFF' if report.cut_off else 'FAILED'} {report.scenario} seed {report.seed} "
-        f"({report.strategy}{depth}, faults {report.faults}): {outcome}",
+        f"({report.strategy}{depth}, faults {spell_fault_plan(report.faults)}): {outcome}",
         "bold red",
     )
     for line in report.violations[:SHOWN_VIOLATIONS]:
@@ -241,7 +267,7 @@ def _print_shrunk(console: Console, report: RunReport, max_steps: int) -> Shrink
     _line(
         console,
         f"Shrunk to {result.deliveries} delivery steps (from {result.original_deliveries}) in {result.runs} runs; "
-        f"still fails {result.checker}, faults {result.report.faults}, "
+        f"still fails {result.checker}, faults {spell_fault_plan(result.report.faults)}, "
         f"{sum(1 for choice in result.schedule if choice)} choice(s) off the first ready channel.",
     )
     if result.note:
@@ -264,13 +290,20 @@ def run_simulate(
     """Run the seeds, print the progress, the failures as they come, the table (and a shrunk one); return the exit code.
 
     With neither ``strategy`` nor ``faults`` each seed runs under the default portfolio's choice
-    (``portfolio_choice``); otherwise under ``strategy`` (random walk if None), ``depth`` (3 if None)
-    and ``faults`` (each scenario's own if None).
+    (``portfolio_choice``); otherwise under every strategy of ``strategy`` (comma separated; the
+    random walk if None), ``depth`` (3 if None) and every fault plan of ``faults`` (the shared
+    grammar, ``_options``; each scenario's own if None), each seed under each combination.
     """
     from conveyor.simulation.scenarios import parse_scenario_names, portfolio_choice, run_scenario
 
     names = parse_scenario_names(scenario)
     portfolio = strategy is None and faults is None
+    strategies = parse_strategy_list(strategy) if strategy is not None else ("random",)
+    plans: tuple[str | None, ...] = (
+        tuple(None if plan == DEFAULT_FAULTS else plan for plan in parse_fault_list(faults))
+        if faults is not None else (None,)
+    )
+    combinations = [(None, None)] if portfolio else [(chosen, plan) for chosen in strategies for plan in plans]
     reports: list[RunReport] = []
     with _quiet_actor_logs():
         with Progress(
@@ -278,21 +311,24 @@ def run_simulate(
             console=console,
         ) as progress:
             for name in names:
-                task = progress.add_task(f"{name} ({strategy or PORTFOLIO})", total=seeds)
-                for seed in range(first_seed, first_seed + seeds):
+                task = progress.add_task(f"{name} ({strategy or PORTFOLIO})", total=seeds * len(combinations))
+                for seed, (listed, listed_plan) in (
+                    (seed, combination) for combination in combinations
+                    for seed in range(first_seed, first_seed + seeds)
+                ):
                     plan: str | None
-                    if portfolio:
+                    if listed is None:
                         choice = portfolio_choice(name, seed)
                         chosen, chosen_depth, plan = choice.strategy, choice.depth, choice.faults
                     else:
-                        chosen, chosen_depth, plan = strategy or "random", depth or 3, faults
+                        chosen, chosen_depth, plan = listed, depth or 3, listed_plan
                     run = run_scenario(name, seed, strategy=chosen, depth=chosen_depth, faults=plan,
                                        max_steps=max_steps, hash_trace=False)
                     reports.append(run.report)
                     if not run.report.ok:  # at once, above the bar: a sweep stopped early keeps what it found
                         _print_failure(progress.console, run.report)
                     progress.advance(task)
-        console.print(_summary(reports, names, strategy))
+        console.print(_summary(reports, names, portfolio))
         failed = [report for report in reports if not report.ok]
         if failed and shrink:
             _print_shrunk(console, failed[0], max_steps)
@@ -314,14 +350,13 @@ def simulate_command(
     seeds: int = typer.Option(20, "--seeds", min=1, help="How many seeds to run."),
     first_seed: int = typer.Option(0, "--first-seed", min=0, help="The first seed."),
     strategy: str | None = typer.Option(
-        None, "--strategy", callback=check_optional_strategy,
-        help="Scheduling strategy: random, pct or round-robin (default: the portfolio's; random with --faults).",
+        None, "--strategy", callback=check_strategies,
+        help=f"{STRATEGIES_GRAMMAR} Default: the portfolio's; random with --faults.",
     ),
     depth: int | None = typer.Option(None, "--depth", min=1, help="PCT's bug depth (default 3)."),
     faults: str | None = typer.Option(
-        None, "--faults", callback=check_faults,
-        help=f"Fault plans, comma separated: {', '.join(FAULT_PLANS)} (default: the portfolio's rotation, "
-        "or each scenario's own when --strategy is given).",
+        None, "--faults", callback=check_fault_list,
+        help=f"{FAULTS_GRAMMAR} Default: the portfolio's rotation, or each scenario's own when --strategy is given.",
     ),
     shrink: bool = typer.Option(False, "--shrink", help="Shrink the first failing run and print its story."),
     max_steps: int = typer.Option(500_000, "--max-steps", min=1, help="Give up a run after this many deliveries."),
@@ -366,7 +401,7 @@ def run_replay(
     _line(
         console,
         f"{scenario} seed {seed} ({strategy}{f', depth {depth}' if strategy == 'pct' else ''}, "
-        f"faults {report.faults})",
+        f"faults {spell_fault_plan(report.faults)})",
     )
     _line(console, f"trace hash {report.trace_hash}")
     draws = scenario_draws(scenario, seed)
@@ -424,8 +459,9 @@ def replay_command(
     ),
     depth: int = typer.Option(3, "--depth", min=1, help="PCT's bug depth."),
     faults: str | None = typer.Option(
-        None, "--faults", callback=check_faults,
-        help="Fault plans, comma separated (default: the scenario's own).",
+        None, "--faults", callback=check_one_fault_plan,
+        help="The run's fault plan: default (the scenario's own) or plans joined with + (crash+delay), "
+        "as the replay command prints it.",
     ),
     story: bool = typer.Option(False, "--story", help="Print the run step by step."),
     max_steps: int = typer.Option(500_000, "--max-steps", min=1, help="Give up after this many deliveries."),

@@ -1,4 +1,4 @@
-"""``conveyor sweep`` and ``conveyor analyze``: the driver side of the Spark jobs.
+"""``conveyor sweep`` (and ``conveyor analyze`` on Spark, cli/_analyze.py): the driver side of the Spark jobs.
 
 What is here and not in ``conveyor.simulation.sweep``: the wall clock (how long the
 sweep took), the thread that polls Spark's status tracker for the progress bar, the
@@ -19,12 +19,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from conveyor.simulation.scenarios import spell_fault_plan
 from conveyor.simulation.sweep import (
     SweepOutcome,
     SweepSpec,
-    TraceAnalysis,
-    analyze_traces,
-    default_master,
     execute_sweep,
     parse_fault_plans,
     parse_scenarios,
@@ -50,11 +48,12 @@ class SparkProgress:
     beside it is estimated from the task fraction.
     """
 
-    def __init__(self, spark: SparkSession, console: Console, description: str, runs: int) -> None:
+    def __init__(self, spark: SparkSession, console: Console, description: str, runs: int, unit: str = "runs") -> None:
         self.spark = spark
         self.console = console
         self.description = description
         self.runs = runs
+        self.unit = unit
 
     def _tasks(self, group: str) -> tuple[int, int]:
         tracker = self.spark.sparkContext.statusTracker()
@@ -75,7 +74,7 @@ class SparkProgress:
         context.setJobGroup(group, self.description)
         columns = (
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("tasks"),
-            TextColumn("~{task.fields[runs]} runs"), TimeElapsedColumn(),
+            TextColumn(f"~{{task.fields[runs]}} {self.unit}"), TimeElapsedColumn(),
         )
         stop = threading.Event()
         with Progress(*columns, console=self.console, transient=False) as progress:
@@ -122,7 +121,8 @@ def print_summary(outcome: SweepOutcome, console: Console) -> None:
         table.add_row(*(cells[i] for i in shown), style="red" if group.failed else None)
     console.print(table)
     for failure in outcome.failures[:SHOWN_FAILURES]:
-        console.print(f"[red]{failure.scenario} / {failure.strategy} / {failure.faults}[/red] seed {failure.seed}: "
+        faults = spell_fault_plan(failure.faults)  # a combined plan as --faults spells it: crash+delay
+        console.print(f"[red]{failure.scenario} / {failure.strategy} / {faults}[/red] seed {failure.seed}: "
                       f"{failure.violations[0][:140]}")
         console.print(f"  replay: [bold]{failure.replay_command}[/bold]", soft_wrap=True)
     if len(outcome.failures) > SHOWN_FAILURES:
@@ -189,67 +189,3 @@ def run_sweep(
     print_summary(outcome, console)
     console.print(f"Sweep done in {total:.1f} s. Report: [bold]{report}[/bold] (rows: {outcome.runs_path})")
     return outcome, report
-
-
-def print_analysis(analysis: TraceAnalysis, console: Console) -> None:
-    """One row per (trace, queue) with each check's verdict and figures, then the violations."""
-    events = dict(analysis.events)
-    unreadable = dict(analysis.unreadable)
-    table = Table(title="conveyor analyze: strict order, accounting and fairness per queue")
-    for header in ("trace", "queue", "events", "strict_order", "accounting", "fairness"):
-        table.add_column(header, no_wrap=header in ("queue", "events"))
-    for verdict in analysis.verdicts:
-        order, accounting, fairness = verdict.results
-
-        def mark(ok: bool) -> str:
-            return "[green]ok[/green]" if ok else "[red]VIOLATED[/red]"
-
-        table.add_row(
-            verdict.trace, verdict.queue, f"{events.get(verdict.trace, 0):,}",
-            f"{mark(order.ok)} ({order.metric('checked'):,.0f} first deliveries)",
-            f"{mark(accounting.ok)} ({accounting.metric('enqueued'):,.0f} enqueued, "
-            f"{accounting.metric('settled'):,.0f} settled, {accounting.metric('remaining'):,.0f} left)",
-            f"{mark(fairness.ok)} (Jain {fairness.metric('jain'):.4f} over {fairness.metric('consumers'):.0f})",
-        )
-    console.print(table)
-    for trace, count in unreadable.items():
-        if count:
-            console.print(f"[red]{trace}: {count} lines are not trace events[/red]")
-    for verdict in analysis.verdicts:
-        for result in verdict.results:
-            if not result.ok:
-                console.print(f"[red]{verdict.trace} {verdict.queue}[/red] {result}")
-
-
-def run_analyze(
-    traces: Sequence[Path],
-    *,
-    master: str | None = None,
-    priorities: int = 10,
-    min_jain: float = 0.9,
-    console: Console | None = None,
-    spark: SparkSession | None = None,
-) -> TraceAnalysis:
-    """Analyze traces on Spark and print the verdicts (starts and stops a session unless given one).
-
-    Raises:
-        FileNotFoundError: a trace that does not exist.
-    """
-    console = console or _wide_console()
-    missing = [str(path) for path in traces if not path.exists()]
-    if missing:
-        msg = f"no such trace: {', '.join(missing)}"
-        raise FileNotFoundError(msg)
-    started = time.perf_counter()
-    session = spark or spark_session(master or default_master(), app_name="conveyor-analyze")
-    try:
-        analysis = analyze_traces(
-            session, [str(path.resolve()) for path in traces], priorities=priorities, min_jain=min_jain
-        )
-    finally:
-        if spark is None:
-            session.stop()
-    print_analysis(analysis, console)
-    console.print(f"Analyzed {sum(count for _, count in analysis.events):,} events in "
-                  f"{time.perf_counter() - started:.1f} s (Spark start-up included).")
-    return analysis

@@ -118,7 +118,7 @@ def test_the_light_packages_load_no_heavy_module_even_when_installed() -> None:
 
 NEEDS_EXTRA = {
     "sweep --seeds 1": "spark",
-    "analyze trace.jsonl": "spark",
+    "analyze trace.jsonl --engine spark": "spark",
     "serve --host-port 127.0.0.1:0": "pubsub",
     "bench pubsub": "pubsub",
     "bench sweep": "spark",
@@ -153,6 +153,18 @@ def test_simulate_runs_without_any_extra() -> None:
                       "--seeds", "2")
     assert done.returncode == 0, done.stderr
     assert "All 2 runs passed every checker." in done.stdout
+
+
+def test_analyze_judges_a_small_trace_without_any_extra(tmp_path: Path) -> None:
+    """Small traces are judged in process: no Spark, so no ``spark`` extra either."""
+    from conveyor.runtime import write_jsonl
+    from conveyor.simulation.scenarios import run_scenario
+
+    trace = tmp_path / "fairness.jsonl"
+    write_jsonl(run_scenario("fairness", 1).sim.trace, trace)
+    done = _run_light("from conveyor.cli import main\nsys.argv[0] = 'conveyor'\nmain()", "analyze", str(trace))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "/queue" in done.stdout and "in process." in done.stdout and "VIOLATED" not in done.stdout
 
 
 LIGHT_VENV_MAX_MB = 120

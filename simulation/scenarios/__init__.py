@@ -61,6 +61,7 @@ from ._registry import run_scenario as run_scenario
 from ._registry import scenario_draws as scenario_draws
 from ._registry import scenario_names as scenario_names
 from ._registry import simulate_workload as simulate_workload
+from ._registry import spell_fault_plan as spell_fault_plan
 from ._shrink import STORY_STEPS as STORY_STEPS
 from ._shrink import ShrinkResult as ShrinkResult
 from ._shrink import shrink as shrink
@@ -144,6 +145,7 @@ __all__ = [
     "scenario_draws",
     "queue_figures",
     "replay_command",
+    "spell_fault_plan",
     "run_scenario",
     "scenario_names",
     "shrink",

@@ -672,6 +672,12 @@ def _draw_process_crashes(workload: BrokerScenario, rng: random.Random) -> tuple
                       for step in steps]
 
 
+def spell_fault_plan(plan: str) -> str:
+    """A plan as the command line spells it: ``crash,delay`` (the registry's spelling of one combined plan)
+    is ``crash+delay``, since a comma on the command line lists alternatives."""
+    return plan.replace(",", "+")
+
+
 def replay_command(name: str, seed: int, strategy: str, depth: int, faults: str) -> str:
     """The one command that reproduces a run bit for bit (``--faults`` whenever it differs from the default)."""
     parts = ["conveyor", "replay", name, "--seed", str(seed), "--strategy", strategy]
@@ -682,7 +688,7 @@ def replay_command(name: str, seed: int, strategy: str, depth: int, faults: str)
     except ValueError:
         default = "none"
     if faults != default:
-        parts += ["--faults", faults]
+        parts += ["--faults", spell_fault_plan(faults)]
     return shlex.join(parts)
 
 

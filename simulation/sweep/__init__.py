@@ -7,14 +7,16 @@ Parquet and aggregates with Spark SQL; ``write_report`` renders report.md with p
 accounting and fairness with Spark aggregations and window functions. On a cluster, ``ship_code``
 gives the executors conveyor's own code as a zip (``LocalSparkCluster`` starts one on loopback for tests).
 
-Everything but the matrix (``SweepCell``, ``build_matrix``, the parsers) needs the ``spark`` extra
-and is imported when first used.
+Everything but the matrix (``SweepCell``, ``build_matrix``, the parsers) and the in-process trace
+analysis (``analyze_traces_in_process``: the same verdicts on small traces, no Spark start-up)
+needs the ``spark`` extra and is imported when first used.
 """
 
 import typing
 
 from conveyor.runtime.extras import lazy_exports as _lazy_exports
 
+from ._in_process import analyze_traces_in_process as analyze_traces_in_process
 from ._matrix import COST_HINTS_MS as COST_HINTS_MS
 from ._matrix import DEFAULT_PLAN as DEFAULT_PLAN
 from ._matrix import SweepCell as SweepCell
@@ -24,6 +26,9 @@ from ._matrix import parse_scenarios as parse_scenarios
 from ._matrix import parse_strategies as parse_strategies
 from ._matrix import partition_count as partition_count
 from ._matrix import plan_partitions as plan_partitions
+from ._verdicts import QueueVerdict as QueueVerdict
+from ._verdicts import TraceAnalysis as TraceAnalysis
+from ._verdicts import is_parquet_trace as is_parquet_trace
 
 if typing.TYPE_CHECKING:
     from ._cluster import LocalSparkCluster as LocalSparkCluster
@@ -55,8 +60,6 @@ if typing.TYPE_CHECKING:
     from ._session import spark_session as spark_session
     from ._shipping import code_archive as code_archive
     from ._shipping import ship_code as ship_code
-    from ._traces import QueueVerdict as QueueVerdict
-    from ._traces import TraceAnalysis as TraceAnalysis
     from ._traces import analyze_traces as analyze_traces
     from ._traces import read_trace as read_trace
     from ._traces import write_trace_parquet as write_trace_parquet
@@ -76,7 +79,7 @@ else:  # pyspark comes with the ``spark`` extra: the matrix and its parsers abov
         "._session": ("MASTER_ENV", "default_master", "spark_session"),
         "._shipping": ("code_archive", "ship_code"),
         "._cluster": ("LocalSparkCluster",),
-        "._traces": ("QueueVerdict", "TraceAnalysis", "analyze_traces", "read_trace", "write_trace_parquet"),
+        "._traces": ("analyze_traces", "read_trace", "write_trace_parquet"),
     })
 
 __all__ = [
@@ -98,10 +101,12 @@ __all__ = [
     "SweepSpec",
     "TraceAnalysis",
     "analyze_traces",
+    "analyze_traces_in_process",
     "build_matrix",
     "code_archive",
     "default_master",
     "execute_sweep",
+    "is_parquet_trace",
     "latency_spreads",
     "matrix_frame",
     "parse_fault_plans",

@@ -19,7 +19,7 @@ from conveyor.actors.broker import Delivery, EntryEnqueued, EntrySettled
 from conveyor.runtime import TraceEvent
 from conveyor.runtime.extras import missing_modules
 from conveyor.simulation.checkers import queue_paths, queue_story
-from conveyor.simulation.scenarios import FAIRNESS_MIN_JAIN, run_scenario
+from conveyor.simulation.scenarios import FAIRNESS_MIN_JAIN, run_scenario, spell_fault_plan
 
 from ._pipeline import FirstFailure, GroupSummary, SweepOutcome
 
@@ -292,7 +292,7 @@ SUMMARY_HEADER = (
 def summary_cells(group: GroupSummary) -> tuple[str, ...]:
     """One summary row as display strings (the report's table and the command's share them)."""
     return (
-        group.scenario, group.strategy, group.faults, str(group.runs), str(group.failed),
+        group.scenario, group.strategy, spell_fault_plan(group.faults), str(group.runs), str(group.failed),
         f"{group.violation_rate:.1%}", _seed(group.first_failing_seed), _seed(group.seeds_to_first_failure),
         _number(group.fairness_min), _number(group.fairness_p50), _number(group.fairness_mean),
         _number(group.latency_p50_ms, 1), _number(group.latency_p99_ms, 1),
@@ -356,7 +356,8 @@ def prepare_report(spark: SparkSession, outcome: SweepOutcome) -> ReportDraft:
         lines += _table(
             ("scenario", "strategy", "faults", "seed", "first violation", "replay"),
             (
-                (f.scenario, f.strategy, f.faults, str(f.seed), f.violations[0][:160], f"`{f.replay_command}`")
+                (f.scenario, f.strategy, spell_fault_plan(f.faults), str(f.seed), f.violations[0][:160],
+                 f"`{f.replay_command}`")
                 for f in outcome.failures
             ),
         )

@@ -51,6 +51,8 @@ from conveyor.actors.broker import (
 from conveyor.runtime import TraceEvent
 from conveyor.simulation.checkers import CheckResult, jain_index
 
+from ._verdicts import QueueVerdict, TraceAnalysis, is_parquet_trace
+
 MAX_REPORTED = 20
 """Violation lines kept per checker, as ``CheckResult.of`` keeps them."""
 
@@ -108,12 +110,6 @@ _SUBSCRIBE_FIELDS = _struct(consumer=_struct(**{"$ref": StringType()}), priority
 _SUBSCRIBED_FIELDS = _struct(consumer_id=LongType())
 
 
-def is_parquet_trace(path: str | Path) -> bool:
-    """A folder or a ``*.parquet`` path is a Parquet trace; anything else is JSON Lines."""
-    target = Path(path)
-    return target.is_dir() or target.suffix == ".parquet"
-
-
 def read_trace(spark: SparkSession, path: str | Path) -> DataFrame:
     """One trace as rows (trace, seq, kind, time, sender, receiver, message, error); ``trace`` is ``path``.
 
@@ -153,43 +149,6 @@ def write_trace_parquet(
         frame = spark.createDataFrame(rows, schema)
     frame.write.mode("overwrite").parquet(str(destination))
     return spark.read.parquet(str(destination)).count()
-
-
-@final
-@attrs.frozen
-class QueueVerdict:
-    """The three checks of one queue in one trace."""
-
-    trace: str
-    queue: str
-    strict_order: CheckResult
-    accounting: CheckResult
-    fairness: CheckResult
-
-    @property
-    def results(self) -> tuple[CheckResult, ...]:
-        """The checks in the order the command prints them."""
-        return (self.strict_order, self.accounting, self.fairness)
-
-    @property
-    def ok(self) -> bool:
-        """No check found a violation."""
-        return all(result.ok for result in self.results)
-
-
-@final
-@attrs.frozen
-class TraceAnalysis:
-    """Every queue's verdicts, and per trace the events read and the lines that were not events."""
-
-    events: tuple[tuple[str, int], ...]
-    unreadable: tuple[tuple[str, int], ...]
-    verdicts: tuple[QueueVerdict, ...]
-
-    @property
-    def ok(self) -> bool:
-        """Every queue of every trace passed, and every line was an event."""
-        return all(verdict.ok for verdict in self.verdicts) and not any(count for _, count in self.unreadable)
 
 
 def _field(column: Column, *path: str) -> Column:

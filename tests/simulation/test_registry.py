@@ -89,7 +89,7 @@ def test_replay_command_names_only_what_matters() -> None:
     )
     assert (
         replay_command("groups", 4, "pct", 2, "crash,pause")
-        == "conveyor replay groups --seed 4 --strategy pct --depth 2 --faults crash,pause"
+        == "conveyor replay groups --seed 4 --strategy pct --depth 2 --faults crash+pause"
     )
 
 

@@ -146,7 +146,7 @@ def test_a_sweep_on_two_workers_gives_the_local_runs_rows(
     spark: SparkSession, worker_python: Path, tmp_path: Path
 ) -> None:
     folder = _outside_the_repo(tmp_path)
-    matrix = ["--scenarios", ",".join(SCENARIOS), "--seeds", str(SEEDS), "--strategies", ",".join(STRATEGIES),
+    matrix = ["--scenarios", ",".join(SCENARIOS), "--seeds", str(SEEDS), "--strategy", ",".join(STRATEGIES),
               "--faults", ",".join(PLANS)]
     with LocalSparkCluster(workers=2, cores=1, memory="512m", folder=folder / "cluster",
                            worker_environment=_worker_environment()) as cluster:

@@ -191,7 +191,7 @@ def test_the_command_exits_1_when_any_run_failed(
     # The command's own driver, on the session-wide SparkSession (a new one would cost 5-10 s).
     monkeypatch.setattr("conveyor.cli._sweep.run_sweep", lambda **kw: run_sweep(**kw, spark=spark))
     result = CliRunner().invoke(app, [
-        "sweep", "--scenarios", "fairness", "--seeds", "2", "--strategies", "random", "--faults", "none",
+        "sweep", "--scenarios", "fairness", "--seeds", "2", "--strategy", "random", "--faults", "none",
         "--max-steps", str(max_steps), "--out", str(tmp_path / "report"),
     ])
     assert result.exit_code == code, result.output

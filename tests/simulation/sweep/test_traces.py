@@ -15,7 +15,15 @@ from pyspark.sql import SparkSession
 
 from conveyor.runtime import TraceEvent, iter_jsonl, read_jsonl
 from conveyor.simulation.checkers import CheckResult, accounting, fairness, strict_order
-from conveyor.simulation.sweep import QueueVerdict, TraceAnalysis, analyze_traces, read_trace, write_trace_parquet
+from conveyor.simulation.scenarios import run_scenario
+from conveyor.simulation.sweep import (
+    QueueVerdict,
+    TraceAnalysis,
+    analyze_traces,
+    analyze_traces_in_process,
+    read_trace,
+    write_trace_parquet,
+)
 from tests.simulation.sweep.traces import record_threads, record_trio, save, swap_first_deliveries, workload
 
 QUEUE = "/queue"
@@ -56,6 +64,8 @@ def recorded(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> R
     tags = swap_first_deliveries(files["trio"], files["swapped"])
     files["damaged"] = folder / "damaged.jsonl"
     files["damaged"].write_text(files["trio"].read_text(encoding="utf-8") + "not json\n", encoding="utf-8")
+    # a simulated run with crashes: its clients write receipts, which the in-run checkers prefer
+    files["simulated"] = save(run_scenario("fairness", 2, faults="crash,delay").sim.trace, folder / "simulated.jsonl")
     analysis = analyze_traces(spark, list(files.values()))
     return Recorded(trio_trace, thread_trace, files, tags, analysis)
 
@@ -114,6 +124,21 @@ def test_lines_that_are_not_events_are_counted(recorded: Recorded) -> None:
     assert unreadable[str(recorded.files["damaged"])] == 1
     assert unreadable[str(recorded.files["trio"])] == 0
     assert recorded.verdict("damaged").results == recorded.verdict("trio").results
+
+
+def test_the_in_process_analysis_gives_sparks_verdicts_on_the_same_traces(recorded: Recorded) -> None:
+    """``conveyor analyze`` judges small traces in process: the same verdicts, counts and lines as Spark."""
+    files = [recorded.files[name] for name in ("trio", "threads", "swapped", "damaged", "simulated")]
+    here = analyze_traces_in_process(files)
+    names = {str(path) for path in files}
+    on_spark = TraceAnalysis(
+        events=tuple(item for item in recorded.analysis.events if item[0] in names),
+        unreadable=tuple(item for item in recorded.analysis.unreadable if item[0] in names),
+        verdicts=tuple(verdict for verdict in recorded.analysis.verdicts if verdict.trace in names),
+    )
+    assert len(here.verdicts) >= 4
+    assert any(not verdict.ok for verdict in here.verdicts)  # the swapped trace: a violation both find
+    assert here == on_spark
 
 
 @pytest.mark.slow
