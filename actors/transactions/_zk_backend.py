@@ -10,6 +10,7 @@ a session actor (``ZkCall``/``ZkReply``); handlers chain continuations and never
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Callable
 from typing import Any, cast, final
@@ -19,12 +20,14 @@ import attrs
 from conveyor.runtime import Actor, ActorRef, Terminated
 from conveyor.runtime.lowlevel import (
     ZkCall,
+    ZkCheck,
     ZkCreate,
     ZkDelete,
     ZkExists,
     ZkGetChildren,
     ZkGetData,
     ZkMulti,
+    ZkMultiFailed,
     ZkNode,
     ZkReply,
     ZkSessionEvent,
@@ -67,6 +70,17 @@ COMMIT_CHECKS = 20
 COMMIT_CHECK_PAUSE_S = 0.25
 """The pause between two reads of a commit's marker, while the session reconnects."""
 
+LISTING_TTL_S = 0.1
+"""A take picks its candidates from the last listing of ``items/`` while it is this young (seconds) and names
+an item we do not claim; our own commits keep it up to date, items committed away by others are skipped
+when their check fails, and a take that finds nothing in it lists again before it answers."""
+
+MARKERS_A_BATCH = 64
+"""Answered commits' markers are deleted this many in one multi..."""
+
+MARKERS_AFTER_S = 1.0
+"""... or this long after the first of a batch, whichever comes first."""
+
 Continuation = Callable[[ZkReply], None]
 
 
@@ -106,6 +120,8 @@ class _Take:
     reply_to: ActorRef | None
     deadline: float
     cancelled: bool = False
+    from_cache: bool = False
+    """Its candidates came from the cached listing (``ZkTxBackend.listings``)."""
 
 
 def _number(name: str) -> int:
@@ -144,6 +160,10 @@ class ZkTxBackend(Actor):
         """Lock paths a transaction of this backend holds or is taking; any other lock of our session is an orphan."""
         self.session_id: int | None = None
         self.expired = False
+        self.listings: dict[str, tuple[float, list[str]]] = {}
+        """Per queue, when ``items/`` was listed and its names in order, kept up to date with our own commits."""
+        self.spent_markers: list[str] = []
+        """Markers of answered commits, to delete in one multi (``_spend_marker``)."""
 
     def on_start(self) -> None:
         """Hear the ZooKeeper session's events: an expiry drops every lock at once."""
@@ -290,6 +310,10 @@ class ZkTxBackend(Actor):
 
     def _nothing(self, take: _Take, reason: str = "") -> None:
         """No item now: answer, or list again later while the take may wait."""
+        if take.from_cache and not (reason or take.cancelled or self.expired):
+            take.from_cache = False  # the cached listing may miss items others put: list before saying none
+            self._list_again(take)
+            return
         if reason or take.cancelled or self.expired or self.ctx.now() + RETRY_S > take.deadline:
             self._finish(take, NothingTaken(take.request.tx, take.request.queue, reason))
             return
@@ -297,17 +321,50 @@ class ZkTxBackend(Actor):
 
     def _list(self, take: _Take) -> None:
         queue = take.request.queue
+        cached = self.listings.get(queue)
+        if cached is not None and self.ctx.now() - cached[0] < LISTING_TTL_S:
+            candidates = self._candidates(queue, cached[1])
+            if candidates:
+                take.from_cache = True
+                self._try_fresh(take, candidates)
+                return
 
         def listed(reply: ZkReply) -> None:
             if reply.error is not None:
                 self._nothing(take, "" if reply.error == "connection_loss" else f"ZooKeeper answered {reply.error}")
                 return
-            names = sorted(reply.value, key=_number)[:CANDIDATES]  # type: ignore[call-overload]
-            seeded = self.ctx.random  # the context's: replayable in the simulator
-            seeded.shuffle(names)
-            self._try(take, names)
+            names = sorted(reply.value, key=_number)  # type: ignore[call-overload]
+            self.listings[queue] = (self.ctx.now(), names)
+            take.from_cache = False
+            self._try_fresh(take, self._candidates(queue, names))
 
         self._call(ZkGetChildren(self._path(queue, "items")), listed)
+
+    def _list_again(self, take: _Take) -> None:
+        self.listings.pop(take.request.queue, None)
+        self._list(take)
+
+    def _candidates(self, queue: str, names: list[str]) -> list[str]:
+        """The first ``CANDIDATES`` items no transaction of ours claims, in an order drawn from the context's
+        random (replayable in the simulator): contending consumers spread out (FIFO relaxed)."""
+        candidates = [name for name in names
+                      if self._path(queue, "locks", f"lock-{_number(name)}") not in self.claimed][:CANDIDATES]
+        seeded = self.ctx.random
+        seeded.shuffle(candidates)
+        return candidates
+
+    def _listing_changed(self, queue: str, gone: tuple[int, ...] = (), created: tuple[int, ...] = ()) -> None:
+        """Keep the cached listing of ``queue`` up to date with what this backend removed or created."""
+        cached = self.listings.get(queue)
+        if cached is None:
+            return
+        names = cached[1]
+        for number in gone:
+            name = f"item-{number:010d}"
+            if name in names:
+                names.remove(name)
+        for number in created:
+            bisect.insort(names, f"item-{number:010d}", key=_number)
 
     def _try(self, take: _Take, candidates: list[str]) -> None:
         """Lock the first candidate that can be locked, else answer that nothing was taken."""
@@ -342,6 +399,79 @@ class ZkTxBackend(Actor):
                 self._try(take, rest)
 
         self._call(ZkCreate(lock, uuid, ephemeral=True), created)
+
+    def _try_fresh(self, take: _Take, candidates: list[str]) -> None:
+        """Take the first candidate as a fresh item (no ``meta-N`` yet: never taken), in one write.
+
+        One multi checks the item, creates our lock and creates its meta with the take counted; the
+        item's read is sent right behind it (a session's requests are served in order), so a take
+        costs one round trip after the listing, as a raw lock create does. Whatever else happens (the
+        lock is held, maybe by an orphan of ours; the item has meta) goes to ``_try``, which locks
+        first and reads after; an item committed away meanwhile is skipped.
+        """
+        if take.cancelled or self.expired or not candidates:
+            self._try(take, candidates)
+            return
+        queue = take.request.queue
+        number = _number(candidates[0])
+        rest = candidates[1:]
+        lock = self._path(queue, "locks", f"lock-{number}")
+        if lock in self.claimed:
+            self._try_fresh(take, rest)
+            return
+        self.claimed.add(lock)
+        uuid = self._uuid().encode()
+        item_path = self._path(queue, "items", f"item-{number:010d}")
+        counted = ItemMeta(takes=1)
+        replies: dict[str, ZkReply] = {}
+
+        def arrived(which: str, reply: ZkReply) -> None:
+            replies[which] = reply
+            if len(replies) == 2:
+                decide(replies["multi"], replies["item"])
+
+        def decide(multi: ZkReply, item: ZkReply) -> None:
+            if multi.error is None:
+                got_item(item)
+            elif multi.error == "connection_loss":  # applied or not: our uuid in the lock says
+                self._call(ZkGetData(lock), recovered)
+            else:
+                self.claimed.discard(lock)
+                if isinstance(multi.value, ZkMultiFailed) and multi.value.index == 0:
+                    self._listing_changed(queue, gone=(number,))
+                    self._try_fresh(take, rest)  # the item is gone: committed by another transaction
+                else:
+                    self._try(take, candidates)  # locked elsewhere, or not fresh: lock first, then read
+
+        def recovered(reply: ZkReply) -> None:
+            if reply.error is None and isinstance(reply.value, ZkNode) and reply.value.data == uuid:
+                self._call(ZkGetData(item_path), got_item)
+            else:
+                self.claimed.discard(lock)
+                self._try_fresh(take, rest)
+
+        def got_item(reply: ZkReply) -> None:
+            held = _Held(ItemKey(queue, number), b"", counted)
+            if reply.error is None and isinstance(reply.value, ZkNode):
+                self._hand_over(take, attrs.evolve(held, body=reply.value.data))
+            else:  # the read was lost: give the item back, its take uncounted
+                self._release([held], failed=False, handed_over=False)
+                self._try_fresh(take, rest)
+
+        operations = (ZkCheck(item_path, -1), ZkCreate(lock, uuid, ephemeral=True),
+                      ZkCreate(self._path(queue, "meta", f"meta-{number}"), _meta_bytes(counted)))
+        self._call(ZkMulti(operations), lambda reply: arrived("multi", reply))
+        self._call(ZkGetData(item_path), lambda reply: arrived("item", reply))
+
+    def _hand_over(self, take: _Take, held: _Held) -> None:
+        """The item is locked with its take counted: answer ``Taken``, or release it if nobody waits any more."""
+        request = take.request
+        if take.cancelled or self.expired or request.session not in self.watched:
+            self._release([held], failed=False, handed_over=False)
+            self._nothing(take)
+            return
+        self.held.setdefault((request.session, request.tx), []).append(held)
+        self._finish(take, Taken(request.tx, TxItem(held.key, held.body, held.meta.takes)))
 
     def _orphan(self, lock: ZkNode) -> bool:
         """A lock this session holds that no transaction of ours claims: its delete or read-back was lost."""
@@ -385,13 +515,7 @@ class ZkTxBackend(Actor):
                 if reply.error is not None:
                     give_up()
                     return
-                request = take.request
-                if take.cancelled or self.expired or request.session not in self.watched:
-                    self._release([_Held(key, body, counted)], failed=False, handed_over=False)
-                    self._nothing(take)
-                    return
-                self.held.setdefault((request.session, request.tx), []).append(_Held(key, body, counted))
-                self._finish(take, Taken(request.tx, TxItem(key, body, counted.takes)))
+                self._hand_over(take, _Held(key, body, counted))
 
             self._call(write, counted_done)
 
@@ -466,8 +590,12 @@ class ZkTxBackend(Actor):
         def committed(created: tuple[ItemKey, ...]) -> None:
             self.held.pop(owner, None)
             for key in request.takes:
+                self._listing_changed(key.queue, gone=(key.number,))
+            for key in created:
+                self._listing_changed(key.queue, created=(key.number,))
+            for key in request.takes:
                 self.claimed.discard(self._path(key.queue, "locks", f"lock-{key.number}"))
-            self._call(ZkDelete(marker), lambda _: None)
+            self._spend_marker(marker)
             answer(TxCommitted(request.tx, created))
 
         def aborted(reason: str) -> None:
@@ -497,6 +625,31 @@ class ZkTxBackend(Actor):
             # else: the outcome stays unknown; no answer, the client's ask times out (as for a crashed backend)
 
         self._call(ZkMulti(tuple(operations)), done)
+
+    def _spend_marker(self, marker: str) -> None:
+        """An answered commit's marker is no longer read: delete it with others, in one multi.
+
+        A delete of its own would be one more write (one more fsync) a transaction; batched, the
+        markers cost one write per ``MARKERS_A_BATCH`` commits, or one ``MARKERS_AFTER_S`` after
+        the first of a batch when commits are few.
+        """
+        self.spent_markers.append(marker)
+        if len(self.spent_markers) >= MARKERS_A_BATCH:
+            self._delete_markers()
+        elif len(self.spent_markers) == 1:
+            self._after(MARKERS_AFTER_S, self._delete_markers)
+
+    def _delete_markers(self) -> None:
+        batch, self.spent_markers = self.spent_markers, []
+        if not batch:
+            return
+
+        def deleted(reply: ZkReply) -> None:
+            if reply.error is not None and len(batch) > 1:  # one of them failed the multi: one by one
+                for marker in batch:
+                    self._call(ZkDelete(marker), lambda _: None)
+
+        self._call(ZkMulti(tuple(ZkDelete(marker) for marker in batch)), deleted)
 
     # --- reads -----------------------------------------------------------------------------------
 

@@ -48,6 +48,9 @@ class Inbox(Actor):
 
 
 def is_lock_create(operation: object) -> bool:
+    """A lock's create: alone (an item taken before), or in the multi that takes a fresh item."""
+    if isinstance(operation, ZkMulti):
+        return any(is_lock_create(write) for write in operation.operations)
     return isinstance(operation, ZkCreate) and operation.ephemeral
 
 
@@ -248,14 +251,24 @@ async def test_a_failed_multi_aborts_naming_why_and_changes_nothing(zk_store: Zk
     assert await bodies_of(zk_store, q, "out") == []
 
 
-async def test_a_lock_create_applied_but_lost_to_connection_loss_is_recovered_by_its_uuid(zk_store: ZkStore) -> None:
-    store, lost = zk_store.spawn_backend(lose=is_lock_create)
-    q = await declared(zk_store.harness, store, ("in", RETRY))
+@pytest.mark.parametrize("taken_before", [False, True], ids=["fresh item", "item taken before"])
+async def test_a_lock_create_applied_but_lost_to_connection_loss_is_recovered_by_its_uuid(
+    zk_store: ZkStore, taken_before: bool,
+) -> None:
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY))
     await produce(q, "in", b"1")
+    if taken_before:  # the item has meta now: its next take locks alone, then reads
+        first = q.new_transaction()
+        assert await first.try_take("in") is not None
+        await first.rollback()
+    alone = lambda operation: isinstance(operation, ZkCreate) and operation.ephemeral  # noqa: E731
+    store, lost = zk_store.spawn_backend(lose=alone if taken_before else is_lock_create)
+    q = await declared(zk_store.harness, store, ("in", RETRY))
     tx = q.new_transaction()
     item = await tx.try_take("in")
     assert len(lost) == 1, "the lock create's reply was lost"
     assert item is not None and item.body == b"1", "the uuid in lock-N says the lock is ours"
+    assert item.takes == (2 if taken_before else 1), "the take is counted once"
     await tx.commit()
     await declared(zk_store.harness, zk_store.store, ("in", RETRY))
     assert await bodies_of(zk_store, q, "in") == []
