@@ -24,7 +24,7 @@ from kazoo.client import KazooClient
 from conveyor.actors.transactions import AsyncTxQueue, AtLeastOnce, ZkTxBackend
 from conveyor.actors.zookeeper import KazooSession
 from conveyor.runtime import Actor, ActorRef, TrioSystem
-from conveyor.runtime.lowlevel import ZkCall, ZkMulti, ZkWatchSession
+from conveyor.runtime.lowlevel import ZkCall, ZkClose, ZkMulti, ZkSessionEvent, ZkWatchSession
 
 BODY = b"x" * 64
 """Every item's body: small, as the seed's queue items are."""
@@ -82,6 +82,29 @@ class CallCounter(Actor):
             self.ctx.reply(tuple(sorted(self.calls.items())))
 
 
+class SessionClosed(Actor):
+    """Hears a ZooKeeper session's events; answers whether it has closed (its server dropped it)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def receive(self, message: Any) -> None:
+        if isinstance(message, ZkSessionEvent):
+            self.closed = self.closed or message.state == "closed"
+        else:
+            self.ctx.reply(self.closed)
+
+
+async def close_session(system: TrioSystem, zk: ActorRef) -> None:
+    """Close ``zk``'s session and wait until the server has dropped it, so no client outlives the server."""
+    watcher = system.spawn(SessionClosed)
+    zk.tell(ZkWatchSession(watcher))
+    zk.tell(ZkClose())
+    with trio.move_on_after(10.0):
+        while not await system.ask(watcher, "closed?"):
+            await trio.sleep(0.01)
+
+
 async def through_backend(address: str, root: str, transactions: int, concurrent: int,
                           count_calls: bool = False) -> tuple[float, dict[str, float]]:
     """Transactions per second through ``ZkTxBackend``, and (``count_calls``) ZooKeeper calls per transaction."""
@@ -122,5 +145,6 @@ async def through_backend(address: str, root: str, transactions: int, concurrent
             per_tx = {kind: count / (share * concurrent) for kind, count in sorted(counts.items()) if count}
         for queue in (producer, *handles):
             queue.close()
+        await close_session(system, zk)
         system.shutdown()
     return share * concurrent / elapsed, per_tx
