@@ -254,8 +254,9 @@ class ZkTxBackend(Actor):
                         resume()
             case ZkWatchFired(path=path):
                 self.watching.discard(path)
-                queue = path[len(self.root) + 2:].rsplit("/", 1)[0]
-                self.listings.pop(queue, None)
+                queue, folder = path[len(self.root) + 2:].rsplit("/", 1)
+                if folder == "items":  # a lock's change (our own creates included) leaves the listing right
+                    self.listings.pop(queue, None)
                 for waiting in [t for t in self.takes.values() if t.request.queue == queue]:
                     self._wake(waiting)
             case DeclareTxQueue(settings=settings):

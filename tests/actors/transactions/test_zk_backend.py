@@ -713,3 +713,95 @@ async def test_under_lost_connections_and_expiries_no_item_is_lost_doubled_or_in
         assert sorted(out) == sorted(set(out)), "each item moved once"
         assert set(produced) <= set(out) | set(left), "nothing produced is lost"
         assert set(out) | set(left) <= set(produced) | set(maybe_produced), "nothing invented"
+
+
+def marker_deletes(calls: list[tuple[float, object]], start: int = 0) -> list[int]:
+    """How many commit markers each delete call (alone or a multi) removed, in order."""
+    sizes = []
+    for _, operation in calls[start:]:
+        writes = operation.operations if isinstance(operation, ZkMulti) else (operation,)
+        deleted = sum(1 for write in writes if isinstance(write, ZkDelete) and "-commits/" in write.path)
+        if deleted:
+            sizes.append(deleted)
+    return sizes
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)  # the batch's timer runs in virtual time
+async def test_answered_commits_markers_are_deleted_in_one_multi_and_an_expired_sessions_are_left_to_it(
+        zk_store: ZkStore) -> None:
+    harness, ensemble = zk_store.harness, zk_store.ensemble
+    assert ensemble is not None
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    backend = zk_store.instances[-1]
+    q = await declared(harness, store, ("in", RETRY))
+    for body in (b"1", b"2", b"3"):
+        await produce(q, "in", body)
+    await until(harness, lambda: no_commit_marker(zk_store), 5)
+    assert marker_deletes(calls) == [3], "three answered commits, one delete"
+
+    await produce(q, "in", b"4")
+    start, old = len(calls), backend.session_id
+    assert old is not None
+    ensemble.expire(old)  # before the batch's second: the marker goes with the session
+    await harness.wait_until(lambda: backend.session_id != old and not backend.expired, 30)
+    await harness.elapse(2.0)
+    assert marker_deletes(calls, start) == [], "no delete sent for an expired session's marker"
+    assert await no_commit_marker(zk_store)
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)  # the cached listing stays young in virtual time
+async def test_a_take_whose_cached_listing_is_stale_lists_again_before_answering_nothing(zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    mine = await declared(harness, store, ("in", RETRY))
+    other = await declared(harness, zk_store.store, ("in", RETRY))
+    await produce(other, "in", b"old")
+    first = mine.new_transaction()
+    assert await first.try_take("in") is not None  # its listing, naming only "old", is cached
+    await first.rollback()
+    theirs = other.new_transaction()
+    assert await theirs.try_take("in") is not None
+    theirs.put("in", b"new")
+    await theirs.commit()  # "old" gone, "new" put: neither seen by our cached listing
+    start = len(calls)
+    item = await mine.new_transaction().try_take("in")
+    assert item is not None and item.body == b"new"
+    tried = [op for _, op in calls[start:] if isinstance(op, (ZkMulti, ZkGetChildren))]
+    assert isinstance(tried[0], ZkMulti) and "item-" in tried[0].operations[0].path, "first from the cache"
+    assert isinstance(tried[1], ZkGetChildren), "then a real listing, before answering"
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_the_cached_listing_is_dropped_when_a_watch_on_its_queue_fires_and_when_the_session_expires(
+        zk_store: ZkStore) -> None:
+    harness, ensemble = zk_store.harness, zk_store.ensemble
+    assert ensemble is not None
+    store, _ = zk_store.spawn_backend()
+    backend = zk_store.instances[-1]
+    await declared(harness, store, ("in", RETRY))
+    other = await declared(harness, zk_store.store, ("in", RETRY))
+    answers: list[tuple[float, object]] = []
+    harness.spawn(lambda: Taker(store, "in", 20.0, answers))  # parks, its listing watched
+    await harness.elapse(0.05)
+    await produce(other, "in", b"x")
+    await harness.wait_until(lambda: bool(answers), 15)  # woken, it listed again (a new watch) and took x
+    assert "in" in backend.listings
+    await produce(other, "in", b"y")  # the new watch fires with no take parked
+    await harness.wait_until(lambda: "in" not in backend.listings, 5)
+    await mine_listing(harness, store)
+    assert "in" in backend.listings
+    old = backend.session_id
+    assert old is not None
+    ensemble.expire(old)
+    await harness.wait_until(lambda: backend.session_id != old and not backend.expired, 30)
+    assert backend.listings == {}
+
+
+async def mine_listing(harness: Harness, store: ActorRef) -> None:
+    """A take that lists ``in`` (and leaves nothing held)."""
+    q = await handle(harness, store)
+    tx = q.new_transaction()
+    await tx.try_take("in")
+    await tx.rollback()
