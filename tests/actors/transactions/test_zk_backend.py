@@ -176,6 +176,31 @@ class ExpireBeforeMarkerRead(Actor):
         self.ctx.send(self.session, message)
 
 
+class ExpireBeforeFreshTakeReply(Actor):
+    """Forwards to the session; the reply of the first multi taking a fresh item comes back 1 s late, the
+    session expired meanwhile: applied on a session whose lock went with it."""
+
+    def __init__(self, session: ActorRef, expire: Callable[[], None]) -> None:
+        self.session = session
+        self.expire = expire
+        self.backend: ActorRef | None = None
+        self.expired = False
+
+    def receive(self, message: Any) -> None:
+        if isinstance(message, ZkReply) and self.backend is not None:
+            if not self.expired:
+                self.expired = True
+                self.expire()
+                self.ctx.schedule(1.0, message)
+            else:
+                self.ctx.send(self.backend, message)
+            return
+        if isinstance(message, ZkCall) and is_lock_create(message.operation) and self.backend is None:
+            self.backend = message.reply_to
+            message = attrs.evolve(message, reply_to=self.ctx.self_ref)
+        self.ctx.send(self.session, message)
+
+
 @attrs.define
 class ZkStore:
     """A backend under test: the harness, the backend's ref, how to make a session, the simulated ensemble."""
@@ -805,3 +830,24 @@ async def mine_listing(harness: Harness, store: ActorRef) -> None:
     tx = q.new_transaction()
     await tx.try_take("in")
     await tx.rollback()
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_a_fresh_take_answered_after_its_session_expired_is_not_handed_over(zk_store: ZkStore) -> None:
+    """The one multi taking a fresh item applied, then the session expired before its reply came: the lock
+    went with the session (another client may hold it now), so nothing is taken; the take stays counted."""
+    ensemble = zk_store.ensemble
+    assert ensemble is not None
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY))
+    await produce(q, "in", b"1")
+
+    def expire() -> None:
+        session_id = zk_store.instances[-1].session_id
+        assert session_id is not None
+        ensemble.expire(session_id)
+
+    store, _ = zk_store.spawn_backend(between=lambda session: ExpireBeforeFreshTakeReply(session, expire))
+    late = await handle(zk_store.harness, store)
+    assert await late.new_transaction().try_take("in") is None
+    item = await q.new_transaction().try_take("in")
+    assert item is not None and item.body == b"1" and item.takes == 2, "free again, the lost take counted"
