@@ -14,7 +14,7 @@ import bisect
 import contextlib
 import json
 from collections.abc import Callable, Iterable
-from typing import Any, cast, final
+from typing import Any, Literal, cast, final
 
 import attrs
 
@@ -141,8 +141,10 @@ class _Take:
     """A watch fired while its chain ran: list again at once instead of parking."""
     wake_at: float | None = None
     """The earliest end of a backoff it skipped this round."""
-    from_cache: bool = False
-    """Its candidates came from the cached listing (``ZkTxBackend.listings``): list for real before none."""
+    first_look: Literal["", "cache", "listing"] = ""
+    """Where its first candidates came from: the cached listing (it may miss items others put) or a listing
+    without watches (a take that finds an item needs none). Either way ``_nothing`` lists again, with
+    watches, before it parks, and after the cache before it answers none."""
 
 
 def _number(name: str) -> int:
@@ -484,8 +486,9 @@ class ZkTxBackend(Actor):
         if reason or take.cancelled or self.closed:
             self._finish(take, NothingTaken(take.request.tx, take.request.queue, reason))
             return
-        if take.from_cache:  # the cached listing may miss items others put: list for real before none
-            take.from_cache = take.woken = False
+        if take.first_look == "cache" or (take.first_look == "listing" and now < take.deadline):
+            take.first_look = ""  # look again, for real: watches set if it may park (docs: "Cost")
+            take.woken = False
             self.listings.pop(take.request.queue, None)
             self._list(take)
             return
@@ -541,14 +544,19 @@ class ZkTxBackend(Actor):
         return True
 
     def _first_list(self, take: _Take) -> None:
-        """A take's first attempt: its candidates from the cached listing while it is young, else ``_list``."""
+        """A take's first look: the cached listing while it is young, else a listing without watches.
+
+        A take served at once needs no watch, and a watch set at every take would fire at every commit
+        and lock of ours, dropping the cache and costing a listing of ``items/`` and ``locks/`` each time.
+        """
         cached = self.listings.get(take.request.queue)
         if cached is not None and not self.expired and self.ctx.now() - cached[0] < LISTING_TTL_S:
             candidates = self._candidates(take, cached[1])
             if candidates:
-                take.from_cache = True
+                take.first_look = "cache"
                 self._try_fresh(take, candidates)
                 return
+        take.first_look = "listing"
         self._list(take)
 
     def _list(self, take: _Take) -> None:
@@ -558,7 +566,7 @@ class ZkTxBackend(Actor):
             self._nothing(take)
             return
         items = self._path(queue, "items")
-        waits = take.deadline > self.ctx.now()
+        waits = take.deadline > self.ctx.now() and take.first_look != "listing"
         if waits:
             locks = self._path(queue, "locks")
             if self._watch(locks):
@@ -568,6 +576,7 @@ class ZkTxBackend(Actor):
 
         def listed(reply: ZkReply) -> None:
             if reply.error is not None:
+                take.first_look = ""  # not listed: no second look at once
                 if watch:
                     self.watching.discard(items)
                 lost = reply.error in ("connection_loss", "session_expired")

@@ -38,7 +38,16 @@ from conveyor.actors.transactions import (
 )
 from conveyor.actors.zookeeper import KazooSession
 from conveyor.runtime import Actor, ActorRef, AskTimeout, ConveyorError
-from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkExists, ZkGetChildren, ZkMulti, ZkReply
+from conveyor.runtime.lowlevel import (
+    ZkCall,
+    ZkCreate,
+    ZkDelete,
+    ZkExists,
+    ZkGetChildren,
+    ZkGetData,
+    ZkMulti,
+    ZkReply,
+)
 from conveyor.simulation import SimZooKeeperEnsemble, ZkFaults
 from tests.actors.transactions.helpers import declared, handle, produce, until
 from tests.actors.zookeeper.proxy import PartitionProxy
@@ -851,3 +860,23 @@ async def test_a_fresh_take_answered_after_its_session_expired_is_not_handed_ove
     assert await late.new_transaction().try_take("in") is None
     item = await q.new_transaction().try_take("in")
     assert item is not None and item.body == b"1" and item.takes == 2, "free again, the lost take counted"
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)  # no latency: the listing stays young
+async def test_takes_served_at_once_reuse_the_listing_and_set_no_watch(zk_store: ZkStore) -> None:
+    """A watch set at every take would fire at every commit of ours, dropping the cached listing: each
+    take would list ``items/`` and ``locks/`` again, as before the cache."""
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    q = await declared(harness, store, ("in", RETRY), ("out", RETRY))
+    await produce(q, "in", *(b"%d" % n for n in range(10)))
+    for _ in range(10):
+        tx = q.new_transaction()
+        item = await tx.take("in", 5.0)
+        assert item is not None
+        tx.put("out", item.body)
+        await tx.commit()
+    assert (listings(calls, "/in/items"), listings(calls, "/in/locks")) == (1, 0)
+    reads = [op for _, op in calls if isinstance(op, ZkGetData) and ("/meta/" in op.path or "/items/" in op.path)]
+    assert len(reads) == 10, "the item's read only, pipelined with the take's multi; no meta read"
