@@ -78,10 +78,10 @@ COMMIT_CHECK_PAUSE_S = 0.25
 """The pause between two reads of a commit's marker, while the session reconnects."""
 
 LISTING_TTL_S = 0.1
-"""A take's first attempt picks its candidates from the last listing of ``items/`` while it is this young
+"""A take's first look picks its candidates from the last listing of ``items/`` while it is this young
 (seconds); our own commits keep it up to date, items committed away by others are skipped when their check
 fails, and a take that finds nothing in it lists again for real (watches set) before it answers or parks.
-A watch firing on the queue, an expiry and a new session drop it."""
+A watch firing on the queue's ``items/``, an expiry and every session event drop it."""
 
 MARKERS_A_BATCH = 64
 """Answered commits' markers are deleted this many in one multi..."""
@@ -560,7 +560,8 @@ class ZkTxBackend(Actor):
         self._list(take)
 
     def _list(self, take: _Take) -> None:
-        """List ``items/`` and try its first candidates; a take that may wait watches ``items/`` and ``locks/``."""
+        """List ``items/`` and try its first candidates; a take that may park (after its first look) watches
+        ``items/`` and ``locks/``."""
         queue = take.request.queue
         if self.expired:  # between two sessions: wait for the next one
             self._nothing(take)
