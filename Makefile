@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml $(shell find $(CODE_DIRS) -type d -not -name __pycache_
 	$(BIN)/python -m pip install -q -e '.[all,dev]' --config-settings editable_mode=strict
 	@touch $@
 
-.PHONY: java zookeeper install demo test test-slow test-light crash-test mutants lint typecheck bench bench-storage rabbitmq clean
+.PHONY: java zookeeper install demo test test-slow test-light test-cluster crash-test mutants lint typecheck bench bench-storage rabbitmq clean
 # PySpark (the sweep, trace analysis) needs a Java runtime: install one when none is on the PATH.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 java:
@@ -54,6 +54,11 @@ test-slow: install zookeeper
 # The light install (`pip install conveyor`, no extras) in a fresh venv: its size, imports and commands (one slow test).
 test-light: install
 	$(BIN)/python -m pytest tests/test_packaging.py -m slow -q -s
+
+# The sweep on a standalone Spark cluster started by the test (a master and two 1-core workers on loopback
+# whose Python lacks conveyor): its rows equal local[2]'s. Part of test-slow; a few minutes on 2 cores.
+test-cluster: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/simulation/sweep/test_cluster.py
 
 # The kill -9 crash test by hand (tests/crash): CYCLES kills of a client life on one data directory, a drain,
 # then Jepsen's total-queue checks. CRASH_TARGET: embedded (the broker on TrioSystem) or pubsub (conveyor serve).

@@ -46,7 +46,9 @@ def check_sweep_faults(value: str) -> str:
 
 @app.command()
 def sweep(
-    scenarios: str = typer.Option("all", help="Comma-separated scenario names, or all."),
+    scenarios: str = typer.Option(
+        "all", help="Comma-separated scenario names (built-in, an installed plugin's, MODULE:NAME); all: the "
+        "built-ins; plugins: the installed ones."),
     seeds: int = typer.Option(20, min=1, help="Seeds per (scenario, strategy, fault plan)."),
     strategies: str = typer.Option("random,pct", help="Comma-separated: random, pct, round-robin."),
     faults: str = typer.Option(
@@ -62,6 +64,10 @@ def sweep(
     out: Annotated[Path, typer.Option(help="Report folder: runs.parquet, summary.parquet, report.md.")] = SWEEP_OUT,
     partitions_per_core: int = typer.Option(4, min=1, help="Spark partitions per core (each runs many seeds)."),
     max_steps: int = typer.Option(500_000, min=1, help="Each run's step budget; a run not quiet by then fails."),
+    py_files: str = typer.Option(
+        "", help="Comma-separated .py/.zip files of your own (scenario modules) shipped to the executors; "
+        "conveyor's own code is shipped to a cluster's executors by itself."
+    ),
 ) -> None:
     """Run scenario x seed x strategy x fault plan as a Spark job; rows to Parquet, report with plots.
 
@@ -75,7 +81,7 @@ def sweep(
         outcome, _ = run_sweep(
             scenarios=scenarios, seeds=seeds, strategies=strategies, faults=faults, depth=depth,
             seed_start=seed_start, master=master, out=out, partitions_per_core=partitions_per_core,
-            max_steps=max_steps,
+            max_steps=max_steps, py_files=[Path(name) for name in py_files.split(",") if name.strip()],
         )
     except ValueError as error:
         raise typer.BadParameter(str(error)) from error

@@ -1,12 +1,14 @@
 """``conveyor simulate`` and ``conveyor replay``: run scenarios over many seeds, replay one run bit for bit.
 
-``simulate`` runs a registry scenario (or all of them) over a range of seeds under one
-strategy and fault plan, with a progress bar, then prints a summary table. A failing run
+``simulate`` runs scenarios (built-in ones, installed plugins' or ``module:NAME`` from the user's
+own module) over a range of seeds under one strategy and fault plan, with a progress bar, then
+prints a summary table; ``--list`` lists the scenarios it can name. A failing run
 is printed as soon as it ends, with its seed, its checkers' first messages and the one
 command that replays it (a checker that raised is such a failure); with ``--shrink`` the
 first failure is reduced to a short run told step by step.
 ``replay`` reruns one (scenario, seed, strategy, depth, faults) and prints its trace hash
-and every checker's verdict, so two machines can compare a run by its hash.
+and every checker's verdict, so two machines can compare a run by its hash; with ``--shrink`` a
+failing run is then shrunk and the shrunk run replayed.
 
 The simulation modules are imported inside the commands, so ``conveyor demo`` and
 ``conveyor bench`` do not load every scenario.
@@ -15,7 +17,9 @@ The simulation modules are imported inside the commands, so ``conveyor demo`` an
 from __future__ import annotations
 
 import logging
+import os
 import statistics
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -29,9 +33,8 @@ from rich.table import Table
 from conveyor.simulation.scenarios import FAULT_PLANS, STEP_BUDGET
 
 if TYPE_CHECKING:
-    from conveyor.simulation.scenarios import RunReport
+    from conveyor.simulation.scenarios import RunReport, ScenarioRun, ShrinkResult
 
-ALL = "all"
 PORTFOLIO = "portfolio"
 ROTATED = "rotated"
 """What the summary shows for the strategy and faults of a portfolio sweep (each failure names its own)."""
@@ -42,28 +45,54 @@ SHOWN_VIOLATIONS = 3
 # --- argument checks: the message names the option and the allowed values ----------------------
 
 
-def _scenario_names() -> tuple[str, ...]:
-    from conveyor.simulation.scenarios import scenario_names
+def importable_from_cwd(scenarios: str) -> None:
+    """Let ``module:NAME`` name a module in the current folder, as ``python -m`` does (appended: never shadowing)."""
+    folder = os.getcwd()
+    if ":" in scenarios and folder not in sys.path:
+        sys.path.append(folder)
 
-    return scenario_names()
 
+def check_scenario_or_all(value: str | None) -> str | None:
+    """Scenario names, comma separated: ``all`` (the built-ins), ``plugins``, NAME or MODULE:NAME."""
+    if value is None:
+        return None
+    from conveyor.simulation.scenarios import parse_scenario_names
 
-def check_scenario_or_all(value: str) -> str:
-    """A registry scenario name, or ``all``."""
-    names = _scenario_names()
-    if value != ALL and value not in names:
-        msg = f"unknown scenario {value!r}; choose one of: {', '.join(names)}, {ALL}"
-        raise typer.BadParameter(msg)
+    importable_from_cwd(value)
+    try:
+        parse_scenario_names(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
     return value
 
 
 def check_scenario(value: str) -> str:
-    """A registry scenario name."""
-    names = _scenario_names()
-    if value not in names:
-        msg = f"unknown scenario {value!r}; choose one of: {', '.join(names)}"
-        raise typer.BadParameter(msg)
+    """One scenario: a built-in or installed plugin's NAME, or MODULE:NAME."""
+    from conveyor.simulation.scenarios import get_scenario
+
+    importable_from_cwd(value)
+    try:
+        get_scenario(value)
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
     return value
+
+
+def list_scenarios_option(value: bool) -> None:
+    """``--list``: print every scenario a command can name (built-ins, then installed plugins) and exit."""
+    if not value:
+        return
+    from conveyor.simulation.scenarios import ENTRY_POINT_GROUP, list_scenarios
+
+    console = _console()
+    table = Table(title="conveyor scenarios", caption=f"plugins: the {ENTRY_POINT_GROUP!r} entry point group; "
+                  "'all' runs the built-ins, 'plugins' the installed ones; MODULE:NAME names one in your own module")
+    for column in ("name", "origin", "summary"):
+        table.add_column(column, no_wrap=column == "name")
+    for listed in list_scenarios():
+        table.add_row(listed.name, listed.origin, listed.summary)
+    console.print(table)
+    raise typer.Exit
 
 
 def check_strategy(value: str) -> str:
@@ -130,7 +159,7 @@ def compact(value: object) -> str:
         return repr(value)
     parts = []
     for field in attrs.fields(cls):
-        if not field.init:
+        if not field.init or not field.repr:  # what repr leaves out (a user workload's scenario) stays out
             continue
         current = getattr(value, field.name)
         default = field.default
@@ -200,7 +229,8 @@ def _print_failure(console: Console, report: RunReport) -> None:
     _line(console, f"  replay: {full_replay_command(report)}")
 
 
-def _print_shrunk(console: Console, report: RunReport, max_steps: int) -> None:
+def _print_shrunk(console: Console, report: RunReport, max_steps: int) -> ShrinkResult:
+    """Shrink the report's run and print the result: its size, workload, choices and story."""
     from conveyor.simulation.scenarios import STORY_STEPS, shrink
 
     _line(console, f"Shrinking {report.scenario} seed {report.seed} ...")
@@ -224,6 +254,7 @@ def _print_shrunk(console: Console, report: RunReport, max_steps: int) -> None:
     _line(console, "story:")
     for line in result.story:
         _line(console, f"  {line}")
+    return result
 
 
 def run_simulate(
@@ -236,9 +267,9 @@ def run_simulate(
     (``portfolio_choice``); otherwise under ``strategy`` (random walk if None), ``depth`` (3 if None)
     and ``faults`` (each scenario's own if None).
     """
-    from conveyor.simulation.scenarios import portfolio_choice, run_scenario, scenario_names
+    from conveyor.simulation.scenarios import parse_scenario_names, portfolio_choice, run_scenario
 
-    names = scenario_names() if scenario == ALL else (scenario,)
+    names = parse_scenario_names(scenario)
     portfolio = strategy is None and faults is None
     reports: list[RunReport] = []
     with _quiet_actor_logs():
@@ -275,8 +306,10 @@ def run_simulate(
 
 
 def simulate_command(
-    scenario: str = typer.Argument(
-        ..., callback=check_scenario_or_all, metavar="SCENARIO", help="A scenario name, or 'all' for every one."
+    scenario: str | None = typer.Argument(
+        None, callback=check_scenario_or_all, metavar="SCENARIO",
+        help="Scenario names, comma separated: a built-in or installed plugin's name, MODULE:NAME (a scenario in "
+        "your own module), 'all' (every built-in one) or 'plugins' (every installed one). --list lists them.",
     ),
     seeds: int = typer.Option(20, "--seeds", min=1, help="How many seeds to run."),
     first_seed: int = typer.Option(0, "--first-seed", min=0, help="The first seed."),
@@ -292,6 +325,9 @@ def simulate_command(
     ),
     shrink: bool = typer.Option(False, "--shrink", help="Shrink the first failing run and print its story."),
     max_steps: int = typer.Option(500_000, "--max-steps", min=1, help="Give up a run after this many deliveries."),
+    _list: bool = typer.Option(
+        False, "--list", is_eager=True, callback=list_scenarios_option, help="List the scenarios and exit."
+    ),
 ) -> None:
     """Run a scenario over many seeds; print each failure with the command that replays it, then a summary.
 
@@ -299,6 +335,9 @@ def simulate_command(
     and PCT at depths 2 and 5, under each scenario's own faults plus crash, delay, queue crash, pause,
     never-ack or failing job, and disk error, by seed (docs/simulation.md).
     """
+    if scenario is None:
+        msg = "give a SCENARIO (or several, comma separated; --list lists them)"
+        raise typer.BadParameter(msg, param_hint="SCENARIO")
     code = run_simulate(
         scenario, seeds=seeds, first_seed=first_seed, strategy=strategy, depth=depth, faults=faults,
         shrink=shrink, max_steps=max_steps, console=_console(),
@@ -312,10 +351,13 @@ def simulate_command(
 
 def run_replay(
     scenario: str, *, seed: int, strategy: str, depth: int, faults: str | None, story: bool, max_steps: int,
-    console: Console,
+    console: Console, shrink: bool = False,
 ) -> int:
-    """Rerun one run; print its trace hash, figures and verdicts (and its story); return the exit code."""
-    from conveyor.simulation.checkers import story_lines
+    """Rerun one run; print its trace hash, figures and verdicts (and its story); return the exit code.
+
+    With ``shrink``, a failing run is then shrunk (``_print_shrunk``) and the shrunk run replayed from
+    its workload and choices, its hash and verdicts printed: the short run is shown to fail the same way.
+    """
     from conveyor.simulation.scenarios import run_scenario, scenario_draws
 
     with _quiet_actor_logs():
@@ -330,6 +372,24 @@ def run_replay(
     draws = scenario_draws(scenario, seed)
     if draws:
         _line(console, draws)
+    code = _print_verdicts(console, run, story)
+    if shrink and report.cut_off:
+        _line(console, "not shrinking: a run cut off by its step budget has no failure to shrink", "yellow")
+    elif shrink and not report.ok:
+        with _quiet_actor_logs():
+            result = _print_shrunk(console, report, max_steps)
+            again = result.replay(max_steps=max_steps)
+        same = "the same as the shrunk run's" if again.report.trace_hash == result.report.trace_hash else "DIFFERENT"
+        _line(console, f"replayed the shrunk run: trace hash {again.report.trace_hash} ({same})")
+        _print_verdicts(console, again, story=False)
+    return code
+
+
+def _print_verdicts(console: Console, run: ScenarioRun, story: bool) -> int:
+    """A run's figures, every checker's verdict (and its story), and the outcome; the exit code."""
+    from conveyor.simulation.scenarios import scenario_story
+
+    report = run.report
     _line(
         console,
         f"{report.steps} steps, {len(run.sim.schedule)} choices, virtual time {report.virtual_time:.3f} s; "
@@ -343,7 +403,7 @@ def run_replay(
             _line(console, f"  {line}", "red")
     if story:
         _line(console, "story:")
-        for line in story_lines(run.sim.trace):
+        for line in scenario_story(run.sim.trace, run.workload):
             _line(console, f"  {line}")
     if report.ok:
         _line(console, "every checker passed", "green")
@@ -354,7 +414,10 @@ def run_replay(
 
 
 def replay_command(
-    scenario: str = typer.Argument(..., callback=check_scenario, metavar="SCENARIO", help="The scenario's name."),
+    scenario: str = typer.Argument(
+        ..., callback=check_scenario, metavar="SCENARIO",
+        help="The scenario: a built-in or installed plugin's name, or MODULE:NAME (as the replay command prints it).",
+    ),
     seed: int = typer.Option(..., "--seed", help="The run's seed."),
     strategy: str = typer.Option(
         "random", "--strategy", callback=check_strategy, help="Scheduling strategy: random, pct or round-robin."
@@ -366,11 +429,14 @@ def replay_command(
     ),
     story: bool = typer.Option(False, "--story", help="Print the run step by step."),
     max_steps: int = typer.Option(500_000, "--max-steps", min=1, help="Give up after this many deliveries."),
+    shrink: bool = typer.Option(
+        False, "--shrink", help="If the run fails: shrink it, print its story and replay the shrunk run."
+    ),
 ) -> None:
     """Rerun one run bit for bit and print its trace hash and every checker's verdict."""
     code = run_replay(
         scenario, seed=seed, strategy=strategy, depth=depth, faults=faults, story=story, max_steps=max_steps,
-        console=_console(),
+        console=_console(), shrink=shrink,
     )
     if code:
         raise typer.Exit(code)

@@ -34,6 +34,8 @@ from conveyor.simulation.sweep import (
     summary_cells,
 )
 
+from ._simulate import importable_from_cwd
+
 POLL_S = 0.25
 """How often the progress bar asks Spark's status tracker."""
 SHOWN_FAILURES = 12
@@ -141,15 +143,18 @@ def run_sweep(
     max_steps: int = 500_000,
     console: Console | None = None,
     spark: SparkSession | None = None,
+    py_files: Sequence[Path] = (),
 ) -> tuple[SweepOutcome, Path]:
     """Run a sweep end to end and print its summary; return the outcome and the report's path.
 
-    Starts the SparkSession for ``master`` (and stops it) unless ``spark`` is given.
+    Starts the SparkSession for ``master`` (and stops it) unless ``spark`` is given; ``py_files``
+    (the user's own modules) go to the executors beside conveyor's code.
 
     Raises:
-        ValueError: an unknown scenario, strategy or fault plan, or no seeds.
+        ValueError: an unknown scenario, strategy or fault plan, no seeds, or a missing ``py_files`` entry.
     """
     console = console or _wide_console()
+    importable_from_cwd(scenarios)
     spec = SweepSpec(
         scenarios=parse_scenarios(scenarios), seeds=seeds, strategies=parse_strategies(strategies),
         fault_plans=parse_fault_plans(faults), seed_start=seed_start, depth=depth,
@@ -157,7 +162,7 @@ def run_sweep(
     )
     runs = len(spec.cells())
     started = time.perf_counter()
-    session = spark or spark_session(master, app_name="conveyor-sweep")
+    session = spark or spark_session(master, app_name="conveyor-sweep", py_files=py_files)
     try:
         ready = time.perf_counter()
         chosen = session.sparkContext.master

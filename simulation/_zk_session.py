@@ -187,10 +187,7 @@ class _CloseSession:
 @final
 @attrs.frozen
 class _Forward:
-    """A slow request's timer: send ticket ``ticket`` to the server now."""
-
-    ticket: int
-    lose_reply: bool
+    """A slow request's timer: send the requests held whose time has come, in order."""
 
 
 @final
@@ -296,6 +293,7 @@ class SimZkSession(Actor):
         self._held_events: list[_Watch] = []  # watch events that came while suspended
         self._next_ticket = 0
         self._forward_due = 0.0  # when the last slow request goes: later ones wait behind it
+        self._held: list[tuple[float, int | None, bool]] = []  # (due, ticket or None: the close, lose_reply), in order
         self._losses = 0
         self._closing = False  # ZkClose asked, the server has not closed the session yet
 
@@ -319,7 +317,7 @@ class SimZkSession(Actor):
         elif isinstance(message, _Watch):
             self._watch_fired(message)
         elif isinstance(message, _Forward):
-            self._forward(message.ticket, message.lose_reply)
+            self._release_held()
         elif isinstance(message, ZkWatchSession):
             self._watchers.append(message.ref)
             if self._state is not None:
@@ -343,8 +341,6 @@ class SimZkSession(Actor):
             self._ended(message.state)
         elif isinstance(message, ZkClose):
             self._close()
-        elif isinstance(message, _CloseSession):  # the close's turn came, behind the slow requests
-            self.ctx.send(self._server, message)
         elif isinstance(message, EndZkFaults):
             self._faults = CALM
 
@@ -382,11 +378,26 @@ class SimZkSession(Actor):
             wait = rng.uniform(0.0, faults.slow_s)
             self.ctx.note(ZkFaultInjected(self._session_id, f"request {call.request_id} waits {wait:.3f} s"))
             due = max(due, now + wait)
-        if due > now:
-            self._forward_due = due
-            self.ctx.schedule(due - now, _Forward(ticket, lose_reply))
+        if due > now or self._held:  # behind a slow request, even one due now whose timer has not fired yet
+            self._hold(due, ticket, lose_reply)
         else:
             self._forward(ticket, lose_reply)
+
+    def _hold(self, due: float, ticket: int | None, lose_reply: bool) -> None:
+        """Hold a request (or the close: ``ticket`` None) until ``due``, behind those held before it."""
+        self._forward_due = max(self._forward_due, due)
+        self._held.append((self._forward_due, ticket, lose_reply))
+        self.ctx.schedule(self._forward_due - self.ctx.now(), _Forward())
+
+    def _release_held(self) -> None:
+        """Send every held request whose time has come, in the order they were sent."""
+        now = self.ctx.now()
+        while self._held and self._held[0][0] <= now:
+            _, ticket, lose_reply = self._held.pop(0)
+            if ticket is None:
+                self.ctx.send(self._server, _CloseSession(self._session_id))
+            else:
+                self._forward(ticket, lose_reply)
 
     def _forward(self, ticket: int, lose_reply: bool) -> None:
         call = self._in_flight.get(ticket)
@@ -437,6 +448,7 @@ class SimZkSession(Actor):
         self._losses += 1
         self._state = "suspended"
         self._forward_due = 0.0
+        self._held.clear()  # answered connection_loss below, with the rest in flight
         self._emit("suspended")
         self._fail_in_flight("connection_loss")
         faults = self._faults
@@ -474,8 +486,8 @@ class SimZkSession(Actor):
         if self._state in ("connected", "reconnected"):
             self._closing = True
             now = self.ctx.now()
-            if self._forward_due > now:  # behind the slow requests still to go
-                self.ctx.schedule(self._forward_due - now, _CloseSession(self._session_id))
+            if self._held or self._forward_due > now:  # behind the slow requests still to go
+                self._hold(now, None, False)
             else:
                 self.ctx.send(self._server, _CloseSession(self._session_id))
             return  # the server's _Ended("closed") ends it
@@ -508,18 +520,20 @@ class SimZooKeeperEnsemble:
         sessions: dict[int, ActorRef] = {}
         self.server: ActorRef = sim.spawn(lambda: ZkServerActor(model, rng, shuffle, sessions), name=name)
 
-    def session(self, *, reopen: bool = True) -> Callable[[], Actor]:
+    def session(self, faults: ZkFaults | None = None, *, reopen: bool = True) -> Callable[[], Actor]:
         """A factory of session actors: each one spawned opens its own session (spawn it where the client lives).
 
         Each session draws its faults from its own generator (``zookeeper:SEED:NAME:N``, the N-th
-        session made), so one client's faults do not move when another's requests do. ``reopen``: after
-        an expiry the actor opens a new session, as ``KazooSession`` does (False: it stays expired).
+        session made), so one client's faults do not move when another's requests do. ``faults``:
+        this client's network, if not the ensemble's. ``reopen``: after an expiry the actor opens a
+        new session, as ``KazooSession`` does (False: it stays expired).
         """
+        network = faults or self.faults
 
         def make() -> Actor:
             key = f"{self._key}:{self._sessions_made}"
             self._sessions_made += 1
-            return SimZkSession(self.server, self.faults, seeded_random(key), reopen=reopen)
+            return SimZkSession(self.server, network, seeded_random(key), reopen=reopen)
 
         return make
 

@@ -62,6 +62,12 @@ class _TakeOverdue:
 
 @final
 @attrs.frozen
+class _TakeAgain:
+    """A worker whose take was refused asks again now."""
+
+
+@final
+@attrs.frozen
 class StopContainer:
     """Stop taking, let running listeners finish; answered ``ContainerStopped`` when none runs."""
 
@@ -138,8 +144,13 @@ class ListenerContainerActor(Actor):
                     self.jobs[self.ctx.run_job(_run_listener, self.listener, item)] = tx
             case Taken(tx=tx):  # for a take given up as overdue: hand it back uncounted
                 self.ctx.send(self.store, RollbackTx(self.ctx.self_ref, tx, failed=False, handed_over=False))
-            case NothingTaken(tx=tx) if tx in self.units:
+            case NothingTaken(tx=tx, reason=reason) if tx in self.units:
                 del self.units[tx]
+                if reason:  # refused (an expired session, an unknown queue): ask again in poll_s, not at once
+                    self.ctx.schedule(self.poll_s, _TakeAgain())
+                else:
+                    self._next_take()
+            case _TakeAgain():
                 self._next_take()
             case _TakeOverdue(tx=tx) if tx in self.units and not self.units[tx].taken:
                 del self.units[tx]  # the store lost the take (it restarted): ask again

@@ -635,6 +635,8 @@ class ZkTxBackend(Actor):
 
         def created(reply: ZkReply) -> None:
             if self.epoch != epoch:  # the session that made it is gone, and its lock with it
+                if reply.error != "session_expired":  # unless the create reached the server on the new one
+                    self._drop_stale(lock, uuid)
                 self._try(take, rest)
             elif reply.error is None:
                 self._locked(take, number, rest)
@@ -686,6 +688,8 @@ class ZkTxBackend(Actor):
 
         def decided(multi: ZkReply, item: ZkReply) -> None:
             if self.epoch != epoch:  # the session that made the lock is gone, and the lock with it
+                if multi.error in (None, "connection_loss"):  # unless the multi reached the server on the new one
+                    self._drop_stale(lock, uuid)
                 self._try(take, rest)
             elif multi.error is None:
                 got_item(item)
@@ -732,6 +736,26 @@ class ZkTxBackend(Actor):
         self.held.setdefault((request.session, request.tx), []).append(held)
         self._finish(take, Taken(request.tx, TxItem(held.key, held.body, held.meta.takes)))
 
+    def _drop_stale(self, lock: str, uuid: bytes, tries: int = COMMIT_CHECKS) -> None:
+        """A lock create (alone or in a fresh take's multi) begun on an expired session that the session actor
+        sent again on the new one: if
+        ``lock`` is there with this attempt's uuid, no transaction holds it; delete it, or it would stay
+        for the new session's whole life when its item is gone (no take would ever reclaim it)."""
+
+        def read() -> None:
+            epoch = self.epoch
+
+            def got(reply: ZkReply) -> None:
+                node = reply.value if reply.error is None else None
+                if reply.error in _TRANSIENT and tries > 1:  # a lost read proves nothing: read again
+                    self._when_back(lambda: self._drop_stale(lock, uuid, tries - 1))
+                elif isinstance(node, ZkNode) and node.data == uuid and self._orphan(node) and lock not in self.claimed:
+                    self._unlock(lock, epoch)
+
+            self._call(ZkGetData(lock), got)
+
+        self._when_connected(read)
+
     def _orphan(self, lock: ZkNode) -> bool:
         """A lock this session holds that no transaction of ours claims: its delete or read-back was lost."""
         return self.session_id is not None and lock.ephemeral_owner == self.session_id
@@ -751,7 +775,8 @@ class ZkTxBackend(Actor):
                 self._try(take, rest)
                 return
             self.claimed.discard(lock)
-            self._call(ZkDelete(lock), lambda _: self._try(take, rest))
+            self._unlock(lock, epoch)
+            self._try(take, rest)
 
         def got_item(reply: ZkReply) -> None:
             if reply.error is not None or not isinstance(reply.value, ZkNode):
@@ -945,6 +970,28 @@ class ZkTxBackend(Actor):
                 aborted("the ZooKeeper session expired before the commit's multi was applied")
 
         self._call(ZkMulti(tuple(operations)), done)
+
+    def _unlock(self, lock: str, epoch: int, tries: int = COMMIT_CHECKS) -> None:
+        """Delete a lock of ours that no transaction claims; a delete lost to the connection is repeated while
+        the lock is still there and still our session's (else it was applied, or went with the session).
+
+        Needed where nobody would reclaim it as an orphan: a lock on an item committed away meanwhile
+        stays (its number never offered again) until the session ends otherwise.
+        """
+
+        def deleted(reply: ZkReply) -> None:
+            if reply.error == "connection_loss" and tries > 1:
+                self._after(COMMIT_CHECK_PAUSE_S, lambda: self._call(ZkExists(lock), checked))
+
+        def checked(reply: ZkReply) -> None:
+            node = reply.value if reply.error is None else None
+            if isinstance(node, ZkNode) and node.ephemeral_owner == self.session_id and lock not in self.claimed:
+                self._unlock(lock, epoch, tries - 1)
+            elif reply.error == "connection_loss" and tries > 1:
+                self._after(COMMIT_CHECK_PAUSE_S, lambda: self._call(ZkExists(lock), checked))
+
+        if self.epoch == epoch:  # else it went with its session, and lock-N may be another's now
+            self._call(ZkDelete(lock), deleted)
 
     def _spend_marker(self, marker: str, epoch: int) -> None:
         """An answered commit's marker is no longer read: delete it with others, in one multi.

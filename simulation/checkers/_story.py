@@ -26,6 +26,7 @@ from conveyor.simulation import Crash, CrashAmong, Delay, Drop, FailJob, FailWri
 from ._history import before_final_browse
 from ._paging import PagingReceived
 from ._pubsub import BatchReceived, PublishDone, SettleDone, SettleSent
+from ._transactions import tx_steps, tx_story_line
 from ._zookeeper import ZkStory, zk_replies
 
 _ROUTINE_DEPTH = 3
@@ -91,7 +92,7 @@ def story_lines(trace: Iterable[TraceEvent]) -> list[str]:
         if kind is EventKind.DELIVERED:
             if event.receiver is not None:
                 cause[event.receiver] = event.sender or "<outside>"
-        elif (told := zookeeper.line(event)) is not None:
+        elif (told := zookeeper.line(event) or tx_story_line(event)) is not None:
             lines.append(f"{stamp} {told}")
         elif kind is EventKind.SENT and type(message) is Delivered:
             queue = event.sender or "?"
@@ -233,8 +234,8 @@ class _ClientStory:
 
 def delivery_steps(trace: Iterable[TraceEvent]) -> int:
     """Deliveries of messages to consumers: the Delivery items of each queue's Delivered events, before the browse
-    (and the messages the paging scenario's client fetched, which has no broker queue, and the answers ZooKeeper
-    sessions gave their clients)."""
+    (and the messages the paging scenario's client fetched, which has no broker queue, the items transaction stores
+    gave, or else the answers ZooKeeper sessions gave their clients)."""
     events = before_final_browse(trace)
     delivered = sum(
         len(event.message.deliveries)
@@ -242,6 +243,7 @@ def delivery_steps(trace: Iterable[TraceEvent]) -> int:
         if event.kind is EventKind.SENT and type(event.message) is Delivered
     )
     fetched = sum(1 for event in events if event.kind is EventKind.NOTE and type(event.message) is PagingReceived)
-    return delivered + fetched + zk_replies(events)
+    taken = tx_steps(events)  # a transactions run: the items given, not the ZooKeeper answers underneath
+    return delivered + fetched + (taken or zk_replies(events))
 
 

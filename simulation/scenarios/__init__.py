@@ -1,6 +1,8 @@
 """Scenarios: declarative workloads that run the same on the simulator, trio and threads.
 
-Also the shrinker, which replays a failing scenario run as smaller workloads and schedules.
+Also the shrinker, which replays a failing scenario run as smaller workloads and schedules, and
+users' own scenarios: an ``ActorScenario`` (your actors and checkers) in your module, named
+``module:NAME`` or installed under the ``conveyor.scenarios`` entry point group.
 """
 
 from ._broker import BrokerScenario as BrokerScenario
@@ -20,6 +22,12 @@ from ._paging import PagingShell as PagingShell
 from ._paging import check_paging_run as check_paging_run
 from ._paging import random_paging_scenario as random_paging_scenario
 from ._paging import run_paging_simulation as run_paging_simulation
+from ._plugins import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
+from ._plugins import ListedScenario as ListedScenario
+from ._plugins import list_scenarios as list_scenarios
+from ._plugins import parse_scenario_names as parse_scenario_names
+from ._plugins import plugin_names as plugin_names
+from ._plugins import scenario_search_path as scenario_search_path
 from ._portfolio import FAULTS_OF as FAULTS_OF
 from ._portfolio import PORTFOLIO_STRATEGIES as PORTFOLIO_STRATEGIES
 from ._portfolio import PortfolioChoice as PortfolioChoice
@@ -70,6 +78,7 @@ from ._transactions import TxFigures as TxFigures
 from ._transactions import TxMisuser as TxMisuser
 from ._transactions import TxProducer as TxProducer
 from ._transactions import TxScenario as TxScenario
+from ._transactions import ZkTxSetup as ZkTxSetup
 from ._transactions import check_tx_run as check_tx_run
 from ._transactions import draw_tx_faults as draw_tx_faults
 from ._transactions import failing_listener as failing_listener
@@ -77,8 +86,25 @@ from ._transactions import random_tx_scenario as random_tx_scenario
 from ._transactions import run_tx_simulation as run_tx_simulation
 from ._transactions import tx_figures as tx_figures
 from ._transactions import tx_final as tx_final
+from ._transactions import tx_stores as tx_stores
+from ._tx_zk import random_tx_zk_scenario as random_tx_zk_scenario
+from ._tx_zk import run_tx_zk_simulation as run_tx_zk_simulation
+from ._user import ActorScenario as ActorScenario
+from ._user import ActorWorkload as ActorWorkload
+from ._user import Checker as Checker
+from ._user import scenario_story as scenario_story
 
 __all__ = [
+    "ActorScenario",
+    "ActorWorkload",
+    "Checker",
+    "scenario_story",
+    "ENTRY_POINT_GROUP",
+    "ListedScenario",
+    "list_scenarios",
+    "parse_scenario_names",
+    "plugin_names",
+    "scenario_search_path",
     "Audit",
     "TxAuditor",
     "TxFigures",
@@ -92,6 +118,10 @@ __all__ = [
     "failing_listener",
     "random_tx_scenario",
     "run_tx_simulation",
+    "ZkTxSetup",
+    "random_tx_zk_scenario",
+    "run_tx_zk_simulation",
+    "tx_stores",
     "FAULTS_OF",
     "FAIRNESS_MIN_JAIN",
     "FAULT_PLANS",

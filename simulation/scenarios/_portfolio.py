@@ -28,6 +28,7 @@ FAULTS_OF: Final[dict[Family, tuple[str, ...]]] = {
     "storage": ("none", "process-crash"),
     "zookeeper": ("none",),
     "transactions": ("none", "crash", "delay", "queue-crash", "pause"),
+    "actors": ("none",),  # a user's ActorScenario names its own (``fault_rotation``)
 }
 """The fault plans rotated by ``seed % 7``, per family: those that do something there (no family has both
 ``never-ack``, a broker client or Pub/Sub client that stops acking, and ``failing-job``, a subscriber job)."""
@@ -51,7 +52,7 @@ def portfolio_choice(name: str, seed: int) -> PortfolioChoice:
     """
     spec = get_scenario(name)
     strategy, depth = PORTFOLIO_STRATEGIES[seed % len(PORTFOLIO_STRATEGIES)]
-    rotated = FAULTS_OF[spec.family]
+    rotated = spec.fault_rotation or FAULTS_OF[spec.family]
     extra = rotated[seed % len(rotated)]
     plans = [plan for plan in spec.default_faults.split(",") if plan != "none"]
     if extra != "none" and extra not in plans:

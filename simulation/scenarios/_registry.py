@@ -30,7 +30,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.actors.pubsub import SubscriptionFactory, TopicFactory
 from conveyor.actors.subscriber import Part
-from conveyor.actors.transactions import TxStore
+from conveyor.actors.transactions import TxStore, ZkTxBackend
 from conveyor.runtime import EventKind, TraceEvent
 from conveyor.simulation import (
     STRATEGY_NAMES,
@@ -94,6 +94,8 @@ from ._subscriber import (
 )
 from ._swarm import broker_swarm, subscriber_swarm
 from ._transactions import TxScenario, check_tx_run, draw_tx_faults, random_tx_scenario, run_tx_simulation, tx_figures
+from ._tx_zk import random_tx_zk_scenario, run_tx_zk_simulation
+from ._user import ActorWorkload, check_actor_run, draw_actor_faults, run_actor_simulation
 from ._zk_basics import (
     ModelFactory,
     ZkBasicsScenario,
@@ -114,8 +116,9 @@ COMPACTIONS = (8, 64, COMPACT_AFTER_EVENTS)
 """``compact_after_events`` drawn for a durable broker or subscriber queue: BUGGIFY's small constants, so
 that runs compact their journals and a crashed queue recovers from a snapshot, not only from events."""
 
-Family = Literal["broker", "subscriber", "pubsub", "storage", "zookeeper", "transactions"]
-Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | ZkBasicsScenario | TxScenario
+Family = Literal["broker", "subscriber", "pubsub", "storage", "zookeeper", "transactions", "actors"]
+Workload = (BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | ZkBasicsScenario | TxScenario
+            | ActorWorkload)
 
 
 @final
@@ -141,6 +144,8 @@ class Variant:
     """The simulated ZooKeeper's model (a planted bug's ``SimZooKeeper`` subclass)."""
     tx_store: Callable[[], TxStore] | None = None
     """The transactions scenario's store core (a planted bug's ``TxStore``)."""
+    zk_tx_backend: Callable[..., ZkTxBackend] | None = None
+    """``tx-zk``'s backends (a planted bug's ``ZkTxBackend`` subclass)."""
 
 
 @final
@@ -151,12 +156,14 @@ class ScenarioSpec:
     Attributes:
         name: what ``conveyor simulate NAME`` calls it.
         summary: one line for listings.
-        family: ``broker`` (publisher, queue, consumer clients), ``subscriber`` (queue and subscribe()) or
-            ``pubsub`` (the Pub/Sub front's actors and clients that speak its protocol).
+        family: ``broker`` (publisher, queue, consumer clients), ``subscriber`` (queue and subscribe()),
+            ``pubsub`` (the Pub/Sub front's actors and clients that speak its protocol), ... or ``actors``
+            (a user's ``ActorScenario``: its own actors and checkers).
         build: the workload drawn from a seed.
         default_faults: the fault plan used when none is asked for.
         extra_checks: checkers beyond the family's own, over (trace, workload), run only without
             faults (a paused or crashed consumer is rightly served less, so fairness needs none).
+        fault_rotation: the plans the default portfolio adds by seed (None: its family's ``FAULTS_OF``).
     """
 
     name: str
@@ -165,6 +172,7 @@ class ScenarioSpec:
     build: Callable[[int], Workload]
     default_faults: str = "none"
     extra_checks: Callable[[list[TraceEvent], Workload], list[CheckResult]] | None = None
+    fault_rotation: tuple[str, ...] | None = None
 
 
 @final
@@ -241,8 +249,8 @@ def _liveness_checks(trace: list[TraceEvent], workload: Workload) -> list[CheckR
     A Pub/Sub front's queues serve bindings of different flow control, so their consumers'
     prefetch is left to the queue's own view of their credit (``SetInterest``).
     """
-    if isinstance(workload, TxScenario):
-        return []  # no leases or credit: tx_drained is its liveness
+    if isinstance(workload, TxScenario | ActorWorkload):
+        return []  # no leases or credit: tx_drained is its liveness (a user's scenario names its own checks)
     within = LIVENESS_DEADLINES * workload.ack_deadline_s
     if isinstance(workload, BrokerScenario):
         prefetch: int | None = workload.prefetch
@@ -448,6 +456,11 @@ SCENARIOS: Mapping[str, ScenarioSpec] = {
             "roll back, crash holding locks; the durable store crashes", "transactions", random_tx_scenario,
             default_faults="crash,queue-crash",
         ),
+        ScenarioSpec(
+            "tx-zk", "tx-broker's workload on 2-3 ZooKeeper backends sharing a root: slow requests, lost connections, "
+            "expired sessions, containers crashing holding locks", "transactions", random_tx_zk_scenario,
+            default_faults="crash,queue-crash",
+        ),
     )
 }
 
@@ -463,15 +476,16 @@ def scenario_draws(name: str, seed: int) -> str:
 
 
 def get_scenario(name: str) -> ScenarioSpec:
-    """The scenario called ``name``.
+    """The scenario called ``name``: a built-in one, an installed plugin's, or ``module:NAME`` (``_plugins.py``).
 
     Raises:
-        ValueError: no such scenario (the message lists them).
+        ValueError: no such scenario (the message lists them and the forms a name may take).
     """
     spec = SCENARIOS.get(name)
     if spec is None:
-        msg = f"unknown scenario {name!r}; choose one of: {', '.join(SCENARIOS)}"
-        raise ValueError(msg)
+        from ._plugins import find_scenario
+
+        return find_scenario(name)
     return spec
 
 
@@ -568,6 +582,8 @@ def draw_faults(spec: ScenarioSpec, workload: Workload, seed: int, plan: str) ->
     if isinstance(workload, ZkBasicsScenario):
         return workload, ()  # its faults are the ensemble's, drawn with the workload (ZkFaults, expiries)
     rng = seeded_random(f"faults:{spec.name}:{seed}:{plan}")
+    if isinstance(workload, ActorWorkload):
+        return draw_actor_faults(workload, rng, plan)
     if isinstance(workload, TxScenario):
         return draw_tx_faults(workload, rng, plan)
     if isinstance(workload, PagingScenario):
@@ -661,8 +677,11 @@ def replay_command(name: str, seed: int, strategy: str, depth: int, faults: str)
     parts = ["conveyor", "replay", name, "--seed", str(seed), "--strategy", strategy]
     if strategy == "pct":
         parts += ["--depth", str(depth)]
-    spec = SCENARIOS.get(name)
-    if faults != (spec.default_faults if spec is not None else "none"):
+    try:
+        default = get_scenario(name).default_faults
+    except ValueError:
+        default = "none"
+    if faults != default:
         parts += ["--faults", faults]
     return shlex.join(parts)
 
@@ -673,7 +692,7 @@ def _disk_figures(trace: list[TraceEvent], work: Workload) -> QueueFigures | Non
     The transactions scenario's too: items put into ``in``, takes, committed takes, dead letters.
     """
     if isinstance(work, TxScenario):
-        tx = tx_figures(trace)
+        tx = tx_figures(trace, work)
         return QueueFigures(published=tx.published, delivered=tx.delivered, acked=tx.acked, redelivered=0,
                             dead_lettered=tx.dead_lettered, max_outstanding=0, consumers=len(work.containers),
                             fairness=None, latencies_ms=())
@@ -774,6 +793,11 @@ def simulate_workload(
     """
     variant = variant or Variant()
     system = variant.simulation or Simulation
+    if isinstance(workload, TxScenario) and workload.zk is not None:
+        return run_tx_zk_simulation(workload, seed, strategy, faults=faults, system=system, max_steps=max_steps,
+                                    backend=variant.zk_tx_backend or ZkTxBackend)
+    if isinstance(workload, ActorWorkload):
+        return run_actor_simulation(workload, seed, strategy, faults, system, max_steps)
     if isinstance(workload, TxScenario):
         return run_tx_simulation(workload, seed, strategy, faults=faults, core=variant.tx_store or TxStore,
                                  system=system, max_steps=max_steps)
@@ -807,6 +831,8 @@ def _judge(spec: ScenarioSpec, trace: list[TraceEvent], work: Workload, plan: st
     stopped a whole sweep, hiding every finding of every other run).
     """
     family: Callable[..., list[CheckResult]]
+    if isinstance(work, ActorWorkload):
+        return guarded(f"{spec.name} checkers", check_actor_run, trace, work) + guarded("kernel", kernel_checks, trace)
     if isinstance(work, TxScenario):
         return guarded("transactions checkers", check_tx_run, trace, work) + guarded("kernel", kernel_checks, trace)
     if isinstance(work, PagingScenario):
@@ -844,7 +870,7 @@ def run_scenario(
     """Run scenario ``name`` with ``seed`` under a strategy and a fault plan; check it; report.
 
     Args:
-        name: a registry name (``scenario_names()``).
+        name: a registry name (``scenario_names()``), an installed plugin's or ``module:NAME`` (``get_scenario``).
         seed: fixes the workload, the faults, the actors' randomness and the strategy.
         strategy: ``random``, ``pct`` or ``round-robin``.
         depth: PCT's bug depth.

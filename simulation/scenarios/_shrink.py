@@ -37,7 +37,6 @@ from typing import Any, final
 import attrs
 
 from conveyor.simulation import ChoiceStream, choice_stream
-from conveyor.simulation.checkers import delivery_steps, story_lines
 
 from ._broker import BrokerScenario, ClientPolicy
 from ._paging import PagingScenario
@@ -54,9 +53,12 @@ from ._registry import (
 )
 from ._subscriber import SubscriberScenario
 from ._transactions import TxScenario
+from ._tx_zk import zk_setup_candidates
+from ._user import ActorWorkload, actor_candidates, scenario_steps, scenario_story
 from ._zk_basics import ZkBasicsScenario
 
-Workload = BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | ZkBasicsScenario | TxScenario
+Workload = (BrokerScenario | SubscriberScenario | PubSubScenario | PagingScenario | ZkBasicsScenario | TxScenario
+            | ActorWorkload)
 
 STORY_STEPS = 15
 """A shrunk run this short (in delivery steps) reads as a story; a longer one comes with a note saying why."""
@@ -92,7 +94,7 @@ class _Attempt:
 
     @property
     def deliveries(self) -> int:
-        return delivery_steps(self.run.sim.trace)
+        return scenario_steps(self.run.sim.trace, self.run.workload)
 
     @property
     def key(self) -> tuple[int, int, tuple[int, ...]]:
@@ -263,6 +265,7 @@ def _tx_candidates(work: TxScenario) -> Iterator[TxScenario]:
         yield attrs.evolve(work, misuse=False)
     if work.backoff is not None:
         yield attrs.evolve(work, backoff=None)
+    yield from zk_setup_candidates(work)
 
 
 def _subscriber_candidates(work: SubscriberScenario) -> Iterator[SubscriberScenario]:
@@ -494,7 +497,9 @@ class _Shrinker:
                 work, rest = best.workload, best.choices
             candidates: list[tuple[Workload, str]] = [(work, plan) for plan in _plan_candidates(best.plan)]
             more: Iterable[Workload]
-            if isinstance(work, ZkBasicsScenario):
+            if isinstance(work, ActorWorkload):
+                more = actor_candidates(work)
+            elif isinstance(work, ZkBasicsScenario):
                 more = _zk_candidates(work)
             elif isinstance(work, TxScenario):
                 more = _tx_candidates(work)
@@ -642,7 +647,7 @@ def shrink(
     work, rest = runner.split(best.choices) if best.workload is None else (best.workload, best.choices)
     return ShrinkResult(
         workload=work, choices=rest, schedule=_normal(best.run.sim.schedule), report=best.run.report,
-        story=tuple(story_lines(best.run.sim.trace)), checker=target, deliveries=best.deliveries,
+        story=tuple(scenario_story(best.run.sim.trace, best.run.workload)), checker=target, deliveries=best.deliveries,
         original_deliveries=original.deliveries, runs=runner.runs,
         note=_note(best, runner.runs, runner.max_runs, target),
         scenario=name, seed=seed, strategy=strategy, depth=depth,

@@ -51,11 +51,13 @@ from conveyor.runtime import Actor, ActorRef, EventKind, TraceEvent
 from conveyor.simulation import (
     Crash,
     Delay,
+    Drop,
     Fault,
     Pause,
     RunResult,
     Simulation,
     Strategy,
+    ZkFaults,
     seeded_random,
     uniform_job_duration,
 )
@@ -68,6 +70,29 @@ LISTENER_S = uniform_job_duration(0.02, 0.4)
 SERVE_S = 30.0
 """Virtual seconds the containers serve before they are stopped: the last put is at 0.5 s, so anything
 still in ``in`` then (with a container alive) was kept from them."""
+
+
+@final
+@attrs.frozen
+class ZkTxSetup:
+    """Where ``tx-zk`` runs the workload: ``backends`` ZooKeeper backends (processes) on one root, a faulty ensemble.
+
+    Container ``i`` and its transactions go through backend ``i % backends``, the producer through
+    ``producer``, the misuser through the last one.
+    """
+
+    backends: int
+    faults: ZkFaults
+    """Every session's network: slow requests, lost connections, expiry past the timeout (never backend 0's, so the
+    first container keeps serving)."""
+    producer: int = 0
+    expiries: tuple[tuple[float, int], ...] = ()
+    """(virtual time, backend >= 1): from then on, the session of the first backend but the first seen holding a
+    lock expires, its locks with it; that backend's if none holds one within 2 s (``queue-crash``)."""
+
+    def home(self, container: int) -> int:
+        """The backend container ``container`` goes through."""
+        return container % self.backends
 
 
 @final
@@ -88,6 +113,8 @@ class TxScenario:
     """Steps at which the durable store crashes and rebuilds itself from its journal."""
     compact_after_events: int = 1024
     misuse: bool = True
+    zk: ZkTxSetup | None = None
+    """Run on ZooKeeper backends (``tx-zk``) instead of the broker's store."""
 
     @property
     def items(self) -> int:
@@ -95,9 +122,9 @@ class TxScenario:
         return self.batches * self.batch_size
 
 
-def random_tx_scenario(seed: int) -> TxScenario:
-    """Draw a workload: policy, backoff, failure rate and containers (faults: ``draw_tx_faults``)."""
-    rng = seeded_random(f"scenario:tx-broker:{seed}")
+def random_tx_scenario(seed: int, scenario: str = "tx-broker") -> TxScenario:
+    """Draw a workload (policy, backoff, failures, containers; faults: ``draw_tx_faults``), keyed by ``scenario``."""
+    rng = seeded_random(f"scenario:{scenario}:{seed}")
     # ConsumeOnce twice as often: a lost session's take is then visible at once (a second take breaks at-most-1)
     policy: ConsumePolicy = rng.choice((ConsumeOnce(), ConsumeOnce(), ConsumeTimes(2), ConsumeTimes(3),
                                         AtLeastOnce(), AtLeastOnce(max_rollbacks=2)))
@@ -113,29 +140,56 @@ def draw_tx_faults(workload: TxScenario, rng: random.Random, plan: str) -> tuple
     """The fault plans on the transactions workload, drawn from ``rng``.
 
     ``crash`` stops 1-2 containers other than the first for good (their sessions end holding what
-    they hold; the first keeps serving, so the queue drains); ``queue-crash`` crashes the durable
-    store 1-2 times (it rebuilds itself from its journal); ``pause`` freezes a container;
-    ``delay`` stalls a container's requests to the store. Steps scale with the workload (a run
-    makes about 30-80 per item). The other plans do nothing here.
+    they hold; the first keeps serving, so the queue drains; on the broker the first of them stops
+    reaching the store with its commits a little before, so it dies holding items); ``queue-crash``
+    crashes the durable store 1-2 times (it rebuilds itself from its journal), or on ZooKeeper
+    expires the session of 1-2 backends other than the first, serving a container if one does
+    (``ZkTxSetup.expiries``); ``pause`` freezes a container;
+    ``delay`` stalls a container's requests to its store. Steps scale with the workload (a run
+    makes about 30-80 per item on the broker, more on ZooKeeper). The other plans do nothing here.
     """
-    span = 50 + 25 * workload.items
+    zk = workload.zk
+    # the containers start after the setup: 7 steps on the broker, 100-240 on ZooKeeper (80 a backend, more or
+    # less), where a transaction makes about 10 times the steps
+    first, scale = (8, 1) if zk is None else (80 * zk.backends, 8)
+    span = first + (50 + 25 * workload.items) * scale
     faults: list[Fault] = []
     crashes: list[tuple[int, int]] = []
     store_crashes: list[int] = []
     containers = [f"/container-{index}" for index in range(len(workload.containers))]
     for name in plan.split(","):
         if name == "crash" and len(containers) > 1:
-            crashes += [(rng.randrange(1, len(containers)), rng.randint(5, span)) for _ in range(rng.randint(1, 2))]
-        elif name == "queue-crash":
+            # on ZooKeeper, containers of backend 0: the others' stay for their backend's session to expire
+            victims = [index for index in range(1, len(containers)) if zk is None or zk.home(index) == 0]
+            drawn = [(rng.choice(victims or range(1, len(containers))),
+                      first + rng.randint(5, (20 + 8 * workload.items) * scale)) for _ in range(rng.randint(1, 2))]
+            if zk is None:  # the first: its commits stop reaching the store 30-90 steps before, so it dies holding
+                index, step = drawn[0]
+                faults.append(Drop(containers[index], "CommitTx", from_step=step))
+                drawn[0] = (index, step + rng.randint(30, 90))
+            crashes += drawn
+        elif name == "queue-crash" and zk is not None and zk.backends > 1:
+            homes = sorted({zk.home(index) for index in range(len(containers))} - {0}) or list(range(1, zk.backends))
+            zk = attrs.evolve(zk, expiries=tuple(sorted((round(rng.uniform(0.1, 1.0), 3), rng.choice(homes))
+                                                      for _ in range(rng.randint(1, 2)))))
+        elif name == "queue-crash" and zk is None:
             store_crashes += sorted(rng.sample(range(5, span), rng.randint(1, 2)))
         elif name == "pause":
             faults.append(Pause(rng.choice(containers), at_time=rng.uniform(0.0, 2.0),
                                 duration_s=rng.uniform(0.5, 5.0)))
         elif name == "delay":
-            faults.append(Delay(rng.choice(containers), TX_STORE, at_step=rng.randint(1, span),
-                                duration_s=rng.uniform(0.1, 3.0)))
-    workload = attrs.evolve(workload, container_crashes=tuple(crashes), store_crashes=tuple(store_crashes))
+            index = rng.randrange(len(containers))
+            faults.append(Delay(containers[index], tx_stores(workload)[0 if zk is None else zk.home(index)],
+                                at_step=rng.randint(first + 1, span), duration_s=rng.uniform(0.1, 3.0)))
+    workload = attrs.evolve(workload, container_crashes=tuple(crashes), store_crashes=tuple(store_crashes), zk=zk)
     return workload, tuple(faults)
+
+
+def tx_stores(workload: TxScenario) -> tuple[str, ...]:
+    """The paths of the actors that answer the transaction protocol: the store, or each ZooKeeper backend."""
+    if workload.zk is None:
+        return (TX_STORE,)
+    return tuple(f"{TX_STORE}-{index}" for index in range(workload.zk.backends))
 
 
 @final
@@ -301,7 +355,7 @@ def tx_final(trace: list[TraceEvent]) -> TxFinal:
 def check_tx_run(trace: list[TraceEvent], scenario: TxScenario) -> list[CheckResult]:
     """The transaction checkers over one run."""
     policies = {"in": scenario.policy, "out": AtLeastOnce(), "audit": AtLeastOnce()}
-    return transaction_checks(trace, TX_STORE, tx_final(trace), policies)
+    return transaction_checks(trace, tx_stores(scenario), tx_final(trace), policies)
 
 
 @final
@@ -315,9 +369,9 @@ class TxFigures:
     dead_lettered: int
 
 
-def tx_figures(trace: list[TraceEvent]) -> TxFigures:
+def tx_figures(trace: list[TraceEvent], workload: TxScenario) -> TxFigures:
     """Count the run's items from its history and the auditor's note."""
-    history = tx_history(trace, TX_STORE)
+    history = tx_history(trace, tx_stores(workload))
     created = [key for key in history.created() if key.queue == "in"]
     removed = {key for owner in history.committed if (request := history.commits.get(owner))
                for key in request[1].takes}

@@ -4,7 +4,8 @@
 (each task many runs, through ``mapPartitions``), writes one ``RunReport`` row per run to
 Parquet and aggregates with Spark SQL; ``write_report`` renders report.md with plots.
 ``analyze_traces`` checks recorded traces (JSON Lines or Parquet) for the broker's order,
-accounting and fairness with Spark aggregations and window functions.
+accounting and fairness with Spark aggregations and window functions. On a cluster, ``ship_code``
+gives the executors conveyor's own code as a zip (``LocalSparkCluster`` starts one on loopback for tests).
 
 Everything but the matrix (``SweepCell``, ``build_matrix``, the parsers) needs the ``spark`` extra
 and is imported when first used.
@@ -25,6 +26,7 @@ from ._matrix import partition_count as partition_count
 from ._matrix import plan_partitions as plan_partitions
 
 if typing.TYPE_CHECKING:
+    from ._cluster import LocalSparkCluster as LocalSparkCluster
     from ._pipeline import FirstFailure as FirstFailure
     from ._pipeline import GroupSummary as GroupSummary
     from ._pipeline import SweepOutcome as SweepOutcome
@@ -51,6 +53,8 @@ if typing.TYPE_CHECKING:
     from ._session import MASTER_ENV as MASTER_ENV
     from ._session import default_master as default_master
     from ._session import spark_session as spark_session
+    from ._shipping import code_archive as code_archive
+    from ._shipping import ship_code as ship_code
     from ._traces import QueueVerdict as QueueVerdict
     from ._traces import TraceAnalysis as TraceAnalysis
     from ._traces import analyze_traces as analyze_traces
@@ -70,6 +74,8 @@ else:  # pyspark comes with the ``spark`` extra: the matrix and its parsers abov
             "MATRIX_SCHEMA", "ROW_SCHEMA", "run_cell", "run_cell_tuple", "run_cells", "sweep_replay_command",
         ),
         "._session": ("MASTER_ENV", "default_master", "spark_session"),
+        "._shipping": ("code_archive", "ship_code"),
+        "._cluster": ("LocalSparkCluster",),
         "._traces": ("QueueVerdict", "TraceAnalysis", "analyze_traces", "read_trace", "write_trace_parquet"),
     })
 
@@ -84,6 +90,7 @@ __all__ = [
     "FirstFailure",
     "GroupSummary",
     "LatencySpread",
+    "LocalSparkCluster",
     "QueueVerdict",
     "ReportDraft",
     "SweepCell",
@@ -92,6 +99,7 @@ __all__ = [
     "TraceAnalysis",
     "analyze_traces",
     "build_matrix",
+    "code_archive",
     "default_master",
     "execute_sweep",
     "latency_spreads",
@@ -108,6 +116,7 @@ __all__ = [
     "run_cell_tuple",
     "run_cells",
     "runs_frame",
+    "ship_code",
     "spark_session",
     "summarize",
     "summary_cells",

@@ -17,7 +17,7 @@ from typing import final
 import attrs
 
 from conveyor.simulation import STRATEGY_NAMES
-from conveyor.simulation.scenarios import FAULT_PLANS, check_fault_plan, get_scenario, scenario_names
+from conveyor.simulation.scenarios import FAULT_PLANS, check_fault_plan, get_scenario, parse_scenario_names
 
 DEFAULT_PLAN = "default"
 """A fault-plan entry that stands for each scenario's own default plan."""
@@ -81,8 +81,8 @@ def parse_names(text: str, allowed: Sequence[str], what: str) -> tuple[str, ...]
 
 
 def parse_scenarios(text: str) -> tuple[str, ...]:
-    """``all`` or comma-separated registry names."""
-    return parse_names(text, scenario_names(), "scenario")
+    """Comma-separated scenario names: ``all`` (the built-ins), ``plugins`` (installed ones), NAME, MODULE:NAME."""
+    return parse_scenario_names(text)
 
 
 def parse_strategies(text: str) -> tuple[str, ...]:

@@ -8,12 +8,15 @@ Parquet back, so no simulation runs twice.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, final
 
 import attrs
 from pyspark.sql import DataFrame, Row, SparkSession
+
+from conveyor.simulation.scenarios import scenario_search_path
 
 from ._matrix import DEFAULT_MAX_STEPS, DEFAULT_PLAN, SweepCell, build_matrix, partition_count, plan_partitions
 from ._rows import MATRIX_SCHEMA, ROW_SCHEMA, flatten, run_cells
@@ -128,9 +131,13 @@ def matrix_frame(spark: SparkSession, cells: Sequence[SweepCell], partitions: in
     return spark.createDataFrame(rdd, MATRIX_SCHEMA)
 
 
-def runs_frame(spark: SparkSession, matrix: DataFrame) -> DataFrame:
-    """One row per matrix row (``ROW_SCHEMA``), each partition's runs made by one task (lazy)."""
-    return spark.createDataFrame(matrix.rdd.mapPartitions(run_cells), ROW_SCHEMA)
+def runs_frame(spark: SparkSession, matrix: DataFrame, search_path: Sequence[str] = ()) -> DataFrame:
+    """One row per matrix row (``ROW_SCHEMA``), each partition's runs made by one task (lazy).
+
+    ``search_path``: folders the workers put on ``sys.path`` to import users' scenario modules.
+    """
+    runs = functools.partial(run_cells, search_path=tuple(search_path))
+    return spark.createDataFrame(matrix.rdd.mapPartitions(runs), ROW_SCHEMA)
 
 
 _SUMMARY_SQL = """
@@ -218,7 +225,7 @@ def execute_sweep(
     folder.mkdir(parents=True, exist_ok=True)
     cells = spec.cells()
     partitions = partition_count(len(cells), spark.sparkContext.defaultParallelism, spec.partitions_per_core)
-    rows = runs_frame(spark, matrix_frame(spark, cells, partitions))
+    rows = runs_frame(spark, matrix_frame(spark, cells, partitions), scenario_search_path(spec.scenarios))
     runs_path = str((folder / RUNS_DIR).resolve())
     run_action(lambda: rows.write.mode("overwrite").parquet(runs_path))
     runs = spark.read.parquet(runs_path)

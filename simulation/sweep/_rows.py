@@ -8,6 +8,7 @@ The schemas are explicit, so Spark never infers a type from a sample of rows.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -126,13 +127,16 @@ def run_cell_tuple(cell: Sequence[Any]) -> tuple[Any, ...]:
     return run_cell(*_cell_args(cell))
 
 
-def run_cells(cells: Iterable[Sequence[Any]]) -> Iterator[tuple[Any, ...]]:
+def run_cells(cells: Iterable[Sequence[Any]], search_path: Sequence[str] = ()) -> Iterator[tuple[Any, ...]]:
     """The ``mapPartitions`` function: each matrix row (``MATRIX_COLUMNS`` order) -> its run's row.
 
     Logging is disabled first: actors log errors with tracebacks on purpose (a callback
-    that raises is part of some scenarios), which would bury Spark's own output.
+    that raises is part of some scenarios), which would bury Spark's own output. The folders of
+    ``search_path`` (``scenario_search_path``: where the driver found users' ``module:NAME``
+    scenarios) go on the worker's ``sys.path`` first, so it imports the same modules.
     """
     logging.disable(logging.CRITICAL)
+    sys.path.extend(folder for folder in search_path if folder not in sys.path)
     for cell in cells:
         yield run_cell(*_cell_args(cell))
 

@@ -5,7 +5,8 @@ Spark the same way (``../shared/PLATFORM.md`` measured them): loopback-only netw
 for a local master, no UI, no console progress (the command draws its own), Python
 workers over unix sockets (7-10 ms per task instead of 25), no Arrow for Python UDFs
 (pyarrow is not a dependency), and log4j at ERROR. A cluster is one ``--master`` (or
-``CONVEYOR_SPARK_MASTER``) away; for it only the neutral settings apply.
+``CONVEYOR_SPARK_MASTER``) away; for it only the neutral settings apply (and loopback binding
+for a master on 127.0.0.1), and conveyor's code is shipped to its executors (``ship_code``).
 
 This is driver-side set-up, not row production, but it has no clock and no lock and
 every entry point needs it, hence its home beside the pipeline.
@@ -16,10 +17,12 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+
+from ._shipping import check_py_files, ship_code
 
 MASTER_ENV = "CONVEYOR_SPARK_MASTER"
 """Environment variable naming the Spark master when ``--master`` is not given."""
@@ -58,6 +61,14 @@ def is_local(master: str | None) -> bool:
     return master is not None and (master == "local" or master.startswith("local["))
 
 
+def on_loopback(master: str | None) -> bool:
+    """Whether ``master`` is a standalone cluster on this machine's loopback (``spark://127.0.0.1:PORT``)."""
+    if master is None or not master.startswith("spark://"):
+        return False
+    hosts = {address.rsplit(":", 1)[0] for address in master.removeprefix("spark://").split(",")}
+    return hosts <= {"127.0.0.1", "localhost"}
+
+
 def _quiet_conf_dir() -> str:
     """A folder holding a log4j2.properties at level error (written once, reused)."""
     folder = Path(tempfile.gettempdir()) / f"conveyor-spark-conf-{os.getuid()}"
@@ -76,10 +87,10 @@ def session_conf(master: str | None, *, testing: bool = False) -> dict[str, str]
         "spark.sql.execution.pythonUDF.arrow.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
     }
+    if is_local(master) or on_loopback(master):
+        conf |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
     if is_local(master):
         conf |= {
-            "spark.driver.host": "127.0.0.1",
-            "spark.driver.bindAddress": "127.0.0.1",
             "spark.python.unix.domain.socket.enabled": "true",
             "spark.sql.shuffle.partitions": str(max(2, os.cpu_count() or 2)),
         }
@@ -98,12 +109,15 @@ def spark_session(
     app_name: str = "conveyor",
     testing: bool = False,
     conf: Mapping[str, str] | None = None,
+    py_files: Sequence[Path] = (),
 ) -> SparkSession:
     """Start (or join) the SparkSession for ``master`` (default: ``default_master()``).
 
     Sets, before the JVM starts and only where not already set: ``SPARK_CONF_DIR`` (quiet
-    logging), ``PYSPARK_PYTHON`` (this interpreter, so workers import the installed
-    conveyor) and, for a local master, ``SPARK_LOCAL_IP=127.0.0.1``.
+    logging) and, for a local master, ``PYSPARK_PYTHON`` (this interpreter, so workers import the
+    installed conveyor) and ``SPARK_LOCAL_IP=127.0.0.1`` (also for a cluster on loopback). On a
+    cluster, conveyor's own code is shipped to the executors (``ship_code``), so the workers need
+    only Python and conveyor's dependencies, with ``PYSPARK_PYTHON`` naming their interpreter.
 
     Args:
         master: ``local[*]``, ``local[2]``, ``spark://host:7077``, ...; ``None``: ``default_master()``
@@ -111,11 +125,17 @@ def spark_session(
         app_name: shown by the cluster manager.
         testing: small fixed parallelism and driver memory for the test suite.
         conf: extra settings, applied last.
+        py_files: the user's own modules (.py, .zip, .egg) the executors import, e.g. scenarios.
+
+    Raises:
+        ValueError: a ``py_files`` entry that is not an existing .py, .zip or .egg file.
     """
+    check_py_files(py_files)
     chosen = master or default_master()
     os.environ.setdefault("SPARK_CONF_DIR", _quiet_conf_dir())
-    if is_local(chosen):
+    if is_local(chosen) or on_loopback(chosen):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if is_local(chosen):
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if chosen is not None:
@@ -124,4 +144,5 @@ def spark_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    ship_code(session, py_files)
     return session

@@ -85,9 +85,10 @@ def test_bad_arguments_name_the_option_and_the_allowed_values(arguments: list[st
     assert message in _flat(result.output)
 
 
-def test_simulate_names_all_as_a_choice() -> None:
+def test_simulate_names_all_and_plugins_as_choices() -> None:
     result = runner.invoke(app, ["simulate", "nope"])
-    assert _flat(result.output).split("choose one of: ")[1].split(",")[-1].strip() == "all"
+    choices = _flat(result.output).split("choose one of: ")[1].split(";")[0].split(", ")
+    assert choices[-2:] == ["all", "plugins"]
 
 
 def test_a_failing_run_prints_its_seed_messages_replay_command_and_shrunk_story(

@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from conveyor.runtime import Actor
 from conveyor.runtime.lowlevel import (
+    ZkCall,
     ZkCheck,
     ZkClose,
     ZkCreate,
@@ -269,3 +271,39 @@ def test_a_session_made_not_to_reopen_stays_expired() -> None:
     harness.expire(owner)
     assert _states(owner) == ["connected", "expired"]
     assert harness.call(owner, ZkExists("/")).error == "session_expired"
+
+
+class Pipeliner(Actor):
+    """Keeps two sequential creates of ``/log/r-`` in flight on its session, the next sent as soon as one is answered
+    (as a client chaining continuations does); each create's data is its number in sending order."""
+
+    def __init__(self, session: Callable[[], Actor], total: int) -> None:
+        self.factory = session
+        self.total = total
+        self.sent = 0
+
+    def on_start(self) -> None:
+        self.session = self.ctx.spawn(self.factory, name="session")
+        self.ctx.send(self.session, ZkCall(-1, self.ctx.self_ref, ZkCreate("/log", make_parents=True)))
+
+    def receive(self, message: object) -> None:
+        if isinstance(message, ZkReply):
+            for _ in range(2 if message.request_id < 0 else 1):
+                if self.sent < self.total:
+                    create = ZkCreate("/log/r-", str(self.sent).encode(), sequential=True)
+                    self.ctx.send(self.session, ZkCall(self.sent, self.ctx.self_ref, create))
+                    self.sent += 1
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_request_sent_when_a_slow_one_comes_due_waits_behind_the_others_held(seed: int) -> None:
+    """A session's requests reach the server in the order sent, also a request sent at the very instant the
+    requests held behind a slow one come due (``tx-zk`` seed 525: a lock create overtook the multi that deleted
+    the lock, and an item dead-lettered once was taken again)."""
+    harness = SimZkHarness(seed, ZkFaults(slow=0.5, slow_s=0.2))
+    harness.sim.spawn(lambda: Pipeliner(harness.zk.session(), 60), name="pipeliner")
+    harness.settle()
+    model = harness.zk.model
+    applied = [int(node.data) for name in sorted(path for path in model.paths() if path.startswith("/log/r-"))
+               if (node := model.node(name)) is not None]
+    assert applied == list(range(60))

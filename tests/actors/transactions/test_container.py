@@ -20,11 +20,13 @@ from conveyor.actors.transactions import (
     ListenerContainerActor,
     QueueListenerContainer,
     StopContainer,
+    TakeItem,
     TxItem,
     TxQueue,
     TxStoreActor,
 )
-from conveyor.runtime import ActorRef, ThreadSystem
+from conveyor.runtime import ActorRef, EventKind, ThreadSystem
+from conveyor.simulation import Simulation
 from tests.actors.transactions.helpers import declared, produce, spawn_store, until
 from tests.conftest import Harness
 
@@ -164,3 +166,18 @@ def test_the_blocking_container_on_threads() -> None:
         assert q.stats("out").items == 20
         with pytest.raises(RuntimeError, match="called already"):
             running.start()
+
+
+def test_a_refused_take_is_asked_again_after_poll_s_not_at_once() -> None:
+    """A store that refuses every take (here: a queue never declared; on ZooKeeper: an expired session) is asked
+    again once per ``poll_s`` per worker, not in a loop as fast as it answers (issue 19, found by ``tx-zk``)."""
+    sim = Simulation(seed=1)
+    store = sim.spawn(TxStoreActor, name="tx")
+    ref = sim.spawn(lambda: ListenerContainerActor(store, "nowhere", lambda consumer, item: None, workers=2,
+                                                   poll_s=0.5), name="container")
+    result = sim.run(until=2.0, max_steps=10_000)
+    takes = [event for event in sim.trace
+             if event.kind is EventKind.DELIVERED and type(event.message) is TakeItem and event.receiver == "/tx"]
+    assert result.quiet, "not spinning"
+    assert 2 <= len(takes) <= 2 * (1 + 2.0 / 0.5)
+    assert sim.ask(ref, StopContainer()) == ContainerStopped(committed=0, rolled_back=0)

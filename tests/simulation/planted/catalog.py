@@ -32,6 +32,7 @@ from . import (
     storage,
     subscriber,
     transactions,
+    transactions_zk,
     zero_deadline_decision,
     zookeeper,
 )
@@ -531,6 +532,16 @@ PLANTED: tuple[PlantedBug, ...] = (
         "tx-broker", Variant(tx_store=transactions.LosesDeadLetters), budget=20,
         checkers=frozenset({"tx_no_loss"}), shrink_runs=60,
     ),
+    *(PlantedBug(name, summary, "tx-zk", Variant(zk_tx_backend=backend), budget=20, checkers=frozenset(found),
+                 shrink_runs=60) for name, summary, backend, found in (
+        ("zk-locks-not-ephemeral", "ZkTxBackend creates lock-N persistent: it outlives its session",
+         transactions_zk.ZkLocksNotEphemeral, {"tx_no_lock_left", "tx_drained"}),
+        ("zk-puts-before-takes-checked", "ZkTxBackend commits in two steps: the puts, then the takes checked",
+         transactions_zk.ZkPutsBeforeTakesChecked, {"tx_no_phantom"}),
+        ("zk-k-per-session", "ZkTxBackend counts takes in memory, not in meta-N: K per session",
+         transactions_zk.ZkCountsPerSession, {"tx_at_most_k"}),
+        ("zk-rollback-keeps-locks", "ZkTxBackend's rollback of a failed transaction answers but leaves its locks",
+         transactions_zk.ZkRollbackKeepsLocks, {"tx_no_lock_left", "tx_drained"}))),
 )
 """Every planted bug, in the order docs/simulation.md lists them."""
 
