@@ -10,16 +10,22 @@ take and per commit), in one run. Issue 19's target for this backend: >= 20,000 
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 
 import trio
 
 from conveyor.actors.transactions import AsyncTxQueue, AtLeastOnce, TxStoreActor
+from conveyor.actors.zookeeper import LocalZooKeeper, ZooKeeperNotInstalled, zookeeper_missing
 from conveyor.runtime import TrioSystem
 
+from ._transactions_zk import raw_kazoo, through_backend
 
-async def _run(transactions: int, clients: int, durable: bool) -> float:
-    """Transactions per second for ``clients`` concurrent clients sharing ``transactions`` commits."""
+
+async def _run(transactions: int, clients: int, durable: bool) -> tuple[float, float]:
+    """Transactions per second (wall clock, and per second of this process's CPU) for ``clients``
+    concurrent clients sharing ``transactions`` commits."""
     async with TrioSystem() as system:
         store = system.spawn(lambda: TxStoreActor(durable=durable), name="tx")
         producer = AsyncTxQueue(system, store)
@@ -39,27 +45,84 @@ async def _run(transactions: int, clients: int, durable: bool) -> float:
                     tx.put("work", item.body)
                     await tx.commit()
 
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         async with trio.open_nursery() as nursery:
             for queue in handles:
                 nursery.start_soon(client, queue)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         system.shutdown()
-    return share * clients / elapsed
+    return share * clients / elapsed, share * clients / cpu
 
 
-def main(transactions: int = 20_000, repeat: int = 3) -> dict[str, float]:
-    """Measure each (clients, durable) pair, best of ``repeat``; print and return the figures."""
+BROKER_TARGET = 20_000.0
+"""Issue 19's target for the broker backend, in transactions a second."""
+ZK_ONE_WORKER_TARGET = 0.8
+"""Issue 19's target for the ZooKeeper backend with one worker: this much of raw synchronous kazoo."""
+ZK_CONCURRENT_TARGET = 3.0
+"""... and with 8 concurrent transactions: this many times raw synchronous kazoo."""
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def main(transactions: int = 20_000, repeat: int = 3, zk_transactions: int = 2_000) -> dict[str, float]:
+    """Measure the broker rows (best of ``repeat``), then the ZooKeeper rows; print and return the figures.
+
+    Every rate comes with its ratio: to the target for the broker backend, to raw kazoo for ZooKeeper.
+    """
     figures: dict[str, float] = {}
     print(f"transactions on the broker backend (TrioSystem, take-1 / put-1, {transactions:,} a round, "
-          f"best of {repeat})")
+          f"best of {repeat}; {_load()})")
     for durable in (False, True):
         for clients in (1, 8):
-            best = max(trio.run(_run, transactions, clients, durable) for _ in range(repeat))
+            rounds = [trio.run(_run, transactions, clients, durable) for _ in range(repeat)]
+            best, best_cpu = max(wall for wall, _ in rounds), max(cpu for _, cpu in rounds)
             key = f"tx_per_s_{clients}_clients{'_durable' if durable else ''}"
             figures[key] = best
+            figures[f"{key}_per_cpu_s"] = best_cpu
+            figures[f"{key}_ratio_to_target"] = best / BROKER_TARGET
             print(f"  {'durable' if durable else 'in memory':9}  {clients} client{'s' if clients > 1 else ' '}: "
-                  f"{best:>10,.0f} tx/s")
+                  f"{best:>9,.0f} tx/s ({best / BROKER_TARGET:.2f}x the target {BROKER_TARGET:,.0f}); "
+                  f"{best_cpu:>9,.0f} tx a CPU second ({best_cpu / BROKER_TARGET:.2f}x)")
+    figures.update(zookeeper_rows(zk_transactions, repeat))
+    one, _, _ = os.getloadavg()
+    figures["load_average_1_min"] = max(one, 0.01)
+    print(f"  ({_load()} at the end)")
+    return figures
+
+
+def zookeeper_rows(transactions: int, repeat: int) -> dict[str, float]:
+    """ZooKeeper rows on one local server with fsync on: raw kazoo, then the backend with 1 and 8 workers."""
+    problem = zookeeper_missing()
+    if problem is not None:
+        raise ZooKeeperNotInstalled(problem)
+    figures: dict[str, float] = {}
+    with LocalZooKeeper(force_sync=True) as server:
+        print(f"transactions on ZooKeeper (a local server, fsync on; take-1 / put-1, {transactions:,} a round, "
+              f"best of {repeat}; {_load()})")
+        roots = (f"bench-{n}" for n in itertools.count())
+        rounds: dict[str, list[float]] = {"raw": [], "1_worker": [], "8_concurrent": []}
+        for _ in range(repeat):  # interleaved, so that a change of load weighs on every row alike
+            rounds["raw"].append(raw_kazoo(server.address, next(roots), transactions))
+            for concurrent in (1, 8):
+                rounds["1_worker" if concurrent == 1 else "8_concurrent"].append(
+                    trio.run(through_backend, server.address, next(roots), transactions, concurrent)[0])
+        raw = max(rounds["raw"])
+        figures["zk_raw_kazoo_tx_per_s"] = raw
+        print(f"  raw kazoo, synchronous (list, lock, one checked transaction): {raw:>7,.0f} tx/s (1.00x)")
+        for name, label, target in (("1_worker", "1 worker", ZK_ONE_WORKER_TARGET),
+                                    ("8_concurrent", "8 concurrent transactions", ZK_CONCURRENT_TARGET)):
+            rate = max(rounds[name])
+            figures[f"zk_tx_per_s_{name}"] = rate
+            figures[f"zk_{name}_ratio_to_raw_kazoo"] = rate / raw
+            print(f"  ZkTxBackend, {label:27}: {rate:>7,.0f} tx/s ({rate / raw:.2f}x raw kazoo; "
+                  f"target >= {target}x: {'met' if rate / raw >= target else 'NOT met'})")
+        _, calls = trio.run(through_backend, server.address, next(roots), max(transactions // 4, 8), 1, True)
+        figures["zk_calls_per_tx"] = sum(count for kind, count in calls.items() if kind != "writes in multis")
+        print(f"  ZooKeeper calls a transaction (1 worker): {figures['zk_calls_per_tx']:.2f}: "
+              + ", ".join(f"{kind} {count:.2f}" for kind, count in calls.items()))
     return figures
 
 

@@ -249,6 +249,8 @@ class TxStoreActor(Actor):
 
     def _serve_waiters(self) -> None:
         """Give offered items to the takes waiting for them, oldest first."""
+        if not any(self.waiters.values()):
+            return  # the common case: nothing waits, and no backoff timer is needed for nobody
         now = self.ctx.now()
         for name, queue in self.waiters.items():
             while queue:

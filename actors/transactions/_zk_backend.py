@@ -10,22 +10,25 @@ a session actor (``ZkCall``/``ZkReply``); handlers chain continuations and never
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
-from collections.abc import Callable
-from typing import Any, cast, final
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, cast, final
 
 import attrs
 
 from conveyor.runtime import Actor, ActorRef, Terminated
 from conveyor.runtime.lowlevel import (
     ZkCall,
+    ZkCheck,
     ZkCreate,
     ZkDelete,
     ZkExists,
     ZkGetChildren,
     ZkGetData,
     ZkMulti,
+    ZkMultiFailed,
     ZkNode,
     ZkReply,
     ZkSessionEvent,
@@ -73,6 +76,18 @@ COMMIT_CHECKS = 20
 
 COMMIT_CHECK_PAUSE_S = 0.25
 """The pause between two reads of a commit's marker, while the session reconnects."""
+
+LISTING_TTL_S = 0.1
+"""A take's first look picks its candidates from the last listing of ``items/`` while it is this young
+(seconds); our own commits keep it up to date, items committed away by others are skipped when their check
+fails, and a take that finds nothing in it lists again for real (watches set) before it answers or parks.
+A watch firing on the queue's ``items/``, an expiry and every session event drop it."""
+
+MARKERS_A_BATCH = 64
+"""Answered commits' markers are deleted this many in one multi..."""
+
+MARKERS_AFTER_S = 1.0
+"""... or this long after the first of a batch, whichever comes first."""
 
 Continuation = Callable[[ZkReply], None]
 
@@ -126,6 +141,10 @@ class _Take:
     """A watch fired while its chain ran: list again at once instead of parking."""
     wake_at: float | None = None
     """The earliest end of a backoff it skipped this round."""
+    first_look: Literal["", "cache", "listing"] = ""
+    """Where its first candidates came from: the cached listing (it may miss items others put) or a listing
+    without watches (a take that finds an item needs none). Either way ``_nothing`` lists again, with
+    watches, before it parks, and after the cache before it answers none."""
 
 
 def _number(name: str) -> int:
@@ -182,6 +201,10 @@ class ZkTxBackend(Actor):
         """Steps waiting for the next session (a commit whose outcome an expiry hid)."""
         self.lost: set[tuple[ActorRef, int]] = set()
         """Transactions whose locks went with an expired session: their commit aborts naming the expiry."""
+        self.listings: dict[str, tuple[float, list[int]]] = {}
+        """Per queue, when ``items/`` was listed and its item numbers in order, kept up to date with our commits."""
+        self.spent_markers: list[str] = []
+        """Markers of this session's answered commits, to delete in one multi (``_spend_marker``)."""
 
     def on_start(self) -> None:
         """Hear the ZooKeeper session's events: an expiry drops every lock at once."""
@@ -221,6 +244,7 @@ class ZkTxBackend(Actor):
                     then(message)
             case ZkSessionEvent(session_id=session_id, state=state):
                 self.session_id = session_id
+                self.listings.clear()  # items may have come and gone unseen (and our watches with the session)
                 if state in ("expired", "closed"):
                     self._session_lost(closed=state == "closed")
                 elif state == "connected" and not self.closed and self.expired:
@@ -232,7 +256,9 @@ class ZkTxBackend(Actor):
                         resume()
             case ZkWatchFired(path=path):
                 self.watching.discard(path)
-                queue = path[len(self.root) + 2:].rsplit("/", 1)[0]
+                queue, folder = path[len(self.root) + 2:].rsplit("/", 1)
+                if folder == "items":  # a lock's change (our own creates included) leaves the listing right
+                    self.listings.pop(queue, None)
                 for waiting in [t for t in self.takes.values() if t.request.queue == queue]:
                     self._wake(waiting)
             case DeclareTxQueue(settings=settings):
@@ -287,6 +313,7 @@ class ZkTxBackend(Actor):
         self.held.clear()
         self.claimed.clear()
         self.watching.clear()  # an expired session's watches are gone with it
+        self.spent_markers.clear()  # ephemeral: they went with it
 
     def _when_back(self, step: Callable[[], None]) -> None:
         """Run ``step`` after a lost connection or session: a moment later, on a connected session."""
@@ -443,7 +470,8 @@ class ZkTxBackend(Actor):
             self.ctx.watch(request.session)
         take = _Take(request, self.ctx.sender, self.ctx.now() + request.wait_s)
         self.takes[(request.session, request.tx)] = take
-        self._with_queues([request.queue], lambda: self._list(take) if not take.cancelled else self._nothing(take),
+        self._with_queues([request.queue],
+                          lambda: self._first_list(take) if not take.cancelled else self._nothing(take),
                           lambda why: self._nothing(take, why))
 
     def _finish(self, take: _Take, answer: Taken | NothingTaken) -> None:
@@ -455,8 +483,17 @@ class ZkTxBackend(Actor):
     def _nothing(self, take: _Take, reason: str = "", *, soon: bool = False) -> None:
         """No item now: answer, or park the take until a watch fires, a backoff ends or a rescan is due."""
         now = self.ctx.now()
-        if reason or take.cancelled or self.closed or now >= take.deadline:
+        if reason or take.cancelled or self.closed:
             self._finish(take, NothingTaken(take.request.tx, take.request.queue, reason))
+            return
+        if take.first_look == "cache" or (take.first_look == "listing" and now < take.deadline):
+            take.first_look = ""  # look again, for real: watches set if it may park (docs: "Cost")
+            take.woken = False
+            self.listings.pop(take.request.queue, None)
+            self._list(take)
+            return
+        if now >= take.deadline:
+            self._finish(take, NothingTaken(take.request.tx, take.request.queue))
             return
         if take.woken and not self.expired:
             take.woken = False
@@ -506,14 +543,31 @@ class ZkTxBackend(Actor):
         take.wake_at = until if take.wake_at is None else min(take.wake_at, until)
         return True
 
+    def _first_list(self, take: _Take) -> None:
+        """A take's first look: the cached listing while it is young, else a listing without watches.
+
+        A take served at once needs no watch, and a watch set at every take would fire at every commit
+        and lock of ours, dropping the cache and costing a listing of ``items/`` and ``locks/`` each time.
+        """
+        cached = self.listings.get(take.request.queue)
+        if cached is not None and not self.expired and self.ctx.now() - cached[0] < LISTING_TTL_S:
+            candidates = self._candidates(take, cached[1])
+            if candidates:
+                take.first_look = "cache"
+                self._try_fresh(take, candidates)
+                return
+        take.first_look = "listing"
+        self._list(take)
+
     def _list(self, take: _Take) -> None:
-        """List ``items/`` and try its first candidates; a take that may wait watches ``items/`` and ``locks/``."""
+        """List ``items/`` and try its first candidates; a take that may park (after its first look) watches
+        ``items/`` and ``locks/``."""
         queue = take.request.queue
         if self.expired:  # between two sessions: wait for the next one
             self._nothing(take)
             return
         items = self._path(queue, "items")
-        waits = take.deadline > self.ctx.now()
+        waits = take.deadline > self.ctx.now() and take.first_look != "listing"
         if waits:
             locks = self._path(queue, "locks")
             if self._watch(locks):
@@ -523,23 +577,45 @@ class ZkTxBackend(Actor):
 
         def listed(reply: ZkReply) -> None:
             if reply.error is not None:
+                take.first_look = ""  # not listed: no second look at once
                 if watch:
                     self.watching.discard(items)
                 lost = reply.error in ("connection_loss", "session_expired")
                 self._nothing(take, "" if lost else f"ZooKeeper answered {reply.error}", soon=lost)
                 return
-            numbers = {_number(name): name for name in reply.value}  # type: ignore[attr-defined]
-            for key in [key for key in self.backoff if key[0] == queue and key[1] not in numbers]:
+            numbers = sorted(_number(name) for name in reply.value)  # type: ignore[attr-defined]
+            self.listings[queue] = (self.ctx.now(), numbers)
+            listed_now = set(numbers)
+            for key in [key for key in self.backoff if key[0] == queue and key[1] not in listed_now]:
                 del self.backoff[key]  # committed or dead-lettered meanwhile
-            free = [number for number in sorted(numbers) if not self._in_backoff(take, number)
-                    and self._path(queue, "locks", f"lock-{number}") not in self.claimed]
-            names = [numbers[number] for number in free[:CANDIDATES]]
-            if not self.strict_fifo:
-                seeded = self.ctx.random  # the context's: replayable in the simulator
-                seeded.shuffle(names)
-            self._try(take, names)
+            self._try_fresh(take, self._candidates(take, numbers))
 
         self._call(ZkGetChildren(items, watch=watch), listed)
+
+    def _candidates(self, take: _Take, numbers: list[int]) -> list[str]:
+        """The first ``CANDIDATES`` items not in backoff that no transaction of ours claims, in an order drawn
+        from the context's random (replayable in the simulator; contenders spread out) unless ``strict_fifo``."""
+        queue = take.request.queue
+        free = [number for number in numbers if not self._in_backoff(take, number)
+                and self._path(queue, "locks", f"lock-{number}") not in self.claimed]
+        names = [f"item-{number:010d}" for number in free[:CANDIDATES]]
+        if not self.strict_fifo:
+            seeded = self.ctx.random
+            seeded.shuffle(names)
+        return names
+
+    def _listing_changed(self, *, gone: Iterable[ItemKey] = (), created: Iterable[ItemKey] = ()) -> None:
+        """Keep the cached listings up to date with items this backend saw go or created."""
+        for key in gone:
+            numbers = self.listings.get(key.queue, (0.0, []))[1]
+            index = bisect.bisect_left(numbers, key.number)
+            if index < len(numbers) and numbers[index] == key.number:
+                del numbers[index]
+        for key in created:
+            numbers = self.listings.get(key.queue, (0.0, []))[1]
+            index = bisect.bisect_left(numbers, key.number)
+            if index == len(numbers) or numbers[index] != key.number:
+                numbers.insert(index, key.number)
 
     def _try(self, take: _Take, candidates: list[str]) -> None:
         """Lock the first candidate that can be locked, else answer that nothing was taken."""
@@ -579,8 +655,90 @@ class ZkTxBackend(Actor):
 
         self._call(ZkCreate(lock, uuid, ephemeral=True), created)
 
-    def _drop_stale(self, lock: str, uuid: bytes) -> None:
-        """A lock create begun on an expired session that the session actor sent again on the new one: if
+    def _try_fresh(self, take: _Take, candidates: list[str]) -> None:
+        """Take the first candidate as a fresh item (no ``meta-N`` yet: never taken) in one write.
+
+        One multi checks the item, creates our lock and creates its meta with the take counted; the
+        item's read is sent right behind it (a session serves its requests in order), so a take costs
+        one round trip after the listing. Anything else (the lock held, maybe by an orphan of ours; the
+        item has meta) goes to ``_try``, which locks first and reads after; an item gone is skipped.
+        """
+        if take.cancelled or self.expired or not candidates:
+            self._try(take, candidates)
+            return
+        queue = take.request.queue
+        number = _number(candidates[0])
+        rest = candidates[1:]
+        lock = self._path(queue, "locks", f"lock-{number}")
+        if lock in self.claimed:  # another transaction of this backend holds it or is taking it
+            self._try_fresh(take, rest)
+            return
+        self.claimed.add(lock)
+        uuid = self._uuid().encode()
+        epoch = self.epoch
+        key = ItemKey(queue, number)
+        item_path = self._path(queue, "items", f"item-{number:010d}")
+        counted = _Held(key, b"", ItemMeta(takes=1), meta_version=0)  # meta-N as the multi creates it
+        replies: dict[str, ZkReply] = {}
+
+        def arrived(which: str, reply: ZkReply) -> None:
+            replies[which] = reply
+            if len(replies) == 2:
+                decided(replies["multi"], replies["item"])
+
+        def decided(multi: ZkReply, item: ZkReply) -> None:
+            if self.epoch != epoch:  # the session that made the lock is gone, and the lock with it
+                if multi.error in (None, "connection_loss"):  # unless the multi reached the server on the new one
+                    self._drop_stale(lock, uuid)
+                self._try(take, rest)
+            elif multi.error is None:
+                got_item(item)
+            elif multi.error == "connection_loss":  # applied or not: our uuid in lock-N says
+                self._call(ZkGetData(lock), recovered)
+            else:
+                self.claimed.discard(lock)
+                if isinstance(multi.value, ZkMultiFailed) and multi.value.index == 0:
+                    self._listing_changed(gone=(key,))  # committed away by another transaction
+                    self._try_fresh(take, rest)
+                else:  # locked (by another, or an orphan of ours), or taken before: lock first, then read
+                    self._try(take, candidates)
+
+        def recovered(reply: ZkReply) -> None:
+            if self.epoch != epoch:
+                self._try(take, rest)
+            elif reply.error is None and isinstance(reply.value, ZkNode) and reply.value.data == uuid:
+                self._call(ZkGetData(item_path), got_item)
+            else:
+                self.claimed.discard(lock)
+                self._try_fresh(take, rest)
+
+        def got_item(reply: ZkReply) -> None:
+            if self.epoch != epoch:  # after an expiry the take stays counted, as a client that died holding it
+                self._try(take, rest)
+            elif reply.error is None and isinstance(reply.value, ZkNode):
+                self._hand_over(take, attrs.evolve(counted, body=reply.value.data))
+            else:  # the read was lost: give the item back, its take uncounted
+                self._release([counted], failed=False, handed_over=False)
+                self._try_fresh(take, rest)
+
+        operations = (ZkCheck(item_path, -1), ZkCreate(lock, uuid, ephemeral=True),
+                      ZkCreate(self._path(queue, "meta", f"meta-{number}"), _meta_bytes(counted.meta)))
+        self._call(ZkMulti(operations), lambda reply: arrived("multi", reply))
+        self._call(ZkGetData(item_path), lambda reply: arrived("item", reply))
+
+    def _hand_over(self, take: _Take, held: _Held) -> None:
+        """The item is locked with its take counted: answer ``Taken``, or give it back if nobody waits any more."""
+        request = take.request
+        if take.cancelled or request.session not in self.watched:
+            self._release([held], failed=False, handed_over=False)
+            self._nothing(take)
+            return
+        self.held.setdefault((request.session, request.tx), []).append(held)
+        self._finish(take, Taken(request.tx, TxItem(held.key, held.body, held.meta.takes)))
+
+    def _drop_stale(self, lock: str, uuid: bytes, tries: int = COMMIT_CHECKS) -> None:
+        """A lock create (alone or in a fresh take's multi) begun on an expired session that the session actor
+        sent again on the new one: if
         ``lock`` is there with this attempt's uuid, no transaction holds it; delete it, or it would stay
         for the new session's whole life when its item is gone (no take would ever reclaim it)."""
 
@@ -589,7 +747,9 @@ class ZkTxBackend(Actor):
 
             def got(reply: ZkReply) -> None:
                 node = reply.value if reply.error is None else None
-                if isinstance(node, ZkNode) and node.data == uuid and self._orphan(node) and lock not in self.claimed:
+                if reply.error in _TRANSIENT and tries > 1:  # a lost read proves nothing: read again
+                    self._when_back(lambda: self._drop_stale(lock, uuid, tries - 1))
+                elif isinstance(node, ZkNode) and node.data == uuid and self._orphan(node) and lock not in self.claimed:
                     self._unlock(lock, epoch)
 
             self._call(ZkGetData(lock), got)
@@ -650,14 +810,7 @@ class ZkTxBackend(Actor):
                 if reply.error is not None or self.epoch != epoch:
                     give_up()  # after an expiry the take stays counted, as a client that died holding it
                     return
-                held = _Held(key, body, counted, reply.value if isinstance(reply.value, int) else 0)
-                request = take.request
-                if take.cancelled or request.session not in self.watched:
-                    self._release([held], failed=False, handed_over=False)
-                    self._nothing(take)
-                    return
-                self.held.setdefault((request.session, request.tx), []).append(held)
-                self._finish(take, Taken(request.tx, TxItem(key, body, counted.takes)))
+                self._hand_over(take, _Held(key, body, counted, reply.value if isinstance(reply.value, int) else 0))
 
             self._call(write, counted_done)
 
@@ -757,8 +910,9 @@ class ZkTxBackend(Actor):
             if self.epoch == epoch:
                 for key in request.takes:
                     self.claimed.discard(self._path(key.queue, "locks", f"lock-{key.number}"))
+            self._listing_changed(gone=request.takes, created=created)
             answer(TxCommitted(request.tx, created))
-            self._drop_marker(marker, epoch)
+            self._spend_marker(marker, epoch)
 
         def aborted(reason: str) -> None:
             self.lost.discard(owner)
@@ -839,15 +993,39 @@ class ZkTxBackend(Actor):
         if self.epoch == epoch:  # else it went with its session, and lock-N may be another's now
             self._call(ZkDelete(lock), deleted)
 
-    def _drop_marker(self, marker: str, epoch: int, tries: int = COMMIT_CHECKS) -> None:
-        """Delete a commit's marker once answered; a lost delete is repeated (the session would take it anyway)."""
+    def _spend_marker(self, marker: str, epoch: int) -> None:
+        """An answered commit's marker is no longer read: delete it with others, in one multi.
+
+        A delete of its own would be one more write (one more fsync) a transaction; batched, markers
+        cost one write per ``MARKERS_A_BATCH`` commits, or one ``MARKERS_AFTER_S`` after the first of a
+        batch when commits are few. A marker of an earlier session is left: ephemeral, it went with it.
+        """
+        if self.epoch != epoch:
+            return
+        self.spent_markers.append(marker)
+        if len(self.spent_markers) >= MARKERS_A_BATCH:
+            self._delete_markers(epoch)
+        elif len(self.spent_markers) == 1:
+            self._after(MARKERS_AFTER_S, lambda: self._delete_markers(epoch))
+
+    def _delete_markers(self, epoch: int, batch: list[str] | None = None, tries: int = COMMIT_CHECKS) -> None:
+        """Delete ``batch`` (by default the markers spent so far) in one multi while its session lives; a lost
+        delete is repeated (the session would take them anyway), a marker already gone fails the multi: one by one."""
+        if self.epoch != epoch:  # they went with their session; the new one's batch has its own timer
+            return
+        if batch is None:
+            batch, self.spent_markers = self.spent_markers, []
+        if not batch:
+            return
 
         def deleted(reply: ZkReply) -> None:
             if reply.error == "connection_loss" and tries > 1:
-                self._after(COMMIT_CHECK_PAUSE_S, lambda: self._drop_marker(marker, epoch, tries - 1))
+                self._after(COMMIT_CHECK_PAUSE_S, lambda: self._delete_markers(epoch, batch, tries - 1))
+            elif reply.error is not None and len(batch) > 1:
+                for marker in batch:
+                    self._delete_markers(epoch, [marker], tries)
 
-        if self.epoch == epoch:  # else it went with its session
-            self._call(ZkDelete(marker), deleted)
+        self._call(ZkMulti(tuple(ZkDelete(marker) for marker in batch)), deleted)
 
     # --- reads -----------------------------------------------------------------------------------
 

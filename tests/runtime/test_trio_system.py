@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from conveyor.runtime import Actor, ConveyorError, TrioSystem
-from tests.runtime.actors import Get
+from tests.runtime.actors import Get, Recorder
 
 
 class SelfFeeder(Actor):
@@ -105,3 +105,55 @@ async def test_a_system_is_entered_once() -> None:
 def test_bad_batch_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="batch and yield_every must be >= 1"):
         TrioSystem(batch=0)
+
+
+class Fanout(Actor):
+    """Answers an ask at once and tells ``target`` 200 times: more work left ready than one turn handles."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def receive(self, message: Any) -> None:
+        for _ in range(200):
+            self.ctx.send(self.target, message)
+        self.ctx.reply(message)
+
+
+async def test_an_ask_answered_on_the_asking_task_still_wakes_the_dispatcher_for_what_it_left() -> None:
+    with trio.fail_after(10):
+        async with TrioSystem() as system:
+            recorder = system.spawn(Recorder)
+            fanout = system.spawn(lambda: Fanout(recorder))
+            await system.wait_quiet()
+            assert await system.ask(fanout, "x") == "x"
+            await system.wait_quiet()
+            assert await system.ask(recorder, Get()) == ("x",) * 200
+
+
+async def test_a_tell_before_an_ask_is_handled_before_it() -> None:
+    async with TrioSystem() as system:
+        counter = system.spawn(Recorder)
+        await system.wait_quiet()
+        for n in range(3):
+            counter.tell(n)
+            assert await system.ask(counter, Get()) == tuple(range(n + 1))
+
+
+async def test_an_ask_answered_at_once_is_still_a_checkpoint() -> None:
+    async with TrioSystem() as system:
+        counter = system.spawn(Recorder)
+        await system.wait_quiet()
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await system.ask(counter, Get())
+        assert scope.cancelled_caught
+        other_ran: list[bool] = []
+
+        async def other() -> None:
+            other_ran.append(True)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(other)
+            for _ in range(3):
+                await system.ask(counter, Get())
+            assert other_ran  # the asks let the other task run

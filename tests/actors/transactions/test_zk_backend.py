@@ -38,7 +38,16 @@ from conveyor.actors.transactions import (
 )
 from conveyor.actors.zookeeper import KazooSession
 from conveyor.runtime import Actor, ActorRef, AskTimeout, ConveyorError
-from conveyor.runtime.lowlevel import ZkCall, ZkCreate, ZkDelete, ZkExists, ZkGetChildren, ZkMulti, ZkReply
+from conveyor.runtime.lowlevel import (
+    ZkCall,
+    ZkCreate,
+    ZkDelete,
+    ZkExists,
+    ZkGetChildren,
+    ZkGetData,
+    ZkMulti,
+    ZkReply,
+)
 from conveyor.simulation import SimZooKeeperEnsemble, ZkFaults
 from tests.actors.transactions.helpers import declared, handle, produce, until
 from tests.actors.zookeeper.proxy import PartitionProxy
@@ -58,8 +67,16 @@ class Inbox(Actor):
         self.seen.append(message)
 
 
+def is_lock_create_alone(operation: object) -> bool:
+    """A lock's create on its own: the take of an item taken before (it has meta)."""
+    return isinstance(operation, ZkCreate) and operation.ephemeral and "/locks/" in operation.path
+
+
 def is_lock_create(operation: object) -> bool:
-    return isinstance(operation, ZkCreate) and operation.ephemeral
+    """A lock's create: alone (an item taken before), or in the multi that takes a fresh item."""
+    if isinstance(operation, ZkMulti):
+        return any(is_lock_create_alone(write) for write in operation.operations)
+    return is_lock_create_alone(operation)
 
 
 def is_commit_with_puts(operation: object) -> bool:
@@ -168,6 +185,31 @@ class ExpireBeforeMarkerRead(Actor):
         self.ctx.send(self.session, message)
 
 
+class ExpireBeforeFreshTakeReply(Actor):
+    """Forwards to the session; the reply of the first multi taking a fresh item comes back 1 s late, the
+    session expired meanwhile: applied on a session whose lock went with it."""
+
+    def __init__(self, session: ActorRef, expire: Callable[[], None]) -> None:
+        self.session = session
+        self.expire = expire
+        self.backend: ActorRef | None = None
+        self.expired = False
+
+    def receive(self, message: Any) -> None:
+        if isinstance(message, ZkReply) and self.backend is not None:
+            if not self.expired:
+                self.expired = True
+                self.expire()
+                self.ctx.schedule(1.0, message)
+            else:
+                self.ctx.send(self.backend, message)
+            return
+        if isinstance(message, ZkCall) and is_lock_create(message.operation) and self.backend is None:
+            self.backend = message.reply_to
+            message = attrs.evolve(message, reply_to=self.ctx.self_ref)
+        self.ctx.send(self.session, message)
+
+
 @attrs.define
 class ZkStore:
     """A backend under test: the harness, the backend's ref, how to make a session, the simulated ensemble."""
@@ -244,6 +286,11 @@ async def children(zk: ZkStore, path: str) -> tuple[str, ...]:
     assert isinstance(reply, ZkReply) and reply.error is None, reply
     zk.harness.system.stop(raw)
     return cast("tuple[str, ...]", reply.value)
+
+
+async def no_commit_marker(zk_store: ZkStore) -> bool:
+    """Every commit marker is deleted (in a batch, or with its session)."""
+    return await children(zk_store, f"/{zk_store.root}-commits") == ()
 
 
 async def bodies_of(zk: ZkStore, q: Any, queue: str) -> list[bytes]:
@@ -361,14 +408,23 @@ async def test_a_failed_multi_aborts_naming_why_and_changes_nothing(zk_store: Zk
     assert await bodies_of(zk_store, q, "out") == []
 
 
-async def test_a_lock_create_applied_but_lost_to_connection_loss_is_recovered_by_its_uuid(zk_store: ZkStore) -> None:
-    store, lost = zk_store.spawn_backend(lose=is_lock_create)
-    q = await declared(zk_store.harness, store, ("in", RETRY))
+@pytest.mark.parametrize("taken_before", [False, True], ids=["fresh item", "item taken before"])
+async def test_a_lock_create_applied_but_lost_to_connection_loss_is_recovered_by_its_uuid(
+    zk_store: ZkStore, taken_before: bool,
+) -> None:
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY))
     await produce(q, "in", b"1")
+    if taken_before:  # the item has meta now: its next take locks alone, then reads
+        first = q.new_transaction()
+        assert await first.try_take("in") is not None
+        await first.rollback()
+    store, lost = zk_store.spawn_backend(lose=is_lock_create_alone if taken_before else is_lock_create)
+    q = await declared(zk_store.harness, store, ("in", RETRY))
     tx = q.new_transaction()
     item = await tx.try_take("in")
     assert len(lost) == 1, "the lock create's reply was lost"
     assert item is not None and item.body == b"1", "the uuid in lock-N says the lock is ours"
+    assert item.takes == (2 if taken_before else 1), "the take is counted once"
     await tx.commit()
     await declared(zk_store.harness, zk_store.store, ("in", RETRY))
     assert await bodies_of(zk_store, q, "in") == []
@@ -390,8 +446,7 @@ async def test_a_commit_applied_but_lost_to_connection_loss_is_answered_committe
     await tx.commit()
     await declared(zk_store.harness, zk_store.store, ("in", RETRY), ("out", RETRY))
     assert (await bodies_of(zk_store, q, "in"), await bodies_of(zk_store, q, "out")) == ([], [b"2"])
-    await zk_store.harness.quiet()
-    assert await children(zk_store, f"/{zk_store.root}-commits") == (), "the recovered commit's marker is deleted"
+    await until(zk_store.harness, lambda: no_commit_marker(zk_store), 5)  # the recovered commit's, in a batch
 
 
 async def test_a_commit_lost_before_it_was_applied_aborts_and_its_item_is_offered_again(zk_store: ZkStore) -> None:
@@ -419,11 +474,7 @@ async def test_a_commit_marker_goes_with_its_session_when_its_process_dies_befor
     markers = await children(zk_store, f"/{zk_store.root}-commits")
     assert len(markers) == 1, "the marker's delete never went"
     zk_store.harness.system.stop(zk_store.sessions[-1])  # the process dies: its session ends
-
-    async def no_marker() -> bool:  # ephemeral: no marker outlives its writer
-        return await children(zk_store, f"/{zk_store.root}-commits") == ()
-
-    await until(zk_store.harness, no_marker, 15)
+    await until(zk_store.harness, lambda: no_commit_marker(zk_store), 15)  # ephemeral: none outlives its writer
 
 
 @pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
@@ -696,3 +747,136 @@ async def test_under_lost_connections_and_expiries_no_item_is_lost_doubled_or_in
         assert sorted(out) == sorted(set(out)), "each item moved once"
         assert set(produced) <= set(out) | set(left), "nothing produced is lost"
         assert set(out) | set(left) <= set(produced) | set(maybe_produced), "nothing invented"
+
+
+def marker_deletes(calls: list[tuple[float, object]], start: int = 0) -> list[int]:
+    """How many commit markers each delete call (alone or a multi) removed, in order."""
+    sizes = []
+    for _, operation in calls[start:]:
+        writes = operation.operations if isinstance(operation, ZkMulti) else (operation,)
+        deleted = sum(1 for write in writes if isinstance(write, ZkDelete) and "-commits/" in write.path)
+        if deleted:
+            sizes.append(deleted)
+    return sizes
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)  # the batch's timer runs in virtual time
+async def test_answered_commits_markers_are_deleted_in_one_multi_and_an_expired_sessions_are_left_to_it(
+        zk_store: ZkStore) -> None:
+    harness, ensemble = zk_store.harness, zk_store.ensemble
+    assert ensemble is not None
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    backend = zk_store.instances[-1]
+    q = await declared(harness, store, ("in", RETRY))
+    for body in (b"1", b"2", b"3"):
+        await produce(q, "in", body)
+    await until(harness, lambda: no_commit_marker(zk_store), 5)
+    assert marker_deletes(calls) == [3], "three answered commits, one delete"
+
+    await produce(q, "in", b"4")
+    start, old = len(calls), backend.session_id
+    assert old is not None
+    ensemble.expire(old)  # before the batch's second: the marker goes with the session
+    await harness.wait_until(lambda: backend.session_id != old and not backend.expired, 30)
+    await harness.elapse(2.0)
+    assert marker_deletes(calls, start) == [], "no delete sent for an expired session's marker"
+    assert await no_commit_marker(zk_store)
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)  # the cached listing stays young in virtual time
+async def test_a_take_whose_cached_listing_is_stale_lists_again_before_answering_nothing(zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    mine = await declared(harness, store, ("in", RETRY))
+    other = await declared(harness, zk_store.store, ("in", RETRY))
+    await produce(other, "in", b"old")
+    first = mine.new_transaction()
+    assert await first.try_take("in") is not None  # its listing, naming only "old", is cached
+    await first.rollback()
+    theirs = other.new_transaction()
+    assert await theirs.try_take("in") is not None
+    theirs.put("in", b"new")
+    await theirs.commit()  # "old" gone, "new" put: neither seen by our cached listing
+    start = len(calls)
+    item = await mine.new_transaction().try_take("in")
+    assert item is not None and item.body == b"new"
+    tried = [op for _, op in calls[start:] if isinstance(op, (ZkMulti, ZkGetChildren))]
+    assert isinstance(tried[0], ZkMulti) and "item-" in tried[0].operations[0].path, "first from the cache"
+    assert isinstance(tried[1], ZkGetChildren), "then a real listing, before answering"
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_the_cached_listing_is_dropped_when_a_watch_on_its_queue_fires_and_when_the_session_expires(
+        zk_store: ZkStore) -> None:
+    harness, ensemble = zk_store.harness, zk_store.ensemble
+    assert ensemble is not None
+    store, _ = zk_store.spawn_backend()
+    backend = zk_store.instances[-1]
+    await declared(harness, store, ("in", RETRY))
+    other = await declared(harness, zk_store.store, ("in", RETRY))
+    answers: list[tuple[float, object]] = []
+    harness.spawn(lambda: Taker(store, "in", 20.0, answers))  # parks, its listing watched
+    await harness.elapse(0.05)
+    await produce(other, "in", b"x")
+    await harness.wait_until(lambda: bool(answers), 15)  # woken, it listed again (a new watch) and took x
+    assert "in" in backend.listings
+    await produce(other, "in", b"y")  # the new watch fires with no take parked
+    await harness.wait_until(lambda: "in" not in backend.listings, 5)
+    await mine_listing(harness, store)
+    assert "in" in backend.listings
+    old = backend.session_id
+    assert old is not None
+    ensemble.expire(old)
+    await harness.wait_until(lambda: backend.session_id != old and not backend.expired, 30)
+    assert backend.listings == {}
+
+
+async def mine_listing(harness: Harness, store: ActorRef) -> None:
+    """A take that lists ``in`` (and leaves nothing held)."""
+    q = await handle(harness, store)
+    tx = q.new_transaction()
+    await tx.try_take("in")
+    await tx.rollback()
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_a_fresh_take_answered_after_its_session_expired_is_not_handed_over(zk_store: ZkStore) -> None:
+    """The one multi taking a fresh item applied, then the session expired before its reply came: the lock
+    went with the session (another client may hold it now), so nothing is taken; the take stays counted."""
+    ensemble = zk_store.ensemble
+    assert ensemble is not None
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY))
+    await produce(q, "in", b"1")
+
+    def expire() -> None:
+        session_id = zk_store.instances[-1].session_id
+        assert session_id is not None
+        ensemble.expire(session_id)
+
+    store, _ = zk_store.spawn_backend(between=lambda session: ExpireBeforeFreshTakeReply(session, expire))
+    late = await handle(zk_store.harness, store)
+    assert await late.new_transaction().try_take("in") is None
+    item = await q.new_transaction().try_take("in")
+    assert item is not None and item.body == b"1" and item.takes == 2, "free again, the lost take counted"
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)  # no latency: the listing stays young
+async def test_takes_served_at_once_reuse_the_listing_and_set_no_watch(zk_store: ZkStore) -> None:
+    """A watch set at every take would fire at every commit of ours, dropping the cached listing: each
+    take would list ``items/`` and ``locks/`` again, as before the cache."""
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    q = await declared(harness, store, ("in", RETRY), ("out", RETRY))
+    await produce(q, "in", *(b"%d" % n for n in range(10)))
+    for _ in range(10):
+        tx = q.new_transaction()
+        item = await tx.take("in", 5.0)
+        assert item is not None
+        tx.put("out", item.body)
+        await tx.commit()
+    assert (listings(calls, "/in/items"), listings(calls, "/in/locks")) == (1, 0)
+    reads = [op for _, op in calls if isinstance(op, ZkGetData) and ("/meta/" in op.path or "/items/" in op.path)]
+    assert len(reads) == 10, "the item's read only, pipelined with the take's multi; no meta read"
