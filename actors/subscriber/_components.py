@@ -413,11 +413,13 @@ class WorkerPool(Actor):
     ``Lapsed`` names messages whose lease the queue took back: those still waiting are dropped
     from the queue unstarted (``Skipped``); a running callback cannot be stopped and settles as usual.
 
-    When more unordered messages wait than there are free workers, one job runs up to
-    ``callbacks_per_job`` of them in turn and reports them (and the settlements made in it) as
-    one ``RunsEnded``: a hand-over between threads costs more than a short callback. A message
-    in such a job counts as started with the job, as Google's client runs what its executor
-    queued. Messages with an ordering key always get a job each.
+    When more messages wait than there are free workers, one job runs up to ``callbacks_per_job``
+    of them in turn and reports them (and the settlements made in it) as one ``RunsEnded``: a
+    hand-over between threads costs more than a short callback. A message in such a job counts as
+    started with the job, as Google's client runs what its executor queued. Keyed messages share
+    jobs too: every ``Run`` here is the one running message of its key (the key handler releases
+    the next only once this one's end is reported, with the whole job's), so the messages of one
+    job have distinct keys and the cost per message does not grow with the number of keys.
     """
 
     def __init__(
@@ -485,16 +487,16 @@ class WorkerPool(Actor):
         self._start()
 
     def _start(self) -> None:
-        """Start waiting callbacks on free workers, several per job when many unordered ones wait."""
+        """Start waiting callbacks on free workers, several per job when many wait."""
         waiting = self.waiting
         assert self.settle is not None and self.ask is not None
         while waiting and len(self.running) < self.workers:
             share = -(-len(waiting) // (self.workers - len(self.running)))  # what waits, spread over free workers
             run = waiting.popleft()
             size = min(share, self.callbacks_per_job)
-            if size > 1 and not run.key and not waiting[0].key:
+            if size > 1:
                 runs = [run]
-                while waiting and len(runs) < size and not waiting[0].key:
+                while waiting and len(runs) < size:
                     runs.append(waiting.popleft())
                 self._note_started(runs)
                 job = self.ctx.run_job(_invoke_several, self.callback, tuple(r.delivery for r in runs),

@@ -1,10 +1,10 @@
-"""A worker job that runs several unordered callbacks in turn (``WorkerPool(callbacks_per_job=...)``).
+"""A worker job that runs several callbacks in turn (``WorkerPool(callbacks_per_job=...)``).
 
 What must hold: every callback runs once; the settlements made on the job's thread reach the
 manager in order, grouped (``Settles`` as the job goes, the rest with ``RunsEnded``), and none is
 lost or doubled; one made on another thread goes straight to the manager; a callback that
-raises nacks only its own message; a job that dies nacks everything it held; messages with an
-ordering key keep a job each.
+raises nacks only its own message; a job that dies nacks everything it held; the key handler's
+runs (one per key at a time) share jobs like unordered ones.
 """
 
 from __future__ import annotations
@@ -99,12 +99,22 @@ def test_few_waiting_messages_keep_every_worker_busy_with_one_each() -> None:
     assert not [message for message in log if type(message) is RunsEnded]
 
 
-def test_messages_with_an_ordering_key_keep_a_job_each() -> None:
-    sim, pool, log = _pool(lambda message: message.ack(), workers=1)
-    pool.tell(RunBatch(tuple(_run(tag, key=f"k{tag}") for tag in range(1, 6))))
+def test_messages_of_distinct_ordering_keys_share_a_job_in_their_order() -> None:
+    calls: list[int] = []
+
+    def callback(message: SubscriberMessage) -> None:
+        calls.append(message.tag)
+        message.ack()
+
+    sim, pool, log = _pool(callback, workers=1)
+    pool.tell(RunBatch(tuple(_run(tag, key=f"k{tag % 2}" if tag > 5 else None) for tag in range(1, 8))))
     sim.run(until=60.0)
-    assert [message.ack_id for message in log if type(message) is CallbackEnded] == [f"1:{t}" for t in range(1, 6)]
-    assert not [message for message in log if type(message) is RunsEnded]
+    assert calls == list(range(1, 8))
+    jobs = [message for message in log if type(message) is RunsEnded]
+    assert [[(end.ack_id, end.key) for end in job.ended] for job in jobs] == [
+        [("1:1", None), ("1:2", None), ("1:3", None), ("1:4", None), ("1:5", None), ("1:6", "k0"), ("1:7", "k1")]
+    ], "keyed and unordered messages share the one worker's job, each reported with its key"
+    assert not [message for message in log if type(message) is CallbackEnded]
 
 
 def test_a_callback_that_raises_nacks_its_own_message_and_the_job_goes_on() -> None:
