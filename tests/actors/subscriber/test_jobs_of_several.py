@@ -10,9 +10,12 @@ runs (one per key at a time) share jobs like unordered ones.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conveyor.actors.broker import Delivery, Message
 from conveyor.actors.broker._values import DEFAULT_PRIORITY
@@ -31,7 +34,7 @@ from conveyor.actors.subscriber._protocol import (
 from conveyor.actors.subscriber._protocol import (
     SettlementKind as SettleKind,
 )
-from conveyor.runtime import Actor, ThreadSystem
+from conveyor.runtime import Actor, ActorRef, ThreadSystem
 from conveyor.simulation import FailJob, Simulation, uniform_job_duration
 
 
@@ -180,3 +183,60 @@ def test_callbacks_per_job_must_be_a_positive_int() -> None:
     queue = sim.spawn(lambda: Recorder([]))
     with pytest.raises(ValueError, match="callbacks_per_job must be an int >= 1, got 0"):
         subscribe(sim, queue, lambda message: None, callbacks_per_job=0)
+
+
+
+class KeyFeeder(Actor):
+    """Stands in for the manager and the key handler: one run of a key at the pool at a time, the next once it ended."""
+
+    def __init__(self, runs: list[RunOne], pool: list[ActorRef], log: list[Any]) -> None:
+        self.pool = pool  # filled in once the pool is spawned, before anything runs
+        self.log = log
+        self.lines: dict[str, deque[RunOne]] = {}
+        for run in runs:
+            if run.key:
+                self.lines.setdefault(run.key, deque()).append(run)
+
+    def receive(self, message: Any) -> None:
+        self.log.append(message)
+        ended = message.ended if type(message) is RunsEnded else (message,) if type(message) is CallbackEnded else ()
+        for end in ended:
+            if end.key:
+                assert self.lines[end.key][0].ack_id == end.ack_id
+                self.lines[end.key].popleft()
+        released = tuple(self.lines[end.key][0] for end in ended if end.key and self.lines[end.key])
+        if released:
+            self.ctx.send(self.pool[0], RunBatch(released))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    keys=st.lists(st.sampled_from((None, "a", "b", "c", "d", "e")), min_size=1, max_size=40),
+    workers=st.integers(min_value=1, max_value=4),
+    per_job=st.integers(min_value=1, max_value=8),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_shared_jobs_keep_each_keys_order_and_run_each_message_once(
+    keys: list[str | None], workers: int, per_job: int, seed: int
+) -> None:
+    """With the key handler's rule (one run of a key at the pool at a time), whatever shares a job: each key's
+    callbacks run in order, every message once, and no job holds a key twice."""
+    runs = [_run(tag, key) for tag, key in enumerate(keys, start=1)]
+    calls: list[tuple[str | None, int]] = []
+    log: list[Any] = []
+    pool: list[ActorRef] = []
+    simulation = Simulation(seed=seed, job_duration=uniform_job_duration(0.1, 1.0))
+    feeder = simulation.spawn(lambda: KeyFeeder(runs, pool, log), name="manager")
+    pool.append(simulation.spawn(
+        lambda: WorkerPool(feeder, lambda message: calls.append((message.ordering_key or None, message.tag)),
+                           workers, per_job), name="workers"))
+    firsts = {run.key: run for run in reversed(runs) if run.key}
+    pool[0].tell(RunBatch(tuple(run for run in runs if not run.key or firsts[run.key] is run)))
+    simulation.run(until=1000.0)
+    assert sorted(tag for _, tag in calls) == list(range(1, len(keys) + 1)), "every message ran once"
+    for key in {key for key in keys if key}:
+        tags = [tag for called, tag in calls if called == key]
+        assert tags == sorted(tags), f"key {key}'s callbacks ran out of order: {tags}"
+    for job in (message for message in log if type(message) is RunsEnded):
+        job_keys = [end.key for end in job.ended if end.key]
+        assert len(job_keys) == len(set(job_keys)), f"one job held a key twice: {job_keys}"
