@@ -61,6 +61,14 @@ log = logging.getLogger("conveyor.subscriber")
 SETTLES_PER_HAND_OVER = 8
 """A job of several callbacks hands the settlements made in it to the manager in groups of this many."""
 
+SHORT_CALLBACK_S = 0.001
+"""Callbacks shorter than this on average (a job's time, hand-overs included, over its callbacks) gain nothing
+from workers of their own: under the GIL only waiting overlaps, and a hand-over costs tens of microseconds. The
+pool then packs what waits into full jobs instead of spreading it over the free workers."""
+
+CALLBACK_TIME_WEIGHT = 0.25
+"""The weight of the newest job in the pool's moving average of the time per callback."""
+
 
 @final
 @attrs.frozen
@@ -420,6 +428,11 @@ class WorkerPool(Actor):
     jobs too: every ``Run`` here is the one running message of its key (the key handler releases
     the next only once this one's end is reported, with the whole job's), so the messages of one
     job have distinct keys and the cost per message does not grow with the number of keys.
+
+    What waits is spread over the free workers, for callbacks that wait on I/O; once callbacks prove
+    short (``SHORT_CALLBACK_S`` on the moving average of the time per callback), it is packed into jobs
+    of ``callbacks_per_job`` instead: with many ordering keys few messages wait at a time, and spreading
+    them made a job per message or two.
     """
 
     def __init__(
@@ -432,6 +445,8 @@ class WorkerPool(Actor):
         self.callbacks_per_job = callbacks_per_job
         self.waiting: deque[Run] = deque()
         self.running: dict[int, Run | tuple[Run, ...]] = {}
+        self.started_at: dict[int, float] = {}  # job id -> when it was handed to a worker
+        self.callback_s: float | None = None  # moving average of a job's time per callback; None before the first
         self.settle: Callable[[object], None] | None = None
         self.ask: Callable[..., object] | None = None
         self.stopping = False
@@ -461,7 +476,7 @@ class WorkerPool(Actor):
         elif type(message) is Lapsed:
             self._skip(frozenset(message.ack_ids))
         elif type(message) is JobDone:
-            job = self.running.pop(message.job_id)
+            job = self._ended(message.job_id)
             if isinstance(job, tuple):
                 settled, outcomes = message.result
                 ended = tuple(CallbackEnded(run.ack_id, run.key, error, decision is SettlementKind.NACK)
@@ -471,7 +486,7 @@ class WorkerPool(Actor):
                 nacked = message.result is SettlementKind.NACK
                 self.ctx.send(self.manager, CallbackEnded(job.ack_id, job.key, None, nacked))
         elif type(message) is JobFailed:
-            job = self.running.pop(message.job_id)
+            job = self._ended(message.job_id)
             runs = job if isinstance(job, tuple) else (job,)
             error = message.error
             if isinstance(error, CallbackRaised):
@@ -490,8 +505,10 @@ class WorkerPool(Actor):
         """Start waiting callbacks on free workers, several per job when many wait."""
         waiting = self.waiting
         assert self.settle is not None and self.ask is not None
+        pack = self.callback_s is not None and self.callback_s < SHORT_CALLBACK_S
         while waiting and len(self.running) < self.workers:
-            share = -(-len(waiting) // (self.workers - len(self.running)))  # what waits, spread over free workers
+            # what waits, spread over free workers; or all of it, when callbacks are short
+            share = len(waiting) if pack else -(-len(waiting) // (self.workers - len(self.running)))
             run = waiting.popleft()
             size = min(share, self.callbacks_per_job)
             if size > 1:
@@ -504,7 +521,18 @@ class WorkerPool(Actor):
                 self.running[job] = tuple(runs)
             else:
                 self._note_started((run,))
-                self.running[self.ctx.run_job(_invoke, self.callback, run.delivery, self.settle, self.ask)] = run
+                job = self.ctx.run_job(_invoke, self.callback, run.delivery, self.settle, self.ask)
+                self.running[job] = run
+            self.started_at[job] = self.ctx.now()
+
+    def _ended(self, job_id: int) -> Run | tuple[Run, ...]:
+        """Forget a finished job and fold its time per callback into the moving average."""
+        job = self.running.pop(job_id)
+        per_callback = (self.ctx.now() - self.started_at.pop(job_id)) / (len(job) if isinstance(job, tuple) else 1)
+        average = self.callback_s
+        self.callback_s = per_callback if average is None else (
+            average + CALLBACK_TIME_WEIGHT * (per_callback - average))
+        return job
 
     def _note_started(self, runs: Sequence[Run]) -> None:
         if self.ctx.tracing:

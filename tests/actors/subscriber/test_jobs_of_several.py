@@ -54,7 +54,8 @@ def _run(tag: int, key: str | None = None) -> RunOne:
 
 
 def _pool(callback: Any, workers: int = 2, per_job: int = 8, **sim: Any) -> tuple[Simulation, Any, list[Any]]:
-    simulation = Simulation(seed=1, job_duration=uniform_job_duration(1.0, 1.0), **sim)
+    sim.setdefault("job_duration", uniform_job_duration(1.0, 1.0))
+    simulation = Simulation(seed=1, **sim)
     log: list[Any] = []
     manager = simulation.spawn(lambda: Recorder(log), name="manager")
     pool = simulation.spawn(lambda: WorkerPool(manager, callback, workers, per_job), name="workers")
@@ -118,6 +119,16 @@ def test_messages_of_distinct_ordering_keys_share_a_job_in_their_order() -> None
         [("1:1", None), ("1:2", None), ("1:3", None), ("1:4", None), ("1:5", None), ("1:6", "k0"), ("1:7", "k1")]
     ], "keyed and unordered messages share the one worker's job, each reported with its key"
     assert not [message for message in log if type(message) is CallbackEnded]
+
+
+@pytest.mark.parametrize(("job_s", "sizes"), [(0.0002, [8]), (0.01, [2, 2, 2, 2])], ids=["short", "long"])
+def test_once_callbacks_prove_short_what_waits_is_packed_not_spread(job_s: float, sizes: list[int]) -> None:
+    sim, pool, log = _pool(lambda message: message.ack(), workers=4, job_duration=uniform_job_duration(job_s, job_s))
+    pool.tell(_run(1))  # the first job: the pool learns how long a callback takes
+    sim.run(until=1.0)
+    pool.tell(RunBatch(tuple(_run(tag, key=f"k{tag}") for tag in range(2, 10))))
+    sim.run(until=2.0)
+    assert [len(job.ended) for job in log if type(job) is RunsEnded] == sizes
 
 
 def test_a_callback_that_raises_nacks_its_own_message_and_the_job_goes_on() -> None:
@@ -215,17 +226,19 @@ class KeyFeeder(Actor):
     workers=st.integers(min_value=1, max_value=4),
     per_job=st.integers(min_value=1, max_value=8),
     seed=st.integers(min_value=0, max_value=2**16),
+    job_s=st.sampled_from(((0.0001, 0.0005), (0.1, 1.0))),
 )
 def test_shared_jobs_keep_each_keys_order_and_run_each_message_once(
-    keys: list[str | None], workers: int, per_job: int, seed: int
+    keys: list[str | None], workers: int, per_job: int, seed: int, job_s: tuple[float, float]
 ) -> None:
     """With the key handler's rule (one run of a key at the pool at a time), whatever shares a job: each key's
-    callbacks run in order, every message once, and no job holds a key twice."""
+    callbacks run in order, every message once, and no job holds a key twice; with short jobs (packed) and long
+    ones (spread)."""
     runs = [_run(tag, key) for tag, key in enumerate(keys, start=1)]
     calls: list[tuple[str | None, int]] = []
     log: list[Any] = []
     pool: list[ActorRef] = []
-    simulation = Simulation(seed=seed, job_duration=uniform_job_duration(0.1, 1.0))
+    simulation = Simulation(seed=seed, job_duration=uniform_job_duration(*job_s))
     feeder = simulation.spawn(lambda: KeyFeeder(runs, pool, log), name="manager")
     pool.append(simulation.spawn(
         lambda: WorkerPool(feeder, lambda message: calls.append((message.ordering_key or None, message.tag)),
