@@ -59,7 +59,9 @@ from ._settings import FlowControl
 log = logging.getLogger("conveyor.subscriber")
 
 SETTLES_PER_HAND_OVER = 8
-"""A job of several callbacks hands the settlements made in it to the manager in groups of this many."""
+"""A job of several callbacks hands the settlements made in it to the manager in groups of this many (a job of
+short callbacks, packed, hands them over with its end: each group costs the manager's hand-overs to the load
+controller, the leaser and the dispatcher)."""
 
 SHORT_CALLBACK_S = 0.001
 """Callbacks shorter than this on average (a job's time, hand-overs included, over its callbacks) gain nothing
@@ -362,14 +364,16 @@ def _invoke_several(
     deliveries: tuple[Delivery, ...],
     settle: Callable[[object], None],
     ask: Callable[..., object],
+    hand_over: int | None = SETTLES_PER_HAND_OVER,
 ) -> tuple[tuple[object, ...], tuple[tuple[SettlementKind | None, str | None], ...]]:
     """Run the callback on several deliveries in turn, in one worker: one job instead of one each.
 
     Settlements a callback makes on this thread while the job runs are collected and returned
     with the outcomes, so the pool forwards them all as one message; one made on another
     thread, or after the job, goes straight to the manager as usual (only this thread appends,
-    so nothing is lost between the two paths). A callback that raises nacks its message, and
-    the next callback still runs.
+    so nothing is lost between the two paths). They are handed over ``hand_over`` at a time as
+    the job goes (None: all with its end). A callback that raises nacks its message, and the
+    next callback still runs.
 
     Returns:
         (the collected settlements not yet handed over, in order; (decision, error repr or
@@ -385,7 +389,7 @@ def _invoke_several(
             threading.get_ident() == owner
         ):
             collected.append(request)
-            if len(collected) >= SETTLES_PER_HAND_OVER:  # a long job does not sit on its acks
+            if hand_over is not None and len(collected) >= hand_over:  # a long job does not sit on its acks
                 settle(Settles(tuple(collected)))
                 collected.clear()
         else:
@@ -517,7 +521,7 @@ class WorkerPool(Actor):
                     runs.append(waiting.popleft())
                 self._note_started(runs)
                 job = self.ctx.run_job(_invoke_several, self.callback, tuple(r.delivery for r in runs),
-                                       self.settle, self.ask)
+                                       self.settle, self.ask, None if pack else SETTLES_PER_HAND_OVER)
                 self.running[job] = tuple(runs)
             else:
                 self._note_started((run,))

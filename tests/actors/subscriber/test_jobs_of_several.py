@@ -121,14 +121,19 @@ def test_messages_of_distinct_ordering_keys_share_a_job_in_their_order() -> None
     assert not [message for message in log if type(message) is CallbackEnded]
 
 
-@pytest.mark.parametrize(("job_s", "sizes"), [(0.0002, [8]), (0.01, [2, 2, 2, 2])], ids=["short", "long"])
-def test_once_callbacks_prove_short_what_waits_is_packed_not_spread(job_s: float, sizes: list[int]) -> None:
+@pytest.mark.parametrize(("job_s", "sizes", "hand_overs"), [(0.0002, [8], 0), (0.01, [4, 4, 4, 4], 0),
+                                                           (0.01, [8, 8, 8, 8], 4)], ids=["short", "long", "long-jobs"])
+def test_once_callbacks_prove_short_what_waits_is_packed_not_spread_and_acked_with_the_jobs_end(
+    job_s: float, sizes: list[int], hand_overs: int
+) -> None:
     sim, pool, log = _pool(lambda message: message.ack(), workers=4, job_duration=uniform_job_duration(job_s, job_s))
     pool.tell(_run(1))  # the first job: the pool learns how long a callback takes
     sim.run(until=1.0)
-    pool.tell(RunBatch(tuple(_run(tag, key=f"k{tag}") for tag in range(2, 10))))
+    pool.tell(RunBatch(tuple(_run(tag, key=f"k{tag}") for tag in range(2, 2 + sum(sizes)))))
     sim.run(until=2.0)
     assert [len(job.ended) for job in log if type(job) is RunsEnded] == sizes
+    assert len([message for message in log if type(message) is Settles]) == hand_overs, "eight at a time if spread"
+    assert [settle.ack_id for settle in _settled(log)] == [f"1:{tag}" for tag in range(1, 2 + sum(sizes))]
 
 
 def test_a_callback_that_raises_nacks_its_own_message_and_the_job_goes_on() -> None:
