@@ -59,7 +59,17 @@ from ._settings import FlowControl
 log = logging.getLogger("conveyor.subscriber")
 
 SETTLES_PER_HAND_OVER = 8
-"""A job of several callbacks hands the settlements made in it to the manager in groups of this many."""
+"""A job of several callbacks hands the settlements made in it to the manager in groups of this many (a job of
+short callbacks, packed, hands them over with its end: each group costs the manager's hand-overs to the load
+controller, the leaser and the dispatcher)."""
+
+SHORT_CALLBACK_S = 0.001
+"""Callbacks shorter than this on average (a job's time, hand-overs included, over its callbacks) gain nothing
+from workers of their own: under the GIL only waiting overlaps, and a hand-over costs tens of microseconds. The
+pool then packs what waits into full jobs instead of spreading it over the free workers."""
+
+CALLBACK_TIME_WEIGHT = 0.25
+"""The weight of the newest job in the pool's moving average of the time per callback."""
 
 
 @final
@@ -354,14 +364,16 @@ def _invoke_several(
     deliveries: tuple[Delivery, ...],
     settle: Callable[[object], None],
     ask: Callable[..., object],
+    hand_over: int | None = SETTLES_PER_HAND_OVER,
 ) -> tuple[tuple[object, ...], tuple[tuple[SettlementKind | None, str | None], ...]]:
     """Run the callback on several deliveries in turn, in one worker: one job instead of one each.
 
     Settlements a callback makes on this thread while the job runs are collected and returned
     with the outcomes, so the pool forwards them all as one message; one made on another
     thread, or after the job, goes straight to the manager as usual (only this thread appends,
-    so nothing is lost between the two paths). A callback that raises nacks its message, and
-    the next callback still runs.
+    so nothing is lost between the two paths). They are handed over ``hand_over`` at a time as
+    the job goes (None: all with its end). A callback that raises nacks its message, and the
+    next callback still runs.
 
     Returns:
         (the collected settlements not yet handed over, in order; (decision, error repr or
@@ -377,7 +389,7 @@ def _invoke_several(
             threading.get_ident() == owner
         ):
             collected.append(request)
-            if len(collected) >= SETTLES_PER_HAND_OVER:  # a long job does not sit on its acks
+            if hand_over is not None and len(collected) >= hand_over:  # a long job does not sit on its acks
                 settle(Settles(tuple(collected)))
                 collected.clear()
         else:
@@ -413,11 +425,18 @@ class WorkerPool(Actor):
     ``Lapsed`` names messages whose lease the queue took back: those still waiting are dropped
     from the queue unstarted (``Skipped``); a running callback cannot be stopped and settles as usual.
 
-    When more unordered messages wait than there are free workers, one job runs up to
-    ``callbacks_per_job`` of them in turn and reports them (and the settlements made in it) as
-    one ``RunsEnded``: a hand-over between threads costs more than a short callback. A message
-    in such a job counts as started with the job, as Google's client runs what its executor
-    queued. Messages with an ordering key always get a job each.
+    When more messages wait than there are free workers, one job runs up to ``callbacks_per_job``
+    of them in turn and reports them (and the settlements made in it) as one ``RunsEnded``: a
+    hand-over between threads costs more than a short callback. A message in such a job counts as
+    started with the job, as Google's client runs what its executor queued. Keyed messages share
+    jobs too: every ``Run`` here is the one running message of its key (the key handler releases
+    the next only once this one's end is reported, with the whole job's), so the messages of one
+    job have distinct keys and the cost per message does not grow with the number of keys.
+
+    What waits is spread over the free workers, for callbacks that wait on I/O; once callbacks prove
+    short (``SHORT_CALLBACK_S`` on the moving average of the time per callback), it is packed into jobs
+    of ``callbacks_per_job`` instead: with many ordering keys few messages wait at a time, and spreading
+    them made a job per message or two.
     """
 
     def __init__(
@@ -430,6 +449,8 @@ class WorkerPool(Actor):
         self.callbacks_per_job = callbacks_per_job
         self.waiting: deque[Run] = deque()
         self.running: dict[int, Run | tuple[Run, ...]] = {}
+        self.started_at: dict[int, float] = {}  # job id -> when it was handed to a worker
+        self.callback_s: float | None = None  # moving average of a job's time per callback; None before the first
         self.settle: Callable[[object], None] | None = None
         self.ask: Callable[..., object] | None = None
         self.stopping = False
@@ -459,7 +480,7 @@ class WorkerPool(Actor):
         elif type(message) is Lapsed:
             self._skip(frozenset(message.ack_ids))
         elif type(message) is JobDone:
-            job = self.running.pop(message.job_id)
+            job = self._ended(message.job_id)
             if isinstance(job, tuple):
                 settled, outcomes = message.result
                 ended = tuple(CallbackEnded(run.ack_id, run.key, error, decision is SettlementKind.NACK)
@@ -469,7 +490,7 @@ class WorkerPool(Actor):
                 nacked = message.result is SettlementKind.NACK
                 self.ctx.send(self.manager, CallbackEnded(job.ack_id, job.key, None, nacked))
         elif type(message) is JobFailed:
-            job = self.running.pop(message.job_id)
+            job = self._ended(message.job_id)
             runs = job if isinstance(job, tuple) else (job,)
             error = message.error
             if isinstance(error, CallbackRaised):
@@ -485,24 +506,37 @@ class WorkerPool(Actor):
         self._start()
 
     def _start(self) -> None:
-        """Start waiting callbacks on free workers, several per job when many unordered ones wait."""
+        """Start waiting callbacks on free workers, several per job when many wait."""
         waiting = self.waiting
         assert self.settle is not None and self.ask is not None
+        pack = self.callback_s is not None and self.callback_s < SHORT_CALLBACK_S
         while waiting and len(self.running) < self.workers:
-            share = -(-len(waiting) // (self.workers - len(self.running)))  # what waits, spread over free workers
+            # what waits, spread over free workers; or all of it, when callbacks are short
+            share = len(waiting) if pack else -(-len(waiting) // (self.workers - len(self.running)))
             run = waiting.popleft()
             size = min(share, self.callbacks_per_job)
-            if size > 1 and not run.key and not waiting[0].key:
+            if size > 1:
                 runs = [run]
-                while waiting and len(runs) < size and not waiting[0].key:
+                while waiting and len(runs) < size:
                     runs.append(waiting.popleft())
                 self._note_started(runs)
                 job = self.ctx.run_job(_invoke_several, self.callback, tuple(r.delivery for r in runs),
-                                       self.settle, self.ask)
+                                       self.settle, self.ask, None if pack else SETTLES_PER_HAND_OVER)
                 self.running[job] = tuple(runs)
             else:
                 self._note_started((run,))
-                self.running[self.ctx.run_job(_invoke, self.callback, run.delivery, self.settle, self.ask)] = run
+                job = self.ctx.run_job(_invoke, self.callback, run.delivery, self.settle, self.ask)
+                self.running[job] = run
+            self.started_at[job] = self.ctx.now()
+
+    def _ended(self, job_id: int) -> Run | tuple[Run, ...]:
+        """Forget a finished job and fold its time per callback into the moving average."""
+        job = self.running.pop(job_id)
+        per_callback = (self.ctx.now() - self.started_at.pop(job_id)) / (len(job) if isinstance(job, tuple) else 1)
+        average = self.callback_s
+        self.callback_s = per_callback if average is None else (
+            average + CALLBACK_TIME_WEIGHT * (per_callback - average))
+        return job
 
     def _note_started(self, runs: Sequence[Run]) -> None:
         if self.ctx.tracing:

@@ -7,7 +7,7 @@ import pytest
 from conveyor.benchmarks.pubsub import main
 from tests.benchmarks.figures import assert_figures
 
-CASES = ("unordered", "keys10", "keys100")
+CASES = ("unordered", "keys10", "keys100", "keys1000")
 WHO = ("google", "conveyor")
 EXPECTED_KEYS = (
     *(f"{case}_publish_{who}_msgs_per_s" for case in CASES for who in WHO),

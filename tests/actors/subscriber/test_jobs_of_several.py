@@ -1,18 +1,21 @@
-"""A worker job that runs several unordered callbacks in turn (``WorkerPool(callbacks_per_job=...)``).
+"""A worker job that runs several callbacks in turn (``WorkerPool(callbacks_per_job=...)``).
 
 What must hold: every callback runs once; the settlements made on the job's thread reach the
 manager in order, grouped (``Settles`` as the job goes, the rest with ``RunsEnded``), and none is
 lost or doubled; one made on another thread goes straight to the manager; a callback that
-raises nacks only its own message; a job that dies nacks everything it held; messages with an
-ordering key keep a job each.
+raises nacks only its own message; a job that dies nacks everything it held; the key handler's
+runs (one per key at a time) share jobs like unordered ones.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conveyor.actors.broker import Delivery, Message
 from conveyor.actors.broker._values import DEFAULT_PRIORITY
@@ -31,7 +34,7 @@ from conveyor.actors.subscriber._protocol import (
 from conveyor.actors.subscriber._protocol import (
     SettlementKind as SettleKind,
 )
-from conveyor.runtime import Actor, ThreadSystem
+from conveyor.runtime import Actor, ActorRef, ThreadSystem
 from conveyor.simulation import FailJob, Simulation, uniform_job_duration
 
 
@@ -51,7 +54,8 @@ def _run(tag: int, key: str | None = None) -> RunOne:
 
 
 def _pool(callback: Any, workers: int = 2, per_job: int = 8, **sim: Any) -> tuple[Simulation, Any, list[Any]]:
-    simulation = Simulation(seed=1, job_duration=uniform_job_duration(1.0, 1.0), **sim)
+    sim.setdefault("job_duration", uniform_job_duration(1.0, 1.0))
+    simulation = Simulation(seed=1, **sim)
     log: list[Any] = []
     manager = simulation.spawn(lambda: Recorder(log), name="manager")
     pool = simulation.spawn(lambda: WorkerPool(manager, callback, workers, per_job), name="workers")
@@ -99,12 +103,37 @@ def test_few_waiting_messages_keep_every_worker_busy_with_one_each() -> None:
     assert not [message for message in log if type(message) is RunsEnded]
 
 
-def test_messages_with_an_ordering_key_keep_a_job_each() -> None:
-    sim, pool, log = _pool(lambda message: message.ack(), workers=1)
-    pool.tell(RunBatch(tuple(_run(tag, key=f"k{tag}") for tag in range(1, 6))))
+def test_messages_of_distinct_ordering_keys_share_a_job_in_their_order() -> None:
+    calls: list[int] = []
+
+    def callback(message: SubscriberMessage) -> None:
+        calls.append(message.tag)
+        message.ack()
+
+    sim, pool, log = _pool(callback, workers=1)
+    pool.tell(RunBatch(tuple(_run(tag, key=f"k{tag % 2}" if tag > 5 else None) for tag in range(1, 8))))
     sim.run(until=60.0)
-    assert [message.ack_id for message in log if type(message) is CallbackEnded] == [f"1:{t}" for t in range(1, 6)]
-    assert not [message for message in log if type(message) is RunsEnded]
+    assert calls == list(range(1, 8))
+    jobs = [message for message in log if type(message) is RunsEnded]
+    assert [[(end.ack_id, end.key) for end in job.ended] for job in jobs] == [
+        [("1:1", None), ("1:2", None), ("1:3", None), ("1:4", None), ("1:5", None), ("1:6", "k0"), ("1:7", "k1")]
+    ], "keyed and unordered messages share the one worker's job, each reported with its key"
+    assert not [message for message in log if type(message) is CallbackEnded]
+
+
+@pytest.mark.parametrize(("job_s", "sizes", "hand_overs"), [(0.0002, [8], 0), (0.01, [4, 4, 4, 4], 0),
+                                                           (0.01, [8, 8, 8, 8], 4)], ids=["short", "long", "long-jobs"])
+def test_once_callbacks_prove_short_what_waits_is_packed_not_spread_and_acked_with_the_jobs_end(
+    job_s: float, sizes: list[int], hand_overs: int
+) -> None:
+    sim, pool, log = _pool(lambda message: message.ack(), workers=4, job_duration=uniform_job_duration(job_s, job_s))
+    pool.tell(_run(1))  # the first job: the pool learns how long a callback takes
+    sim.run(until=1.0)
+    pool.tell(RunBatch(tuple(_run(tag, key=f"k{tag}") for tag in range(2, 2 + sum(sizes)))))
+    sim.run(until=2.0)
+    assert [len(job.ended) for job in log if type(job) is RunsEnded] == sizes
+    assert len([message for message in log if type(message) is Settles]) == hand_overs, "eight at a time if spread"
+    assert [settle.ack_id for settle in _settled(log)] == [f"1:{tag}" for tag in range(1, 2 + sum(sizes))]
 
 
 def test_a_callback_that_raises_nacks_its_own_message_and_the_job_goes_on() -> None:
@@ -170,3 +199,62 @@ def test_callbacks_per_job_must_be_a_positive_int() -> None:
     queue = sim.spawn(lambda: Recorder([]))
     with pytest.raises(ValueError, match="callbacks_per_job must be an int >= 1, got 0"):
         subscribe(sim, queue, lambda message: None, callbacks_per_job=0)
+
+
+
+class KeyFeeder(Actor):
+    """Stands in for the manager and the key handler: one run of a key at the pool at a time, the next once it ended."""
+
+    def __init__(self, runs: list[RunOne], pool: list[ActorRef], log: list[Any]) -> None:
+        self.pool = pool  # filled in once the pool is spawned, before anything runs
+        self.log = log
+        self.lines: dict[str, deque[RunOne]] = {}
+        for run in runs:
+            if run.key:
+                self.lines.setdefault(run.key, deque()).append(run)
+
+    def receive(self, message: Any) -> None:
+        self.log.append(message)
+        ended = message.ended if type(message) is RunsEnded else (message,) if type(message) is CallbackEnded else ()
+        for end in ended:
+            if end.key:
+                assert self.lines[end.key][0].ack_id == end.ack_id
+                self.lines[end.key].popleft()
+        released = tuple(self.lines[end.key][0] for end in ended if end.key and self.lines[end.key])
+        if released:
+            self.ctx.send(self.pool[0], RunBatch(released))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    keys=st.lists(st.sampled_from((None, "a", "b", "c", "d", "e")), min_size=1, max_size=40),
+    workers=st.integers(min_value=1, max_value=4),
+    per_job=st.integers(min_value=1, max_value=8),
+    seed=st.integers(min_value=0, max_value=2**16),
+    job_s=st.sampled_from(((0.0001, 0.0005), (0.1, 1.0))),
+)
+def test_shared_jobs_keep_each_keys_order_and_run_each_message_once(
+    keys: list[str | None], workers: int, per_job: int, seed: int, job_s: tuple[float, float]
+) -> None:
+    """With the key handler's rule (one run of a key at the pool at a time), whatever shares a job: each key's
+    callbacks run in order, every message once, and no job holds a key twice; with short jobs (packed) and long
+    ones (spread)."""
+    runs = [_run(tag, key) for tag, key in enumerate(keys, start=1)]
+    calls: list[tuple[str | None, int]] = []
+    log: list[Any] = []
+    pool: list[ActorRef] = []
+    simulation = Simulation(seed=seed, job_duration=uniform_job_duration(*job_s))
+    feeder = simulation.spawn(lambda: KeyFeeder(runs, pool, log), name="manager")
+    pool.append(simulation.spawn(
+        lambda: WorkerPool(feeder, lambda message: calls.append((message.ordering_key or None, message.tag)),
+                           workers, per_job), name="workers"))
+    firsts = {run.key: run for run in reversed(runs) if run.key}
+    pool[0].tell(RunBatch(tuple(run for run in runs if not run.key or firsts[run.key] is run)))
+    simulation.run(until=1000.0)
+    assert sorted(tag for _, tag in calls) == list(range(1, len(keys) + 1)), "every message ran once"
+    for key in {key for key in keys if key}:
+        tags = [tag for called, tag in calls if called == key]
+        assert tags == sorted(tags), f"key {key}'s callbacks ran out of order: {tags}"
+    for job in (message for message in log if type(message) is RunsEnded):
+        job_keys = [end.key for end in job.ended if end.key]
+        assert len(job_keys) == len(set(job_keys)), f"one job held a key twice: {job_keys}"
