@@ -24,7 +24,8 @@ def select_once(rlist: list[Any], wlist: list[Any], xlist: list[Any],
     try:
         return select.select(rlist, wlist, xlist, timeout)
     except ValueError:  # a descriptor past FD_SETSIZE, or a closed one: kazoo's selector answers (or raises) alike
-        return selector_select(rlist, wlist, xlist, timeout)
+        ready: tuple[list[Any], list[Any], list[Any]] = selector_select(rlist, wlist, xlist, timeout)
+        return ready
 
 
 class SelectOnceHandler(SequentialThreadingHandler):  # type: ignore[misc]  # kazoo is untyped
