@@ -1,14 +1,18 @@
-"""Group commit for ``ZkTxBackend``: commit multis ready while another is in flight go as one ``ZkMulti``.
+"""Group commit for ``ZkTxBackend``: multis ready while another is in flight go as one ``ZkMulti``.
 
-A ZooKeeper multi is all or nothing, and a session's requests are applied in order, so commits of
-independent transactions may share one: one request, one log entry, one fsync, instead of one each.
-What each part is told is what it would have been told alone:
+The backend's writes that decide a transaction, the commit's multi and a fresh take's (check item,
+create lock, create meta), go through ``MultiGroups``: one is sent at once, and those that come
+while it is in flight wait for its reply and go together. A ZooKeeper multi is all or nothing and a
+session's requests are applied in order, so independent transactions may share one: one request,
+one log entry, one reply to handle, instead of one each. Each part is told what it would have been
+told alone:
 
 - the combined multi applied: each part gets its own slice of the results (created paths);
 - it failed on an operation (``ZkMultiFailed``): nothing was applied; every part is sent again alone
   and decided alone (the one that cannot apply fails, the others commit);
 - it failed otherwise (a lost connection, an expired or closed session): every part gets that reply;
-  a lost reply is resolved by each part's own marker, which exists iff the whole multi was applied.
+  a lost reply is resolved by each part as alone: a commit by its own marker, a take by its lock's
+  uuid, either of which exists iff the whole multi was applied.
 
 Parts are combined while they stay under ``MAX_PARTS`` and ``MAX_BYTES`` (ZooKeeper refuses a
 request past its 1 MB ``jute.maxbuffer`` by dropping the connection); a part past them goes alone.
@@ -22,14 +26,14 @@ from typing import Any
 from conveyor.runtime.lowlevel import ZkCreate, ZkMulti, ZkMultiFailed, ZkReply, ZkSetData
 
 MAX_PARTS = 16
-"""At most this many commits in one multi."""
+"""At most this many parts (commits, takes) in one multi."""
 MAX_BYTES = 256 * 1024
 """At most about this many bytes of paths and data in one combined multi (a quarter of ZooKeeper's limit)."""
 IN_FLIGHT = 1
-"""Commit multis sent and not answered before the next ones wait to be combined."""
+"""Grouped multis sent and not answered before the next ones wait to be combined."""
 
 Part = tuple[tuple[Any, ...], Callable[[ZkReply], None]]
-"""A commit's operations, and what to do with its reply."""
+"""A part's operations, and what to do with its reply."""
 
 
 def _size(operations: Sequence[Any]) -> int:
@@ -38,8 +42,8 @@ def _size(operations: Sequence[Any]) -> int:
                for op in operations)
 
 
-class CommitGroups:
-    """Sends commit multis through ``send``, combining those that wait behind one in flight."""
+class MultiGroups:
+    """Sends multis through ``send``, combining those that wait behind one in flight."""
 
     def __init__(self, send: Callable[[ZkMulti, Callable[[ZkReply], None]], None]) -> None:
         self._send = send
@@ -47,7 +51,7 @@ class CommitGroups:
         self._waiting: list[Part] = []
 
     def submit(self, operations: tuple[Any, ...], then: Callable[[ZkReply], None]) -> None:
-        """Send this commit's multi now, or with the others waiting once a multi in flight is answered."""
+        """Send this multi now, or with the others waiting once the multi in flight is answered."""
         self._waiting.append((operations, then))
         if self._in_flight < IN_FLIGHT:
             self._flush()

@@ -1,4 +1,4 @@
-"""Group commit (``_zk_group.CommitGroups``): each commit is told what it would have been told alone."""
+"""Group commit (``_zk_group.MultiGroups``): each commit is told what it would have been told alone."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conveyor.actors.transactions._zk_group import MAX_PARTS, CommitGroups
+from conveyor.actors.transactions._zk_group import MAX_PARTS, MultiGroups
 from conveyor.runtime.lowlevel import ZkCreate, ZkDelete, ZkMulti, ZkMultiFailed, ZkReply
 
 
@@ -51,7 +51,7 @@ def test_every_commit_gets_its_own_outcome_once(sizes: list[int], bad: set[int],
     parts = [_part(number, size) for number, size in enumerate(sizes)]
     bad_paths = {parts[number][-1].path for number in bad if number < len(parts)}
     session = FakeSession(bad_paths)
-    groups = CommitGroups(session.send)
+    groups = MultiGroups(session.send)
     told: dict[int, list[ZkReply]] = {number: [] for number in range(len(parts))}
     submitted = 0
     answers = 0
@@ -92,7 +92,7 @@ def test_every_commit_gets_its_own_outcome_once(sizes: list[int], bad: set[int],
 
 def test_commits_waiting_behind_one_in_flight_go_as_one_multi() -> None:
     session = FakeSession(set())
-    groups = CommitGroups(session.send)
+    groups = MultiGroups(session.send)
     for number in range(4):
         groups.submit(_part(number, 2), lambda _: None)
     assert [len(multi.operations) for multi, _ in session.sent] == [2]
