@@ -59,6 +59,7 @@ from ._protocol import (
 )
 from ._store import TxQueueStats
 from ._values import DeadLetter, ItemKey, TxItem, TxQueueSettings
+from ._zk_group import MultiGroups
 from ._zk_settings import settings_from_bytes, settings_to_bytes
 
 CANDIDATES = 8
@@ -179,6 +180,8 @@ class ZkTxBackend(Actor):
         """Try the first items in their order; by default in a drawn order (FIFO relaxed: contenders spread out)."""
         self.settings: dict[str, TxQueueSettings] = {}
         self.pending: dict[int, Continuation] = {}
+        self.multi_groups = MultiGroups(self._call)
+        """Commit and fresh-take multis ready while another is in flight go as one (``_zk_group.py``)."""
         self.next_request = 0
         self.held: dict[tuple[ActorRef, int], list[_Held]] = {}
         self.takes: dict[tuple[ActorRef, int], _Take] = {}
@@ -723,7 +726,7 @@ class ZkTxBackend(Actor):
 
         operations = (ZkCheck(item_path, -1), ZkCreate(lock, uuid, ephemeral=True),
                       ZkCreate(self._path(queue, "meta", f"meta-{number}"), _meta_bytes(counted.meta)))
-        self._call(ZkMulti(operations), lambda reply: arrived("multi", reply))
+        self.multi_groups.submit(operations, lambda reply: arrived("multi", reply))  # grouped as commits are
         self._call(ZkGetData(item_path), lambda reply: arrived("item", reply))
 
     def _hand_over(self, take: _Take, held: _Held) -> None:
@@ -969,7 +972,7 @@ class ZkTxBackend(Actor):
             if reply.error is None and reply.value is not None:
                 aborted("the ZooKeeper session expired before the commit's multi was applied")
 
-        self._call(ZkMulti(tuple(operations)), done)
+        self.multi_groups.submit(tuple(operations), done)
 
     def _unlock(self, lock: str, epoch: int, tries: int = COMMIT_CHECKS) -> None:
         """Delete a lock of ours that no transaction claims; a delete lost to the connection is repeated while

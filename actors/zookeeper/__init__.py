@@ -14,13 +14,16 @@ from ._local import zookeeper_missing as zookeeper_missing
 
 if typing.TYPE_CHECKING:
     from ._kazoo import KazooSession as KazooSession
+    from ._kazoo_select import kazoo_client as kazoo_client
 else:  # kazoo comes with the ``zookeeper`` extra; the local servers need only Java and ZooKeeper's jar
-    __getattr__ = _lazy_exports(__name__, "zookeeper", {"._kazoo": ("KazooSession",)})
+    __getattr__ = _lazy_exports(__name__, "zookeeper", {"._kazoo": ("KazooSession",),
+                                                   "._kazoo_select": ("kazoo_client",)})
 
 __all__ = [
     "KazooSession",
     "LocalZooKeeper",
     "LocalZooKeeperEnsemble",
     "ZooKeeperNotInstalled",
+    "kazoo_client",
     "zookeeper_missing",
 ]

@@ -26,7 +26,6 @@ from typing import Any, final
 
 import attrs
 from kazoo import exceptions as kazoo_errors
-from kazoo.client import KazooClient
 from kazoo.protocol.states import EventType, KazooState
 
 from conveyor.runtime import Actor, ActorRef, ConveyorError
@@ -52,6 +51,8 @@ from conveyor.runtime.lowlevel import (
     ZkWatchSession,
     zk_operation_problem,
 )
+
+from ._kazoo_select import kazoo_client
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,8 @@ class KazooSession(Actor):
             or its configured bounds).
         max_retry_delay: the longest wait between two connection attempts while the connection is
             down (kazoo's default backoff grows to an hour; a session must reconnect within its timeout).
-        client_factory: builds the client from ``hosts``, ``timeout`` and ``connection_retry`` (``KazooClient``).
+        client_factory: builds the client from ``hosts``, ``timeout`` and ``connection_retry`` (``kazoo_client``:
+            a ``KazooClient`` whose connection thread waits with one ``select``).
 
     Calls arriving before the first connection are held and sent once it is up. Bad input is
     answered, never raised: ``ZkReply(error="bad_arguments", value=<what is wrong, naming the field>)``.
@@ -200,7 +202,7 @@ class KazooSession(Actor):
     """
 
     def __init__(self, hosts: str, *, timeout: float = 10.0, max_retry_delay: float = 1.0,
-                 client_factory: Callable[..., Any] = KazooClient) -> None:
+                 client_factory: Callable[..., Any] = kazoo_client) -> None:
         self.config = _config(hosts, timeout, max_retry_delay)
         self._factory = client_factory
         self._client: Any = None

@@ -1,0 +1,100 @@
+"""Group commit (``_zk_group.MultiGroups``): each commit is told what it would have been told alone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conveyor.actors.transactions._zk_group import MAX_PARTS, MultiGroups
+from conveyor.runtime.lowlevel import ZkCreate, ZkDelete, ZkMulti, ZkMultiFailed, ZkReply
+
+
+class FakeSession:
+    """Applies multis all or nothing in the order they are answered; a path in ``bad`` fails its operation."""
+
+    def __init__(self, bad: set[str]) -> None:
+        self.bad = bad
+        self.sent: list[tuple[ZkMulti, Callable[[ZkReply], None]]] = []
+        self.applied: list[str] = []
+
+    def send(self, multi: ZkMulti, then: Callable[[ZkReply], None]) -> None:
+        self.sent.append((multi, then))
+
+    def answer(self, index: int, lost: bool) -> None:
+        multi, then = self.sent.pop(index)
+        if lost:
+            then(ZkReply(0, error="connection_loss"))
+            return
+        failed = [n for n, op in enumerate(multi.operations) if op.path in self.bad]
+        if failed:
+            then(ZkReply(0, ZkMultiFailed(failed[0], "no_node"), "no_node"))
+        else:
+            self.applied += [op.path for op in multi.operations]
+            then(ZkReply(0, tuple(op.path for op in multi.operations)))
+
+
+def _part(number: int, size: int) -> tuple[Any, ...]:
+    return tuple(ZkDelete(f"/q/items/item-{number}-{n}") if n % 2 else ZkCreate(f"/q/items/item-{number}-{n}", b"x")
+                 for n in range(size))
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=2 * MAX_PARTS + 3),
+       bad=st.sets(st.integers(0, 2 * MAX_PARTS + 3), max_size=4),
+       schedule=st.lists(st.tuples(st.booleans(), st.integers(0, 50), st.booleans()), max_size=200),
+       lost=st.sets(st.integers(0, 60), max_size=3))
+def test_every_commit_gets_its_own_outcome_once(sizes: list[int], bad: set[int],
+                                                schedule: list[tuple[bool, int, bool]], lost: set[int]) -> None:
+    parts = [_part(number, size) for number, size in enumerate(sizes)]
+    bad_paths = {parts[number][-1].path for number in bad if number < len(parts)}
+    session = FakeSession(bad_paths)
+    groups = MultiGroups(session.send)
+    told: dict[int, list[ZkReply]] = {number: [] for number in range(len(parts))}
+    submitted = 0
+    answers = 0
+
+    def submit(number: int) -> None:
+        groups.submit(parts[number], told[number].append)
+
+    for submit_next, pick, _ in schedule:  # submits and answers interleaved as the schedule draws them
+        if (submit_next or not session.sent) and submitted < len(parts):
+            submit(submitted)
+            submitted += 1
+        elif session.sent:
+            session.answer(pick % len(session.sent), answers in lost)
+            answers += 1
+    while submitted < len(parts):
+        submit(submitted)
+        submitted += 1
+    while session.sent:  # then everything is answered
+        session.answer(0, answers in lost)
+        answers += 1
+
+    for number, part in enumerate(parts):
+        assert len(told[number]) == 1, f"commit {number} was told {told[number]}"
+        reply = told[number][0]
+        paths = [op.path for op in part]
+        if reply.error == "connection_loss":
+            continue  # resolved by its own marker: applied or not, all of it
+        if set(paths) & bad_paths:
+            assert isinstance(reply.value, ZkMultiFailed) and reply.value.index == len(part) - 1
+            assert not set(paths) & set(session.applied)
+        else:
+            assert reply.error is None and reply.value == tuple(paths)  # its own results, in its order
+            assert set(paths) <= set(session.applied)
+    for part in parts:  # all or nothing: a commit is applied whole or not at all
+        applied = [op.path in session.applied for op in part]
+        assert all(applied) or not any(applied)
+
+
+def test_commits_waiting_behind_one_in_flight_go_as_one_multi() -> None:
+    session = FakeSession(set())
+    groups = MultiGroups(session.send)
+    for number in range(4):
+        groups.submit(_part(number, 2), lambda _: None)
+    assert [len(multi.operations) for multi, _ in session.sent] == [2]
+    session.answer(0, lost=False)
+    assert [len(multi.operations) for multi, _ in session.sent] == [6]  # the three that waited, in one
