@@ -28,7 +28,6 @@ Run: ``python benchmarks/sweep.py [--seeds N] [--repeat R]`` or ``conveyor bench
 from __future__ import annotations
 
 import argparse
-import logging
 import multiprocessing
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +41,7 @@ from conveyor.benchmarks._common import check_equal
 from conveyor.simulation.scenarios import get_scenario
 from conveyor.simulation.sweep import (
     SweepCell,
+    logging_off,
     matrix_frame,
     partition_count,
     run_cell_tuple,
@@ -106,7 +106,11 @@ def main(seeds: int = 500, repeat: int = 1) -> dict[str, float]:
     if seeds < 4 or repeat < 1:
         msg = f"seeds must be >= 4 and repeat >= 1, got seeds={seeds}, repeat={repeat}"
         raise ValueError(msg)
-    logging.disable(logging.CRITICAL)  # every way runs with the actors' error logs off, as sweep workers do
+    with logging_off():  # every way runs with the actors' error logs off, as sweep workers do
+        return _measure(seeds, repeat)
+
+
+def _measure(seeds: int, repeat: int) -> dict[str, float]:
     cells = bench_cells(seeds)
     started = time.perf_counter()
     running = SparkSession.getActiveSession()

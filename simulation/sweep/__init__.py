@@ -51,6 +51,7 @@ if typing.TYPE_CHECKING:
     from ._report import write_report as write_report
     from ._rows import MATRIX_SCHEMA as MATRIX_SCHEMA
     from ._rows import ROW_SCHEMA as ROW_SCHEMA
+    from ._rows import logging_off as logging_off
     from ._rows import run_cell as run_cell
     from ._rows import run_cell_tuple as run_cell_tuple
     from ._rows import run_cells as run_cells
@@ -74,7 +75,8 @@ else:  # pyspark comes with the ``spark`` extra: the matrix and its parsers abov
             "queue_depth_series", "summary_cells", "write_report",
         ),
         "._rows": (
-            "MATRIX_SCHEMA", "ROW_SCHEMA", "run_cell", "run_cell_tuple", "run_cells", "sweep_replay_command",
+            "MATRIX_SCHEMA", "ROW_SCHEMA", "logging_off", "run_cell", "run_cell_tuple", "run_cells",
+            "sweep_replay_command",
         ),
         "._session": ("MASTER_ENV", "default_master", "spark_session"),
         "._shipping": ("code_archive", "ship_code"),
@@ -108,6 +110,7 @@ __all__ = [
     "execute_sweep",
     "is_parquet_trace",
     "latency_spreads",
+    "logging_off",
     "matrix_frame",
     "parse_fault_plans",
     "parse_scenarios",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.sql.types import (
@@ -123,8 +124,20 @@ def _cell_args(cell: Sequence[Any]) -> tuple[str, int, str, int, str, int]:
 
 def run_cell_tuple(cell: Sequence[Any]) -> tuple[Any, ...]:
     """``run_cell`` of one matrix tuple (``MATRIX_COLUMNS`` order), logging off: for process pools."""
+    with logging_off():
+        return run_cell(*_cell_args(cell))
+
+
+@contextmanager
+def logging_off() -> Iterator[None]:
+    """Logging disabled for the block, then as it was: a caller in the driver's process (a test, a pool of
+    one) gets its logs back."""
+    previous = logging.root.manager.disable
     logging.disable(logging.CRITICAL)
-    return run_cell(*_cell_args(cell))
+    try:
+        yield
+    finally:
+        logging.disable(previous)
 
 
 def run_cells(cells: Iterable[Sequence[Any]], search_path: Sequence[str] = ()) -> Iterator[tuple[Any, ...]]:
@@ -135,10 +148,10 @@ def run_cells(cells: Iterable[Sequence[Any]], search_path: Sequence[str] = ()) -
     ``search_path`` (``scenario_search_path``: where the driver found users' ``module:NAME``
     scenarios) go on the worker's ``sys.path`` first, so it imports the same modules.
     """
-    logging.disable(logging.CRITICAL)
     sys.path.extend(folder for folder in search_path if folder not in sys.path)
-    for cell in cells:
-        yield run_cell(*_cell_args(cell))
+    with logging_off():
+        for cell in cells:
+            yield run_cell(*_cell_args(cell))
 
 
 def flatten(group: Sequence[Any]) -> Sequence[Any]:
