@@ -620,19 +620,24 @@ class ZkTxBackend(Actor):
             if index == len(numbers) or numbers[index] != key.number:
                 numbers.insert(index, key.number)
 
+    def _claim_first(self, queue: str, candidates: list[str]) -> tuple[int, list[str], str] | None:
+        """The first candidate whose lock no transaction of this backend holds or is taking, claimed: its number,
+        the candidates after it and its lock's path; None when every one is claimed (or there is none)."""
+        for index, name in enumerate(candidates):
+            number = _number(name)
+            lock = self._path(queue, "locks", f"lock-{number}")
+            if lock not in self.claimed:
+                self.claimed.add(lock)
+                return number, candidates[index + 1:], lock
+        return None
+
     def _try(self, take: _Take, candidates: list[str]) -> None:
         """Lock the first candidate that can be locked, else answer that nothing was taken."""
-        if take.cancelled or self.expired or not candidates:
+        claimed = None if take.cancelled or self.expired else self._claim_first(take.request.queue, candidates)
+        if claimed is None:
             self._nothing(take)
             return
-        queue = take.request.queue
-        number = _number(candidates[0])
-        rest = candidates[1:]
-        lock = self._path(queue, "locks", f"lock-{number}")
-        if lock in self.claimed:  # another transaction of this backend holds it or is taking it
-            self._try(take, rest)
-            return
-        self.claimed.add(lock)
+        number, rest, lock = claimed
         uuid = self._uuid().encode()
         epoch = self.epoch
 
@@ -666,17 +671,12 @@ class ZkTxBackend(Actor):
         one round trip after the listing. Anything else (the lock held, maybe by an orphan of ours; the
         item has meta) goes to ``_try``, which locks first and reads after; an item gone is skipped.
         """
-        if take.cancelled or self.expired or not candidates:
-            self._try(take, candidates)
-            return
         queue = take.request.queue
-        number = _number(candidates[0])
-        rest = candidates[1:]
-        lock = self._path(queue, "locks", f"lock-{number}")
-        if lock in self.claimed:  # another transaction of this backend holds it or is taking it
-            self._try_fresh(take, rest)
+        claimed = None if take.cancelled or self.expired else self._claim_first(queue, candidates)
+        if claimed is None:
+            self._nothing(take)
             return
-        self.claimed.add(lock)
+        number, rest, lock = claimed
         uuid = self._uuid().encode()
         epoch = self.epoch
         key = ItemKey(queue, number)

@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conveyor.actors.transactions import (
+    AsyncTxQueue,
     AtLeastOnce,
     ConsumeOnce,
     ConsumeTimes,
@@ -649,6 +650,36 @@ async def test_a_waiting_take_wakes_when_a_lock_is_released_and_when_a_backoff_e
     assert listings(calls, "/later/items", since=rolled_back_at) <= 10, "a re-list a second, not a poll (90)"
 
 
+async def move_in_to_out(
+    harness: SimulationHarness, q: AsyncTxQueue, rounds: int = 60
+) -> tuple[list[bytes], list[bytes]]:
+    """Up to ``rounds`` transactions each moving one item of ``in`` to ``out``: the bodies whose commit returned,
+    and those whose commit was never answered (an expiry hid its outcome)."""
+    consumed: list[bytes] = []
+    unanswered: list[bytes] = []
+    for _ in range(rounds):
+        tx = q.new_transaction()
+        try:
+            item = await tx.try_take("in")
+        except TransactionError:
+            await tx.rollback()
+            continue
+        if item is None:
+            await tx.rollback()
+            await harness.elapse(0.5)
+            continue
+        tx.put("out", item.body)
+        try:
+            await tx.commit()
+        except TransactionError:
+            continue
+        except AskTimeout:
+            unanswered.append(item.body)
+            continue
+        consumed.append(item.body)
+    return consumed, unanswered
+
+
 @pytest.mark.parametrize("seed", range(12))
 async def test_under_lost_connections_and_slow_requests_every_item_is_consumed_exactly_once(seed: int) -> None:
     """Faulty simulated sessions (lost connections before or after apply, slow requests): every item
@@ -667,24 +698,8 @@ async def test_under_lost_connections_and_slow_requests_every_item_is_consumed_e
             except TransactionError:
                 continue  # aborted: nothing was created
             produced.append(b"%d" % n)
-        consumed: list[bytes] = []
-        for _ in range(60):
-            tx = q.new_transaction()
-            try:
-                item = await tx.try_take("in")
-            except TransactionError:
-                await tx.rollback()
-                continue
-            if item is None:
-                await tx.rollback()
-                await harness.elapse(0.5)
-                continue
-            tx.put("out", item.body)
-            try:
-                await tx.commit()
-            except TransactionError:
-                continue
-            consumed.append(item.body)
+        consumed, unanswered = await move_in_to_out(harness, q)
+        assert unanswered == [], "without expiries every commit is answered"
         ensemble.end_faults()
         await harness.elapse(2.0)
         assert sorted(consumed) == sorted(produced), "each produced item committed away exactly once"
@@ -716,28 +731,7 @@ async def test_under_lost_connections_and_expiries_no_item_is_lost_doubled_or_in
                 maybe_produced.append(body)  # the outcome an expiry hid
                 continue
             produced.append(body)
-        consumed: list[bytes] = []
-        maybe_consumed: list[bytes] = []
-        for _ in range(60):
-            tx = q.new_transaction()
-            try:
-                item = await tx.try_take("in")
-            except TransactionError:
-                await tx.rollback()
-                continue
-            if item is None:
-                await tx.rollback()
-                await harness.elapse(0.5)
-                continue
-            tx.put("out", item.body)
-            try:
-                await tx.commit()
-            except TransactionError:
-                continue
-            except AskTimeout:
-                maybe_consumed.append(item.body)
-                continue
-            consumed.append(item.body)
+        consumed, maybe_consumed = await move_in_to_out(harness, q)
         ensemble.end_faults()
         await harness.elapse(2.0)
         left = await bodies_of(zk, q, "in")
