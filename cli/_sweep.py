@@ -28,6 +28,7 @@ from conveyor.simulation.sweep import (
     parse_scenarios,
     parse_strategies,
     prepare_report,
+    ship_code,
     spark_session,
     summary_cells,
 )
@@ -148,7 +149,7 @@ def run_sweep(
     """Run a sweep end to end and print its summary; return the outcome and the report's path.
 
     Starts the SparkSession for ``master`` (and stops it) unless ``spark`` is given; ``py_files``
-    (the user's own modules) go to the executors beside conveyor's code.
+    (the user's own modules) go to the executors beside conveyor's code, on a given session too.
 
     Raises:
         ValueError: an unknown scenario, strategy or fault plan, no seeds, or a missing ``py_files`` entry.
@@ -162,6 +163,8 @@ def run_sweep(
     )
     runs = len(spec.cells())
     started = time.perf_counter()
+    if spark is not None:
+        ship_code(spark, py_files)  # checks them first: a missing file fails before anything runs
     session = spark or spark_session(master, app_name="conveyor-sweep", py_files=py_files)
     try:
         ready = time.perf_counter()
