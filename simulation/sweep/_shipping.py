@@ -10,11 +10,13 @@ version and conveyor's third-party dependencies (docs/spark.md, "Running on a cl
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
 import sys
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -24,6 +26,8 @@ from pyspark.sql import SparkSession
 PACKAGE = "conveyor"
 SHIPPED_SUFFIXES = (".py", ".typed")
 """The files of the package tree that go into the archive: the modules and their ``py.typed`` markers."""
+STALE_ARCHIVE_S = 24 * 3600.0
+"""An older archive unused this long is removed when a new one is written (a day: longer than any sweep)."""
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 """Every entry's timestamp, so the same code gives the same bytes (and the same archive name)."""
 
@@ -71,7 +75,9 @@ def code_archive(folder: Path | None = None, package: str = PACKAGE) -> Path:
     """Write ``package``'s zip as ``FOLDER/conveyor-<content hash>.zip`` (kept when it is already there).
 
     The name changes with the code, so a SparkContext never sees two archives under one name.
-    ``folder`` defaults to a per-user folder in the temporary directory.
+    ``folder`` defaults to a per-user folder in the temporary directory. Using an archive refreshes
+    its time; the folder's other archives unused for ``STALE_ARCHIVE_S`` are removed, so editing
+    the code between sweeps does not pile up zips (a recent one may still serve a running sweep).
     """
     data = archive_bytes(package)
     folder = folder or Path(tempfile.gettempdir()) / f"conveyor-spark-code-{os.getuid()}"
@@ -81,7 +87,21 @@ def code_archive(folder: Path | None = None, package: str = PACKAGE) -> Path:
         partial = target.with_suffix(f".{os.getpid()}.part")
         partial.write_bytes(data)
         partial.replace(target)
+    else:
+        target.touch()
+    _remove_stale_archives(folder, package, keep=target)
     return target
+
+
+def _remove_stale_archives(folder: Path, package: str, keep: Path) -> None:
+    """Delete ``package``'s archives in ``folder`` other than ``keep`` not modified for ``STALE_ARCHIVE_S``."""
+    now = time.time()
+    for old in folder.glob(f"{package}-*.zip"):
+        if old == keep:
+            continue
+        with contextlib.suppress(FileNotFoundError):  # another driver removed it first
+            if now - old.stat().st_mtime > STALE_ARCHIVE_S:
+                old.unlink()
 
 
 def check_py_files(py_files: Sequence[Path]) -> tuple[Path, ...]:

@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import time
 import zipfile
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from conveyor.cli._sweep import run_sweep
 from conveyor.simulation.scenarios import run_scenario
 from conveyor.simulation.sweep import LocalSparkCluster, code_archive, ship_code
 from conveyor.simulation.sweep._session import on_loopback, session_conf
+from conveyor.simulation.sweep._shipping import STALE_ARCHIVE_S
 
 REPO = Path(__file__).resolve().parents[3]
 SCENARIOS = ("leases", "crash-recovery", "fairness")
@@ -105,6 +107,21 @@ def test_the_archive_holds_the_real_files_and_is_the_same_for_the_same_code(tmp_
     assert {"conveyor/", "conveyor/runtime/__init__.py", "conveyor/actors/broker/__init__.py",
             "conveyor/simulation/py.typed"} <= names
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
+
+
+def test_archives_of_older_code_unused_for_a_day_are_removed_when_a_new_one_is_written(tmp_path: Path) -> None:
+    stale, recent, other = (tmp_path / "conveyor-0000000000000001.zip", tmp_path / "conveyor-0000000000000002.zip",
+                            tmp_path / "notes.zip")
+    for path in (stale, recent, other):
+        path.write_bytes(b"old code")
+    day_and_more = time.time() - STALE_ARCHIVE_S - 60
+    os.utime(stale, (day_and_more, day_and_more))
+    os.utime(other, (day_and_more, day_and_more))
+    archive = code_archive(tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([archive.name, recent.name, other.name])
+    os.utime(archive, (day_and_more, day_and_more))
+    assert code_archive(tmp_path) == archive  # used again: kept, and its time refreshed
+    assert time.time() - archive.stat().st_mtime < STALE_ARCHIVE_S
 
 
 def test_a_users_module_reaches_the_executors(spark: SparkSession, tmp_path: Path) -> None:
