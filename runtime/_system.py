@@ -8,7 +8,6 @@ are written once here.
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import logging
 import random
@@ -42,6 +41,8 @@ class ActorSystemBase(Backend):
 
     cell_type: ClassVar[type[ActorCell]] = ActorCell
     """The cell class this backend runs: a backend with per-actor state subclasses ``ActorCell``."""
+    asks_are_awaited: ClassVar[bool] = False
+    """Whether ``ask`` returns an awaitable (trio) rather than the answer (threads, the simulator)."""
 
     def __init__(
         self,
@@ -165,8 +166,7 @@ class ActorSystemBase(Backend):
         if type(ref) is ActorRef and ref.cell.system is not self:
             msg = f"{ref.path} is an actor of another system; make its proxy with ref.proxy() or on its own system"
             raise ConveyorError(msg)
-        awaitable = inspect.iscoroutinefunction(type(self).ask)
-        proxy: T = make_proxy(type(self).__name__, awaitable, ref, interface, timeout)
+        proxy: T = make_proxy(type(self).__name__, self.asks_are_awaited, ref, interface, timeout)
         return proxy
 
     def live_cells(self) -> list[ActorCell]:

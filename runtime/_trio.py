@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, final
 
@@ -107,6 +107,7 @@ class TrioSystem(ActorSystemBase):
     """
 
     cell_type = _TrioCell
+    asks_are_awaited = True
 
     def __init__(
         self,
@@ -184,7 +185,7 @@ class TrioSystem(ActorSystemBase):
         if self._token is None or threading.get_ident() == self._trio_thread:
             msg = "ask_from_thread() is for other threads while the TrioSystem runs; on its thread, await ask()"
             raise ConveyorError(msg)
-        return trio.from_thread.run(self.ask, ref, message, timeout, trio_token=self._token)
+        return trio.from_thread.run(self._ask, ref, message, timeout, trio_token=self._token)
 
     def shutdown(self) -> None:
         """Stop every actor now; their queued messages become dead letters."""
@@ -372,14 +373,23 @@ class TrioSystem(ActorSystemBase):
 
     # --- asking -----------------------------------------------------------------------
 
-    async def ask(self, ref: ActorRef, message: object, timeout: float = 5.0) -> Any:
-        """Send ``message`` with a temporary sender and await the first reply.
+    def ask(self, ref: ActorRef, message: object, timeout: float = 5.0) -> Coroutine[Any, Any, Any]:
+        """Send ``message`` with a temporary sender and await the first reply, on the system's trio thread.
 
         Raises:
+            ConveyorError: called on another thread (at once, not when awaited): the system's state
+                belongs to its trio thread; from a worker thread use ``ask_from_thread``.
             ActorDeadError: the actor is (or becomes, before answering) dead.
             AskTimeout: no reply within ``timeout`` seconds.
             Exception: whatever the actor raised while handling the question.
         """
+        if self._token is not None and threading.get_ident() != self._trio_thread:
+            msg = (f"ask({type(message).__name__}) to {ref.path} on a thread other than the TrioSystem's; "
+                   "from a worker thread use system.ask_from_thread(ref, message), which blocks that thread")
+            raise ConveyorError(msg)
+        return self._ask(ref, message, timeout)
+
+    async def _ask(self, ref: ActorRef, message: object, timeout: float) -> Any:
         parked = self._parked
         if parked is None or self._ready or self._current is not None:
             promise = self._send_question(ref, message, _TrioPromise)

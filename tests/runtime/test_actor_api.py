@@ -193,6 +193,22 @@ async def test_ref_ask_of_a_stopped_actor_fails_fast(backend: Harness) -> None:
         await backend.answer(echo.ask(Get()))
 
 
+async def test_a_trio_ask_from_another_thread_is_refused_at_once_and_ask_from_thread_answers() -> None:
+    # Awaiting the coroutine on another thread's loop would touch the system's state off its thread
+    async with TrioSystem() as system:
+        echo = system.spawn(Echo, name="echo")
+
+        def from_a_worker_thread() -> tuple[str, Any]:
+            with pytest.raises(ConveyorError, match="on a thread other than the TrioSystem's") as refused:
+                echo.ask("hello")
+            return str(refused.value), system.ask_from_thread(echo, "hello")
+
+        said, answer = await trio.to_thread.run_sync(from_a_worker_thread)
+        assert "use system.ask_from_thread(ref, message)" in said
+        assert answer == "hello"
+        assert await echo.ask("on the trio thread") == "on the trio thread"
+
+
 # --- proxies ------------------------------------------------------------------------------------
 
 
