@@ -58,7 +58,7 @@ from ._protocol import (
     TxRolledBack,
 )
 from ._store import TxQueueStats
-from ._values import DeadLetter, ItemKey, TxItem, TxQueueSettings
+from ._values import AtLeastOnce, DeadLetter, ItemKey, TxItem, TxQueueSettings
 from ._zk_group import MultiGroups
 from ._zk_settings import settings_from_bytes, settings_to_bytes
 
@@ -83,6 +83,12 @@ LISTING_TTL_S = 0.1
 (seconds); our own commits keep it up to date, items committed away by others are skipped when their check
 fails, and a take that finds nothing in it lists again for real (watches set) before it answers or parks.
 A watch firing on the queue's ``items/``, an expiry and every session event drop it."""
+
+AHEAD_MAX = 8
+"""At most this many items of a queue taken ahead (locked, waiting for the next take) or being taken ahead."""
+
+AHEAD_HOLD_S = 0.1
+"""An item taken ahead that no take asked for within this long is given back (its lock and meta deleted)."""
 
 MARKERS_A_BATCH = 64
 """Answered commits' markers are deleted this many in one multi..."""
@@ -146,6 +152,20 @@ class _Take:
     """Where its first candidates came from: the cached listing (it may miss items others put) or a listing
     without watches (a take that finds an item needs none). Either way ``_nothing`` lists again, with
     watches, before it parks, and after the cache before it answers none."""
+    lock: str = ""
+    """The lock its fresh take is creating (``_try_fresh``)."""
+    ahead: bool = False
+    """Taken ahead, for no transaction yet: its item goes to ``ZkTxBackend.ready`` (``_take_ahead``), unless a
+    take adopts it first and it becomes that take's."""
+
+
+@final
+@attrs.frozen
+class _Ready:
+    """An item taken ahead (locked, its take counted, its body read) on the session of ``epoch``."""
+
+    held: _Held
+    epoch: int
 
 
 def _number(name: str) -> int:
@@ -208,10 +228,20 @@ class ZkTxBackend(Actor):
         """Per queue, when ``items/`` was listed and its item numbers in order, kept up to date with our commits."""
         self.spent_markers: list[str] = []
         """Markers of this session's answered commits, to delete in one multi (``_spend_marker``)."""
+        self.ready: dict[str, list[_Ready]] = {}
+        """Per queue, items taken ahead that wait for the next take (``_take_ahead``)."""
+        self.ahead: dict[str, list[_Take]] = {}
+        """Per queue, takes ahead in progress: a take that finds no ready item adopts one."""
 
     def on_start(self) -> None:
         """Hear the ZooKeeper session's events: an expiry drops every lock at once."""
         self.ctx.send(self.zk, ZkWatchSession(self.ctx.self_ref))
+
+    def on_stop(self) -> None:
+        """Give back the items taken ahead: no take of this backend will ask for them."""
+        for queue in list(self.ready):
+            for entry in list(self.ready[queue]):
+                self._give_back(queue, entry)
 
     # --- plumbing --------------------------------------------------------------------------------
 
@@ -317,6 +347,7 @@ class ZkTxBackend(Actor):
         self.claimed.clear()
         self.watching.clear()  # an expired session's watches are gone with it
         self.spent_markers.clear()  # ephemeral: they went with it
+        self.ready.clear()  # their locks went with it; their takes stay counted, as a client's that died
 
     def _when_back(self, step: Callable[[], None]) -> None:
         """Run ``step`` after a lost connection or session: a moment later, on a connected session."""
@@ -478,6 +509,9 @@ class ZkTxBackend(Actor):
                           lambda why: self._nothing(take, why))
 
     def _finish(self, take: _Take, answer: Taken | NothingTaken) -> None:
+        if take.ahead:  # nobody asked: nothing to answer
+            self._ahead_over(take)
+            return
         request = take.request
         self.takes.pop((request.session, request.tx), None)
         if take.reply_to is not None:
@@ -547,11 +581,14 @@ class ZkTxBackend(Actor):
         return True
 
     def _first_list(self, take: _Take) -> None:
-        """A take's first look: the cached listing while it is young, else a listing without watches.
+        """A take's first look: an item taken ahead, or a take ahead in progress; else the cached listing
+        while it is young, else a listing without watches.
 
         A take served at once needs no watch, and a watch set at every take would fire at every commit
         and lock of ours, dropping the cache and costing a listing of ``items/`` and ``locks/`` each time.
         """
+        if self._from_ready(take) or self._adopt(take):
+            return
         cached = self.listings.get(take.request.queue)
         if cached is not None and not self.expired and self.ctx.now() - cached[0] < LISTING_TTL_S:
             candidates = self._candidates(take, cached[1])
@@ -599,9 +636,12 @@ class ZkTxBackend(Actor):
         """The first ``CANDIDATES`` items not in backoff that no transaction of ours claims, in an order drawn
         from the context's random (replayable in the simulator; contenders spread out) unless ``strict_fifo``."""
         queue = take.request.queue
-        free = [number for number in numbers if not self._in_backoff(take, number)
-                and self._path(queue, "locks", f"lock-{number}") not in self.claimed]
-        names = [f"item-{number:010d}" for number in free[:CANDIDATES]]
+        names: list[str] = []
+        for number in numbers:
+            if not self._in_backoff(take, number) and self._path(queue, "locks", f"lock-{number}") not in self.claimed:
+                names.append(f"item-{number:010d}")
+                if len(names) == CANDIDATES:
+                    break
         if not self.strict_fifo:
             seeded = self.ctx.random
             seeded.shuffle(names)
@@ -632,8 +672,11 @@ class ZkTxBackend(Actor):
         return None
 
     def _try(self, take: _Take, candidates: list[str]) -> None:
-        """Lock the first candidate that can be locked, else answer that nothing was taken."""
-        claimed = None if take.cancelled or self.expired else self._claim_first(take.request.queue, candidates)
+        """Lock the first candidate that can be locked, else answer that nothing was taken.
+
+        A take ahead stops here: it takes a fresh item in one multi or nothing."""
+        claimed = (None if take.cancelled or take.ahead or self.expired
+                   else self._claim_first(take.request.queue, candidates))
         if claimed is None:
             self._nothing(take)
             return
@@ -677,6 +720,7 @@ class ZkTxBackend(Actor):
             self._nothing(take)
             return
         number, rest, lock = claimed
+        take.lock = lock
         uuid = self._uuid().encode()
         epoch = self.epoch
         key = ItemKey(queue, number)
@@ -730,7 +774,12 @@ class ZkTxBackend(Actor):
         self._call(ZkGetData(item_path), lambda reply: arrived("item", reply))
 
     def _hand_over(self, take: _Take, held: _Held) -> None:
-        """The item is locked with its take counted: answer ``Taken``, or give it back if nobody waits any more."""
+        """The item is locked with its take counted: answer ``Taken``, or give it back if nobody waits any more;
+        an item taken ahead waits for the next take (``ready``)."""
+        if take.ahead:
+            self._ahead_over(take)
+            self._keep_ready(held)
+            return
         request = take.request
         if take.cancelled or request.session not in self.watched:
             self._release([held], failed=False, handed_over=False)
@@ -738,6 +787,94 @@ class ZkTxBackend(Actor):
             return
         self.held.setdefault((request.session, request.tx), []).append(held)
         self._finish(take, Taken(request.tx, TxItem(held.key, held.body, held.meta.takes)))
+
+    # --- take ahead ------------------------------------------------------------------------------
+
+    def _take_ahead(self, queue: str) -> None:
+        """Take a fresh item of ``queue`` for the next take, in the multi of the commit now submitted.
+
+        A transaction that took from ``queue`` commits: its client most likely takes from it again at once.
+        The fresh take's multi (check the item, create our lock, create its meta with the take counted)
+        goes in the same multi as the commit (``MultiGroups.together``) and its body's read right behind,
+        so the next take is answered with no call. Every guarantee is the fresh take's: the lock is ephemeral,
+        the take counted before it is handed over, a combined multi that fails is sent again part by part.
+        Only for ``AtLeastOnce`` queues, where a count the next take never used costs no delivery: an
+        expiry leaves the item's take counted as for a client that died holding it, and under ``ConsumeTimes``
+        that would be one of its K. Items from the cached listing only, while it is young; at most
+        ``AHEAD_MAX`` a queue; one no take asks for within ``AHEAD_HOLD_S`` is given back (``_give_back``).
+        """
+        settings = self.settings.get(queue)
+        if settings is None or not isinstance(settings.policy, AtLeastOnce) or self.expired or self.closed:
+            return
+        if len(self.ready.get(queue, ())) + len(self.ahead.get(queue, ())) >= AHEAD_MAX:
+            return
+        cached = self.listings.get(queue)
+        if cached is None or self.ctx.now() - cached[0] >= LISTING_TTL_S:
+            return
+        take = _Take(TakeItem(self.ctx.self_ref, 1, queue), None, self.ctx.now(), ahead=True)
+        candidates = self._candidates(take, cached[1])[:1]  # one: a take ahead tries no second item
+        if candidates:
+            self.ahead.setdefault(queue, []).append(take)
+            self._try_fresh(take, candidates)
+
+    def _ahead_over(self, take: _Take) -> None:
+        """A take ahead ended (its item ready, or none): no take can adopt it any more."""
+        pending = self.ahead.get(take.request.queue, [])
+        for index, other in enumerate(pending):
+            if other is take:
+                del pending[index]
+                break
+
+    def _adopt(self, take: _Take) -> bool:
+        """Make a take ahead in progress on ``take``'s queue this take's own: it answers ``take``'s client,
+        with its deadline; finding nothing, it lists again as a take whose first look was the cache."""
+        pending = self.ahead.get(take.request.queue)
+        if not pending or take.cancelled:
+            return False
+        adopted = pending.pop(0)
+        adopted.ahead = False
+        adopted.request, adopted.reply_to, adopted.deadline = take.request, take.reply_to, take.deadline
+        adopted.first_look = "cache"
+        self.takes[(take.request.session, take.request.tx)] = adopted
+        return True
+
+    def _keep_ready(self, held: _Held) -> None:
+        """An item taken ahead waits for the next take of its queue, ``AHEAD_HOLD_S`` at most."""
+        entry = _Ready(held, self.epoch)
+        queue = held.key.queue
+        self.ready.setdefault(queue, []).append(entry)
+        self._after(AHEAD_HOLD_S, lambda: self._give_back(queue, entry))
+
+    def _from_ready(self, take: _Take) -> bool:
+        """Hand ``take`` an item taken ahead on this session, if one is ready."""
+        ready = self.ready.get(take.request.queue)
+        while ready and not self.expired:
+            entry = ready.pop(0)
+            if entry.epoch == self.epoch:
+                self._hand_over(take, entry.held)
+                return True
+        return False
+
+    def _ahead_locks(self, queue: str) -> set[str]:
+        """The lock paths of ``queue``'s items taken ahead, ready or being taken."""
+        ready = {self._path(queue, "locks", f"lock-{entry.held.key.number}") for entry in self.ready.get(queue, ())}
+        return ready | {take.lock for take in self.ahead.get(queue, ())}
+
+    def _give_back(self, queue: str, entry: _Ready) -> None:
+        """An item taken ahead that no take asked for: delete its meta and lock, as fresh as before (if still
+        ready: a take may have had it, an expiry took its lock)."""
+        ready = self.ready.get(queue, [])
+        index = next((n for n, other in enumerate(ready) if other is entry), None)
+        if index is None:
+            return
+        del ready[index]
+        if entry.epoch != self.epoch:
+            return
+        key = entry.held.key
+        lock = self._path(queue, "locks", f"lock-{key.number}")
+        self.claimed.discard(lock)
+        meta = ZkDelete(self._path(queue, "meta", f"meta-{key.number}"), entry.held.meta_version)
+        self._call(ZkMulti((meta, ZkDelete(lock))), lambda _: None)
 
     def _drop_stale(self, lock: str, uuid: bytes, tries: int = COMMIT_CHECKS) -> None:
         """A lock create (alone or in a fresh take's multi) begun on an expired session that the session actor
@@ -972,7 +1109,10 @@ class ZkTxBackend(Actor):
             if reply.error is None and reply.value is not None:
                 aborted("the ZooKeeper session expired before the commit's multi was applied")
 
-        self.multi_groups.submit(tuple(operations), done)
+        with self.multi_groups.together():  # the takes ahead ride in the commit's multi
+            self.multi_groups.submit(tuple(operations), done)
+            for queue in dict.fromkeys(key.queue for key in request.takes):
+                self._take_ahead(queue)
 
     def _unlock(self, lock: str, epoch: int, tries: int = COMMIT_CHECKS) -> None:
         """Delete a lock of ours that no transaction claims; a delete lost to the connection is repeated while
@@ -1086,10 +1226,15 @@ class ZkTxBackend(Actor):
         self._known("ReadDeadLetters", queue, known)
 
     def _stats(self, queue: str) -> None:
+        """Count ``queue``'s items, locks and dead letters; ``locked`` counts the items transactions hold, not
+        those this backend took ahead for its next take (another process's backend counts those too)."""
+
         def known(reply_to: ActorRef | None) -> None:
             def counted(items: list[str], locks: list[str], dead: list[str]) -> None:
+                ahead = self._ahead_locks(queue)
+                held = [lock for lock in locks if self._path(queue, "locks", lock) not in ahead]
                 if reply_to is not None:
-                    self.ctx.send(reply_to, TxQueueStats(queue, len(items), len(locks), len(dead)))
+                    self.ctx.send(reply_to, TxQueueStats(queue, len(items), len(held), len(dead)))
 
             self._children(queue, "items", lambda items: self._children(
                 queue, "locks", lambda locks: self._children(queue, "dlq", lambda dead: counted(items, locks, dead))))

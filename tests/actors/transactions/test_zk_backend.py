@@ -37,6 +37,7 @@ from conveyor.actors.transactions import (
     settings_from_bytes,
     settings_to_bytes,
 )
+from conveyor.actors.transactions._zk_backend import AHEAD_HOLD_S
 from conveyor.actors.zookeeper import KazooSession
 from conveyor.runtime import Actor, ActorRef, AskTimeout, ConveyorError
 from conveyor.runtime.lowlevel import (
@@ -874,3 +875,151 @@ async def test_takes_served_at_once_reuse_the_listing_and_set_no_watch(zk_store:
     assert (listings(calls, "/in/items"), listings(calls, "/in/locks")) == (1, 0)
     reads = [op for _, op in calls if isinstance(op, ZkGetData) and ("/meta/" in op.path or "/items/" in op.path)]
     assert len(reads) == 10, "the item's read only, pipelined with the take's multi; no meta read"
+
+
+# --- take ahead: a commit of a take from an AtLeastOnce queue takes the next item in its multi ------------------
+
+
+class DelayItemReads(Actor):
+    """Forwards to the session; the reply of every read of an item comes ``delay_s`` late."""
+
+    def __init__(self, session: ActorRef, delay_s: float) -> None:
+        self.session = session
+        self.delay_s = delay_s
+        self.waiting: dict[int, ActorRef] = {}
+
+    def receive(self, message: Any) -> None:
+        if isinstance(message, ZkCall) and isinstance(message.operation, ZkGetData) and "/items/" in message.operation.path:
+            self.waiting[message.request_id] = message.reply_to
+            message = attrs.evolve(message, reply_to=self.ctx.self_ref)
+        elif isinstance(message, ZkReply) and message.request_id in self.waiting:
+            self.ctx.schedule(self.delay_s, _Late(self.waiting.pop(message.request_id), message))
+            return
+        elif isinstance(message, _Late):
+            self.ctx.send(message.to, message.reply)
+            return
+        self.ctx.send(self.session, message)
+
+
+@attrs.frozen
+class _Late:
+    to: ActorRef
+    reply: ZkReply
+
+
+def calls_of(calls: list[tuple[float, object]], since: int) -> list[object]:
+    """The operations recorded from index ``since`` on, less the deletes of spent commit markers."""
+    return [op for _, op in calls[since:]
+            if not (isinstance(op, ZkMulti) and all("-commits/" in write.path for write in op.operations))]
+
+
+async def take_and_commit(q: AsyncTxQueue, queue: str = "in") -> bytes:
+    tx = q.new_transaction()
+    item = await tx.take(queue, 5.0)
+    assert item is not None
+    await tx.commit()
+    return item.body
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_a_commit_takes_the_next_item_ahead_in_its_multi_and_the_next_take_costs_no_call(
+        zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    q = await declared(harness, store, ("in", RETRY))
+    await produce(q, "in", b"1", b"2", b"3")
+    first = await take_and_commit(q)
+    commit = [op for op in calls_of(calls, 0) if is_commit_with_puts(op) or (
+        isinstance(op, ZkMulti) and any(isinstance(w, ZkDelete) and "/items/" in w.path for w in op.operations))][-1]
+    assert isinstance(commit, ZkMulti) and is_lock_create(commit), "the next item's lock rides in the commit's multi"
+    before = len(calls)
+    tx = q.new_transaction()
+    item = await tx.take("in", 5.0)
+    assert item is not None and item.body != first and item.takes == 1
+    assert calls_of(calls, before) == [], "answered from the item taken ahead: no call"
+    assert (await harness.ask(store, GetTxStats("in"))).locked == 1, "the transaction's lock; none taken ahead counted"
+    await tx.rollback()
+    assert (await harness.ask(store, GetTxStats("in"))).locked == 0
+
+
+async def test_an_item_taken_ahead_that_no_take_asks_for_is_given_back_fresh(zk_store: ZkStore) -> None:
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY))
+    await produce(q, "in", b"1", b"2")
+    first = await take_and_commit(q)
+    instance = zk_store.instances[-1]
+    assert instance.ready.get("in") or instance.ahead.get("in"), "the commit took an item ahead"
+    await until(zk_store.harness, lambda: no_children(zk_store, "locks", "meta"))
+    other, _ = zk_store.spawn_backend()
+    item = await (await handle(zk_store.harness, other)).new_transaction().try_take("in")
+    assert item is not None and item.body != first and item.takes == 1, "fresh again: its take given back"
+
+
+async def no_children(zk: ZkStore, *folders: str) -> bool:
+    for folder in folders:
+        if await children(zk, f"/{zk.root}/in/{folder}"):
+            return False
+    return True
+
+
+async def test_stopping_the_backend_gives_back_its_items_taken_ahead(zk_store: ZkStore) -> None:
+    store, _ = zk_store.spawn_backend()
+    q = await declared(zk_store.harness, store, ("in", RETRY))
+    await produce(q, "in", b"1", b"2", b"3")
+    await take_and_commit(q)
+    instance = zk_store.instances[-1]
+    await zk_store.harness.wait_until(lambda: bool(instance.ready.get("in")), 5.0)
+    assert not await no_children(zk_store, "locks"), "an item taken ahead is locked"
+    zk_store.harness.system.stop(store)
+    await until(zk_store.harness, lambda: no_children(zk_store, "locks", "meta"), timeout=AHEAD_HOLD_S * 5)
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_no_take_ahead_under_consume_times_a_count_unused_would_cost_a_delivery(zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    q = await declared(harness, store, ("once", ConsumeOnce()), ("twice", ConsumeTimes(2)))
+    for queue in ("once", "twice"):
+        await produce(q, queue, b"1", b"2")
+        before = len(calls)
+        await take_and_commit(q, queue)
+        commits = [op for op in calls_of(calls, before) if isinstance(op, ZkMulti)
+                   and any(isinstance(write, ZkDelete) and "/items/" in write.path for write in op.operations)]
+        assert len(commits) == 1 and not is_lock_create(commits[0]), "the commit's multi takes nothing ahead"
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_a_take_that_comes_while_the_take_ahead_runs_adopts_it(zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls, between=lambda session: DelayItemReads(session, 0.05))
+    q = await declared(harness, store, ("in", RETRY))
+    await produce(q, "in", b"1", b"2", b"3")
+    first = await take_and_commit(q)
+    assert zk_store.instances[-1].ahead.get("in"), "the item taken ahead is still being read"
+    before = len(calls)
+    tx = q.new_transaction()
+    item = await tx.take("in", 5.0)
+    assert item is not None and item.body != first and item.takes == 1
+    assert calls_of(calls, before) == [], "it waited for the take ahead instead of taking another item"
+    await tx.commit()
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_an_expiry_drops_the_items_taken_ahead_and_leaves_their_take_counted(zk_store: ZkStore) -> None:
+    ensemble = zk_store.ensemble
+    assert ensemble is not None
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY))
+    await produce(q, "in", b"1", b"2")
+    first = await take_and_commit(q)
+    instance = zk_store.instances[-1]
+    assert instance.ready.get("in"), "an item is taken ahead"
+    session_id = instance.session_id
+    assert session_id is not None
+    ensemble.expire(session_id)
+    await until(zk_store.harness, lambda: no_children(zk_store, "locks"))
+    await zk_store.harness.wait_until(lambda: not instance.expired, 10.0)
+    assert not instance.ready.get("in"), "its lock went with the session"
+    item = await q.new_transaction().try_take("in")
+    assert item is not None and item.body != first and item.takes == 2, "taken again; the lost take counted"
