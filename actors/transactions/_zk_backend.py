@@ -87,6 +87,11 @@ A watch firing on the queue's ``items/``, an expiry and every session event drop
 AHEAD_MAX = 8
 """At most this many items of a queue taken ahead (locked, waiting for the next take) or being taken ahead."""
 
+AHEAD_LISTING_S = 1.0
+"""A take ahead picks its item from the cached listing while it is this young (seconds): a listing older than
+a take's (``LISTING_TTL_S``) may name an item committed away, whose check then fails the combined multi and
+sends the commit again alone, a round trip more, as it cost before takes ahead."""
+
 AHEAD_HOLD_S = 0.1
 """An item taken ahead that no take asked for within this long is given back (its lock and meta deleted)."""
 
@@ -800,7 +805,7 @@ class ZkTxBackend(Actor):
         the take counted before it is handed over, a combined multi that fails is sent again part by part.
         Only for ``AtLeastOnce`` queues, where a count the next take never used costs no delivery: an
         expiry leaves the item's take counted as for a client that died holding it, and under ``ConsumeTimes``
-        that would be one of its K. Items from the cached listing only, while it is young; at most
+        that would be one of its K. Items from the cached listing only, while it is young (``AHEAD_LISTING_S``); at most
         ``AHEAD_MAX`` a queue; one no take asks for within ``AHEAD_HOLD_S`` is given back (``_give_back``).
         """
         settings = self.settings.get(queue)
@@ -809,7 +814,7 @@ class ZkTxBackend(Actor):
         if len(self.ready.get(queue, ())) + len(self.ahead.get(queue, ())) >= AHEAD_MAX:
             return
         cached = self.listings.get(queue)
-        if cached is None or self.ctx.now() - cached[0] >= LISTING_TTL_S:
+        if cached is None or self.ctx.now() - cached[0] >= AHEAD_LISTING_S:
             return
         take = _Take(TakeItem(self.ctx.self_ref, 1, queue), None, self.ctx.now(), ahead=True)
         candidates = self._candidates(take, cached[1])[:1]  # one: a take ahead tries no second item
