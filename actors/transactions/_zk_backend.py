@@ -95,6 +95,10 @@ sends the commit again alone, a round trip more, as it cost before takes ahead."
 AHEAD_HOLD_S = 0.1
 """An item taken ahead that no take asked for within this long is given back (its lock and meta deleted)."""
 
+BODIES_MAX_BYTES = 4 * 1024 * 1024
+"""By default, at most about this many bytes of bodies of items this backend put are kept, to hand over without a
+read (``ZkTxBackend.body_cache_bytes``)."""
+
 MARKERS_A_BATCH = 64
 """Answered commits' markers are deleted this many in one multi..."""
 
@@ -173,6 +177,40 @@ class _Ready:
     epoch: int
 
 
+class BodyCache:
+    """Bodies of the items a backend put, by key, oldest dropped first past ``max_bytes``.
+
+    An item's body never changes (``item-N`` is created with it and only ever deleted) and its number is
+    never reused while its queue exists (ZooKeeper's sequence), so a body kept here is the item's as long
+    as the item is there: a take whose multi checked ``item-N`` may hand it over without reading it.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        """Bytes of the bodies kept."""
+        self._bodies: dict[ItemKey, bytes] = {}
+
+    def remember(self, bodies: Iterable[tuple[ItemKey, bytes]]) -> None:
+        """Keep these items' bodies, then drop the oldest until at most ``max_bytes`` are kept."""
+        for key, body in bodies:
+            self.size += len(body) - len(self._bodies.pop(key, b""))
+            self._bodies[key] = body
+        while self.size > self.max_bytes:
+            oldest = next(iter(self._bodies))
+            self.size -= len(self._bodies.pop(oldest))
+
+    def take(self, key: ItemKey) -> bytes | None:
+        """The item's body if kept, forgotten now (its take has it; a later take reads it), else None."""
+        body = self._bodies.pop(key, None)
+        if body is not None:
+            self.size -= len(body)
+        return body
+
+    def __len__(self) -> int:
+        return len(self._bodies)
+
+
 def _number(name: str) -> int:
     """``item-0000000007`` -> 7."""
     return int(name.rsplit("-", 1)[1])
@@ -192,12 +230,16 @@ def _meta_of(node: object) -> ItemMeta:
 class ZkTxBackend(Actor):
     """Transactional queues kept in ZooKeeper, through the session actor ``zk``, under ``/<root>``."""
 
-    def __init__(self, zk: ActorRef, *, root: str = "conveyor-tx", strict_fifo: bool = False) -> None:
+    def __init__(self, zk: ActorRef, *, root: str = "conveyor-tx", strict_fifo: bool = False,
+                 body_cache_bytes: int = BODIES_MAX_BYTES) -> None:
         if type(root) is not str or not root or "/" in root:
             msg = f"ZkTxBackend.root must be a non-empty str without '/', got {root!r}"
             raise ValueError(msg)
         if type(strict_fifo) is not bool:
             msg = f"ZkTxBackend.strict_fifo must be a bool, got {strict_fifo!r}"
+            raise ValueError(msg)
+        if type(body_cache_bytes) is not int or body_cache_bytes < 0:
+            msg = f"ZkTxBackend.body_cache_bytes must be an int >= 0 (0: none kept), got {body_cache_bytes!r}"
             raise ValueError(msg)
         self.zk = zk
         self.root = root
@@ -237,6 +279,8 @@ class ZkTxBackend(Actor):
         """Per queue, items taken ahead that wait for the next take (``_take_ahead``)."""
         self.ahead: dict[str, list[_Take]] = {}
         """Per queue, takes ahead in progress: a take that finds no ready item adopts one."""
+        self.bodies = BodyCache(body_cache_bytes)
+        """Bodies of items this backend's commits put: a fresh take of one needs no read of it."""
 
     def on_start(self) -> None:
         """Hear the ZooKeeper session's events: an expiry drops every lock at once."""
@@ -776,7 +820,11 @@ class ZkTxBackend(Actor):
         operations = (ZkCheck(item_path, -1), ZkCreate(lock, uuid, ephemeral=True),
                       ZkCreate(self._path(queue, "meta", f"meta-{number}"), _meta_bytes(counted.meta)))
         self.multi_groups.submit(operations, lambda reply: arrived("multi", reply))  # grouped as commits are
-        self._call(ZkGetData(item_path), lambda reply: arrived("item", reply))
+        body = self.bodies.take(key)
+        if body is None:
+            self._call(ZkGetData(item_path), lambda reply: arrived("item", reply))
+        else:  # put by this backend: the multi's check says it is still there, with this body
+            arrived("item", ZkReply(-1, ZkNode(body, 0, 0)))
 
     def _hand_over(self, take: _Take, held: _Held) -> None:
         """The item is locked with its take counted: answer ``Taken``, or give it back if nobody waits any more;
@@ -1056,6 +1104,7 @@ class ZkTxBackend(Actor):
                 for key in request.takes:
                     self.claimed.discard(self._path(key.queue, "locks", f"lock-{key.number}"))
             self._listing_changed(gone=request.takes, created=created)
+            self.bodies.remember(zip(created, (put.body for put in request.puts), strict=False))  # () if lost
             answer(TxCommitted(request.tx, created))
             self._spend_marker(marker, epoch)
 

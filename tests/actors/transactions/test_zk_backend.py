@@ -37,7 +37,7 @@ from conveyor.actors.transactions import (
     settings_from_bytes,
     settings_to_bytes,
 )
-from conveyor.actors.transactions._zk_backend import AHEAD_HOLD_S
+from conveyor.actors.transactions._zk_backend import AHEAD_HOLD_S, BODIES_MAX_BYTES
 from conveyor.actors.zookeeper import KazooSession
 from conveyor.runtime import Actor, ActorRef, AskTimeout, ConveyorError
 from conveyor.runtime.lowlevel import (
@@ -229,6 +229,7 @@ class ZkStore:
     def spawn_backend(
         self, *, lose: Callable[[object], bool] | None = None, times: int = 1,
         record: list[tuple[float, object]] | None = None, between: Callable[[ActorRef], Actor] | None = None,
+        body_cache_bytes: int = BODIES_MAX_BYTES,
     ) -> tuple[ActorRef, list[ZkCall]]:
         """Another backend on a session of its own (another process, for ZooKeeper), same root.
 
@@ -251,7 +252,7 @@ class ZkStore:
         instances = self.instances
 
         def make() -> ZkTxBackend:
-            backend = ZkTxBackend(session, root=self.root)
+            backend = ZkTxBackend(session, root=self.root, body_cache_bytes=body_cache_bytes)
             instances.append(backend)
             return backend
 
@@ -865,7 +866,7 @@ async def test_takes_served_at_once_reuse_the_listing_and_set_no_watch(zk_store:
     calls: list[tuple[float, object]] = []
     store, _ = zk_store.spawn_backend(record=calls)
     q = await declared(harness, store, ("in", RETRY), ("out", RETRY))
-    await produce(q, "in", *(b"%d" % n for n in range(10)))
+    await produce(await handle(harness, zk_store.store), "in", *(b"%d" % n for n in range(10)))  # put by another
     for _ in range(10):
         tx = q.new_transaction()
         item = await tx.take("in", 5.0)
@@ -995,7 +996,7 @@ async def test_a_take_that_comes_while_the_take_ahead_runs_adopts_it(zk_store: Z
     calls: list[tuple[float, object]] = []
     store, _ = zk_store.spawn_backend(record=calls, between=lambda session: DelayItemReads(session, 0.05))
     q = await declared(harness, store, ("in", RETRY))
-    await produce(q, "in", b"1", b"2", b"3")
+    await produce(await handle(harness, zk_store.store), "in", b"1", b"2", b"3")  # put by another: bodies read
     first = await take_and_commit(q)
     assert zk_store.instances[-1].ahead.get("in"), "the item taken ahead is still being read"
     before = len(calls)
@@ -1019,7 +1020,34 @@ async def test_an_expiry_drops_the_items_taken_ahead_and_leaves_their_take_count
     assert session_id is not None
     ensemble.expire(session_id)
     await until(zk_store.harness, lambda: no_children(zk_store, "locks"))
-    await zk_store.harness.wait_until(lambda: not instance.expired, 10.0)
+    await zk_store.harness.wait_until(lambda: instance.epoch == 1 and not instance.expired, 10.0)
     assert not instance.ready.get("in"), "its lock went with the session"
     item = await q.new_transaction().try_take("in")
     assert item is not None and item.body != first and item.takes == 2, "taken again; the lost take counted"
+
+
+# --- bodies this backend put are handed over without a read ----------------------------------------------------
+
+
+def item_reads(calls: list[tuple[float, object]], since: int = 0) -> int:
+    return sum(1 for _, op in calls[since:] if isinstance(op, ZkGetData) and "/items/" in op.path)
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+@pytest.mark.parametrize(("cache_bytes", "reads"), [(BODIES_MAX_BYTES, 0), (2, 1), (0, 3)])
+async def test_a_take_of_an_item_this_backend_put_reads_no_body_while_it_is_kept(
+        zk_store: ZkStore, cache_bytes: int, reads: int) -> None:
+    """Bodies of 1 byte: a cache of 2 bytes keeps the last two puts, one of 0 keeps none."""
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls, body_cache_bytes=cache_bytes)
+    q = await declared(harness, store, ("in", ConsumeOnce()))
+    await produce(q, "in", b"1", b"2", b"3")
+    before = len(calls)
+    tx = q.new_transaction()
+    bodies = [item.body for item in [await tx.try_take("in") for _ in range(3)] if item is not None]
+    assert sorted(bodies) == [b"1", b"2", b"3"], "each item with the body it was put with"
+    assert item_reads(calls, before) == reads
+    await tx.commit()
+    other, _ = zk_store.spawn_backend()
+    assert await (await handle(harness, other)).new_transaction().try_take("in") is None, "all three consumed"
