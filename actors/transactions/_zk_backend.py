@@ -220,6 +220,11 @@ def _meta_bytes(meta: ItemMeta) -> bytes:
     return json.dumps([meta.takes, meta.rollbacks, meta.not_before]).encode()
 
 
+_FIRST_TAKE = ItemMeta(takes=1)
+_FIRST_TAKE_BYTES = _meta_bytes(_FIRST_TAKE)
+"""``meta-N`` as a fresh item's take creates it."""
+
+
 def _meta_of(node: object) -> ItemMeta:
     if not isinstance(node, ZkNode) or not node.data:
         return ItemMeta()
@@ -681,9 +686,10 @@ class ZkTxBackend(Actor):
 
         self._call(ZkGetChildren(items, watch=watch), listed)
 
-    def _candidates(self, take: _Take, numbers: list[int]) -> list[str]:
+    def _candidates(self, take: _Take, numbers: list[int], *, one: bool = False) -> list[str]:
         """The first ``CANDIDATES`` items not in backoff that no transaction of ours claims, in an order drawn
-        from the context's random (replayable in the simulator; contenders spread out) unless ``strict_fifo``."""
+        from the context's random (replayable in the simulator; contenders spread out) unless ``strict_fifo``;
+        ``one``: only the first of that order (one draw, no shuffle)."""
         queue = take.request.queue
         names: list[str] = []
         for number in numbers:
@@ -691,9 +697,11 @@ class ZkTxBackend(Actor):
                 names.append(f"item-{number:010d}")
                 if len(names) == CANDIDATES:
                     break
-        if not self.strict_fifo:
-            seeded = self.ctx.random
-            seeded.shuffle(names)
+        if self.strict_fifo or not names:
+            return names[:1] if one else names
+        if one:
+            return [names[self.ctx.random.randrange(len(names))]]
+        self.ctx.random.shuffle(names)
         return names
 
     def _listing_changed(self, *, gone: Iterable[ItemKey] = (), created: Iterable[ItemKey] = ()) -> None:
@@ -774,7 +782,7 @@ class ZkTxBackend(Actor):
         epoch = self.epoch
         key = ItemKey(queue, number)
         item_path = self._path(queue, "items", f"item-{number:010d}")
-        counted = _Held(key, b"", ItemMeta(takes=1), meta_version=0)  # meta-N as the multi creates it
+        counted = _Held(key, b"", _FIRST_TAKE, meta_version=0)  # meta-N as the multi creates it
         replies: dict[str, ZkReply] = {}
 
         def arrived(which: str, reply: ZkReply) -> None:
@@ -818,7 +826,7 @@ class ZkTxBackend(Actor):
                 self._try_fresh(take, rest)
 
         operations = (ZkCheck(item_path, -1), ZkCreate(lock, uuid, ephemeral=True),
-                      ZkCreate(self._path(queue, "meta", f"meta-{number}"), _meta_bytes(counted.meta)))
+                      ZkCreate(self._path(queue, "meta", f"meta-{number}"), _FIRST_TAKE_BYTES))
         self.multi_groups.submit(operations, lambda reply: arrived("multi", reply))  # grouped as commits are
         body = self.bodies.take(key)
         if body is None:
@@ -865,7 +873,7 @@ class ZkTxBackend(Actor):
         if cached is None or self.ctx.now() - cached[0] >= AHEAD_LISTING_S:
             return
         take = _Take(TakeItem(self.ctx.self_ref, 1, queue), None, self.ctx.now(), ahead=True)
-        candidates = self._candidates(take, cached[1])[:1]  # one: a take ahead tries no second item
+        candidates = self._candidates(take, cached[1], one=True)  # a take ahead tries no second item
         if candidates:
             self.ahead.setdefault(queue, []).append(take)
             self._try_fresh(take, candidates)
