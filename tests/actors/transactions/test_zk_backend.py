@@ -890,7 +890,8 @@ class DelayItemReads(Actor):
         self.waiting: dict[int, ActorRef] = {}
 
     def receive(self, message: Any) -> None:
-        if isinstance(message, ZkCall) and isinstance(message.operation, ZkGetData) and "/items/" in message.operation.path:
+        operation = message.operation if isinstance(message, ZkCall) else None
+        if isinstance(operation, ZkGetData) and "/items/" in operation.path:
             self.waiting[message.request_id] = message.reply_to
             message = attrs.evolve(message, reply_to=self.ctx.self_ref)
         elif isinstance(message, ZkReply) and message.request_id in self.waiting:

@@ -29,8 +29,8 @@ def test_the_cache_keeps_the_newest_bodies_within_its_bound_and_hands_each_over_
             while sum(map(len, model.values())) > max_bytes:
                 del model[next(iter(model))]
         else:
-            key: ItemKey = argument  # type: ignore[assignment]
-            assert cache.take(key) == model.pop(key, None), "the body put last for it, if still kept"
-            assert cache.take(key) is None, "handed over once"
+            taken: ItemKey = argument  # type: ignore[assignment]
+            assert cache.take(taken) == model.pop(taken, None), "the body put last for it, if still kept"
+            assert cache.take(taken) is None, "handed over once"
         assert cache.size == sum(map(len, model.values())) <= max_bytes
         assert len(cache) == len(model)
