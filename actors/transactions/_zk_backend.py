@@ -266,6 +266,8 @@ class ZkTxBackend(Actor):
         self.claimed: set[str] = set()
         """Lock paths a transaction of this backend holds or is taking; any other lock of our session is an orphan."""
         self.session_id: int | None = None
+        self.guarded: int | None = None
+        """The last session whose guard node (``_guard``) this backend created."""
         self.expired = False
         """The session expired (or closed) and no new one is connected yet."""
         self.closed = False
@@ -330,6 +332,9 @@ class ZkTxBackend(Actor):
                 if then is not None:
                     then(message)
             case ZkSessionEvent(session_id=session_id, state=state):
+                if state == "connected" and session_id != self.guarded and not self.closed:
+                    self.guarded = session_id
+                    self._keep_guard(session_id)
                 self.session_id = session_id
                 self.listings.clear()  # items may have come and gone unseen (and our watches with the session)
                 if state in ("expired", "closed"):
@@ -951,7 +956,7 @@ class ZkTxBackend(Actor):
                 if reply.error in _TRANSIENT and tries > 1:  # a lost read proves nothing: read again
                     self._when_back(lambda: self._drop_stale(lock, uuid, tries - 1))
                 elif isinstance(node, ZkNode) and node.data == uuid and self._orphan(node) and lock not in self.claimed:
-                    self._unlock(lock, epoch)
+                    self._unlock(lock, epoch, node.ephemeral_owner)
 
             self._call(ZkGetData(lock), got)
 
@@ -971,12 +976,14 @@ class ZkTxBackend(Actor):
         lock = self._path(queue, "locks", f"lock-{number}")
         epoch = self.epoch
 
+        owner = self.session_id  # as this backend knows it: a guard of an older session deletes nothing
+
         def give_up(_: ZkReply | None = None) -> None:
             if self.epoch != epoch:  # the lock went with its session; another may hold lock-N now
                 self._try(take, rest)
                 return
             self.claimed.discard(lock)
-            self._unlock(lock, epoch)
+            self._unlock(lock, epoch, owner)
             self._try(take, rest)
 
         def got_item(reply: ZkReply) -> None:
@@ -1176,27 +1183,46 @@ class ZkTxBackend(Actor):
             for queue in dict.fromkeys(key.queue for key in request.takes):
                 self._take_ahead(queue)
 
-    def _unlock(self, lock: str, epoch: int, tries: int = COMMIT_CHECKS) -> None:
-        """Delete a lock of ours that no transaction claims; a delete lost to the connection is repeated while
-        the lock is still there and still our session's (else it was applied, or went with the session).
+    def _unlock(self, lock: str, epoch: int, owner: int | None, tries: int = COMMIT_CHECKS) -> None:
+        """Delete a lock of session ``owner`` that no transaction claims; a delete lost to the connection is
+        repeated while the lock is still there and still our session's (else it was applied, or went with it).
 
         Needed where nobody would reclaim it as an orphan: a lock on an item committed away meanwhile
-        stays (its number never offered again) until the session ends otherwise.
+        stays (its number never offered again) until the session ends otherwise. The delete rides in a
+        multi with a check of ``owner``'s guard node (``_guard``): a session actor sends a call on the
+        session it has now, and one that expired before this backend heard of it may have let another
+        client take ``lock-N`` meanwhile; its guard gone with it, the multi then deletes nothing.
         """
 
         def deleted(reply: ZkReply) -> None:
-            if reply.error == "connection_loss" and tries > 1:
+            guard_missing = isinstance(reply.value, ZkMultiFailed) and reply.value.index == 0
+            if (reply.error == "connection_loss" or guard_missing) and tries > 1:
+                # a guard missing was not created yet (its create lost to the connection) or went with its
+                # session, and the lock with it: the lock still there and still owner's says which
                 self._after(COMMIT_CHECK_PAUSE_S, lambda: self._call(ZkExists(lock), checked))
 
         def checked(reply: ZkReply) -> None:
             node = reply.value if reply.error is None else None
-            if isinstance(node, ZkNode) and node.ephemeral_owner == self.session_id and lock not in self.claimed:
-                self._unlock(lock, epoch, tries - 1)
+            if isinstance(node, ZkNode) and node.ephemeral_owner == owner and lock not in self.claimed:
+                self._unlock(lock, epoch, owner, tries - 1)
             elif reply.error == "connection_loss" and tries > 1:
                 self._after(COMMIT_CHECK_PAUSE_S, lambda: self._call(ZkExists(lock), checked))
 
-        if self.epoch == epoch:  # else it went with its session, and lock-N may be another's now
-            self._call(ZkDelete(lock), deleted)
+        if self.epoch == epoch and owner is not None:  # else it went with its session; lock-N may be another's
+            self._call(ZkMulti((ZkCheck(self._guard(owner), -1), ZkDelete(lock))), deleted)
+
+    def _guard(self, session_id: int) -> str:
+        """The ephemeral node that exists exactly while session ``session_id`` does (``_keep_guard``)."""
+        return f"/{self.root}-sessions/session-{session_id:x}"
+
+    def _keep_guard(self, session_id: int, tries: int = COMMIT_CHECKS) -> None:
+        """Create the new session's guard node (a lost create is repeated; ``node_exists`` means done)."""
+
+        def created(reply: ZkReply) -> None:
+            if reply.error == "connection_loss" and tries > 1 and self.session_id == session_id:
+                self._after(COMMIT_CHECK_PAUSE_S, lambda: self._keep_guard(session_id, tries - 1))
+
+        self._call(ZkCreate(self._guard(session_id), ephemeral=True, make_parents=True), created)
 
     def _spend_marker(self, marker: str, epoch: int) -> None:
         """An answered commit's marker is no longer read: delete it with others, in one multi.

@@ -42,6 +42,7 @@ from conveyor.actors.zookeeper import KazooSession
 from conveyor.runtime import Actor, ActorRef, AskTimeout, ConveyorError
 from conveyor.runtime.lowlevel import (
     ZkCall,
+    ZkCheck,
     ZkCreate,
     ZkDelete,
     ZkExists,
@@ -790,9 +791,9 @@ async def test_a_take_whose_cached_listing_is_stale_lists_again_before_answering
     await produce(other, "in", b"old")
     first = mine.new_transaction()
     assert await first.try_take("in") is not None  # its listing, naming only "old", is cached
-    await first.rollback()
+    await first.rollback()  # answered at once; its lock's delete may still be on its way
     theirs = other.new_transaction()
-    assert await theirs.try_take("in") is not None
+    assert await theirs.take("in", 5.0) is not None
     theirs.put("in", b"new")
     await theirs.commit()  # "old" gone, "new" put: neither seen by our cached listing
     start = len(calls)
@@ -1052,3 +1053,56 @@ async def test_a_take_of_an_item_this_backend_put_reads_no_body_while_it_is_kept
     await tx.commit()
     other, _ = zk_store.spawn_backend()
     assert await (await handle(harness, other)).new_transaction().try_take("in") is None, "all three consumed"
+
+
+# --- a lock's delete is guarded by its session's guard node -------------------------------------------------------
+
+
+def lock_deletes(calls: list[tuple[float, object]]) -> list[ZkMulti]:
+    return [op for _, op in calls if isinstance(op, ZkMulti) and len(op.operations) == 2
+            and isinstance(op.operations[1], ZkDelete) and "/locks/" in op.operations[1].path]
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_a_lock_given_up_is_deleted_only_while_its_session_lives(zk_store: ZkStore) -> None:
+    """A session actor sends a call on the session it has now: a delete meant for an expired session's lock,
+    sent before the backend heard of the expiry, could delete another client's lock-N. So it goes in a multi
+    behind a check of the session's guard node, which goes with the session."""
+    harness, ensemble = zk_store.harness, zk_store.ensemble
+    assert ensemble is not None
+    q = await declared(harness, zk_store.store, ("in", RETRY), backoff=RedeliveryBackoff(30.0, 30.0))
+    await produce(q, "in", b"1")
+    tx = q.new_transaction()
+    assert await tx.try_take("in") is not None
+    await tx.rollback()  # failed: in its backoff for 30 s, meta-N says so
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    assert await (await handle(harness, store)).new_transaction().try_take("in") is None, "locked, read, given up"
+    backend = zk_store.instances[-1]
+    assert backend.session_id is not None
+    guard = f"/{zk_store.root}-sessions/session-{backend.session_id:x}"
+    await harness.quiet()
+    [delete] = lock_deletes(calls)
+    assert delete.operations[0] == ZkCheck(guard, -1)
+    assert await no_children(zk_store, "locks")
+
+    # the guard goes with its session: a delete behind it then deletes nothing
+    other, _ = zk_store.spawn_backend()
+    taker = await handle(harness, other)
+    await harness.elapse(31.0)
+    held = taker.new_transaction()
+    assert await held.try_take("in") is not None
+    ensemble.expire(backend.session_id)
+    await until(harness, lambda: guard_gone(zk_store, guard))
+    seen: list[object] = []
+    inbox = harness.spawn(lambda: Inbox(seen))
+    raw = harness.spawn(zk_store.session)
+    raw.tell(ZkCall(0, inbox, delete))
+    await harness.wait_until(lambda: bool(seen), 5.0)
+    assert isinstance(seen[0], ZkReply) and seen[0].error == "no_node"
+    assert not await no_children(zk_store, "locks"), "the other client's lock-N is still there"
+    await held.commit()
+
+
+async def guard_gone(zk: ZkStore, guard: str) -> bool:
+    return guard.rsplit("/", 1)[1] not in await children(zk, guard.rsplit("/", 1)[0])
