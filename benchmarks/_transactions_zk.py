@@ -7,7 +7,9 @@ One ``LocalZooKeeper`` with fsync on (a real server's setting) serves three meas
   a new item, its results checked (three round trips, two of them writes). This is the yardstick.
 - **ZkTxBackend** through ``KazooSession`` on a ``TrioSystem``, driven by ``AsyncTxQueue``: each
   transaction takes one item of ``work`` and puts its body back, with one worker, then with 8
-  concurrent transactions (8 handles, one backend, one ZooKeeper session).
+  concurrent transactions (8 handles, one backend, one ZooKeeper session). Every item it takes was
+  put by the same backend, whose cache of the bodies it put then spares the body's read; the same
+  rows with that cache off (``read_bodies``) say what a take of items another process put costs.
 - a short round through a counting relay between the backend and its session, which says how many
   ZooKeeper calls a transaction costs, by kind.
 """
@@ -106,12 +108,14 @@ async def close_session(system: TrioSystem, zk: ActorRef) -> None:
 
 
 async def through_backend(address: str, root: str, transactions: int, concurrent: int,
-                          count_calls: bool = False) -> tuple[float, dict[str, float]]:
-    """Transactions per second through ``ZkTxBackend``, and (``count_calls``) ZooKeeper calls per transaction."""
+                          count_calls: bool = False, read_bodies: bool = False) -> tuple[float, dict[str, float]]:
+    """Transactions per second through ``ZkTxBackend``, and (``count_calls``) ZooKeeper calls per transaction;
+    ``read_bodies``: the backend keeps no body it put, so every take reads its item's (as of items others put)."""
     async with TrioSystem() as system:
         zk = system.spawn(lambda: KazooSession(address, timeout=10.0), name="zk")
         relay = system.spawn(lambda: CallCounter(zk), name="count") if count_calls else zk
-        backend = system.spawn(lambda: ZkTxBackend(relay, root=root), name="tx")
+        backend = system.spawn(lambda: ZkTxBackend(relay, root=root, body_cache_bytes=0) if read_bodies
+                               else ZkTxBackend(relay, root=root), name="tx")
         producer = AsyncTxQueue(system, backend, timeout_s=30.0)
         await producer.declare("work", AtLeastOnce())
         async with producer.new_transaction() as tx:

@@ -103,12 +103,15 @@ def zookeeper_rows(transactions: int, repeat: int) -> dict[str, float]:
         print(f"transactions on ZooKeeper (a local server, fsync on; take-1 / put-1, {transactions:,} a round, "
               f"best of {repeat}; {_load()})")
         roots = (f"bench-{n}" for n in itertools.count())
-        rounds: dict[str, list[float]] = {"raw": [], "1_worker": [], "8_concurrent": []}
+        rounds: dict[str, list[float]] = {name: [] for name in ("raw", "1_worker", "8_concurrent",
+                                                                 "1_worker_bodies_read", "8_concurrent_bodies_read")}
         for _ in range(repeat):  # interleaved, so that a change of load weighs on every row alike
             rounds["raw"].append(raw_kazoo(server.address, next(roots), transactions))
-            for concurrent in (1, 8):
-                rounds["1_worker" if concurrent == 1 else "8_concurrent"].append(
-                    trio.run(through_backend, server.address, next(roots), transactions, concurrent)[0])
+            for read_bodies in (False, True):
+                for concurrent in (1, 8):
+                    name = ("1_worker" if concurrent == 1 else "8_concurrent") + ("_bodies_read" if read_bodies else "")
+                    rounds[name].append(trio.run(through_backend, server.address, next(roots), transactions,
+                                                 concurrent, False, read_bodies)[0])
         raw = max(rounds["raw"])
         figures["zk_raw_kazoo_tx_per_s"] = raw
         print(f"  raw kazoo, synchronous (list, lock, one checked transaction): {raw:>7,.0f} tx/s (1.00x)")
@@ -119,9 +122,15 @@ def zookeeper_rows(transactions: int, repeat: int) -> dict[str, float]:
             figures[f"zk_{name}_ratio_to_raw_kazoo"] = rate / raw
             print(f"  ZkTxBackend, {label:27}: {rate:>7,.0f} tx/s ({rate / raw:.2f}x raw kazoo; "
                   f"target >= {target}x: {'met' if rate / raw >= target else 'NOT met'})")
+        read = {name: max(rounds[f"{name}_bodies_read"]) for name in ("1_worker", "8_concurrent")}
+        for name, rate in read.items():
+            figures[f"zk_tx_per_s_{name}_bodies_read"] = rate
+        print(f"  the same, each take reading its body (items another process put): 1 worker "
+              f"{read['1_worker']:,.0f} tx/s ({read['1_worker'] / raw:.2f}x), 8 concurrent "
+              f"{read['8_concurrent']:,.0f} tx/s ({read['8_concurrent'] / raw:.2f}x)")
         _, calls = trio.run(through_backend, server.address, next(roots), max(transactions // 4, 8), 1, True)
         figures["zk_calls_per_tx"] = sum(count for kind, count in calls.items() if kind != "writes in multis")
-        print(f"  ZooKeeper calls a transaction (1 worker): {figures['zk_calls_per_tx']:.2f}: "
+        print(f"  ZooKeeper calls a transaction (1 worker, bodies kept): {figures['zk_calls_per_tx']:.2f}: "
               + ", ".join(f"{kind} {count:.2f}" for kind, count in calls.items()))
     return figures
 

@@ -223,7 +223,12 @@ ZK_MAX_DATA_BYTES = 1_048_575
 """ZooKeeper's default ``jute.maxbuffer`` less one: a larger node (or multi) is refused by the server."""
 
 
-def _path_problem(field: str, path: object, *, trailing_slash: bool = False) -> str | None:
+def _path_problem(prefix: str, path: object, *, trailing_slash: bool = False) -> str | None:
+    """What is wrong with ``prefix.path``, or None; the field's name is only built for a problem (the hot path)."""
+    if type(path) is str and path.startswith("/") and "\x00" not in path and "//" not in path and "/." not in path and (
+            not path.endswith("/") or path == "/" or trailing_slash):
+        return None
+    field = f"{prefix}.path"
     if type(path) is not str:
         return f"{field} must be a str, got {type(path).__qualname__}"
     if not path.startswith("/"):
@@ -238,21 +243,21 @@ def _path_problem(field: str, path: object, *, trailing_slash: bool = False) -> 
     return None
 
 
-def _flag_problem(field: str, value: object) -> str | None:
-    return None if type(value) is bool else f"{field} must be a bool, got {value!r}"
+def _flag_problem(prefix: str, name: str, value: object) -> str | None:
+    return None if type(value) is bool else f"{prefix}.{name} must be a bool, got {value!r}"
 
 
-def _version_problem(field: str, version: object, *, lowest: int) -> str | None:
+def _version_problem(prefix: str, version: object, *, lowest: int) -> str | None:
     if type(version) is not int or version < lowest:
-        return f"{field} must be an int >= {lowest}, got {version!r}"
+        return f"{prefix}.version must be an int >= {lowest}, got {version!r}"
     return None
 
 
-def _data_problem(field: str, data: object) -> str | None:
+def _data_problem(prefix: str, data: object) -> str | None:
     if type(data) is not bytes:
-        return f"{field} must be bytes, got {type(data).__qualname__}"
+        return f"{prefix}.data must be bytes, got {type(data).__qualname__}"
     if len(data) > ZK_MAX_DATA_BYTES:
-        return f"{field} is {len(data)} bytes; ZooKeeper takes at most {ZK_MAX_DATA_BYTES} (jute.maxbuffer)"
+        return f"{prefix}.data is {len(data)} bytes; ZooKeeper takes at most {ZK_MAX_DATA_BYTES} (jute.maxbuffer)"
     return None
 
 
@@ -261,20 +266,19 @@ def _write_problem(prefix: str, operation: object, *, in_multi: bool) -> str | N
     match operation:
         case ZkCreate(path=path, data=data, ephemeral=ephemeral, sequential=sequential, make_parents=make_parents):
             problems = [
-                _path_problem(f"{prefix}.path", path, trailing_slash=sequential is True),
-                _data_problem(f"{prefix}.data", data),
-                _flag_problem(f"{prefix}.ephemeral", ephemeral),
-                _flag_problem(f"{prefix}.sequential", sequential),
-                _flag_problem(f"{prefix}.make_parents", make_parents),
+                _path_problem(prefix, path, trailing_slash=sequential is True),
+                _data_problem(prefix, data),
+                _flag_problem(prefix, "ephemeral", ephemeral),
+                _flag_problem(prefix, "sequential", sequential),
+                _flag_problem(prefix, "make_parents", make_parents),
             ]
             if in_multi and make_parents is True:
                 problems.append(f"{prefix}.make_parents must be False inside a ZkMulti (create the parents first)")
         case ZkDelete(path=path, version=version) | ZkCheck(path=path, version=version):
-            problems = [_path_problem(f"{prefix}.path", path),
-                        _version_problem(f"{prefix}.version", version, lowest=-1)]
+            problems = [_path_problem(prefix, path), _version_problem(prefix, version, lowest=-1)]
         case ZkSetData(path=path, data=data, version=version):
-            problems = [_path_problem(f"{prefix}.path", path), _data_problem(f"{prefix}.data", data),
-                        _version_problem(f"{prefix}.version", version, lowest=-1)]
+            problems = [_path_problem(prefix, path), _data_problem(prefix, data),
+                        _version_problem(prefix, version, lowest=-1)]
         case _:
             return None
     return next((problem for problem in problems if problem is not None), None)
@@ -307,7 +311,7 @@ def zk_operation_problem(operation: object) -> str | None:
             return None
         case (ZkGetChildren(path=path, watch=watch) | ZkGetData(path=path, watch=watch)
               | ZkExists(path=path, watch=watch)):
-            return _path_problem("operation.path", path) or _flag_problem("operation.watch", watch)
+            return _path_problem("operation", path) or _flag_problem("operation", "watch", watch)
         case _:
             kinds = "ZkCreate, ZkDelete, ZkSetData, ZkCheck, ZkMulti, ZkGetChildren, ZkGetData or ZkExists"
             return f"operation must be a {kinds}, got {type(operation).__qualname__}"

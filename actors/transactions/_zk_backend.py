@@ -58,7 +58,7 @@ from ._protocol import (
     TxRolledBack,
 )
 from ._store import TxQueueStats
-from ._values import DeadLetter, ItemKey, TxItem, TxQueueSettings
+from ._values import AtLeastOnce, DeadLetter, ItemKey, TxItem, TxQueueSettings
 from ._zk_group import MultiGroups
 from ._zk_settings import settings_from_bytes, settings_to_bytes
 
@@ -83,6 +83,21 @@ LISTING_TTL_S = 0.1
 (seconds); our own commits keep it up to date, items committed away by others are skipped when their check
 fails, and a take that finds nothing in it lists again for real (watches set) before it answers or parks.
 A watch firing on the queue's ``items/``, an expiry and every session event drop it."""
+
+AHEAD_MAX = 8
+"""At most this many items of a queue taken ahead (locked, waiting for the next take) or being taken ahead."""
+
+AHEAD_LISTING_S = 1.0
+"""A take ahead picks its item from the cached listing while it is this young (seconds): a listing older than
+a take's (``LISTING_TTL_S``) may name an item committed away, whose check then fails the combined multi and
+sends the commit again alone, a round trip more, as it cost before takes ahead."""
+
+AHEAD_HOLD_S = 0.1
+"""An item taken ahead that no take asked for within this long is given back (its lock and meta deleted)."""
+
+BODIES_MAX_BYTES = 4 * 1024 * 1024
+"""By default, at most about this many bytes of bodies of items this backend put are kept, to hand over without a
+read (``ZkTxBackend.body_cache_bytes``)."""
 
 MARKERS_A_BATCH = 64
 """Answered commits' markers are deleted this many in one multi..."""
@@ -146,6 +161,55 @@ class _Take:
     """Where its first candidates came from: the cached listing (it may miss items others put) or a listing
     without watches (a take that finds an item needs none). Either way ``_nothing`` lists again, with
     watches, before it parks, and after the cache before it answers none."""
+    lock: str = ""
+    """The lock its fresh take is creating (``_try_fresh``)."""
+    ahead: bool = False
+    """Taken ahead, for no transaction yet: its item goes to ``ZkTxBackend.ready`` (``_take_ahead``), unless a
+    take adopts it first and it becomes that take's."""
+
+
+@final
+@attrs.frozen
+class _Ready:
+    """An item taken ahead (locked, its take counted, its body read) on the session of ``epoch``, since ``since``."""
+
+    held: _Held
+    epoch: int
+    since: float
+
+
+class BodyCache:
+    """Bodies of the items a backend put, by key, oldest dropped first past ``max_bytes``.
+
+    An item's body never changes (``item-N`` is created with it and only ever deleted) and its number is
+    never reused while its queue exists (ZooKeeper's sequence), so a body kept here is the item's as long
+    as the item is there: a take whose multi checked ``item-N`` may hand it over without reading it.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        """Bytes of the bodies kept."""
+        self._bodies: dict[ItemKey, bytes] = {}
+
+    def remember(self, bodies: Iterable[tuple[ItemKey, bytes]]) -> None:
+        """Keep these items' bodies, then drop the oldest until at most ``max_bytes`` are kept."""
+        for key, body in bodies:
+            self.size += len(body) - len(self._bodies.pop(key, b""))
+            self._bodies[key] = body
+        while self.size > self.max_bytes:
+            oldest = next(iter(self._bodies))
+            self.size -= len(self._bodies.pop(oldest))
+
+    def take(self, key: ItemKey) -> bytes | None:
+        """The item's body if kept, forgotten now (its take has it; a later take reads it), else None."""
+        body = self._bodies.pop(key, None)
+        if body is not None:
+            self.size -= len(body)
+        return body
+
+    def __len__(self) -> int:
+        return len(self._bodies)
 
 
 def _number(name: str) -> int:
@@ -155,6 +219,11 @@ def _number(name: str) -> int:
 
 def _meta_bytes(meta: ItemMeta) -> bytes:
     return json.dumps([meta.takes, meta.rollbacks, meta.not_before]).encode()
+
+
+_FIRST_TAKE = ItemMeta(takes=1)
+_FIRST_TAKE_BYTES = _meta_bytes(_FIRST_TAKE)
+"""``meta-N`` as a fresh item's take creates it."""
 
 
 def _meta_of(node: object) -> ItemMeta:
@@ -167,12 +236,16 @@ def _meta_of(node: object) -> ItemMeta:
 class ZkTxBackend(Actor):
     """Transactional queues kept in ZooKeeper, through the session actor ``zk``, under ``/<root>``."""
 
-    def __init__(self, zk: ActorRef, *, root: str = "conveyor-tx", strict_fifo: bool = False) -> None:
+    def __init__(self, zk: ActorRef, *, root: str = "conveyor-tx", strict_fifo: bool = False,
+                 body_cache_bytes: int = BODIES_MAX_BYTES) -> None:
         if type(root) is not str or not root or "/" in root:
             msg = f"ZkTxBackend.root must be a non-empty str without '/', got {root!r}"
             raise ValueError(msg)
         if type(strict_fifo) is not bool:
             msg = f"ZkTxBackend.strict_fifo must be a bool, got {strict_fifo!r}"
+            raise ValueError(msg)
+        if type(body_cache_bytes) is not int or body_cache_bytes < 0:
+            msg = f"ZkTxBackend.body_cache_bytes must be an int >= 0 (0: none kept), got {body_cache_bytes!r}"
             raise ValueError(msg)
         self.zk = zk
         self.root = root
@@ -194,6 +267,8 @@ class ZkTxBackend(Actor):
         self.claimed: set[str] = set()
         """Lock paths a transaction of this backend holds or is taking; any other lock of our session is an orphan."""
         self.session_id: int | None = None
+        self.guarded: int | None = None
+        """The last session whose guard node (``_guard``) this backend created."""
         self.expired = False
         """The session expired (or closed) and no new one is connected yet."""
         self.closed = False
@@ -208,10 +283,24 @@ class ZkTxBackend(Actor):
         """Per queue, when ``items/`` was listed and its item numbers in order, kept up to date with our commits."""
         self.spent_markers: list[str] = []
         """Markers of this session's answered commits, to delete in one multi (``_spend_marker``)."""
+        self.ready: dict[str, list[_Ready]] = {}
+        """Per queue, items taken ahead that wait for the next take (``_take_ahead``)."""
+        self.ahead: dict[str, list[_Take]] = {}
+        """Per queue, takes ahead in progress: a take that finds no ready item adopts one."""
+        self.sweeping = False
+        """A sweep of the ready items is due (``_sweep_ready``)."""
+        self.bodies = BodyCache(body_cache_bytes)
+        """Bodies of items this backend's commits put: a fresh take of one needs no read of it."""
 
     def on_start(self) -> None:
         """Hear the ZooKeeper session's events: an expiry drops every lock at once."""
         self.ctx.send(self.zk, ZkWatchSession(self.ctx.self_ref))
+
+    def on_stop(self) -> None:
+        """Give back the items taken ahead: no take of this backend will ask for them."""
+        for queue in list(self.ready):
+            for entry in list(self.ready[queue]):
+                self._give_back(queue, entry)
 
     # --- plumbing --------------------------------------------------------------------------------
 
@@ -246,6 +335,9 @@ class ZkTxBackend(Actor):
                 if then is not None:
                     then(message)
             case ZkSessionEvent(session_id=session_id, state=state):
+                if state == "connected" and session_id != self.guarded and not self.closed:
+                    self.guarded = session_id
+                    self._keep_guard(session_id)
                 self.session_id = session_id
                 self.listings.clear()  # items may have come and gone unseen (and our watches with the session)
                 if state in ("expired", "closed"):
@@ -317,6 +409,7 @@ class ZkTxBackend(Actor):
         self.claimed.clear()
         self.watching.clear()  # an expired session's watches are gone with it
         self.spent_markers.clear()  # ephemeral: they went with it
+        self.ready.clear()  # their locks went with it; their takes stay counted, as a client's that died
 
     def _when_back(self, step: Callable[[], None]) -> None:
         """Run ``step`` after a lost connection or session: a moment later, on a connected session."""
@@ -478,6 +571,9 @@ class ZkTxBackend(Actor):
                           lambda why: self._nothing(take, why))
 
     def _finish(self, take: _Take, answer: Taken | NothingTaken) -> None:
+        if take.ahead:  # nobody asked: nothing to answer
+            self._ahead_over(take)
+            return
         request = take.request
         self.takes.pop((request.session, request.tx), None)
         if take.reply_to is not None:
@@ -547,11 +643,14 @@ class ZkTxBackend(Actor):
         return True
 
     def _first_list(self, take: _Take) -> None:
-        """A take's first look: the cached listing while it is young, else a listing without watches.
+        """A take's first look: an item taken ahead, or a take ahead in progress; else the cached listing
+        while it is young, else a listing without watches.
 
         A take served at once needs no watch, and a watch set at every take would fire at every commit
         and lock of ours, dropping the cache and costing a listing of ``items/`` and ``locks/`` each time.
         """
+        if self._from_ready(take) or self._adopt(take):
+            return
         cached = self.listings.get(take.request.queue)
         if cached is not None and not self.expired and self.ctx.now() - cached[0] < LISTING_TTL_S:
             candidates = self._candidates(take, cached[1])
@@ -595,16 +694,22 @@ class ZkTxBackend(Actor):
 
         self._call(ZkGetChildren(items, watch=watch), listed)
 
-    def _candidates(self, take: _Take, numbers: list[int]) -> list[str]:
+    def _candidates(self, take: _Take, numbers: list[int], *, one: bool = False) -> list[str]:
         """The first ``CANDIDATES`` items not in backoff that no transaction of ours claims, in an order drawn
-        from the context's random (replayable in the simulator; contenders spread out) unless ``strict_fifo``."""
+        from the context's random (replayable in the simulator; contenders spread out) unless ``strict_fifo``;
+        ``one``: only the first of that order (one draw, no shuffle)."""
         queue = take.request.queue
-        free = [number for number in numbers if not self._in_backoff(take, number)
-                and self._path(queue, "locks", f"lock-{number}") not in self.claimed]
-        names = [f"item-{number:010d}" for number in free[:CANDIDATES]]
-        if not self.strict_fifo:
-            seeded = self.ctx.random
-            seeded.shuffle(names)
+        names: list[str] = []
+        for number in numbers:
+            if not self._in_backoff(take, number) and self._path(queue, "locks", f"lock-{number}") not in self.claimed:
+                names.append(f"item-{number:010d}")
+                if len(names) == CANDIDATES:
+                    break
+        if self.strict_fifo or not names:
+            return names[:1] if one else names
+        if one:
+            return [names[self.ctx.random.randrange(len(names))]]
+        self.ctx.random.shuffle(names)
         return names
 
     def _listing_changed(self, *, gone: Iterable[ItemKey] = (), created: Iterable[ItemKey] = ()) -> None:
@@ -632,8 +737,11 @@ class ZkTxBackend(Actor):
         return None
 
     def _try(self, take: _Take, candidates: list[str]) -> None:
-        """Lock the first candidate that can be locked, else answer that nothing was taken."""
-        claimed = None if take.cancelled or self.expired else self._claim_first(take.request.queue, candidates)
+        """Lock the first candidate that can be locked, else answer that nothing was taken.
+
+        A take ahead stops here: it takes a fresh item in one multi or nothing."""
+        claimed = (None if take.cancelled or take.ahead or self.expired
+                   else self._claim_first(take.request.queue, candidates))
         if claimed is None:
             self._nothing(take)
             return
@@ -677,11 +785,12 @@ class ZkTxBackend(Actor):
             self._nothing(take)
             return
         number, rest, lock = claimed
+        take.lock = lock
         uuid = self._uuid().encode()
         epoch = self.epoch
         key = ItemKey(queue, number)
         item_path = self._path(queue, "items", f"item-{number:010d}")
-        counted = _Held(key, b"", ItemMeta(takes=1), meta_version=0)  # meta-N as the multi creates it
+        counted = _Held(key, b"", _FIRST_TAKE, meta_version=0)  # meta-N as the multi creates it
         replies: dict[str, ZkReply] = {}
 
         def arrived(which: str, reply: ZkReply) -> None:
@@ -725,12 +834,21 @@ class ZkTxBackend(Actor):
                 self._try_fresh(take, rest)
 
         operations = (ZkCheck(item_path, -1), ZkCreate(lock, uuid, ephemeral=True),
-                      ZkCreate(self._path(queue, "meta", f"meta-{number}"), _meta_bytes(counted.meta)))
+                      ZkCreate(self._path(queue, "meta", f"meta-{number}"), _FIRST_TAKE_BYTES))
         self.multi_groups.submit(operations, lambda reply: arrived("multi", reply))  # grouped as commits are
-        self._call(ZkGetData(item_path), lambda reply: arrived("item", reply))
+        body = self.bodies.take(key)
+        if body is None:
+            self._call(ZkGetData(item_path), lambda reply: arrived("item", reply))
+        else:  # put by this backend: the multi's check says it is still there, with this body
+            arrived("item", ZkReply(-1, ZkNode(body, 0, 0)))
 
     def _hand_over(self, take: _Take, held: _Held) -> None:
-        """The item is locked with its take counted: answer ``Taken``, or give it back if nobody waits any more."""
+        """The item is locked with its take counted: answer ``Taken``, or give it back if nobody waits any more;
+        an item taken ahead waits for the next take (``ready``)."""
+        if take.ahead:
+            self._ahead_over(take)
+            self._keep_ready(held)
+            return
         request = take.request
         if take.cancelled or request.session not in self.watched:
             self._release([held], failed=False, handed_over=False)
@@ -738,6 +856,108 @@ class ZkTxBackend(Actor):
             return
         self.held.setdefault((request.session, request.tx), []).append(held)
         self._finish(take, Taken(request.tx, TxItem(held.key, held.body, held.meta.takes)))
+
+    # --- take ahead ------------------------------------------------------------------------------
+
+    def _take_ahead(self, queue: str) -> None:
+        """Take a fresh item of ``queue`` for the next take, in the multi of the commit now submitted.
+
+        A transaction that took from ``queue`` commits: its client most likely takes from it again at once.
+        The fresh take's multi (check the item, create our lock, create its meta with the take counted)
+        goes in the same multi as the commit (``MultiGroups.together``) and its body's read right behind,
+        so the next take is answered with no call. Every guarantee is the fresh take's: the lock is ephemeral,
+        the take counted before it is handed over, a combined multi that fails is sent again part by part.
+        Only for ``AtLeastOnce`` queues, where a count the next take never used costs no delivery: an
+        expiry leaves the item's take counted as for a client that died holding it, and under ``ConsumeTimes``
+        that would be one of its K. Items from the cached listing only, while it is young (``AHEAD_LISTING_S``); at most
+        ``AHEAD_MAX`` a queue; one no take asks for within ``AHEAD_HOLD_S`` is given back (``_give_back``).
+        """
+        settings = self.settings.get(queue)
+        if settings is None or not isinstance(settings.policy, AtLeastOnce) or self.expired or self.closed:
+            return
+        if len(self.ready.get(queue, ())) + len(self.ahead.get(queue, ())) >= AHEAD_MAX:
+            return
+        cached = self.listings.get(queue)
+        if cached is None or self.ctx.now() - cached[0] >= AHEAD_LISTING_S:
+            return
+        take = _Take(TakeItem(self.ctx.self_ref, 1, queue), None, self.ctx.now(), ahead=True)
+        candidates = self._candidates(take, cached[1], one=True)  # a take ahead tries no second item
+        if candidates:
+            self.ahead.setdefault(queue, []).append(take)
+            self._try_fresh(take, candidates)
+
+    def _ahead_over(self, take: _Take) -> None:
+        """A take ahead ended (its item ready, or none): no take can adopt it any more."""
+        pending = self.ahead.get(take.request.queue, [])
+        for index, other in enumerate(pending):
+            if other is take:
+                del pending[index]
+                break
+
+    def _adopt(self, take: _Take) -> bool:
+        """Make a take ahead in progress on ``take``'s queue this take's own: it answers ``take``'s client,
+        with its deadline; finding nothing, it lists again as a take whose first look was the cache."""
+        pending = self.ahead.get(take.request.queue)
+        if not pending or take.cancelled:
+            return False
+        adopted = pending.pop(0)
+        adopted.ahead = False
+        adopted.request, adopted.reply_to, adopted.deadline = take.request, take.reply_to, take.deadline
+        adopted.first_look = "cache"
+        self.takes[(take.request.session, take.request.tx)] = adopted
+        return True
+
+    def _keep_ready(self, held: _Held) -> None:
+        """An item taken ahead waits for the next take of its queue, ``AHEAD_HOLD_S`` to twice that at most."""
+        self.ready.setdefault(held.key.queue, []).append(_Ready(held, self.epoch, self.ctx.now()))
+        if not self.sweeping:
+            self.sweeping = True
+            self._after(AHEAD_HOLD_S, self._sweep_ready)
+
+    def _sweep_ready(self) -> None:
+        """Give back the items taken ahead that waited ``AHEAD_HOLD_S``; look again later while any wait.
+
+        One timer for all of them, not one an item: most are taken within milliseconds, and a timer
+        each was about a tenth of the client's CPU with 8 concurrent transactions."""
+        self.sweeping = False
+        now = self.ctx.now()
+        for queue, entries in self.ready.items():
+            for entry in [entry for entry in entries if now - entry.since >= AHEAD_HOLD_S]:
+                self._give_back(queue, entry)
+        if any(self.ready.values()):
+            self.sweeping = True
+            self._after(AHEAD_HOLD_S, self._sweep_ready)
+
+    def _from_ready(self, take: _Take) -> bool:
+        """Hand ``take`` an item taken ahead on this session, if one is ready."""
+        ready = self.ready.get(take.request.queue)
+        while ready and not self.expired:
+            entry = ready.pop(0)
+            if entry.epoch == self.epoch:
+                self._hand_over(take, entry.held)
+                return True
+        return False
+
+    def _ahead_locks(self, queue: str) -> set[str]:
+        """The lock paths of ``queue``'s items taken ahead, ready or being taken."""
+        ready = {self._path(queue, "locks", f"lock-{entry.held.key.number}") for entry in self.ready.get(queue, ())}
+        return ready | {take.lock for take in self.ahead.get(queue, ())}
+
+    def _give_back(self, queue: str, entry: _Ready) -> None:
+        """An item taken ahead that no take asked for: delete its meta and lock, as fresh as before (if still
+        ready: a take may have had it, an expiry took its lock)."""
+        ready = self.ready.get(queue, [])
+        index = next((n for n, other in enumerate(ready) if other is entry), None)
+        if index is None:
+            return
+        del ready[index]
+        if entry.epoch != self.epoch:
+            return
+        key = entry.held.key
+        lock = self._path(queue, "locks", f"lock-{key.number}")
+        self.claimed.discard(lock)
+        meta = ZkDelete(self._path(queue, "meta", f"meta-{key.number}"), entry.held.meta_version)
+        self._call(ZkMulti((meta, ZkDelete(lock))), lambda _: None)
 
     def _drop_stale(self, lock: str, uuid: bytes, tries: int = COMMIT_CHECKS) -> None:
         """A lock create (alone or in a fresh take's multi) begun on an expired session that the session actor
@@ -753,7 +973,7 @@ class ZkTxBackend(Actor):
                 if reply.error in _TRANSIENT and tries > 1:  # a lost read proves nothing: read again
                     self._when_back(lambda: self._drop_stale(lock, uuid, tries - 1))
                 elif isinstance(node, ZkNode) and node.data == uuid and self._orphan(node) and lock not in self.claimed:
-                    self._unlock(lock, epoch)
+                    self._unlock(lock, epoch, node.ephemeral_owner)
 
             self._call(ZkGetData(lock), got)
 
@@ -773,12 +993,14 @@ class ZkTxBackend(Actor):
         lock = self._path(queue, "locks", f"lock-{number}")
         epoch = self.epoch
 
+        owner = self.session_id  # as this backend knows it: a guard of an older session deletes nothing
+
         def give_up(_: ZkReply | None = None) -> None:
             if self.epoch != epoch:  # the lock went with its session; another may hold lock-N now
                 self._try(take, rest)
                 return
             self.claimed.discard(lock)
-            self._unlock(lock, epoch)
+            self._unlock(lock, epoch, owner)
             self._try(take, rest)
 
         def got_item(reply: ZkReply) -> None:
@@ -914,6 +1136,7 @@ class ZkTxBackend(Actor):
                 for key in request.takes:
                     self.claimed.discard(self._path(key.queue, "locks", f"lock-{key.number}"))
             self._listing_changed(gone=request.takes, created=created)
+            self.bodies.remember(zip(created, (put.body for put in request.puts), strict=False))  # () if lost
             answer(TxCommitted(request.tx, created))
             self._spend_marker(marker, epoch)
 
@@ -972,29 +1195,51 @@ class ZkTxBackend(Actor):
             if reply.error is None and reply.value is not None:
                 aborted("the ZooKeeper session expired before the commit's multi was applied")
 
-        self.multi_groups.submit(tuple(operations), done)
+        with self.multi_groups.together():  # the takes ahead ride in the commit's multi
+            self.multi_groups.submit(tuple(operations), done)
+            for queue in dict.fromkeys(key.queue for key in request.takes):
+                self._take_ahead(queue)
 
-    def _unlock(self, lock: str, epoch: int, tries: int = COMMIT_CHECKS) -> None:
-        """Delete a lock of ours that no transaction claims; a delete lost to the connection is repeated while
-        the lock is still there and still our session's (else it was applied, or went with the session).
+    def _unlock(self, lock: str, epoch: int, owner: int | None, tries: int = COMMIT_CHECKS) -> None:
+        """Delete a lock of session ``owner`` that no transaction claims; a delete lost to the connection is
+        repeated while the lock is still there and still our session's (else it was applied, or went with it).
 
         Needed where nobody would reclaim it as an orphan: a lock on an item committed away meanwhile
-        stays (its number never offered again) until the session ends otherwise.
+        stays (its number never offered again) until the session ends otherwise. The delete rides in a
+        multi with a check of ``owner``'s guard node (``_guard``): a session actor sends a call on the
+        session it has now, and one that expired before this backend heard of it may have let another
+        client take ``lock-N`` meanwhile; its guard gone with it, the multi then deletes nothing.
         """
 
         def deleted(reply: ZkReply) -> None:
-            if reply.error == "connection_loss" and tries > 1:
+            guard_missing = isinstance(reply.value, ZkMultiFailed) and reply.value.index == 0
+            if (reply.error == "connection_loss" or guard_missing) and tries > 1:
+                # a guard missing was not created yet (its create lost to the connection) or went with its
+                # session, and the lock with it: the lock still there and still owner's says which
                 self._after(COMMIT_CHECK_PAUSE_S, lambda: self._call(ZkExists(lock), checked))
 
         def checked(reply: ZkReply) -> None:
             node = reply.value if reply.error is None else None
-            if isinstance(node, ZkNode) and node.ephemeral_owner == self.session_id and lock not in self.claimed:
-                self._unlock(lock, epoch, tries - 1)
+            if isinstance(node, ZkNode) and node.ephemeral_owner == owner and lock not in self.claimed:
+                self._unlock(lock, epoch, owner, tries - 1)
             elif reply.error == "connection_loss" and tries > 1:
                 self._after(COMMIT_CHECK_PAUSE_S, lambda: self._call(ZkExists(lock), checked))
 
-        if self.epoch == epoch:  # else it went with its session, and lock-N may be another's now
-            self._call(ZkDelete(lock), deleted)
+        if self.epoch == epoch and owner is not None:  # else it went with its session; lock-N may be another's
+            self._call(ZkMulti((ZkCheck(self._guard(owner), -1), ZkDelete(lock))), deleted)
+
+    def _guard(self, session_id: int) -> str:
+        """The ephemeral node that exists exactly while session ``session_id`` does (``_keep_guard``)."""
+        return f"/{self.root}-sessions/session-{session_id:x}"
+
+    def _keep_guard(self, session_id: int, tries: int = COMMIT_CHECKS) -> None:
+        """Create the new session's guard node (a lost create is repeated; ``node_exists`` means done)."""
+
+        def created(reply: ZkReply) -> None:
+            if reply.error == "connection_loss" and tries > 1 and self.session_id == session_id:
+                self._after(COMMIT_CHECK_PAUSE_S, lambda: self._keep_guard(session_id, tries - 1))
+
+        self._call(ZkCreate(self._guard(session_id), ephemeral=True, make_parents=True), created)
 
     def _spend_marker(self, marker: str, epoch: int) -> None:
         """An answered commit's marker is no longer read: delete it with others, in one multi.
@@ -1086,10 +1331,15 @@ class ZkTxBackend(Actor):
         self._known("ReadDeadLetters", queue, known)
 
     def _stats(self, queue: str) -> None:
+        """Count ``queue``'s items, locks and dead letters; ``locked`` counts the items transactions hold, not
+        those this backend took ahead for its next take (another process's backend counts those too)."""
+
         def known(reply_to: ActorRef | None) -> None:
             def counted(items: list[str], locks: list[str], dead: list[str]) -> None:
+                ahead = self._ahead_locks(queue)
+                held = [lock for lock in locks if self._path(queue, "locks", lock) not in ahead]
                 if reply_to is not None:
-                    self.ctx.send(reply_to, TxQueueStats(queue, len(items), len(locks), len(dead)))
+                    self.ctx.send(reply_to, TxQueueStats(queue, len(items), len(held), len(dead)))
 
             self._children(queue, "items", lambda items: self._children(
                 queue, "locks", lambda locks: self._children(queue, "dlq", lambda dead: counted(items, locks, dead))))

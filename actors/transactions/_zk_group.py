@@ -14,13 +14,17 @@ told alone:
   a lost reply is resolved by each part as alone: a commit by its own marker, a take by its lock's
   uuid, either of which exists iff the whole multi was applied.
 
+``together()`` holds the sending back while several parts are submitted, so that parts meant to
+travel together (a commit and the take ahead it carries) go in one multi even with none in flight.
+
 Parts are combined while they stay under ``MAX_PARTS`` and ``MAX_BYTES`` (ZooKeeper refuses a
 request past its 1 MB ``jute.maxbuffer`` by dropping the connection); a part past them goes alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from conveyor.runtime.lowlevel import ZkCreate, ZkMulti, ZkMultiFailed, ZkReply, ZkSetData
@@ -49,15 +53,26 @@ class MultiGroups:
         self._send = send
         self._in_flight = 0
         self._waiting: list[Part] = []
+        self._holding = 0
 
     def submit(self, operations: tuple[Any, ...], then: Callable[[ZkReply], None]) -> None:
         """Send this multi now, or with the others waiting once the multi in flight is answered."""
         self._waiting.append((operations, then))
-        if self._in_flight < IN_FLIGHT:
+        self._flush()
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """Parts submitted inside wait for its end, then go as one multi if none is in flight."""
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
             self._flush()
 
     def _flush(self) -> None:
-        if not self._waiting:
+        """Send the parts waiting as one multi, unless one is in flight or a ``together`` block is open."""
+        if not self._waiting or self._in_flight >= IN_FLIGHT or self._holding:
             return
         group, size = [self._waiting[0]], _size(self._waiting[0][0])
         for part in self._waiting[1:MAX_PARTS]:

@@ -15,5 +15,6 @@ def test_main_reports_every_figure() -> None:
                              "tx_per_s_8_clients_durable", "tx_per_s_1_clients_ratio_to_target",
                              "tx_per_s_1_clients_per_cpu_s", "zk_raw_kazoo_tx_per_s", "zk_tx_per_s_1_worker",
                              "zk_tx_per_s_8_concurrent", "zk_1_worker_ratio_to_raw_kazoo",
-                             "zk_8_concurrent_ratio_to_raw_kazoo", "zk_calls_per_tx", "load_average_1_min"),
+                             "zk_8_concurrent_ratio_to_raw_kazoo", "zk_tx_per_s_1_worker_bodies_read",
+                             "zk_tx_per_s_8_concurrent_bodies_read", "zk_calls_per_tx", "load_average_1_min"),
                    every_figure=True)

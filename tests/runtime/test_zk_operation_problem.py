@@ -71,3 +71,22 @@ def test_a_sequential_create_may_end_with_a_slash_and_only_it() -> None:
     assert zk_operation_problem(ZkCreate("/queue/", sequential=True)) is None
     assert zk_operation_problem(ZkCreate("/queue/")) is not None
     assert zk_operation_problem(ZkGetChildren("/")) is None
+
+
+def _well_formed(path: str, *, trailing_slash: bool) -> bool:
+    """ZooKeeper's path rules as the docstrings state them, written plainly."""
+    if not path.startswith("/") or "\x00" in path:
+        return False
+    if path == "/":
+        return True
+    if trailing_slash and path.endswith("/"):
+        return all(part not in {".", ".."} for part in path.split("/")[1:])
+    parts = path.split("/")[1:]
+    return all(parts) and all(part not in {".", ".."} for part in parts)
+
+
+@given(st.text(st.sampled_from("/.a\x00"), max_size=8), st.booleans())
+def test_the_quick_path_check_agrees_with_the_rules(path: str, sequential: bool) -> None:
+    """The check returns early for a plainly good path; any other path goes through every rule."""
+    problem = zk_operation_problem(ZkCreate(path, sequential=sequential))
+    assert (problem is None) == _well_formed(path, trailing_slash=sequential), problem

@@ -37,10 +37,12 @@ from conveyor.actors.transactions import (
     settings_from_bytes,
     settings_to_bytes,
 )
+from conveyor.actors.transactions._zk_backend import AHEAD_HOLD_S, BODIES_MAX_BYTES
 from conveyor.actors.zookeeper import KazooSession
 from conveyor.runtime import Actor, ActorRef, AskTimeout, ConveyorError
 from conveyor.runtime.lowlevel import (
     ZkCall,
+    ZkCheck,
     ZkCreate,
     ZkDelete,
     ZkExists,
@@ -228,6 +230,7 @@ class ZkStore:
     def spawn_backend(
         self, *, lose: Callable[[object], bool] | None = None, times: int = 1,
         record: list[tuple[float, object]] | None = None, between: Callable[[ActorRef], Actor] | None = None,
+        body_cache_bytes: int = BODIES_MAX_BYTES,
     ) -> tuple[ActorRef, list[ZkCall]]:
         """Another backend on a session of its own (another process, for ZooKeeper), same root.
 
@@ -250,7 +253,7 @@ class ZkStore:
         instances = self.instances
 
         def make() -> ZkTxBackend:
-            backend = ZkTxBackend(session, root=self.root)
+            backend = ZkTxBackend(session, root=self.root, body_cache_bytes=body_cache_bytes)
             instances.append(backend)
             return backend
 
@@ -788,9 +791,9 @@ async def test_a_take_whose_cached_listing_is_stale_lists_again_before_answering
     await produce(other, "in", b"old")
     first = mine.new_transaction()
     assert await first.try_take("in") is not None  # its listing, naming only "old", is cached
-    await first.rollback()
+    await first.rollback()  # answered at once; its lock's delete may still be on its way
     theirs = other.new_transaction()
-    assert await theirs.try_take("in") is not None
+    assert await theirs.take("in", 5.0) is not None
     theirs.put("in", b"new")
     await theirs.commit()  # "old" gone, "new" put: neither seen by our cached listing
     start = len(calls)
@@ -864,7 +867,7 @@ async def test_takes_served_at_once_reuse_the_listing_and_set_no_watch(zk_store:
     calls: list[tuple[float, object]] = []
     store, _ = zk_store.spawn_backend(record=calls)
     q = await declared(harness, store, ("in", RETRY), ("out", RETRY))
-    await produce(q, "in", *(b"%d" % n for n in range(10)))
+    await produce(await handle(harness, zk_store.store), "in", *(b"%d" % n for n in range(10)))  # put by another
     for _ in range(10):
         tx = q.new_transaction()
         item = await tx.take("in", 5.0)
@@ -874,3 +877,232 @@ async def test_takes_served_at_once_reuse_the_listing_and_set_no_watch(zk_store:
     assert (listings(calls, "/in/items"), listings(calls, "/in/locks")) == (1, 0)
     reads = [op for _, op in calls if isinstance(op, ZkGetData) and ("/meta/" in op.path or "/items/" in op.path)]
     assert len(reads) == 10, "the item's read only, pipelined with the take's multi; no meta read"
+
+
+# --- take ahead: a commit of a take from an AtLeastOnce queue takes the next item in its multi ------------------
+
+
+class DelayItemReads(Actor):
+    """Forwards to the session; the reply of every read of an item comes ``delay_s`` late."""
+
+    def __init__(self, session: ActorRef, delay_s: float) -> None:
+        self.session = session
+        self.delay_s = delay_s
+        self.waiting: dict[int, ActorRef] = {}
+
+    def receive(self, message: Any) -> None:
+        operation = message.operation if isinstance(message, ZkCall) else None
+        if isinstance(operation, ZkGetData) and "/items/" in operation.path:
+            self.waiting[message.request_id] = message.reply_to
+            message = attrs.evolve(message, reply_to=self.ctx.self_ref)
+        elif isinstance(message, ZkReply) and message.request_id in self.waiting:
+            self.ctx.schedule(self.delay_s, _Late(self.waiting.pop(message.request_id), message))
+            return
+        elif isinstance(message, _Late):
+            self.ctx.send(message.to, message.reply)
+            return
+        self.ctx.send(self.session, message)
+
+
+@attrs.frozen
+class _Late:
+    to: ActorRef
+    reply: ZkReply
+
+
+def calls_of(calls: list[tuple[float, object]], since: int) -> list[object]:
+    """The operations recorded from index ``since`` on, less the deletes of spent commit markers."""
+    return [op for _, op in calls[since:]
+            if not (isinstance(op, ZkMulti) and all("-commits/" in write.path for write in op.operations))]
+
+
+async def take_and_commit(q: AsyncTxQueue, queue: str = "in") -> bytes:
+    tx = q.new_transaction()
+    item = await tx.take(queue, 5.0)
+    assert item is not None
+    await tx.commit()
+    return item.body
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_a_commit_takes_the_next_item_ahead_in_its_multi_and_the_next_take_costs_no_call(
+        zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    q = await declared(harness, store, ("in", RETRY))
+    await produce(q, "in", b"1", b"2", b"3")
+    first = await take_and_commit(q)
+    commit = [op for op in calls_of(calls, 0) if is_commit_with_puts(op) or (
+        isinstance(op, ZkMulti) and any(isinstance(w, ZkDelete) and "/items/" in w.path for w in op.operations))][-1]
+    assert isinstance(commit, ZkMulti) and is_lock_create(commit), "the next item's lock rides in the commit's multi"
+    before = len(calls)
+    tx = q.new_transaction()
+    item = await tx.take("in", 5.0)
+    assert item is not None and item.body != first and item.takes == 1
+    assert calls_of(calls, before) == [], "answered from the item taken ahead: no call"
+    assert (await harness.ask(store, GetTxStats("in"))).locked == 1, "the transaction's lock; none taken ahead counted"
+    await tx.rollback()
+    assert (await harness.ask(store, GetTxStats("in"))).locked == 0
+
+
+async def test_an_item_taken_ahead_that_no_take_asks_for_is_given_back_fresh(zk_store: ZkStore) -> None:
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY))
+    await produce(q, "in", b"1", b"2")
+    first = await take_and_commit(q)
+    instance = zk_store.instances[-1]
+    assert instance.ready.get("in") or instance.ahead.get("in"), "the commit took an item ahead"
+    await until(zk_store.harness, lambda: no_children(zk_store, "locks", "meta"))
+    other, _ = zk_store.spawn_backend()
+    item = await (await handle(zk_store.harness, other)).new_transaction().try_take("in")
+    assert item is not None and item.body != first and item.takes == 1, "fresh again: its take given back"
+
+
+async def no_children(zk: ZkStore, *folders: str) -> bool:
+    for folder in folders:
+        if await children(zk, f"/{zk.root}/in/{folder}"):
+            return False
+    return True
+
+
+async def test_stopping_the_backend_gives_back_its_items_taken_ahead(zk_store: ZkStore) -> None:
+    store, _ = zk_store.spawn_backend()
+    q = await declared(zk_store.harness, store, ("in", RETRY))
+    await produce(q, "in", b"1", b"2", b"3")
+    await take_and_commit(q)
+    instance = zk_store.instances[-1]
+    await zk_store.harness.wait_until(lambda: bool(instance.ready.get("in")), 5.0)
+    assert not await no_children(zk_store, "locks"), "an item taken ahead is locked"
+    zk_store.harness.system.stop(store)
+    await until(zk_store.harness, lambda: no_children(zk_store, "locks", "meta"), timeout=AHEAD_HOLD_S * 5)
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_no_take_ahead_under_consume_times_a_count_unused_would_cost_a_delivery(zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    q = await declared(harness, store, ("once", ConsumeOnce()), ("twice", ConsumeTimes(2)))
+    for queue in ("once", "twice"):
+        await produce(q, queue, b"1", b"2")
+        before = len(calls)
+        await take_and_commit(q, queue)
+        commits = [op for op in calls_of(calls, before) if isinstance(op, ZkMulti)
+                   and any(isinstance(write, ZkDelete) and "/items/" in write.path for write in op.operations)]
+        assert len(commits) == 1 and not is_lock_create(commits[0]), "the commit's multi takes nothing ahead"
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_a_take_that_comes_while_the_take_ahead_runs_adopts_it(zk_store: ZkStore) -> None:
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls, between=lambda session: DelayItemReads(session, 0.05))
+    q = await declared(harness, store, ("in", RETRY))
+    await produce(await handle(harness, zk_store.store), "in", b"1", b"2", b"3")  # put by another: bodies read
+    first = await take_and_commit(q)
+    assert zk_store.instances[-1].ahead.get("in"), "the item taken ahead is still being read"
+    before = len(calls)
+    tx = q.new_transaction()
+    item = await tx.take("in", 5.0)
+    assert item is not None and item.body != first and item.takes == 1
+    assert calls_of(calls, before) == [], "it waited for the take ahead instead of taking another item"
+    await tx.commit()
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_an_expiry_drops_the_items_taken_ahead_and_leaves_their_take_counted(zk_store: ZkStore) -> None:
+    ensemble = zk_store.ensemble
+    assert ensemble is not None
+    q = await declared(zk_store.harness, zk_store.store, ("in", RETRY))
+    await produce(q, "in", b"1", b"2")
+    first = await take_and_commit(q)
+    instance = zk_store.instances[-1]
+    assert instance.ready.get("in"), "an item is taken ahead"
+    session_id = instance.session_id
+    assert session_id is not None
+    ensemble.expire(session_id)
+    await until(zk_store.harness, lambda: no_children(zk_store, "locks"))
+    await zk_store.harness.wait_until(lambda: instance.epoch == 1 and not instance.expired, 10.0)
+    assert not instance.ready.get("in"), "its lock went with the session"
+    item = await q.new_transaction().try_take("in")
+    assert item is not None and item.body != first and item.takes == 2, "taken again; the lost take counted"
+
+
+# --- bodies this backend put are handed over without a read ----------------------------------------------------
+
+
+def item_reads(calls: list[tuple[float, object]], since: int = 0) -> int:
+    return sum(1 for _, op in calls[since:] if isinstance(op, ZkGetData) and "/items/" in op.path)
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+@pytest.mark.parametrize(("cache_bytes", "reads"), [(BODIES_MAX_BYTES, 0), (2, 1), (0, 3)])
+async def test_a_take_of_an_item_this_backend_put_reads_no_body_while_it_is_kept(
+        zk_store: ZkStore, cache_bytes: int, reads: int) -> None:
+    """Bodies of 1 byte: a cache of 2 bytes keeps the last two puts, one of 0 keeps none."""
+    harness = zk_store.harness
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls, body_cache_bytes=cache_bytes)
+    q = await declared(harness, store, ("in", ConsumeOnce()))
+    await produce(q, "in", b"1", b"2", b"3")
+    before = len(calls)
+    tx = q.new_transaction()
+    bodies = [item.body for item in [await tx.try_take("in") for _ in range(3)] if item is not None]
+    assert sorted(bodies) == [b"1", b"2", b"3"], "each item with the body it was put with"
+    assert item_reads(calls, before) == reads
+    await tx.commit()
+    other, _ = zk_store.spawn_backend()
+    assert await (await handle(harness, other)).new_transaction().try_take("in") is None, "all three consumed"
+
+
+# --- a lock's delete is guarded by its session's guard node -------------------------------------------------------
+
+
+def lock_deletes(calls: list[tuple[float, object]]) -> list[ZkMulti]:
+    return [op for _, op in calls if isinstance(op, ZkMulti) and len(op.operations) == 2
+            and isinstance(op.operations[1], ZkDelete) and "/locks/" in op.operations[1].path]
+
+
+@pytest.mark.parametrize("zk_store", ["simulation"], indirect=True)
+async def test_a_lock_given_up_is_deleted_only_while_its_session_lives(zk_store: ZkStore) -> None:
+    """A session actor sends a call on the session it has now: a delete meant for an expired session's lock,
+    sent before the backend heard of the expiry, could delete another client's lock-N. So it goes in a multi
+    behind a check of the session's guard node, which goes with the session."""
+    harness, ensemble = zk_store.harness, zk_store.ensemble
+    assert ensemble is not None
+    q = await declared(harness, zk_store.store, ("in", RETRY), backoff=RedeliveryBackoff(30.0, 30.0))
+    await produce(q, "in", b"1")
+    tx = q.new_transaction()
+    assert await tx.try_take("in") is not None
+    await tx.rollback()  # failed: in its backoff for 30 s, meta-N says so
+    calls: list[tuple[float, object]] = []
+    store, _ = zk_store.spawn_backend(record=calls)
+    assert await (await handle(harness, store)).new_transaction().try_take("in") is None, "locked, read, given up"
+    backend = zk_store.instances[-1]
+    assert backend.session_id is not None
+    guard = f"/{zk_store.root}-sessions/session-{backend.session_id:x}"
+    await harness.quiet()
+    [delete] = lock_deletes(calls)
+    assert delete.operations[0] == ZkCheck(guard, -1)
+    assert await no_children(zk_store, "locks")
+
+    # the guard goes with its session: a delete behind it then deletes nothing
+    other, _ = zk_store.spawn_backend()
+    taker = await handle(harness, other)
+    await harness.elapse(31.0)
+    held = taker.new_transaction()
+    assert await held.try_take("in") is not None
+    ensemble.expire(backend.session_id)
+    await until(harness, lambda: guard_gone(zk_store, guard))
+    seen: list[object] = []
+    inbox = harness.spawn(lambda: Inbox(seen))
+    raw = harness.spawn(zk_store.session)
+    raw.tell(ZkCall(0, inbox, delete))
+    await harness.wait_until(lambda: bool(seen), 5.0)
+    assert isinstance(seen[0], ZkReply) and seen[0].error == "no_node"
+    assert not await no_children(zk_store, "locks"), "the other client's lock-N is still there"
+    await held.commit()
+
+
+async def guard_gone(zk: ZkStore, guard: str) -> bool:
+    return guard.rsplit("/", 1)[1] not in await children(zk, guard.rsplit("/", 1)[0])

@@ -59,8 +59,19 @@ def test_every_commit_gets_its_own_outcome_once(sizes: list[int], bad: set[int],
     def submit(number: int) -> None:
         groups.submit(parts[number], told[number].append)
 
-    for submit_next, pick, _ in schedule:  # submits and answers interleaved as the schedule draws them
+    for submit_next, pick, two in schedule:  # submits and answers interleaved as the schedule draws them
         if (submit_next or not session.sent) and submitted < len(parts):
+            if two and submitted + 1 < len(parts):  # a commit and the take ahead it carries
+                idle = not session.sent
+                with groups.together():
+                    submit(submitted)
+                    assert not idle or not session.sent, "held back until the block ends"
+                    submit(submitted + 1)
+                if idle:
+                    together = parts[submitted] + parts[submitted + 1]
+                    assert [multi.operations for multi, _ in session.sent] == [together], "sent as one multi"
+                submitted += 2
+                continue
             submit(submitted)
             submitted += 1
         elif session.sent:
@@ -98,3 +109,18 @@ def test_commits_waiting_behind_one_in_flight_go_as_one_multi() -> None:
     assert [len(multi.operations) for multi, _ in session.sent] == [2]
     session.answer(0, lost=False)
     assert [len(multi.operations) for multi, _ in session.sent] == [6]  # the three that waited, in one
+
+
+def test_parts_submitted_together_go_as_one_multi_even_with_none_in_flight() -> None:
+    session = FakeSession(set())
+    groups = MultiGroups(session.send)
+    with groups.together():
+        groups.submit(_part(0, 2), lambda _: None)
+        groups.submit(_part(1, 3), lambda _: None)
+        assert session.sent == []
+    assert [len(multi.operations) for multi, _ in session.sent] == [5]
+    with groups.together():  # one in flight: they wait for its reply, as any part does
+        groups.submit(_part(2, 1), lambda _: None)
+    assert len(session.sent) == 1
+    session.answer(0, lost=False)
+    assert [len(multi.operations) for multi, _ in session.sent] == [1]
