@@ -653,11 +653,15 @@ def _nacks(
 
 
 def _by_consumer(ack_ids: tuple[str, ...]) -> dict[int, tuple[int, ...]]:
-    grouped: dict[int, list[int]] = {}
+    # Grouped by the consumer's text first (one consumer, as a rule): one int() per id, not two.
+    grouped: dict[str, list[int]] = {}
     for ack_id in ack_ids:
-        consumer_id, tag = split_ack_id(ack_id)
-        grouped.setdefault(consumer_id, []).append(tag)
-    return {consumer_id: tuple(tags) for consumer_id, tags in grouped.items()}
+        consumer, _, tag = ack_id.partition(":")
+        tags = grouped.get(consumer)
+        if tags is None:
+            grouped[consumer] = tags = []
+        tags.append(int(tag))
+    return {int(consumer): tuple(tags) for consumer, tags in grouped.items()}
 
 
 @final
