@@ -68,6 +68,11 @@ SHORT_CALLBACK_S = 0.001
 from workers of their own: under the GIL only waiting overlaps, and a hand-over costs tens of microseconds. The
 pool then packs what waits into full jobs instead of spreading it over the free workers."""
 
+PACKED_JOBS = 2
+"""Jobs that run at once while callbacks prove short (packed): under the GIL a third runs no sooner, and what
+arrives meanwhile waits for the next free one and goes with the rest into one job (with many ordering keys, the
+next messages of the keys a job ran are released as it ends: started at once, they made a job of a few each)."""
+
 CALLBACK_TIME_WEIGHT = 0.25
 """The weight of the newest job in the pool's moving average of the time per callback."""
 
@@ -243,7 +248,8 @@ class OrderedKeyHandler(Actor):
         if type(message) is Received:
             self._arrive(message)
         elif type(message) is ReceivedBatch:
-            self._batched(self._arrive, message.items)
+            now = self.ctx.now()  # one reading for the batch: its deliveries arrived together
+            self._batched(lambda item: self._arrive(item, now), message.items)
         elif type(message) is CallbackEnded:
             self._ended(message)
         elif type(message) is CallbacksEnded:
@@ -279,11 +285,12 @@ class OrderedKeyHandler(Actor):
             self._send_back(message.key, split_ack_id(message.ack_id)[1])
         self._finished(message.ack_id)
 
-    def _arrive(self, message: Received) -> None:
+    def _arrive(self, message: Received, now: float | None = None) -> None:
         ack_id = message.ack_id
         key = message.key or None
         delivery = message.delivery
-        admission = self.holds.admit(ack_id, key, delivery.tag, delivery.deadline, self.ctx.now())
+        admission = self.holds.admit(ack_id, key, delivery.tag, delivery.deadline,
+                                     self.ctx.now() if now is None else now)
         if admission is Admission.RUN:
             self._run(message)
         elif admission is Admission.HELD:
@@ -510,7 +517,8 @@ class WorkerPool(Actor):
         waiting = self.waiting
         assert self.settle is not None and self.ask is not None
         pack = self.callback_s is not None and self.callback_s < SHORT_CALLBACK_S
-        while waiting and len(self.running) < self.workers:
+        workers = min(self.workers, PACKED_JOBS) if pack else self.workers
+        while waiting and len(self.running) < workers:
             # what waits, spread over free workers; or all of it, when callbacks are short
             share = len(waiting) if pack else -(-len(waiting) // (self.workers - len(self.running)))
             run = waiting.popleft()
