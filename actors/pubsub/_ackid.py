@@ -97,7 +97,10 @@ def _split(text: str) -> tuple[str, list[str], str] | None:
     if not dot or len(seal) != 2 * SEAL_BYTES:
         return None
     parts = body.split("-", _FIELDS - 1)
-    if len(parts) != _FIELDS or not all(part.isdecimal() for part in parts[:-1]):
+    if len(parts) != _FIELDS:
+        return None
+    numbers = parts[:-1]  # each non-empty, all decimal digits: two C-level passes, not a generator
+    if not all(numbers) or not "".join(numbers).isdecimal():
         return None
     return body, parts, seal
 
