@@ -208,7 +208,7 @@ class ConsumerActor(Actor):
             self._flush_acks()
             return
         if cls is Delivered:
-            self._delivered(message.deliveries, message.exhausted, message)
+            self._delivered(message.deliveries, message.exhausted)
             return
         if cls is NotifyWork:
             if self.pulling:
@@ -330,7 +330,7 @@ class ConsumerActor(Actor):
                 request = self.last_pull = Pull(consumer_id, messages, byte_credit)
             self._to_queue(request)
 
-    def _delivered(self, deliveries: tuple[Delivery, ...], exhausted: bool, batch: Delivered | None = None) -> None:
+    def _delivered(self, deliveries: tuple[Delivery, ...], exhausted: bool) -> None:
         self.pulling = False
         client = self.client
         if self.settings.acquiring:
@@ -347,8 +347,8 @@ class ConsumerActor(Actor):
             self.outstanding_bytes += added
         if isinstance(client, ActorRef):
             send = self.ctx.send
-            if self.batches and batch is not None and len(deliveries) > 1:
-                send(client, batch)  # the queue's own message: checked once, immutable, in order
+            if self.batches and len(deliveries) > 1:
+                send(client, Delivered(deliveries[0].queue, deliveries, exhausted))  # the pull's, in order
             else:
                 for delivery in deliveries:
                     send(client, delivery)

@@ -58,10 +58,10 @@ import attrs
 
 from conveyor.runtime import ConveyorError, is_finite_number, quote
 
-_INF = math.inf
-
 from ._histogram import Histogram
 from ._settings import FlowControl
+
+_INF = math.inf
 
 __all__ = ["EXTENSION_FRACTION", "SAFETY_MARGIN_S", "DuplicateLease", "LeaseTable", "LeaseWork"]
 
@@ -202,9 +202,7 @@ class LeaseTable:
         due = now + _lead(first if first < shortest else shortest)
         if not on_hold:
             self._clocks[ack_id] = now
-            expiry = now + flow.max_lease_duration_s
-            if expiry < due:
-                due = expiry
+            due = min(due, now + flow.max_lease_duration_s)
         if self._next_check_at is None or due < self._next_check_at:
             self._next_check_at = due
 

@@ -21,7 +21,8 @@ def _size(chunk: tuple[str, ...]) -> int:
 
 @settings(max_examples=200, deadline=None)
 @given(ids=_IDS, per_call=st.integers(min_value=1, max_value=20), byte_limit=st.integers(min_value=64, max_value=800))
-def test_every_id_goes_once_in_order_and_no_call_is_over_a_limit(ids: list[str], per_call: int, byte_limit: int) -> None:
+def test_every_id_goes_once_in_order_and_no_call_is_over_a_limit(ids: list[str], per_call: int,
+                                                                 byte_limit: int) -> None:
     with pytest.MonkeyPatch.context() as patch:  # the limits of this example only
         patch.setattr(transport_module, "_IDS_PER_CALL", per_call)
         patch.setattr(transport_module, "_BYTES_PER_CALL", byte_limit)
