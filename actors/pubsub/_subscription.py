@@ -52,7 +52,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.runtime import Actor, ActorRef, Journal, JournalSynced, Terminated, TimerHandle
 
-from ._ackid import AckId, AckIdCodec
+from ._ackid import AckId, AckIdCodec, AckIdReader
 from ._containment import ContainedActor, HandlerFailed
 from ._edge import request_refusal
 from ._model import (
@@ -597,6 +597,7 @@ class SubscriptionActor(ContainedActor):
         self.registry = registry
         self.number = number
         self.codec = codec
+        self.reader = AckIdReader(codec)  # a delivery's id is read at its receipt extension and its ack
         self.memory = SeekLog()
         self.journal: Journal | None = None  # on a disk store: the SeekLog's events
         self.event_bytes = 0  # message data held by the journal's events since its snapshot
@@ -923,8 +924,10 @@ class SubscriptionActor(ContainedActor):
         groups: dict[int, list[AckId]] = {}
         invalid: list[str] = []
         texts: dict[tuple[int, int], str] = {}
-        read, number, generation, bindings = self.codec.read, self.number, self.generation, self.bindings
+        reader, number, generation, bindings = self.reader, self.number, self.generation, self.bindings
         acking = request.kind is SettleKind.ACK
+        # An ack or a nack (a zero deadline) settles: its ids are forgotten; an extension's are remembered.
+        read = reader.take if acking or request.seconds == 0 else reader.read
         confirmed = self.confirmed if confirm else {}
         acked_ids: list[str] = []
         for text in request.ack_ids:

@@ -68,10 +68,11 @@ SHORT_CALLBACK_S = 0.001
 from workers of their own: under the GIL only waiting overlaps, and a hand-over costs tens of microseconds. The
 pool then packs what waits into full jobs instead of spreading it over the free workers."""
 
-PACKED_JOBS = 2
-"""Jobs that run at once while callbacks prove short (packed): under the GIL a third runs no sooner, and what
-arrives meanwhile waits for the next free one and goes with the rest into one job (with many ordering keys, the
-next messages of the keys a job ran are released as it ends: started at once, they made a job of a few each)."""
+PACKED_JOB_MIN = 32
+"""While callbacks prove short (packed) and a job runs, fewer waiting callbacks than this wait for the next job to
+start (when one ends, or when more arrive) instead of making a job of their own. With many ordering keys the key
+handler releases the next messages of a job's keys as it ends, a few at a time: started at once, each few made a
+job (and its hand-overs) of their own. A backlog of this many or more is still spread over free workers."""
 
 CALLBACK_TIME_WEIGHT = 0.25
 """The weight of the newest job in the pool's moving average of the time per callback."""
@@ -517,8 +518,9 @@ class WorkerPool(Actor):
         waiting = self.waiting
         assert self.settle is not None and self.ask is not None
         pack = self.callback_s is not None and self.callback_s < SHORT_CALLBACK_S
-        workers = min(self.workers, PACKED_JOBS) if pack else self.workers
-        while waiting and len(self.running) < workers:
+        while waiting and len(self.running) < self.workers:
+            if pack and self.running and len(waiting) < PACKED_JOB_MIN:
+                break  # a few short ones join the next job to start rather than make one of their own
             # what waits, spread over free workers; or all of it, when callbacks are short
             share = len(waiting) if pack else -(-len(waiting) // (self.workers - len(self.running)))
             run = waiting.popleft()

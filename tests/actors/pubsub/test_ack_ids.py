@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conveyor.actors.pubsub import AckId, AckIdCodec, PubSubRegistry
-from conveyor.actors.pubsub._ackid import MAX_ACK_ID_CHARS, looks_like_ack_id
+from conveyor.actors.pubsub._ackid import MAX_ACK_ID_CHARS, AckIdReader, looks_like_ack_id
 from conveyor.actors.pubsub._model import (
     Batch,
     CreateSubscription,
@@ -227,3 +227,24 @@ def test_an_exactly_once_ack_sent_again_after_its_pull_ended_is_confirmed_again(
     publisher.publish(topic("again"), b"next").result(10)
     pull_exactly(subscriber, subscription("again-sub"), 1)  # the server has moved on; the first Pull is over
     subscriber.acknowledge(subscription=subscription("again-sub"), ack_ids=[received.ack_id])
+
+
+@given(st.lists(st.tuples(st.sampled_from(["read", "take"]), st.integers(0, 5), st.booleans()), max_size=40),
+       st.integers(0, 3))
+def test_a_reader_answers_as_its_codec_and_remembers_at_most_its_capacity(
+    steps: list[tuple[str, int, bool]], capacity: int
+) -> None:
+    codec = AckIdCodec(KEY)
+    issued = [codec.issue(AckId(1, 0, 2, tag, 1, str(tag))) for tag in range(6)]
+    reader = AckIdReader(codec, capacity)
+    for action, index, forged in steps:
+        text = issued[index][:-1] + ("0" if issued[index][-1] != "0" else "1") if forged else issued[index]
+        got = reader.read(text) if action == "read" else reader.take(text)
+        assert got == codec.read(text)
+        assert len(reader) <= capacity
+    assert AckIdReader(AckIdCodec(bytes(32)), capacity).read(issued[0]) is None, "another key's reader verifies"
+
+
+def test_a_reader_refuses_a_negative_capacity() -> None:
+    with pytest.raises(ValueError, match="capacity must be an int >= 0"):
+        AckIdReader(AckIdCodec(KEY), -1)
