@@ -131,17 +131,25 @@ class ConsumerActor(Actor):
         client: an actor that receives each ``Delivery`` and answers with ``Ack`` etc.; or
             a callback, run as a job per delivery: returning acks it, raising nacks it.
         settings: credit, priority, selector, browser or not.
+        batches: an actor client gets the deliveries of each pull as the queue's one ``Delivered``
+            (in order; a lone delivery still comes as itself) instead of one ``Delivery`` message
+            each: a client on another thread is woken once per batch.
     """
 
-    def __init__(self, queue: ActorRef, client: ActorRef | Callback, settings: ConsumerSettings | None = None) -> None:
+    def __init__(self, queue: ActorRef, client: ActorRef | Callback, settings: ConsumerSettings | None = None,
+                 *, batches: bool = False) -> None:
         if not isinstance(queue, ActorRef):
             msg = f"ConsumerActor queue must be an ActorRef, got {type(queue).__qualname__}"
             raise TypeError(msg)
         if not isinstance(client, ActorRef) and not callable(client):
             msg = f"ConsumerActor client must be an ActorRef or a callable, got {type(client).__qualname__}"
             raise TypeError(msg)
+        if type(batches) is not bool:
+            msg = f"ConsumerActor batches must be True or False, got {type(batches).__qualname__}"
+            raise TypeError(msg)
         self.queue = queue
         self.client = client
+        self.batches = batches
         self.settings = settings or ConsumerSettings()
         self.consumer_id: int | None = None
         self.outstanding: dict[int, int] = {}  # tag -> size, unsettled deliveries
@@ -339,8 +347,11 @@ class ConsumerActor(Actor):
             self.outstanding_bytes += added
         if isinstance(client, ActorRef):
             send = self.ctx.send
-            for delivery in deliveries:
-                send(client, delivery)
+            if self.batches and len(deliveries) > 1:
+                send(client, Delivered(deliveries[0].queue, deliveries, exhausted))  # the pull's, in order
+            else:
+                for delivery in deliveries:
+                    send(client, delivery)
         elif self.settings.acquiring:
             for delivery in deliveries:
                 self.jobs[self.ctx.run_job(client, delivery)] = delivery

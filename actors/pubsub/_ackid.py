@@ -97,7 +97,10 @@ def _split(text: str) -> tuple[str, list[str], str] | None:
     if not dot or len(seal) != 2 * SEAL_BYTES:
         return None
     parts = body.split("-", _FIELDS - 1)
-    if len(parts) != _FIELDS or not all(part.isdecimal() for part in parts[:-1]):
+    if len(parts) != _FIELDS:
+        return None
+    numbers = parts[:-1]  # each non-empty, all decimal digits: two C-level passes, not a generator
+    if not all(numbers) or not "".join(numbers).isdecimal():
         return None
     return body, parts, seal
 
@@ -105,3 +108,46 @@ def _split(text: str) -> tuple[str, list[str], str] | None:
 def looks_like_ack_id(text: str) -> bool:
     """Whether ``text`` has an ack id's shape (the seal is not checked: only the key's holder can)."""
     return _split(text) is not None
+
+
+@final
+class AckIdReader:
+    """Reads ack ids through a codec, remembering the last ``capacity`` it verified, oldest forgotten first.
+
+    A delivery's id is read twice as a rule (its receipt deadline change, then its ack): the second
+    read is a lookup, not a hash. What it answers is exactly ``codec.read``'s (a pure function of
+    the text under one key); an id that does not verify is never remembered, and ``take`` reads an id
+    whose message is being settled and forgets it. Owned by one actor (a subscription), so it is unsynchronised.
+    """
+
+    __slots__ = ("_capacity", "_codec", "_known")
+
+    def __init__(self, codec: AckIdCodec, capacity: int = 20_000) -> None:
+        if type(capacity) is not int or capacity < 0:
+            msg = f"AckIdReader capacity must be an int >= 0, got {capacity!r}"
+            raise ValueError(msg)
+        self._codec = codec
+        self._capacity = capacity
+        self._known: dict[str, AckId] = {}
+
+    def read(self, text: str) -> AckId | None:
+        """``codec.read(text)``, from memory when this id was verified lately."""
+        known = self._known
+        ack_id = known.get(text)
+        if ack_id is not None:
+            return ack_id
+        ack_id = self._codec.read(text)
+        if ack_id is not None and self._capacity:
+            known[text] = ack_id
+            if len(known) > self._capacity:
+                del known[next(iter(known))]
+        return ack_id
+
+    def take(self, text: str) -> AckId | None:
+        """``codec.read(text)`` for an id whose message is being settled: it is not remembered any more."""
+        ack_id = self._known.pop(text, None)
+        return ack_id if ack_id is not None else self._codec.read(text)
+
+    def __len__(self) -> int:
+        """Return how many verified ids are remembered."""
+        return len(self._known)

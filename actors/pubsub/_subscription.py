@@ -34,6 +34,7 @@ from conveyor.actors.broker import (
     BatchPublished,
     ConsumerActor,
     ConsumerSettings,
+    Delivered,
     Delivery,
     GetStats,
     Message,
@@ -51,7 +52,7 @@ from conveyor.actors.broker import (
 )
 from conveyor.runtime import Actor, ActorRef, Journal, JournalSynced, Terminated, TimerHandle
 
-from ._ackid import AckId, AckIdCodec
+from ._ackid import AckId, AckIdCodec, AckIdReader
 from ._containment import ContainedActor, HandlerFailed
 from ._edge import request_refusal
 from ._model import (
@@ -307,14 +308,17 @@ class Binding(Actor):
 
     def _spawn_consumer(self) -> None:
         queue, me, settings = self.queue, self.ctx.self_ref, self.settings
-        self.consumer = self.ctx.spawn(lambda: ConsumerActor(queue, me, settings),
+        batches = self.pull is None  # a stream takes each pull of its consumer whole; a Pull counts one by one
+        self.consumer = self.ctx.spawn(lambda: ConsumerActor(queue, me, settings, batches=batches),
                                        name=f"consumer-{self.generation}")
 
     def receive(self, message: Any) -> None:
         """Deliveries in, batches out, settlements through, confirmations back."""
         match message:
             case Delivery():
-                self._delivery(message)
+                self._delivered((message,))
+            case Delivered():
+                self._delivered(message.deliveries)
             case _Flush():
                 self.flush_pending = False
                 if self.waiter is not None and (self.buffer or self.confirmations is not None):
@@ -351,16 +355,19 @@ class Binding(Actor):
                 if self.waiter is None and serial == self.waiter_serial:
                     self._detach("stream idle: its client stopped asking")
 
-    def _delivery(self, delivery: Delivery) -> None:
+    def _delivered(self, deliveries: tuple[Delivery, ...]) -> None:
+        """Buffer what the consumer delivered (one delivery, or one pull's whole), for the next answer."""
         if self.ctx.sender != self.consumer:
             return  # from a consumer of an earlier generation, already stopped
         if self.detached:
             if self.consumer is not None:
-                self.ctx.send(self.consumer, Release(0, (delivery.tag,)))
+                self.ctx.send(self.consumer, Release(0, tuple(delivery.tag for delivery in deliveries)))
             return
-        self.outstanding[delivery.tag] = delivery.delivery_count
+        outstanding = self.outstanding
+        for delivery in deliveries:
+            outstanding[delivery.tag] = delivery.delivery_count
         self.latest_deadline = max(self.latest_deadline, self.ctx.now() + self.ack_deadline_s)
-        self.buffer.append(delivery)
+        self.buffer.extend(deliveries)
         if self.waiter is not None and not self.flush_pending:
             self.flush_pending = True
             if self.pull is not None:
@@ -590,6 +597,7 @@ class SubscriptionActor(ContainedActor):
         self.registry = registry
         self.number = number
         self.codec = codec
+        self.reader = AckIdReader(codec)  # a delivery's id is read at its receipt extension and its ack
         self.memory = SeekLog()
         self.journal: Journal | None = None  # on a disk store: the SeekLog's events
         self.event_bytes = 0  # message data held by the journal's events since its snapshot
@@ -916,8 +924,10 @@ class SubscriptionActor(ContainedActor):
         groups: dict[int, list[AckId]] = {}
         invalid: list[str] = []
         texts: dict[tuple[int, int], str] = {}
-        read, number, generation, bindings = self.codec.read, self.number, self.generation, self.bindings
+        reader, number, generation, bindings = self.reader, self.number, self.generation, self.bindings
         acking = request.kind is SettleKind.ACK
+        # An ack or a nack (a zero deadline) settles: its ids are forgotten; an extension's are remembered.
+        read = reader.take if acking or request.seconds == 0 else reader.read
         confirmed = self.confirmed if confirm else {}
         acked_ids: list[str] = []
         for text in request.ack_ids:

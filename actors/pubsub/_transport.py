@@ -220,6 +220,10 @@ def _ignore(data: bytes) -> bytes:
 
 def _chunks(ids: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
     """``ids`` in calls of at most ``_IDS_PER_CALL`` ids and ``_BYTES_PER_CALL`` bytes (Pub/Sub's request limit)."""
+    if len(ids) <= _IDS_PER_CALL and len("".join(ids).encode()) + 4 * len(ids) <= _BYTES_PER_CALL:
+        if ids:
+            yield ids  # the common case, all in one call: one encode for the lot, not one per id
+        return
     chunk: list[str] = []
     size = 0
     for ack_id in ids:

@@ -101,6 +101,7 @@ class DropRequest:
 
 BatchedRequest: TypeAlias = AckRequest | NackRequest | ModAckRequest | DropRequest
 """Any request the batcher accepts."""
+_REQUEST_TYPES = frozenset((AckRequest, NackRequest, ModAckRequest, DropRequest))
 
 
 @final
@@ -157,17 +158,22 @@ def _flush_of(pending: dict[str, BatchedRequest]) -> Flush:
     modacks: dict[float, list[str]] = {}
     drops: list[str] = []
     for ack_id, request in pending.items():
-        match request:
-            case AckRequest():
-                acks.append(ack_id)
-            case NackRequest(attempt=attempt, error=error):
-                nacks.append(ack_id)
-                attempts.append(attempt)
-                errors.append(error)
-            case ModAckRequest(seconds=seconds):
-                modacks.setdefault(float(seconds), []).append(ack_id)
-            case DropRequest():
-                drops.append(ack_id)
+        kind = type(request)  # the four request classes are final: their type says which
+        if kind is AckRequest:
+            acks.append(ack_id)
+        elif kind is ModAckRequest:
+            seconds = float(request.seconds)  # type: ignore[union-attr]
+            ids = modacks.get(seconds)
+            if ids is None:
+                modacks[seconds] = [ack_id]
+            else:
+                ids.append(ack_id)
+        elif kind is NackRequest:
+            nacks.append(ack_id)
+            attempts.append(request.attempt)  # type: ignore[union-attr]
+            errors.append(request.error)  # type: ignore[union-attr]
+        else:
+            drops.append(ack_id)
     return Flush(
         acks=tuple(acks),
         nacks=tuple(nacks),
@@ -246,7 +252,7 @@ class RequestBatcher:
         Raises:
             TypeError: ``request`` is not one of the four request types.
         """
-        if not isinstance(request, (AckRequest, NackRequest, ModAckRequest, DropRequest)):
+        if type(request) not in _REQUEST_TYPES:  # the classes are final: their exact types
             msg = (
                 f"RequestBatcher.add: expected an AckRequest, NackRequest, ModAckRequest or DropRequest, "
                 f"got {request!r}"

@@ -68,6 +68,12 @@ SHORT_CALLBACK_S = 0.001
 from workers of their own: under the GIL only waiting overlaps, and a hand-over costs tens of microseconds. The
 pool then packs what waits into full jobs instead of spreading it over the free workers."""
 
+PACKED_JOB_MIN = 32
+"""While callbacks prove short (packed) and a job runs, fewer waiting callbacks than this wait for the next job to
+start (when one ends, or when more arrive) instead of making a job of their own. With many ordering keys the key
+handler releases the next messages of a job's keys as it ends, a few at a time: started at once, each few made a
+job (and its hand-overs) of their own. A backlog of this many or more is still spread over free workers."""
+
 CALLBACK_TIME_WEIGHT = 0.25
 """The weight of the newest job in the pool's moving average of the time per callback."""
 
@@ -243,7 +249,8 @@ class OrderedKeyHandler(Actor):
         if type(message) is Received:
             self._arrive(message)
         elif type(message) is ReceivedBatch:
-            self._batched(self._arrive, message.items)
+            now = self.ctx.now()  # one reading for the batch: its deliveries arrived together
+            self._batched(lambda item: self._arrive(item, now), message.items)
         elif type(message) is CallbackEnded:
             self._ended(message)
         elif type(message) is CallbacksEnded:
@@ -279,11 +286,12 @@ class OrderedKeyHandler(Actor):
             self._send_back(message.key, split_ack_id(message.ack_id)[1])
         self._finished(message.ack_id)
 
-    def _arrive(self, message: Received) -> None:
+    def _arrive(self, message: Received, now: float | None = None) -> None:
         ack_id = message.ack_id
         key = message.key or None
         delivery = message.delivery
-        admission = self.holds.admit(ack_id, key, delivery.tag, delivery.deadline, self.ctx.now())
+        admission = self.holds.admit(ack_id, key, delivery.tag, delivery.deadline,
+                                     self.ctx.now() if now is None else now)
         if admission is Admission.RUN:
             self._run(message)
         elif admission is Admission.HELD:
@@ -511,6 +519,8 @@ class WorkerPool(Actor):
         assert self.settle is not None and self.ask is not None
         pack = self.callback_s is not None and self.callback_s < SHORT_CALLBACK_S
         while waiting and len(self.running) < self.workers:
+            if pack and self.running and len(waiting) < PACKED_JOB_MIN:
+                break  # a few short ones join the next job to start rather than make one of their own
             # what waits, spread over free workers; or all of it, when callbacks are short
             share = len(waiting) if pack else -(-len(waiting) // (self.workers - len(self.running)))
             run = waiting.popleft()
@@ -653,11 +663,15 @@ def _nacks(
 
 
 def _by_consumer(ack_ids: tuple[str, ...]) -> dict[int, tuple[int, ...]]:
-    grouped: dict[int, list[int]] = {}
+    # Grouped by the consumer's text first (one consumer, as a rule): one int() per id, not two.
+    grouped: dict[str, list[int]] = {}
     for ack_id in ack_ids:
-        consumer_id, tag = split_ack_id(ack_id)
-        grouped.setdefault(consumer_id, []).append(tag)
-    return {consumer_id: tuple(tags) for consumer_id, tags in grouped.items()}
+        consumer, _, tag = ack_id.partition(":")
+        tags = grouped.get(consumer)
+        if tags is None:
+            grouped[consumer] = tags = []
+        tags.append(int(tag))
+    return {int(consumer): tuple(tags) for consumer, tags in grouped.items()}
 
 
 @final

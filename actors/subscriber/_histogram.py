@@ -54,6 +54,14 @@ class Histogram:
             ValueError: ``seconds`` is negative, NaN or infinite.
             TypeError: ``seconds`` is not an int or float.
         """
+        if type(seconds) is float and 0.0 <= seconds < MAX_SECONDS:  # the common case: a float, a bucket of its own
+            bucket = int(seconds) if seconds >= MIN_SECONDS else MIN_SECONDS
+            buckets = self._buckets
+            buckets[bucket] = buckets.get(bucket, 0) + 1
+            self._len += 1
+            if self._cache:
+                self._cache.clear()
+            return
         if not _is_real(seconds):
             msg = f"Histogram.add: seconds must be an int or float, got {quote(seconds)}"
             raise TypeError(msg)

@@ -61,6 +61,8 @@ from conveyor.runtime import ConveyorError, is_finite_number, quote
 from ._histogram import Histogram
 from ._settings import FlowControl
 
+_INF = math.inf
+
 __all__ = ["EXTENSION_FRACTION", "SAFETY_MARGIN_S", "DuplicateLease", "LeaseTable", "LeaseWork"]
 
 EXTENSION_FRACTION = 0.9
@@ -107,14 +109,22 @@ class _Lease:
     started: float | None
 
 
-def _check_extension(extension_s: object, action: str) -> None:
-    """Refuse an extension that is not a finite number of seconds > 0."""
+def _check_extension(extension_s: object, action: str, ack_id: str | None = None) -> None:
+    """Refuse an extension that is not a finite number of seconds > 0 (``action`` names ``ack_id``, if given)."""
+    if type(extension_s) is float and 0.0 < extension_s < _INF:  # the common case, first: once per message
+        return
     if not is_finite_number(extension_s) or extension_s <= 0:
+        action = _action(action, ack_id)
         msg = (
             f"LeaseTable cannot {action}: extension_s must be a finite number of seconds > 0, "
             f"got {quote(extension_s)}"
         )
         raise ValueError(msg)
+
+
+def _action(action: str, ack_id: str | None) -> str:
+    """The text of what was refused: ``action`` and the lease it was for (built only for an error)."""
+    return action if ack_id is None else f"{action} {ack_id!r}"
 
 
 def _lead(extension_s: float) -> float:
@@ -168,10 +178,10 @@ class LeaseTable:
                 is not finite or earlier than a time already given.
             TypeError: ``size`` is not an int, or ``now`` is not a number.
         """
-        self._advance(now, f"add lease {ack_id!r}")
+        self._advance(now, "add lease", ack_id)
         flow = self._flow
         first = flow.min_duration_per_lease_extension_s if extension_s is None else extension_s
-        _check_extension(first, f"add lease {ack_id!r}")
+        _check_extension(first, "add lease", ack_id)
         if type(size) is not int:
             msg = f"LeaseTable.add: size of lease {quote(ack_id)} must be an int, got {quote(size)}"
             raise TypeError(msg)
@@ -186,10 +196,10 @@ class LeaseTable:
                 f"{len(self._leases)} leases); remove it when the message is finished before adding it again"
             )
             raise DuplicateLease(msg)
-        lease = _Lease(now, size, now + first, None if on_hold else now)
-        self._leases[ack_id] = lease
+        self._leases[ack_id] = _Lease(now, size, now + first, None if on_hold else now)
         self._bytes += size
-        due = now + _lead(min(first, flow.min_duration_per_lease_extension_s))
+        shortest = flow.min_duration_per_lease_extension_s
+        due = now + _lead(first if first < shortest else shortest)
         if not on_hold:
             self._clocks[ack_id] = now
             due = min(due, now + flow.max_lease_duration_s)
@@ -205,7 +215,7 @@ class LeaseTable:
         Raises:
             ValueError: ``now`` is not finite or is earlier than a time already given.
         """
-        self._advance(now, f"start the clock of lease {ack_id!r}")
+        self._advance(now, "start the clock of lease", ack_id)
         lease = self._leases.get(ack_id)
         if lease is None or lease.started is not None:
             return False
@@ -230,8 +240,8 @@ class LeaseTable:
             ValueError: ``extension_s`` is not a positive number, or ``now`` is not finite or is
                 earlier than a time already given.
         """
-        self._advance(now, f"renew lease {ack_id!r}")
-        _check_extension(extension_s, f"renew lease {ack_id!r}")
+        self._advance(now, "renew lease", ack_id)
+        _check_extension(extension_s, "renew lease", ack_id)
         lease = self._leases.get(ack_id)
         if lease is None:
             return False
@@ -253,7 +263,7 @@ class LeaseTable:
         Raises:
             ValueError: ``now`` is not finite or is earlier than a time already given.
         """
-        self._advance(now, f"remove lease {ack_id!r}")
+        self._advance(now, "remove lease", ack_id)
         lease = self._leases.pop(ack_id, None)
         if lease is None:
             return None
@@ -384,7 +394,8 @@ class LeaseTable:
             )
             raise ValueError(msg)
 
-    def _advance(self, now: float, action: str) -> None:
-        """Check ``now`` and remember it as the latest time seen."""
-        self._check_now(now, action)
+    def _advance(self, now: float, action: str, ack_id: str | None = None) -> None:
+        """Check ``now`` and remember it as the latest time seen (``action`` names ``ack_id`` in an error)."""
+        if type(now) is not float or not self._now <= now < _INF or now == -_INF:  # the common case passes
+            self._check_now(now, _action(action, ack_id))
         self._now = now

@@ -73,7 +73,7 @@ from ._settings import FlowControl, check_subscriber_settings
 
 log = logging.getLogger("conveyor.subscriber")
 
-CALLBACKS_PER_JOB = 32
+CALLBACKS_PER_JOB = 128
 """Most callbacks one worker job runs in turn when many unordered messages wait (``WorkerPool``)."""
 
 

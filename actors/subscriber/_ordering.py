@@ -142,12 +142,17 @@ class _Item:
 
 
 @final
-@attrs.define(eq=False)
 class _KeyLine:
-    """One active ordering key: the item running now and the items held behind it, oldest first."""
+    """One active ordering key: the item running now and the items held behind it, oldest first.
 
-    running: str
-    held: deque[str] = attrs.field(factory=deque)
+    A plain class, not attrs: one is made each time a key becomes active, with 1,000 keys for most messages.
+    """
+
+    __slots__ = ("held", "running")
+
+    def __init__(self, running: str) -> None:
+        self.running = running
+        self.held: deque[str] = deque()
 
 
 def _check_str(name: str, value: object) -> None:
@@ -205,8 +210,9 @@ class OrderingKeyHolds:
         return self._arrive(item_id, key, None)
 
     def _arrive(self, item_id: str, key: str | None, tag: int | None) -> tuple[str, ...]:
-        _check_str("item_id", item_id)
-        if key is not None:
+        if type(item_id) is not str:  # checked in a line first: every message comes this way
+            _check_str("item_id", item_id)
+        if key is not None and type(key) is not str:
             _check_str("key", key)
         existing = self._items.get(item_id)
         if existing is not None:

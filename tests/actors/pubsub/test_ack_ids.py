@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conveyor.actors.pubsub import AckId, AckIdCodec, PubSubRegistry
+from conveyor.actors.pubsub._ackid import MAX_ACK_ID_CHARS, AckIdReader, looks_like_ack_id
 from conveyor.actors.pubsub._model import (
     Batch,
     CreateSubscription,
@@ -62,6 +63,26 @@ def test_any_changed_character_or_another_key_makes_an_id_unreadable(ack_id: Ack
     replacement = data.draw(st.sampled_from("0123456789abcdef-.x").filter(lambda c: c != text[index]))
     assert codec.read(text[:index] + replacement + text[index + 1:]) is None
     assert AckIdCodec(bytes(32)).read(text) is None
+
+
+def _has_the_shape(text: str) -> bool:
+    """An ack id's shape, spelled out: five non-empty decimal fields, a message id, a dot, 24 characters."""
+    body, dot, seal = text.rpartition(".")
+    parts = body.split("-", 5)
+    return (len(text) <= MAX_ACK_ID_CHARS and bool(dot) and len(seal) == 24 and len(parts) == 6
+            and all(part.isdecimal() for part in parts[:-1]))
+
+
+_FIELD = st.sampled_from(["", "0", "12", "\u0663", "a", "+1"])
+_SEAL = "." + "f" * 24
+_SHAPES = st.tuples(st.lists(_FIELD, min_size=5, max_size=5) | st.lists(_FIELD, min_size=4, max_size=6),
+                    st.sampled_from(["m", "m-1", "", "x.y"]),
+                    st.sampled_from([_SEAL, _SEAL, ".abc", "", "." + "f" * 23, "." + "\u0663" * 24]))
+
+
+@given(_SHAPES.map(lambda shape: "-".join([*shape[0], shape[1]]) + shape[2]))
+def test_the_shape_of_an_id_is_five_decimal_fields_a_message_id_and_a_seal(text: str) -> None:
+    assert looks_like_ack_id(text) == _has_the_shape(text)
 
 
 def test_a_key_must_be_bytes_of_a_usable_length() -> None:
@@ -206,3 +227,24 @@ def test_an_exactly_once_ack_sent_again_after_its_pull_ended_is_confirmed_again(
     publisher.publish(topic("again"), b"next").result(10)
     pull_exactly(subscriber, subscription("again-sub"), 1)  # the server has moved on; the first Pull is over
     subscriber.acknowledge(subscription=subscription("again-sub"), ack_ids=[received.ack_id])
+
+
+@given(st.lists(st.tuples(st.sampled_from(["read", "take"]), st.integers(0, 5), st.booleans()), max_size=40),
+       st.integers(0, 3))
+def test_a_reader_answers_as_its_codec_and_remembers_at_most_its_capacity(
+    steps: list[tuple[str, int, bool]], capacity: int
+) -> None:
+    codec = AckIdCodec(KEY)
+    issued = [codec.issue(AckId(1, 0, 2, tag, 1, str(tag))) for tag in range(6)]
+    reader = AckIdReader(codec, capacity)
+    for action, index, forged in steps:
+        text = issued[index][:-1] + ("0" if issued[index][-1] != "0" else "1") if forged else issued[index]
+        got = reader.read(text) if action == "read" else reader.take(text)
+        assert got == codec.read(text)
+        assert len(reader) <= capacity
+    assert AckIdReader(AckIdCodec(bytes(32)), capacity).read(issued[0]) is None, "another key's reader verifies"
+
+
+def test_a_reader_refuses_a_negative_capacity() -> None:
+    with pytest.raises(ValueError, match="capacity must be an int >= 0"):
+        AckIdReader(AckIdCodec(KEY), -1)

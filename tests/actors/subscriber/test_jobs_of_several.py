@@ -258,3 +258,22 @@ def test_shared_jobs_keep_each_keys_order_and_run_each_message_once(
     for job in (message for message in log if type(message) is RunsEnded):
         job_keys = [end.key for end in job.ended if end.key]
         assert len(job_keys) == len(set(job_keys)), f"one job held a key twice: {job_keys}"
+
+
+@pytest.mark.parametrize(("later", "sizes"), [((3, 2), [5, 5]), ((40,), [5, 40])],
+                         ids=["a-few-wait", "a-backlog-spreads"])
+def test_while_a_packed_job_runs_a_few_short_callbacks_wait_for_the_next_job_and_a_backlog_gets_its_own(
+    later: tuple[int, ...], sizes: list[int]
+) -> None:
+    """With many ordering keys, a job's end releases a few runs at a time: each few made a job of its own."""
+    sim, pool, log = _pool(lambda message: message.ack(), workers=4, per_job=128,
+                           job_duration=uniform_job_duration(0.0002, 0.0002))
+    pool.tell(_run(1))  # the first job: callbacks prove short
+    sim.run(until=1.0)
+    tag = 2
+    for size in (5, *later):  # the first batch starts a job; the later ones arrive while it runs
+        pool.tell(RunBatch(tuple(_run(t, key=f"k{t}") for t in range(tag, tag + size))))
+        tag += size
+    sim.run(until=2.0)
+    assert [len(job.ended) for job in log if type(job) is RunsEnded] == sizes
+    assert [settle.ack_id for settle in _settled(log)] == [f"1:{t}" for t in range(1, tag)]

@@ -1,0 +1,63 @@
+"""A stream's binding takes each pull of its broker consumer whole (``ConsumerActor(batches=True)``).
+
+What must hold: a stream hands out every message once, in publish order per ordering key, whatever
+batches its consumer passes it; a detached stream gives back a batch that arrives after it detached.
+Run on the simulator's clock.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conveyor.actors.broker import Delivered
+from conveyor.actors.pubsub import (
+    Batch,
+    CreateSubscription,
+    CreateTopic,
+    NextBatch,
+    OpenStream,
+    Publish,
+    PubMessage,
+    PubSubRegistry,
+    StreamOpened,
+    StreamSettings,
+    SubscriptionConfig,
+    TopicConfig,
+)
+from conveyor.simulation import Simulation
+from tests.actors.pubsub.helpers import subscription, topic
+
+KEY = bytes(range(32))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=8), min_size=1, max_size=4), st.integers(min_value=1, max_value=3))
+def test_a_stream_hands_out_every_message_once_in_publish_order_per_key(publishes: list[int], keys: int) -> None:
+    sim = Simulation(seed=7)
+    registry = sim.spawn(lambda: PubSubRegistry(KEY))
+    sim.ask(registry, CreateTopic(TopicConfig(topic("batched"))))
+    name = subscription("batched-sub")
+    sim.ask(registry, CreateSubscription(SubscriptionConfig(name, topic("batched"), ack_deadline_s=60,
+                                                            enable_message_ordering=True)))
+    stream: StreamOpened = sim.ask(registry, OpenStream(StreamSettings(name, 60, 1000, 0)))
+    number = 0
+    for count in publishes:
+        messages = []
+        for _ in range(count):
+            messages.append(PubMessage(b"%d" % number, ordering_key=f"k{number % keys}", publish_time_ns=1))
+            number += 1
+        sim.ask(registry, Publish(topic("batched"), tuple(messages)))
+    seen: list[bytes] = []
+    while len(seen) < number:
+        batch: Batch = sim.ask(stream.binding, NextBatch(1.0))
+        assert batch.received, f"the stream stalled after {len(seen)} of {number} messages"
+        seen.extend(message.data for _, message, _ in batch.received)
+    assert sorted(seen, key=int) == [b"%d" % n for n in range(number)], "every message once"
+    for key in range(keys):
+        ordered = [int(data) for data in seen if int(data) % keys == key]
+        assert ordered == sorted(ordered), f"key k{key} in publish order"
+    batches = [event.message for event in sim.trace if type(event.message) is Delivered
+               and (event.receiver or "").rsplit("/", 1)[-1].startswith("binding-")]
+    if max(publishes) > 1:
+        assert batches, "the consumer passed a pull of several as one message"
