@@ -698,10 +698,12 @@ class ZkTxBackend(Actor):
         """The first ``CANDIDATES`` items not in backoff that no transaction of ours claims, in an order drawn
         from the context's random (replayable in the simulator; contenders spread out) unless ``strict_fifo``;
         ``one``: only the first of that order (one draw, no shuffle)."""
-        queue = take.request.queue
+        locks, claimed, backoff = self._path(take.request.queue, "locks"), self.claimed, self.backoff
         names: list[str] = []
-        for number in numbers:
-            if not self._in_backoff(take, number) and self._path(queue, "locks", f"lock-{number}") not in self.claimed:
+        for number in numbers:  # with several transactions at once the listing's first items are ours: skipped cheaply
+            if backoff and self._in_backoff(take, number):
+                continue
+            if f"{locks}/lock-{number}" not in claimed:
                 names.append(f"item-{number:010d}")
                 if len(names) == CANDIDATES:
                     break

@@ -14,9 +14,10 @@ from ._local import zookeeper_missing as zookeeper_missing
 
 if typing.TYPE_CHECKING:
     from ._kazoo import KazooSession as KazooSession
+    from ._kazoo import kazoo_transaction as kazoo_transaction
     from ._kazoo_select import kazoo_client as kazoo_client
 else:  # kazoo comes with the ``zookeeper`` extra; the local servers need only Java and ZooKeeper's jar
-    __getattr__ = _lazy_exports(__name__, "zookeeper", {"._kazoo": ("KazooSession",),
+    __getattr__ = _lazy_exports(__name__, "zookeeper", {"._kazoo": ("KazooSession", "kazoo_transaction"),
                                                    "._kazoo_select": ("kazoo_client",)})
 
 __all__ = [
@@ -25,5 +26,6 @@ __all__ = [
     "LocalZooKeeperEnsemble",
     "ZooKeeperNotInstalled",
     "kazoo_client",
+    "kazoo_transaction",
     "zookeeper_missing",
 ]

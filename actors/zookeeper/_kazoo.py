@@ -26,7 +26,10 @@ from typing import Any, final
 
 import attrs
 from kazoo import exceptions as kazoo_errors
+from kazoo.protocol.paths import _prefix_root
+from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData, Transaction
 from kazoo.protocol.states import EventType, KazooState
+from kazoo.security import OPEN_ACL_UNSAFE
 
 from conveyor.runtime import Actor, ActorRef, ConveyorError
 from conveyor.runtime.lowlevel import (
@@ -368,10 +371,8 @@ class KazooSession(Actor):
                 pending = client.exists_async(path, watch=watcher)
                 convert = _maybe_node
             case ZkMulti(operations=operations):
-                transaction = client.transaction()
-                for write in operations:
-                    _add_write(transaction, write)
-                pending = transaction.commit_async()
+                pending = client.handler.async_result()
+                client._call(kazoo_transaction(operations, client.chroot, client.default_acl), pending)  # noqa: SLF001
                 pending.rawlink(functools.partial(_multi_done, tell, request_id, _write_values(operations)))
                 return
         pending.rawlink(functools.partial(_done, tell, request_id, convert))
@@ -417,16 +418,34 @@ def _watcher(tell: Callable[[object], None], operation: ZkGetChildren | ZkGetDat
     return fired
 
 
-def _add_write(transaction: Any, write: ZkCreate | ZkDelete | ZkSetData | ZkCheck) -> None:
-    match write:
-        case ZkCreate(path=path, data=data, ephemeral=ephemeral, sequential=sequential):
-            transaction.create(path, data, ephemeral=ephemeral, sequence=sequential)
-        case ZkDelete(path=path, version=version):
-            transaction.delete(path, version)
-        case ZkSetData(path=path, data=data, version=version):
-            transaction.set_data(path, data, version)
-        case ZkCheck(path=path, version=version):
-            transaction.check(path, version)
+def kazoo_transaction(operations: tuple[ZkCreate | ZkDelete | ZkSetData | ZkCheck, ...], chroot: str | None,
+                      default_acl: Any = None) -> Transaction:
+    """kazoo's multi request of ``operations``, as ``client.transaction()`` builds it, built in one pass.
+
+    The operations were checked by ``zk_operation_problem`` (absolute paths, no empty, ``.`` or ``..``
+    segment), so with no chroot and no trailing ``/`` kazoo's path normalisation is the identity and
+    is skipped; any other path goes through kazoo's own ``_prefix_root``. ``TransactionRequest``'s
+    per-operation type checks repeat ours: about a tenth of the client's CPU with 8 concurrent
+    transactions, for one request a multi.
+    """
+    acl = default_acl or OPEN_ACL_UNSAFE
+    built: list[Any] = []
+    for write in operations:
+        path = write.path
+        if chroot or path.endswith("/"):
+            path = _prefix_root(chroot, path)
+        if type(write) is ZkCreate:
+            built.append(Create(path, write.data, acl, (1 if write.ephemeral else 0) | (2 if write.sequential else 0)))
+        elif type(write) is ZkDelete:
+            built.append(Delete(path, write.version))
+        elif type(write) is ZkSetData:
+            built.append(SetData(path, write.data, write.version))
+        elif type(write) is ZkCheck:
+            built.append(CheckVersion(path, write.version))
+        else:
+            msg = f"a multi holds ZkCreate, ZkDelete, ZkSetData or ZkCheck, got {type(write).__qualname__}"
+            raise TypeError(msg)
+    return Transaction(built)
 
 
 def _stop_client(client: Any) -> None:

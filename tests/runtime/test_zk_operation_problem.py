@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+import attrs
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conveyor.runtime.lowlevel import (
@@ -90,3 +91,42 @@ def test_the_quick_path_check_agrees_with_the_rules(path: str, sequential: bool)
     """The check returns early for a plainly good path; any other path goes through every rule."""
     problem = zk_operation_problem(ZkCreate(path, sequential=sequential))
     assert (problem is None) == _well_formed(path, trailing_slash=sequential), problem
+
+
+
+bad_values = {
+    "path": st.one_of(st.text(st.sampled_from("/.a\x00"), max_size=6), st.integers(), st.none(),
+                      paths.map(lambda path: path + "/"), paths.map(lambda path: path.replace("/", "//", 1)),
+                      paths.map(lambda path: path + "/."), paths.map(lambda path: "/.." + path)),
+    "data": st.one_of(st.text(max_size=2), st.none(), st.just(b"x" * (ZK_MAX_DATA_BYTES + 1))),
+    "ephemeral": st.one_of(st.integers(0, 1), st.none()),
+    "sequential": st.one_of(st.integers(0, 1), st.none()),
+    "make_parents": st.one_of(st.just(True), st.integers(0, 1), st.none()),
+    "version": st.one_of(st.integers(-5, -2), st.text(max_size=1), st.none(), st.booleans(), st.floats(-1, 1)),
+}
+
+
+@st.composite
+def writes_with_a_bad_field(draw: st.DrawFn) -> ZkCreate | ZkDelete | ZkSetData | ZkCheck:
+    """A well-formed write with (mostly) one field given a messy value."""
+    write = draw(writes)
+    fields = [field.name for field in attrs.fields(type(write))]
+    for name in draw(st.lists(st.sampled_from(fields), max_size=2, unique=True)):
+        write = attrs.evolve(write, **{name: draw(bad_values[name])})
+    return write
+
+
+@settings(max_examples=300)
+@given(writes_with_a_bad_field())
+def test_a_write_inside_a_multi_is_judged_as_alone(write: ZkCreate | ZkDelete | ZkSetData | ZkCheck) -> None:
+    """A multi's writes go through a quick check first; it never lets through what the full rules refuse.
+
+    Alone or in a multi a write meets the same rules, but for ``make_parents`` (refused in a multi)."""
+    alone = zk_operation_problem(write)
+    in_multi = zk_operation_problem(ZkMulti((write,)))
+    if isinstance(write, ZkCreate) and write.make_parents is True:
+        assert in_multi is not None
+    else:
+        assert (in_multi is None) == (alone is None), (alone, in_multi)
+        if alone is not None:
+            assert in_multi == alone.replace("operation.", "operation.operations[0].", 1)
