@@ -16,7 +16,6 @@ import io
 import os
 import sys
 import tempfile
-import time
 import zipfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -94,8 +93,11 @@ def code_archive(folder: Path | None = None, package: str = PACKAGE) -> Path:
 
 
 def _remove_stale_archives(folder: Path, package: str, keep: Path) -> None:
-    """Delete ``package``'s archives in ``folder`` other than ``keep`` not modified for ``STALE_ARCHIVE_S``."""
-    now = time.time()
+    """Delete ``package``'s archives in ``folder`` other than ``keep`` not modified for ``STALE_ARCHIVE_S``.
+
+    "Now" is ``keep``'s time, just written or touched: the file system's clock, not this process's.
+    """
+    now = keep.stat().st_mtime
     for old in folder.glob(f"{package}-*.zip"):
         if old == keep:
             continue

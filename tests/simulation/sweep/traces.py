@@ -1,4 +1,4 @@
-"""Recording real traces for the analysis tests: a broker workload on TrioSystem or ThreadSystem, traced."""
+"""Recording traces for the analysis tests: a broker workload on TrioSystem, ThreadSystem or the simulator, traced."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import trio
 
 from conveyor.actors.broker import GetStats, QueueStats
 from conveyor.runtime import ThreadSystem, TraceEvent, TrioSystem, write_jsonl
+from conveyor.simulation import Simulation
 from conveyor.simulation.scenarios import BrokerScenario, ClientPolicy, spawn_broker_scenario
 
 
@@ -61,6 +62,21 @@ def record_threads(scenario: BrokerScenario, seed: int = 1) -> list[TraceEvent]:
         time.sleep(0.01)
     system.shutdown()
     return list(system.trace)
+
+
+def record_simulated(scenario: BrokerScenario, seed: int = 1) -> list[TraceEvent]:
+    """The same in the simulator: the same trace for the same seed, whatever the machine's load.
+
+    A real-time run's fairness is the OS scheduler's (under load one consumer can get twice
+    another's share); a test that needs every verdict "ok" records here.
+    """
+    sim = Simulation(seed=seed)
+    queue = spawn_broker_scenario(sim, scenario)
+    assert sim.run().quiet, "the simulated run did not come to rest"
+    stats: QueueStats = sim.ask(queue, GetStats())
+    assert stats.acked + stats.dead_lettered == scenario.messages, stats
+    sim.shutdown()
+    return list(sim.trace)
 
 
 def save(trace: list[TraceEvent], path: Path) -> Path:
