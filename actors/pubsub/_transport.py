@@ -38,8 +38,8 @@ from conveyor.actors.broker import (
 )
 from conveyor.actors.subscriber import (
     CALLBACKS_PER_JOB,
-    Dispatcher,
     Deliveries,
+    Dispatcher,
     FlowControl,
     Part,
     SourceGone,
