@@ -39,6 +39,7 @@ from conveyor.actors.broker import (
 from conveyor.actors.subscriber import (
     CALLBACKS_PER_JOB,
     Deliveries,
+    Dispatcher,
     FlowControl,
     Part,
     SourceGone,
@@ -523,7 +524,13 @@ class _RemoteStreamingPullManager(StreamingPullManager):
         self.subscription = subscription
 
     def make_part(self, name: str, factory: Callable[..., Actor], *args: Any) -> ActorRef:
-        """Spawn the parts as usual, but the consumer speaks gRPC."""
+        """Spawn the parts as usual, but the consumer speaks gRPC and settlements reach it without a timer's wait.
+
+        The consumer gathers whatever comes while its settlement call is out into the next call, so
+        the dispatcher's 10 ms batching only delayed each ack (and the server's flow-control credit).
+        """
+        if name == Part.DISPATCHER:
+            return super().make_part(name, lambda manager: Dispatcher(manager, max_delay_s=0.0), *args)
         if name != Part.CONSUMER:
             return super().make_part(name, factory, *args)
         _, client, settings = args

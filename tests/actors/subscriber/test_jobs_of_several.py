@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from conveyor.actors.broker import Delivery, Message
 from conveyor.actors.broker._values import DEFAULT_PRIORITY
 from conveyor.actors.subscriber import SubscriberMessage, WorkerPool, subscribe
-from conveyor.actors.subscriber._components import SETTLES_PER_HAND_OVER
+from conveyor.actors.subscriber._components import PACKED_SETTLES_PER_HAND_OVER, SETTLES_PER_HAND_OVER
 from conveyor.actors.subscriber._protocol import (
     CallbackEnded,
     RunBatch,
@@ -134,6 +134,23 @@ def test_once_callbacks_prove_short_what_waits_is_packed_not_spread_and_acked_wi
     assert [len(job.ended) for job in log if type(job) is RunsEnded] == sizes
     assert len([message for message in log if type(message) is Settles]) == hand_overs, "eight at a time if spread"
     assert [settle.ack_id for settle in _settled(log)] == [f"1:{tag}" for tag in range(1, 2 + sum(sizes))]
+
+
+def test_a_packed_job_hands_its_acks_over_as_it_goes_not_only_with_its_end() -> None:
+    # A packed job of 128 short callbacks sat on its first ack until the last callback had run: the
+    # ack (and the server's flow-control credit) waited for 127 more callbacks.
+    size = 2 * PACKED_SETTLES_PER_HAND_OVER + 5
+    sim, pool, log = _pool(lambda message: message.ack(), workers=4, per_job=128,
+                           job_duration=uniform_job_duration(0.0002, 0.0002))
+    pool.tell(_run(1))  # the first job: the pool learns callbacks are short, and packs from then on
+    sim.run(until=1.0)
+    pool.tell(RunBatch(tuple(_run(tag) for tag in range(2, 2 + size))))
+    sim.run(until=2.0)
+    assert [len(job.ended) for job in log if type(job) is RunsEnded] == [size], "one packed job"
+    assert [len(group.items) for group in log if type(group) is Settles] == [PACKED_SETTLES_PER_HAND_OVER] * 2
+    ended = next(job for job in log if type(job) is RunsEnded)
+    assert len(ended.settled) == 5, "the rest with the job's end"
+    assert [settle.ack_id for settle in _settled(log)] == [f"1:{tag}" for tag in range(1, 2 + size)]
 
 
 def test_a_callback_that_raises_nacks_its_own_message_and_the_job_goes_on() -> None:
