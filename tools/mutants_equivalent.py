@@ -37,7 +37,7 @@ EQUIVALENT: dict[str, str] = {
         "a 13-byte seal instead of 12: issue and read use the same length, so every id issued still "
         "reads back and a forged one still fails (with odds 2**-104 instead of 2**-96)"
     ),
-    "actors/subscriber/_leases.py:LeaseTable.add:remove:remove `self._advance(now, f'add lease {ack_id!r}')`#1": (
+    "actors/subscriber/_leases.py:LeaseTable.add:remove:remove `self._advance(now, 'add lease', ack_id)`#1": (
         "_advance only checks that time does not go back and remembers it for the next check; the leaser "
         "passes ctx.now(), which never goes back, so every valid call behaves the same"
     ),
