@@ -372,8 +372,10 @@ class TxFigures:
 def tx_figures(trace: list[TraceEvent], workload: TxScenario) -> TxFigures:
     """Count the run's items from its history and the auditor's note."""
     history = tx_history(trace, tx_stores(workload))
-    created = [key for key in history.created() if key.queue == "in"]
+    final = tx_final(trace)
+    # attributed: a commit recovered after a lost reply answers without its keys; its items are found by body
+    created = [key for key in history.attributed(final)[0] if key.queue == "in"]
     removed = {key for owner in history.committed if (request := history.commits.get(owner))
                for key in request[1].takes}
-    dead = len(dict(tx_final(trace).dead)["in"])
+    dead = len(dict(final.dead)["in"])
     return TxFigures(len(created), len(history.taken), len(removed), dead)
