@@ -46,7 +46,7 @@ typecheck: install
 	$(BIN)/mypy
 
 test: install zookeeper lint typecheck
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow" -q --durations=15
 
 test-slow: install zookeeper
 	$(BIN)/python -m pytest -m slow -q
