@@ -41,7 +41,7 @@ MAX_BYTES = 256 * 1024
 """At most about this many bytes of paths and data in one combined multi (a quarter of ZooKeeper's limit)."""
 IN_FLIGHT = 1
 """Grouped multis sent and not answered before the next ones wait to be combined."""
-HOLD_S = 0.0003
+HOLD_S = 0.001
 """At most this long after a reply, the next multi waits for the answered transactions' next parts (0: never)."""
 
 Part = tuple[tuple[Any, ...], Callable[[ZkReply], None], int]
