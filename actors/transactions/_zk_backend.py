@@ -253,7 +253,7 @@ class ZkTxBackend(Actor):
         """Try the first items in their order; by default in a drawn order (FIFO relaxed: contenders spread out)."""
         self.settings: dict[str, TxQueueSettings] = {}
         self.pending: dict[int, Continuation] = {}
-        self.multi_groups = MultiGroups(self._call)
+        self.multi_groups = MultiGroups(self._call, self._after)
         """Commit and fresh-take multis ready while another is in flight go as one (``_zk_group.py``)."""
         self.next_request = 0
         self.held: dict[tuple[ActorRef, int], list[_Held]] = {}

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conveyor.actors.transactions._zk_group import MAX_PARTS, MultiGroups
+from conveyor.actors.transactions._zk_group import HOLD_S, MAX_PARTS, MultiGroups
 from conveyor.runtime.lowlevel import ZkCreate, ZkDelete, ZkMulti, ZkMultiFailed, ZkReply
 
 
@@ -124,3 +124,94 @@ def test_parts_submitted_together_go_as_one_multi_even_with_none_in_flight() -> 
     assert len(session.sent) == 1
     session.answer(0, lost=False)
     assert [len(multi.operations) for multi, _ in session.sent] == [1]
+
+
+class Timers:
+    """The backend's ``_after`` for tests: steps run only when the test fires them, oldest first."""
+
+    def __init__(self) -> None:
+        self.steps: list[Callable[[], None]] = []
+
+    def after(self, seconds: float, step: Callable[[], None]) -> None:
+        assert 0 < seconds <= HOLD_S
+        self.steps.append(step)
+
+    def fire(self) -> None:
+        if self.steps:
+            self.steps.pop(0)()
+
+
+@settings(max_examples=300, deadline=None)
+@given(actions=st.lists(st.tuples(st.sampled_from(["submit", "together", "answer", "fire"]), st.booleans()),
+                        max_size=120))
+def test_the_next_multi_waits_for_the_answered_transactions_or_the_hold_bound(
+        actions: list[tuple[str, bool]]) -> None:
+    """After a reply, nothing is sent until as many transactions have parts waiting as the answered
+    multi carried plus those that waited for it, or the hold's bound passes; then at once."""
+    session = FakeSession(set())
+    timers = Timers()
+    groups = MultiGroups(session.send, timers.after)
+    arrival_of: dict[str, int] = {}
+    told: list[ZkReply] = []
+    waiting: list[int] = []  # the model: arrivals with parts not yet sent, in order
+    expected = 0  # the model's hold: 0 when none
+    live_holds: list[bool] = []  # per timer set, in order: whether it is still the current hold
+    arrivals = 0
+    for action, lost in actions:
+        if action in ("submit", "together"):
+            size = 2 if action == "together" else 1
+            with groups.together():
+                for n in range(size):
+                    part = _part(arrivals * 2 + n, 1)
+                    arrival_of[part[0].path] = arrivals
+                    groups.submit(part, told.append)
+            waiting += [arrivals] * size
+            arrivals += 1
+        elif action == "answer" and session.sent:
+            multi = session.sent[0][0]
+            answered = len({arrival_of[op.path] for op in multi.operations})
+            holding = answered + len(set(waiting)) > 1
+            live_holds = [False] * len(live_holds) + ([True] if holding else [])
+            expected = answered + len(set(waiting)) if holding else 0
+            session.answer(0, lost)
+        elif action == "fire" and timers.steps:
+            if live_holds.pop(0):
+                expected = 0
+            timers.fire()
+        if session.sent and waiting:  # the model's parts went: they were the oldest waiting ones
+            sent = [arrival_of[op.path] for op in session.sent[-1][0].operations]
+            if sent == waiting[:len(sent)]:
+                assert not expected or len(set(waiting)) >= min(expected, MAX_PARTS), \
+                    f"sent with {len(set(waiting))} waiting during a hold for {expected}"
+                assert len(set(sent)) == min(len(set(waiting)), MAX_PARTS) or len(sent) == 1
+                del waiting[:len(sent)]
+                expected = 0
+        assert len(session.sent) <= 1, "one multi in flight at most"
+        if not session.sent and waiting:
+            assert expected and len(set(waiting)) < min(expected, MAX_PARTS), \
+                f"held with {len(set(waiting))} waiting, hold {expected}"
+        assert groups.held_back() == bool(not session.sent and waiting)
+
+
+def test_a_lone_transaction_never_waits_and_cohorts_merge() -> None:
+    session = FakeSession(set())
+    timers = Timers()
+    groups = MultiGroups(session.send, timers.after)
+    for number in range(3):  # one transaction after another: each multi leaves at once, no timer set
+        groups.submit(_part(number, 1), lambda _: None)
+        assert len(session.sent) == 1
+        session.answer(0, lost=False)
+    assert timers.steps == []
+    for number in range(8):  # eight at once: one goes, seven wait behind it
+        groups.submit(_part(10 + number, 1), lambda _: None)
+    session.answer(0, lost=False)
+    assert session.sent == [], "held for the answered one's next part"
+    groups.submit(_part(20, 1), lambda _: None)
+    assert [len(multi.operations) for multi, _ in session.sent] == [8], "all eight in one multi"
+    session.answer(0, lost=False)
+    for number in range(5):  # three of the eight do not come back: the hold's bound sends the five
+        groups.submit(_part(30 + number, 1), lambda _: None)
+    assert session.sent == []
+    timers.fire()
+    timers.fire()
+    assert [len(multi.operations) for multi, _ in session.sent] == [5]
