@@ -709,9 +709,10 @@ class ZkTxBackend(Actor):
                     break
         if self.strict_fifo or not names:
             return names[:1] if one else names
+        rng = self.ctx.random  # the context's: the simulator replays it
         if one:
-            return [names[self.ctx.random.randrange(len(names))]]
-        self.ctx.random.shuffle(names)
+            return [names[rng.randrange(len(names))]]
+        rng.shuffle(names)
         return names
 
     def _listing_changed(self, *, gone: Iterable[ItemKey] = (), created: Iterable[ItemKey] = ()) -> None:
