@@ -1,4 +1,4 @@
-"""Names and bounded pulls shared by the Pub/Sub front's tests."""
+"""Names, bounded pulls and a simulated front shared by the Pub/Sub front's tests."""
 
 from __future__ import annotations
 
@@ -6,6 +6,10 @@ from typing import Any
 
 import grpc
 from google.cloud import pubsub_v1
+
+from conveyor.actors.pubsub import CreateSubscription, CreateTopic, PubSubRegistry, SubscriptionConfig, TopicConfig
+from conveyor.runtime import ActorRef
+from conveyor.simulation import Simulation
 
 PROJECT = "projects/demo"
 FAST_RECONNECT = (
@@ -22,6 +26,21 @@ def topic(name: str) -> str:
 
 def subscription(name: str) -> str:
     return f"{PROJECT}/subscriptions/{name}"
+
+
+SIM_KEY = bytes(range(32))
+"""The ack-id key of simulated fronts."""
+
+
+def simulated_front(seed: int, name: str, **config: Any) -> tuple[Simulation, ActorRef, str]:
+    """A registry in a fresh simulator with topic ``name`` and subscription ``name-sub`` (``config``: its
+    ``SubscriptionConfig`` fields): the simulator, the registry and the subscription's full name."""
+    sim = Simulation(seed=seed)
+    registry = sim.spawn(lambda: PubSubRegistry(SIM_KEY))
+    sim.ask(registry, CreateTopic(TopicConfig(topic(name))))
+    full = subscription(f"{name}-sub")
+    sim.ask(registry, CreateSubscription(SubscriptionConfig(full, topic(name), **config)))
+    return sim, registry, full
 
 
 def pull_exactly(client: pubsub_v1.SubscriberClient, name: str, count: int, rounds: int = 20) -> list[Any]:

@@ -19,12 +19,10 @@ from google.cloud import pubsub_v1
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conveyor.actors.pubsub import AckId, AckIdCodec, PubSubRegistry
+from conveyor.actors.pubsub import AckId, AckIdCodec
 from conveyor.actors.pubsub._ackid import MAX_ACK_ID_CHARS, AckIdReader, looks_like_ack_id
 from conveyor.actors.pubsub._model import (
     Batch,
-    CreateSubscription,
-    CreateTopic,
     NextBatch,
     OpenStream,
     Publish,
@@ -34,13 +32,10 @@ from conveyor.actors.pubsub._model import (
     SettleOutcome,
     StreamOpened,
     StreamSettings,
-    SubscriptionConfig,
-    TopicConfig,
 )
-from conveyor.simulation import Simulation
-from tests.actors.pubsub.helpers import pull_exactly, pull_nothing, subscription, topic
+from tests.actors.pubsub.helpers import SIM_KEY, pull_exactly, pull_nothing, simulated_front, subscription, topic
 
-KEY = bytes(range(32))
+KEY = SIM_KEY
 
 
 # --- the codec ----------------------------------------------------------------------------------
@@ -178,13 +173,9 @@ def test_ten_thousand_guessed_ack_ids_settle_nothing(
 
 
 def test_a_nack_for_an_earlier_delivery_leaves_the_later_one_under_the_same_tag_alone() -> None:
-    sim = Simulation(seed=3)
-    registry = sim.spawn(lambda: PubSubRegistry(KEY))
-    sim.ask(registry, CreateTopic(TopicConfig(topic("lapsing"))))
-    sim.ask(registry, CreateSubscription(SubscriptionConfig(subscription("lapsing-sub"), topic("lapsing"),
-                                                            exactly_once=True)))
+    sim, registry, name = simulated_front(3, "lapsing", exactly_once=True)
     sim.ask(registry, Publish(topic("lapsing"), (PubMessage(b"x", publish_time_ns=1),)))
-    opened: StreamOpened = sim.ask(registry, OpenStream(StreamSettings(subscription("lapsing-sub"), 10, 0, 0)))
+    opened: StreamOpened = sim.ask(registry, OpenStream(StreamSettings(name, 10, 0, 0)))
     first: Batch = sim.ask(opened.binding, NextBatch(1.0))
     ((stale_id, _, stale_attempt),) = first.received
     # The lease lapses and the queue gives the message out again, under the same tag.
@@ -192,9 +183,9 @@ def test_a_nack_for_an_earlier_delivery_leaves_the_later_one_under_the_same_tag_
     ((current_id, _, current_attempt),) = second.received
     assert (stale_attempt, current_attempt) == (1, 2)
     assert AckIdCodec(KEY).read(stale_id).tag == AckIdCodec(KEY).read(current_id).tag  # type: ignore[union-attr]
-    nacked = sim.ask(registry, Settle(subscription("lapsing-sub"), SettleKind.MODACK, (stale_id,), 0))
+    nacked = sim.ask(registry, Settle(name, SettleKind.MODACK, (stale_id,), 0))
     assert nacked == SettleOutcome(())
-    acked = sim.ask(registry, Settle(subscription("lapsing-sub"), SettleKind.ACK, (current_id,)))
+    acked = sim.ask(registry, Settle(name, SettleKind.ACK, (current_id,)))
     assert acked == SettleOutcome(())  # the stale nack did not take the current delivery back
 
 

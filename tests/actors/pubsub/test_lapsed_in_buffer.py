@@ -10,34 +10,21 @@ from __future__ import annotations
 
 from conveyor.actors.pubsub import (
     Batch,
-    CreateSubscription,
-    CreateTopic,
     NextBatch,
     OpenStream,
     Publish,
     PubMessage,
-    PubSubRegistry,
     Settle,
     SettleKind,
     SettleOutcome,
     StreamOpened,
     StreamSettings,
-    SubscriptionConfig,
-    TopicConfig,
 )
-from conveyor.simulation import Simulation
-from tests.actors.pubsub.helpers import subscription, topic
-
-KEY = bytes(range(32))
+from tests.actors.pubsub.helpers import simulated_front, topic
 
 
 def test_a_lapsed_delivery_held_unasked_is_not_handed_out_after_an_exactly_once_ack_elsewhere() -> None:
-    sim = Simulation(seed=5)
-    registry = sim.spawn(lambda: PubSubRegistry(KEY))
-    sim.ask(registry, CreateTopic(TopicConfig(topic("held"))))
-    name = subscription("held-sub")
-    sim.ask(registry, CreateSubscription(SubscriptionConfig(name, topic("held"), ack_deadline_s=10,
-                                                            exactly_once=True)))
+    sim, registry, name = simulated_front(5, "held", ack_deadline_s=10, exactly_once=True)
     slow: StreamOpened = sim.ask(registry, OpenStream(StreamSettings(name, 0, 1, 0)))
     sim.ask(registry, Publish(topic("held"), (PubMessage(b"once", publish_time_ns=1),)))
     sim.run(until=sim.now() + 15.0)  # held by the slow stream's binding, unasked, past its 10 s lease

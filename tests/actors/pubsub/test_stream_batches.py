@@ -13,33 +13,20 @@ from hypothesis import strategies as st
 from conveyor.actors.broker import Delivered
 from conveyor.actors.pubsub import (
     Batch,
-    CreateSubscription,
-    CreateTopic,
     NextBatch,
     OpenStream,
     Publish,
     PubMessage,
-    PubSubRegistry,
     StreamOpened,
     StreamSettings,
-    SubscriptionConfig,
-    TopicConfig,
 )
-from conveyor.simulation import Simulation
-from tests.actors.pubsub.helpers import subscription, topic
-
-KEY = bytes(range(32))
+from tests.actors.pubsub.helpers import simulated_front, topic
 
 
 @settings(max_examples=15, deadline=None)
 @given(st.lists(st.integers(min_value=1, max_value=8), min_size=1, max_size=4), st.integers(min_value=1, max_value=3))
 def test_a_stream_hands_out_every_message_once_in_publish_order_per_key(publishes: list[int], keys: int) -> None:
-    sim = Simulation(seed=7)
-    registry = sim.spawn(lambda: PubSubRegistry(KEY))
-    sim.ask(registry, CreateTopic(TopicConfig(topic("batched"))))
-    name = subscription("batched-sub")
-    sim.ask(registry, CreateSubscription(SubscriptionConfig(name, topic("batched"), ack_deadline_s=60,
-                                                            enable_message_ordering=True)))
+    sim, registry, name = simulated_front(7, "batched", ack_deadline_s=60, enable_message_ordering=True)
     stream: StreamOpened = sim.ask(registry, OpenStream(StreamSettings(name, 60, 1000, 0)))
     number = 0
     for count in publishes:
