@@ -136,12 +136,12 @@ class KeyRunsMachine(RuleBasedStateMachine):
             self._release(key, got)
             assert len(got) == min(self.limit, len(self.lines[key]))
 
-    @precondition(lambda self: self._running_ids())
+    @precondition(lambda self: bool(self._running_ids()))
     @rule(data=st.data())
     def finish(self, data: st.DataObject) -> None:
         self._finish(data.draw(st.sampled_from(self._running_ids())))
 
-    @precondition(lambda self: [i for i in self._running_ids() if self.key_of[i]])
+    @precondition(lambda self: any(self.key_of[i] for i in self._running_ids()))
     @rule(data=st.data())
     def skip_or_nack(self, data: st.DataObject) -> None:
         """A run item nacked or skipped: its key goes back from its tag, then it finishes."""
