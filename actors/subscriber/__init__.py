@@ -30,7 +30,6 @@ from ._protocol import ReceivedBatch as ReceivedBatch
 from ._protocol import Run as Run
 from ._protocol import RunBatch as RunBatch
 from ._protocol import RunsEnded as RunsEnded
-from ._protocol import Skipped as Skipped
 from ._protocol import SourceGone as SourceGone
 from ._protocol import SubscriptionStats as SubscriptionStats
 from ._pull import PulledBatch as PulledBatch
@@ -71,7 +70,6 @@ __all__ = [
     "ReceivedBatch",
     "Run",
     "RunBatch",
-    "Skipped",
     "RunsEnded",
     "StreamingPullManager",
     "SubscriberMessage",

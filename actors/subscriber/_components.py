@@ -403,7 +403,8 @@ def _invoke_several(
     so nothing is lost between the two paths). They are handed over ``hand_over`` at a time as
     the job goes (None: all with its end). A callback that raises nacks its message, and the
     next callback still runs, except the rest of its key's run: given ``keys`` (one per delivery), a
-    delivery whose key nacked earlier in this job does not run (its outcome is ``SKIPPED``).
+    delivery whose key nacked earlier in this job does not run (its outcome is ``SKIPPED``; the pool
+    nacks it and reports it ended nacked, as for a job that died).
 
     Returns:
         (the collected settlements not yet handed over, in order; (decision, error repr or
@@ -522,13 +523,13 @@ class WorkerPool(Actor):
             job = self._ended(message.job_id)
             if isinstance(job, tuple):
                 settled, outcomes = message.result
-                ended = tuple(CallbackEnded(run.ack_id, run.key, error, decision is SettlementKind.NACK)
-                              for run, (decision, error) in zip(job, outcomes, strict=True)
-                              if (decision, error) != SKIPPED)
-                self.ctx.send(self.manager, RunsEnded(settled, ended))
-                for run, outcome in zip(job, outcomes, strict=True):
-                    if outcome == SKIPPED:  # its key nacked before it: it goes back unstarted
-                        self.ctx.send(self.manager, Skipped(run.ack_id, run.key))
+                # a key run's message skipped after its key nacked goes back (nack) as if its callback had nacked
+                skipped = tuple(Settlement(SettlementKind.NACK, run.ack_id)
+                                for run, outcome in zip(job, outcomes, strict=True) if outcome == SKIPPED)
+                ended = tuple(CallbackEnded(run.ack_id, run.key, error,
+                                            decision is SettlementKind.NACK or (decision, error) == SKIPPED)
+                              for run, (decision, error) in zip(job, outcomes, strict=True))
+                self.ctx.send(self.manager, RunsEnded((*settled, *skipped) if skipped else settled, ended))
             else:
                 nacked = message.result is SettlementKind.NACK
                 self.ctx.send(self.manager, CallbackEnded(job.ack_id, job.key, None, nacked))

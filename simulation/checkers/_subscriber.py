@@ -33,7 +33,6 @@ from conveyor.actors.subscriber import (
     Run,
     RunBatch,
     RunsEnded,
-    Skipped,
 )
 from conveyor.runtime import EventKind, Terminated, TraceEvent
 from conveyor.simulation import Delay, Drop, FaultApplied, Pause, covers
@@ -268,7 +267,7 @@ class _KeyStart:
 
 
 def _forget_run(running: dict[str, list[tuple[str, int, float]]], key: str, ack_id: str) -> None:
-    """Take ``ack_id`` off its key's run of started callbacks (ended, or skipped unstarted)."""
+    """Take ``ack_id`` off its key's run of started callbacks: it ended."""
     busy = running.get(key)
     if busy is None:
         return
@@ -329,8 +328,6 @@ def ordering_keys(trace: Iterable[TraceEvent], subscription_path: str) -> CheckR
                     tag = int(ended.ack_id.partition(":")[2])
                     for start in starts.get(key, ()):
                         start.lowest_nacked_since = min(start.lowest_nacked_since, tag)
-        elif event.kind is EventKind.SENT and event.sender == workers and type(message) is Skipped and message.key:
-            _forget_run(running, message.key, message.ack_id)  # taken off unstarted (a lapse, or its run's nack)
         elif event.kind is EventKind.STOPPED and event.receiver == workers:
             running.clear()  # the process is gone: its callbacks with it
     return CheckResult.of("ordering_keys", violations, checked=checked, keys=len(starts))
