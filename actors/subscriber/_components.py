@@ -469,9 +469,9 @@ class WorkerPool(Actor):
     of them in turn and reports them (and the settlements made in it) as one ``RunsEnded``: a
     hand-over between threads costs more than a short callback. A message in such a job counts as
     started with the job, as Google's client runs what its executor queued. Keyed messages share
-    jobs too: every ``Run`` here is the one running message of its key (the key handler releases
-    the next only once this one's end is reported, with the whole job's), so the messages of one
-    job have distinct keys and the cost per message does not grow with the number of keys.
+    jobs too: the ``Run``s of a key here are its one running *key run* (the key handler releases the
+    next run only once this one's ends are reported), so they stay together in one job, in order, and
+    after one of them nacks the rest of its run does not start (nacked, reported ended nacked).
 
     What waits is spread over the free workers, for callbacks that wait on I/O; once callbacks prove
     short (``SHORT_CALLBACK_S`` on the moving average of the time per callback), it is packed into jobs

@@ -5,7 +5,8 @@ client's ``MessagesOnHold``. Its rules:
 
 * Messages with the same non-empty ordering key reach user code one at a time, in arrival order.
   The first one of an idle key runs at once; later ones are *held* until the one before them
-  is finished.
+  is finished. With ``run_limit`` > 1 a finished key releases several held items at once, a *key
+  run* that one job runs in turn (so still one at a time); the next run waits for all of them.
 * "Finished" means the user callback returned (or raised), not that the server confirmed the
   ack: ordering is about the callbacks, and waiting for acks would stall a key on every round
   trip.
