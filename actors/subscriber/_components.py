@@ -526,8 +526,8 @@ class WorkerPool(Actor):
                 # a key run's message skipped after its key nacked goes back (nack) as if its callback had nacked
                 skipped = tuple(Settlement(SettlementKind.NACK, run.ack_id)
                                 for run, outcome in zip(job, outcomes, strict=True) if outcome == SKIPPED)
-                ended = tuple(CallbackEnded(run.ack_id, run.key, error,
-                                            decision is SettlementKind.NACK or (decision, error) == SKIPPED)
+                ended = tuple(CallbackEnded(run.ack_id, run.key, None, True) if (decision, error) == SKIPPED
+                              else CallbackEnded(run.ack_id, run.key, error, decision is SettlementKind.NACK)
                               for run, (decision, error) in zip(job, outcomes, strict=True))
                 self.ctx.send(self.manager, RunsEnded((*settled, *skipped) if skipped else settled, ended))
             else:
