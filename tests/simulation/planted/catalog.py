@@ -179,7 +179,9 @@ PLANTED: tuple[PlantedBug, ...] = (
     ),
     PlantedBug(
         "key-released-on-ack", "an ordering key's next message is released on ack, not on callback end",
-        "ordering-keys", Variant(manager=subscriber.AckReleasesKey), budget=10,
+        # budget 10 -> 15 with key runs (branch keyjobs): a key run's acks reach the manager with its job's
+        # settlements, so an ack-time release overlaps a callback in fewer interleavings (first found: seed 12)
+        "ordering-keys", Variant(manager=subscriber.AckReleasesKey), budget=15,
         checkers=frozenset({"ordering_keys"}),
     ),
     PlantedBug(
