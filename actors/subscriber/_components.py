@@ -80,6 +80,10 @@ start (when one ends, or when more arrive) instead of making a job of their own.
 handler releases the next messages of a job's keys as it ends, a few at a time: started at once, each few made a
 job (and its hand-overs) of their own. A backlog of this many or more is still spread over free workers."""
 
+KEY_RUN_LIMIT = 16
+"""The most messages of one ordering key the key handler releases at once, as a key run that one job runs in turn
+(``OrderingKeyHolds.run_limit``): with 100 keys each key otherwise moved one message per job and hand-over."""
+
 CALLBACK_TIME_WEIGHT = 0.25
 """The weight of the newest job in the pool's moving average of the time per callback."""
 
@@ -241,11 +245,12 @@ class OrderedKeyHandler(Actor):
     which tells the leaser: the message's max-lease clock starts then, not while it was on hold.
     """
 
-    def __init__(self, manager: ActorRef, workers: ActorRef, fence_s: float = 60.0) -> None:
+    def __init__(self, manager: ActorRef, workers: ActorRef, fence_s: float = 60.0,
+                 run_limit: int = KEY_RUN_LIMIT) -> None:
         self.manager = manager
         self.workers = workers
         self.fence_s = fence_s
-        self.holds = OrderingKeyHolds()
+        self.holds = OrderingKeyHolds(run_limit)
         self.waiting: dict[str, Received] = {}  # held by the core: the message to run when released
         self.early: dict[str, Received] = {}  # a new delivery of a message whose previous run has not ended here
         self.batch: list[Run] | None = None  # while a ReceivedBatch is handled: its runs, sent together
@@ -314,8 +319,13 @@ class OrderedKeyHandler(Actor):
             self.ctx.send(self.manager, Settlement(SettlementKind.NACK, ack_id))
 
     def _finished(self, ack_id: str) -> None:
-        for item in self.holds.finished(ack_id):
-            self._run(self.waiting.pop(item))
+        released = self.holds.finished(ack_id)
+        if len(released) > 1 and self.batch is None:
+            # a key run: one RunBatch, so that the pool keeps it in one job
+            self._batched(lambda item: self._run(self.waiting.pop(item)), released)
+        else:
+            for item in released:
+                self._run(self.waiting.pop(item))
         early = self.early.pop(ack_id, None)
         if early is not None:
             self._arrive(early)
@@ -373,12 +383,17 @@ def _report(delivery: Delivery, message: SubscriberMessage) -> None:
                 delivery.message.message_id, message.ack_id, delivery.delivery_count, exc_info=True)
 
 
+SKIPPED: tuple[SettlementKind | None, str | None] = (None, "skipped: an earlier message of its key nacked in this job")
+"""The outcome of a key run's message that did not run: an earlier one of its key nacked in the same job."""
+
+
 def _invoke_several(
     callback: Callable[[SubscriberMessage], object],
     deliveries: tuple[Delivery, ...],
     settle: Callable[[object], None],
     ask: Callable[..., object],
     hand_over: int | None = SETTLES_PER_HAND_OVER,
+    keys: tuple[str | None, ...] = (),
 ) -> tuple[tuple[object, ...], tuple[tuple[SettlementKind | None, str | None], ...]]:
     """Run the callback on several deliveries in turn, in one worker: one job instead of one each.
 
@@ -387,7 +402,9 @@ def _invoke_several(
     thread, or after the job, goes straight to the manager as usual (only this thread appends,
     so nothing is lost between the two paths). They are handed over ``hand_over`` at a time as
     the job goes (None: all with its end). A callback that raises nacks its message, and the
-    next callback still runs.
+    next callback still runs, except the rest of its key's run: given ``keys`` (one per delivery), a
+    delivery whose key nacked earlier in this job does not run (its outcome is ``SKIPPED``; the pool
+    nacks it and reports it ended nacked, as for a job that died).
 
     Returns:
         (the collected settlements not yet handed over, in order; (decision, error repr or
@@ -410,7 +427,12 @@ def _invoke_several(
             settle(request)
 
     outcomes: list[tuple[SettlementKind | None, str | None]] = []
-    for delivery in deliveries:
+    stopped: set[str] = set()  # keys whose run in this job nacked: the rest of the run goes back unstarted
+    for index, delivery in enumerate(deliveries):
+        key = keys[index] if keys else None
+        if key and key in stopped:
+            outcomes.append(SKIPPED)
+            continue
         message = SubscriberMessage(delivery, settle_here, ask)
         try:
             callback(message)
@@ -418,8 +440,12 @@ def _invoke_several(
             _report(delivery, message)
             message.nack(error)
             outcomes.append((SettlementKind.NACK, repr(error)))
+            if key:
+                stopped.add(key)
         else:
             outcomes.append((message.decision, None))
+            if key and message.decision is SettlementKind.NACK:
+                stopped.add(key)
     collecting = False
     return tuple(collected), tuple(outcomes)
 
@@ -443,9 +469,9 @@ class WorkerPool(Actor):
     of them in turn and reports them (and the settlements made in it) as one ``RunsEnded``: a
     hand-over between threads costs more than a short callback. A message in such a job counts as
     started with the job, as Google's client runs what its executor queued. Keyed messages share
-    jobs too: every ``Run`` here is the one running message of its key (the key handler releases
-    the next only once this one's end is reported, with the whole job's), so the messages of one
-    job have distinct keys and the cost per message does not grow with the number of keys.
+    jobs too: the ``Run``s of a key here are its one running *key run* (the key handler releases the
+    next run only once this one's ends are reported), so they stay together in one job, in order, and
+    after one of them nacks the rest of its run does not start (nacked, reported ended nacked).
 
     What waits is spread over the free workers, for callbacks that wait on I/O; once callbacks prove
     short (``SHORT_CALLBACK_S`` on the moving average of the time per callback), it is packed into jobs
@@ -497,9 +523,13 @@ class WorkerPool(Actor):
             job = self._ended(message.job_id)
             if isinstance(job, tuple):
                 settled, outcomes = message.result
-                ended = tuple(CallbackEnded(run.ack_id, run.key, error, decision is SettlementKind.NACK)
+                # a key run's message skipped after its key nacked goes back (nack) as if its callback had nacked
+                skipped = tuple(Settlement(SettlementKind.NACK, run.ack_id)
+                                for run, outcome in zip(job, outcomes, strict=True) if outcome == SKIPPED)
+                ended = tuple(CallbackEnded(run.ack_id, run.key, None, True) if (decision, error) == SKIPPED
+                              else CallbackEnded(run.ack_id, run.key, error, decision is SettlementKind.NACK)
                               for run, (decision, error) in zip(job, outcomes, strict=True))
-                self.ctx.send(self.manager, RunsEnded(settled, ended))
+                self.ctx.send(self.manager, RunsEnded((*settled, *skipped) if skipped else settled, ended))
             else:
                 nacked = message.result is SettlementKind.NACK
                 self.ctx.send(self.manager, CallbackEnded(job.ack_id, job.key, None, nacked))
@@ -531,14 +561,18 @@ class WorkerPool(Actor):
             share = len(waiting) if pack else -(-len(waiting) // (self.workers - len(self.running)))
             run = waiting.popleft()
             size = min(share, self.callbacks_per_job)
-            if size > 1:
+            if size > 1 or (run.key and waiting and waiting[0].key == run.key):
                 runs = [run]
                 while waiting and len(runs) < size:
+                    runs.append(waiting.popleft())
+                # a key's run (the key handler's release of several) stays in one job, in order
+                while waiting and runs[-1].key and waiting[0].key == runs[-1].key:
                     runs.append(waiting.popleft())
                 self._note_started(runs)
                 job = self.ctx.run_job(_invoke_several, self.callback, tuple(r.delivery for r in runs),
                                        self.settle, self.ask,
-                                       PACKED_SETTLES_PER_HAND_OVER if pack else SETTLES_PER_HAND_OVER)
+                                       PACKED_SETTLES_PER_HAND_OVER if pack else SETTLES_PER_HAND_OVER,
+                                       tuple(r.key for r in runs))
                 self.running[job] = tuple(runs)
             else:
                 self._note_started((run,))
@@ -557,18 +591,24 @@ class WorkerPool(Actor):
 
     def _note_started(self, runs: Sequence[Run]) -> None:
         if self.ctx.tracing:
+            previous: Run | None = None
             for run in runs:
                 delivery = run.delivery
-                self.ctx.note(CallbackStarted(run.ack_id, run.key, delivery.tag, delivery.delivery_count))
+                after = previous.ack_id if previous is not None and run.key and previous.key == run.key else None
+                self.ctx.note(CallbackStarted(run.ack_id, run.key, delivery.tag, delivery.delivery_count, after))
+                previous = run
 
     def _skip(self, lapsed: frozenset[str]) -> None:
         """Take the lapsed messages that have not started off the queue: the queue redelivers them."""
         if not any(run.ack_id in lapsed for run in self.waiting):
             return
         kept: deque[Run] = deque()
+        cut: set[str] = set()  # keys whose run lost a message: the rest of that run goes back too
         for run in self.waiting:
-            if run.ack_id in lapsed:
+            if run.ack_id in lapsed or (run.key and run.key in cut):
                 self.ctx.send(self.manager, Skipped(run.ack_id, run.key))
+                if run.key:
+                    cut.add(run.key)
             else:
                 kept.append(run)
         self.waiting = kept

@@ -5,7 +5,8 @@ client's ``MessagesOnHold``. Its rules:
 
 * Messages with the same non-empty ordering key reach user code one at a time, in arrival order.
   The first one of an idle key runs at once; later ones are *held* until the one before them
-  is finished.
+  is finished. With ``run_limit`` > 1 a finished key releases several held items at once, a *key
+  run* that one job runs in turn (so still one at a time); the next run waits for all of them.
 * "Finished" means the user callback returned (or raised), not that the server confirmed the
   ack: ordering is about the callbacks, and waiting for acks would stall a key on every round
   trip.
@@ -143,15 +144,17 @@ class _Item:
 
 @final
 class _KeyLine:
-    """One active ordering key: the item running now and the items held behind it, oldest first.
+    """One active ordering key: its running item (the head of its run), how many of its run have not
+    finished, and the items held behind them, oldest first.
 
     A plain class, not attrs: one is made each time a key becomes active, with 1,000 keys for most messages.
     """
 
-    __slots__ = ("held", "running")
+    __slots__ = ("held", "running", "unfinished")
 
     def __init__(self, running: str) -> None:
         self.running = running
+        self.unfinished = 1
         self.held: deque[str] = deque()
 
 
@@ -171,12 +174,21 @@ def _check_tag(value: object) -> None:
 class OrderingKeyHolds:
     """Holds back messages whose ordering key is busy and releases them one at a time, in order.
 
+    With ``run_limit`` n > 1, a key whose running items all finished releases up to n of its held
+    items at once, oldest first (a *key run*, for one job to run in turn); the key stays busy until
+    every item of the run has finished, in any order. ``run_limit=1`` is one at a time.
+
     Owned by one actor (the subscriber's ordering actor), so it is unsynchronised.
     """
 
-    __slots__ = ("_fence_of", "_fences", "_held", "_items", "_lines", "_max_held", "_out")
+    __slots__ = ("_fence_of", "_fences", "_held", "_items", "_lines", "_max_held", "_out", "run_limit")
 
-    def __init__(self) -> None:
+    def __init__(self, run_limit: int = 1) -> None:
+        if type(run_limit) is not int or run_limit < 1:
+            msg = f"OrderingKeyHolds: run_limit must be an int >= 1, got {quote(run_limit)}"
+            raise ValueError(msg)
+        self.run_limit = run_limit
+        """The most held items of a key released at once, as one run."""
         self._items: dict[str, _Item] = {}
         """Every item that arrived and has not finished, in arrival order."""
         self._lines: dict[str, _KeyLine] = {}
@@ -242,8 +254,10 @@ class OrderingKeyHolds:
             item_id: the ack id of an item that ``arrive`` or ``finished`` returned earlier.
 
         Returns:
-            ``(next_id,)``, the oldest held item of the same key (now running), or ``()`` if
-            none is held, in which case the key becomes idle. Always ``()`` for an unordered item.
+            ``()`` while other items of the key's run have not finished. Otherwise the oldest held
+            items of the same key, up to ``run_limit`` (now running, as the key's next run), or
+            ``()`` if none is held, in which case the key becomes idle. Always ``()`` for an
+            unordered item.
 
         Raises:
             HoldError: ``item_id`` is unknown (never arrived, or finished already) or is still
@@ -268,14 +282,27 @@ class OrderingKeyHolds:
         if item.key is None:
             return ()
         line = self._lines[item.key]
-        if not line.held:
+        line.unfinished -= 1
+        if line.unfinished:
+            return ()
+        held = line.held
+        if not held:
             del self._lines[item.key]
             return ()
-        next_id = line.held.popleft()
-        line.running = next_id
-        self._items[next_id].state = HoldState.RUNNING
-        self._held -= 1
-        return (next_id,)
+        if self.run_limit == 1 or len(held) == 1:
+            next_id = held.popleft()
+            line.running = next_id
+            line.unfinished = 1
+            self._items[next_id].state = HoldState.RUNNING
+            self._held -= 1
+            return (next_id,)
+        released = tuple(held.popleft() for _ in range(min(self.run_limit, len(held))))
+        for next_id in released:
+            self._items[next_id].state = HoldState.RUNNING
+        line.running = released[0]
+        line.unfinished = len(released)
+        self._held -= len(released)
+        return released
 
     def drop_key(self, key: str) -> tuple[str, ...]:
         """Remove and return every held item of ``key``, oldest first, for shutdown or nack-all-held.

@@ -172,6 +172,9 @@ class CallbackStarted:
     key: str | None
     tag: int
     attempt: int
+    after: str | None = None
+    """In a key run: the ack id of the message of the same key this one runs right after, in the same job
+    (it starts only once that callback has ended, or not at all if that one nacked)."""
 
 
 @final

@@ -266,6 +266,16 @@ class _KeyStart:
     lowest_nacked_since: float = float("inf")
 
 
+def _forget_run(running: dict[str, list[tuple[str, int, float]]], key: str, ack_id: str) -> None:
+    """Take ``ack_id`` off its key's run of started callbacks: it ended."""
+    busy = running.get(key)
+    if busy is None:
+        return
+    busy[:] = [start for start in busy if start[0] != ack_id]
+    if not busy:
+        del running[key]
+
+
 def ordering_keys(trace: Iterable[TraceEvent], subscription_path: str) -> CheckResult:
     """Per ordering key: one callback at a time, and callbacks start in publish (tag) order.
 
@@ -281,7 +291,7 @@ def ordering_keys(trace: Iterable[TraceEvent], subscription_path: str) -> CheckR
     """
     workers = _part(subscription_path, Part.WORKERS)
     keys = _part(subscription_path, Part.KEYS)
-    running: dict[str, tuple[str, int, float]] = {}  # key -> (ack id, tag, started at)
+    running: dict[str, list[tuple[str, int, float]]] = {}  # key -> its run started: (ack id, tag, started at)
     starts: dict[str, list[_KeyStart]] = {}
     violations: list[str] = []
     checked = 0
@@ -298,9 +308,10 @@ def ordering_keys(trace: Iterable[TraceEvent], subscription_path: str) -> CheckR
             checked += 1
             where = f"t={event.time:g}: key {key!r} tag {message.tag}"
             busy = running.get(key)
-            if busy is not None:
-                violations.append(f"{where} started while tag {busy[1]} (since t={busy[2]:g}) still ran")
-            running[key] = (message.ack_id, message.tag, event.time)
+            if busy and busy[-1][0] != message.after:
+                violations.append(f"{where} started while tag {busy[-1][1]} (since t={busy[-1][2]:g}) still ran")
+            # a key run's next message (``after`` the one before it, in the same job) runs once that one ends
+            running.setdefault(key, []).append((message.ack_id, message.tag, event.time))
             earlier = starts.setdefault(key, [])
             for start in earlier:
                 if start.tag > message.tag and start.lowest_nacked_since > message.tag:
@@ -312,9 +323,7 @@ def ordering_keys(trace: Iterable[TraceEvent], subscription_path: str) -> CheckR
                 key = ended.key
                 if not key:
                     continue
-                busy = running.get(key)
-                if busy is not None and busy[0] == ended.ack_id:
-                    del running[key]
+                _forget_run(running, key, ended.ack_id)
                 if ended.nacked:
                     tag = int(ended.ack_id.partition(":")[2])
                     for start in starts.get(key, ()):

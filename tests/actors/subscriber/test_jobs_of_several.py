@@ -23,9 +23,11 @@ from conveyor.actors.subscriber import SubscriberMessage, WorkerPool, subscribe
 from conveyor.actors.subscriber._components import PACKED_SETTLES_PER_HAND_OVER, SETTLES_PER_HAND_OVER
 from conveyor.actors.subscriber._protocol import (
     CallbackEnded,
+    Lapsed,
     RunBatch,
     RunsEnded,
     Settles,
+    Skipped,
 )
 from conveyor.actors.subscriber._protocol import Run as RunOne
 from conveyor.actors.subscriber._protocol import (
@@ -294,3 +296,44 @@ def test_while_a_packed_job_runs_a_few_short_callbacks_wait_for_the_next_job_and
     sim.run(until=2.0)
     assert [len(job.ended) for job in log if type(job) is RunsEnded] == sizes
     assert [settle.ack_id for settle in _settled(log)] == [f"1:{t}" for t in range(1, tag)]
+
+
+def test_a_key_run_stays_in_one_job_in_order_even_across_free_workers() -> None:
+    """The key handler's release of several messages of one key (a key run) is never split over jobs."""
+    sim, pool, log = _pool(lambda message: message.ack(), workers=4)
+    pool.tell(RunBatch((_run(1, "a"), _run(2, "a"), _run(3, "a"), _run(4, "b"))))
+    sim.run(until=60.0)
+    assert [[end.ack_id for end in job.ended] for job in log if type(job) is RunsEnded] == [["1:1", "1:2", "1:3"]]
+    assert [end.ack_id for end in log if type(end) is CallbackEnded] == ["1:4"], "the other key: a job of its own"
+
+
+def test_after_a_nack_the_rest_of_its_key_run_goes_back_unstarted_and_other_keys_go_on() -> None:
+    calls: list[int] = []
+
+    def callback(message: SubscriberMessage) -> None:
+        calls.append(message.tag)
+        if message.tag == 2:
+            message.nack()
+        else:
+            message.ack()
+
+    sim, pool, log = _pool(callback, workers=1)
+    pool.tell(RunBatch((_run(1, "a"), _run(2, "a"), _run(3, "a"), _run(4, "a"), _run(5, "b"))))
+    sim.run(until=60.0)
+    assert calls == [1, 2, 5], "3 and 4 must not run after 2 of their key nacked"
+    ended = [(end.ack_id, end.nacked) for job in log if type(job) is RunsEnded for end in job.ended]
+    assert ended == [("1:1", False), ("1:2", True), ("1:3", True), ("1:4", True), ("1:5", False)]
+    kinds = {settle.ack_id: settle.kind for settle in _settled(log)}
+    assert kinds == {"1:1": SettleKind.ACK, "1:2": SettleKind.NACK, "1:3": SettleKind.NACK,
+                     "1:4": SettleKind.NACK, "1:5": SettleKind.ACK}, "the skipped go back to the queue"
+
+
+def test_a_lapse_in_a_waiting_key_run_cuts_the_rest_of_it() -> None:
+    sim, pool, log = _pool(lambda message: message.ack(), workers=1)
+    pool.tell(RunOne("1:9", None, _run(9).delivery))  # occupies the one worker
+    pool.tell(RunBatch((_run(1, "a"), _run(2, "a"), _run(3, "a"))))
+    pool.tell(Lapsed(("1:2",)))
+    sim.run(until=60.0)
+    assert [m.ack_id for m in log if type(m) is Skipped] == ["1:2", "1:3"]
+    assert "1:1" in [end.ack_id for m in log if type(m) in (RunsEnded, CallbackEnded)
+                     for end in (m.ended if type(m) is RunsEnded else (m,))]

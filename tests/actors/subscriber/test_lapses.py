@@ -69,7 +69,10 @@ def _to(name: str, log: Log) -> list[Any]:
 
 
 def _runs(log: Log) -> list[tuple[str, int]]:
-    return [(m.ack_id, m.delivery.delivery_count) for who, m in log if who == "workers" and type(m) is Run]
+    """The runs handed to the pool, one ``Run`` or a ``RunBatch`` (a key run) at a time, in order."""
+    runs = [run for who, m in log if who == "workers"
+            for run in ((m,) if type(m) is Run else m.runs if type(m) is RunBatch else ())]
+    return [(run.ack_id, run.delivery.delivery_count) for run in runs]
 
 
 def _key_handler(clock_at: float = 10.0) -> tuple[Simulation, ActorRef, Log]:
