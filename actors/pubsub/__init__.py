@@ -90,14 +90,18 @@ from ._surface import DetachFromTopic as DetachFromTopic
 if typing.TYPE_CHECKING:
     from ._rest import RestBindError as RestBindError
     from ._server import PubSubServer as PubSubServer
+    from ._transport import TRANSIT_ALLOWANCE_S as TRANSIT_ALLOWANCE_S
     from ._transport import PubSubConsumer as PubSubConsumer
     from ._transport import PubSubTransport as PubSubTransport
+    from ._transport import Settlements as Settlements
+    from ._transport import stream_deadline_s as stream_deadline_s
     from ._transport import subscribe_remote as subscribe_remote
 else:
     __getattr__ = _lazy_exports(__name__, "pubsub", {
         "._rest": ("RestBindError",),
         "._server": ("PubSubServer",),
-        "._transport": ("PubSubConsumer", "PubSubTransport", "subscribe_remote"),
+        "._transport": ("PubSubConsumer", "PubSubTransport", "Settlements", "TRANSIT_ALLOWANCE_S", "stream_deadline_s",
+                         "subscribe_remote"),
     })
 
 __all__ = [
@@ -162,6 +166,9 @@ __all__ = [
     "request_refusal",
     "stored_size",
     "subscribe_remote",
+    "Settlements",
+    "TRANSIT_ALLOWANCE_S",
+    "stream_deadline_s",
     "HttpPusher",
     "PushActor",
     "PushAnswered",

@@ -16,6 +16,7 @@ client does; calls wait for the channel while the server restarts.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final, cast, final
@@ -41,6 +42,7 @@ from conveyor.actors.subscriber import (
     Deliveries,
     Dispatcher,
     FlowControl,
+    Leaser,
     Part,
     SourceGone,
     StreamingPullManager,
@@ -49,6 +51,7 @@ from conveyor.actors.subscriber import (
 )
 from conveyor.runtime import Actor, ActorRef, ActorSystemBase, ConveyorError, JobDone, JobFailed
 
+from ._edge import STREAM_DEADLINE_MAX_S, STREAM_DEADLINE_MIN_S
 from ._limits import ACK_REQUEST_MAX_BYTES
 
 log = logging.getLogger("conveyor.pubsub")
@@ -65,6 +68,18 @@ _CALL_TIMEOUT_S: Final = 30.0  # a settlement call waits this long for the serve
 _IDS_PER_CALL: Final = 2500  # ack ids of ~40 bytes: about 100 KB per request, far under Pub/Sub's 512 KB
 _BYTES_PER_CALL: Final = ACK_REQUEST_MAX_BYTES - 4096  # and never over it, whatever the ids' length
 RELEASED_MEMORY: Final = 100_000
+TRANSIT_ALLOWANCE_S: Final = 5
+"""The longest a delivery is taken to need from the server's send to the subscriber's leaser. A stream asks for
+this much more than the shortest lease extension as its ack deadline, and the leaser counts each delivery's lease
+as that deadline less this from its receipt, so it sends no deadline change at receipt (Google's client does: a
+second call per message, and acks queued behind it)."""
+
+
+def stream_deadline_s(flow: FlowControl) -> int:
+    """The ``stream_ack_deadline_seconds`` a subscriber with ``flow`` asks for: its shortest extension plus the
+    transit allowance, in Pub/Sub's range."""
+    wanted = math.ceil(flow.min_duration_per_lease_extension_s) + TRANSIT_ALLOWANCE_S
+    return min(STREAM_DEADLINE_MAX_S, max(STREAM_DEADLINE_MIN_S, wanted))
 """How many messages given back (nacked, or their ack refused) keep their tag for a redelivery.
 
 A message the server never sends back (dead-lettered, or taken by another subscriber) would
@@ -522,21 +537,30 @@ class _RemoteStreamingPullManager(StreamingPullManager):
         super().__init__(cast("ActorRef", None), callback, flow, workers, callbacks_per_job=callbacks_per_job)
         self.transport = transport
         self.subscription = subscription
+        self.deadline_s = stream_deadline_s(flow)
 
     def make_part(self, name: str, factory: Callable[..., Actor], *args: Any) -> ActorRef:
-        """Spawn the parts as usual, but the consumer speaks gRPC and settlements reach it without a timer's wait.
+        """Spawn the parts as usual, but the consumer speaks gRPC, settlements reach it without a timer's wait,
+        and the leaser knows the lease each delivery comes with.
 
         The consumer gathers whatever comes while its settlement call is out into the next call, so
         the dispatcher's 10 ms batching only delayed each ack (and the server's flow-control credit).
+        The stream's ack deadline (``stream_deadline_s``) already leases each delivery for at least the
+        shortest extension from its receipt on, so the leaser sends no deadline change at receipt.
         """
         if name == Part.DISPATCHER:
             return super().make_part(name, lambda manager: Dispatcher(manager, max_delay_s=0.0), *args)
+        if name == Part.LEASER:
+            granted = float(self.deadline_s - TRANSIT_ALLOWANCE_S)
+            return super().make_part(
+                name, lambda manager, dispatcher, flow: Leaser(manager, dispatcher, flow, granted_s=granted), *args)
         if name != Part.CONSUMER:
             return super().make_part(name, factory, *args)
         _, client, settings = args
-        transport, subscription = self.transport, self.subscription
-        return self.ctx.spawn(lambda: PubSubConsumer(transport, subscription, client, settings, batches=True),
-                              name=name)
+        transport, subscription, deadline_s = self.transport, self.subscription, self.deadline_s
+        return self.ctx.spawn(
+            lambda: PubSubConsumer(transport, subscription, client, settings, deadline_s=deadline_s, batches=True),
+            name=name)
 
 
 def subscribe_remote(

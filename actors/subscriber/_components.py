@@ -147,9 +147,14 @@ class Leaser(Actor):
     paused past it) tells the manager ``Lapsed``: the queue has taken those messages back.
     """
 
-    def __init__(self, manager: ActorRef, dispatcher: ActorRef, flow: FlowControl) -> None:
+    def __init__(self, manager: ActorRef, dispatcher: ActorRef, flow: FlowControl,
+                 granted_s: float | None = None) -> None:
         self.manager = manager
         self.dispatcher = dispatcher
+        self.granted_s = granted_s
+        """The lease every delivery is known to hold when it arrives, counted from its receipt (a Pub/Sub
+        stream's ack deadline less a transit allowance), or None. While the extension asked for is no
+        longer, a receipt sends no extension: the server already holds the message that long."""
         self.table = LeaseTable(flow)
         self.histogram = Histogram()
         self.timer: TimerHandle | None = None
@@ -159,20 +164,30 @@ class Leaser(Actor):
         """Lease, release, or maintain."""
         now = self.ctx.now()
         if type(message) is Received:
-            # The first extension right away, as the Pub/Sub client does for each batch received.
+            # The first extension right away, as the Pub/Sub client does for each batch received,
+            # unless the delivery came with a lease at least as long (``granted_s``).
             extension = self.table.deadline_for(self.histogram)
-            self.table.add(message.ack_id, message.size, now, extension, on_hold=bool(message.key))
-            self.ctx.send(self.dispatcher, Settlement(SettlementKind.MODACK, message.ack_id, extension))
+            granted = self.granted_s
+            if granted is not None and granted >= extension:
+                self.table.add(message.ack_id, message.size, now, granted, on_hold=bool(message.key))
+            else:
+                self.table.add(message.ack_id, message.size, now, extension, on_hold=bool(message.key))
+                self.ctx.send(self.dispatcher, Settlement(SettlementKind.MODACK, message.ack_id, extension))
             next_check = self.table.next_check_at
             if next_check is not None:
                 self._arm(next_check)
         elif type(message) is ReceivedBatch:
             # As for Received, with one extension request for the whole batch.
             extension = self.table.deadline_for(self.histogram)
+            granted = self.granted_s
             add = self.table.add
-            for item in message.items:
-                add(item.ack_id, item.size, now, extension, on_hold=bool(item.key))
-            self.ctx.send(self.dispatcher, Extend(tuple(item.ack_id for item in message.items), extension))
+            if granted is not None and granted >= extension:
+                for item in message.items:
+                    add(item.ack_id, item.size, now, granted, on_hold=bool(item.key))
+            else:
+                for item in message.items:
+                    add(item.ack_id, item.size, now, extension, on_hold=bool(item.key))
+                self.ctx.send(self.dispatcher, Extend(tuple(item.ack_id for item in message.items), extension))
             next_check = self.table.next_check_at
             if next_check is not None:
                 self._arm(next_check)

@@ -15,7 +15,7 @@ import pytest
 from google.cloud import pubsub_v1
 from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError, AcknowledgeStatus
 
-from conveyor.actors.pubsub import PubSubServer, PubSubTransport, subscribe_remote
+from conveyor.actors.pubsub import PubSubServer, PubSubTransport, Settlements, stream_deadline_s, subscribe_remote
 from conveyor.actors.subscriber import FlowControl, SubscriptionFailed
 from conveyor.runtime import ThreadSystem
 from tests.actors.pubsub.helpers import fast_reconnect_clients, pull_exactly, pull_nothing, subscription, topic
@@ -448,3 +448,46 @@ def test_conveyor_stops_with_an_error_when_its_subscription_is_deleted(
         assert not running.running
     finally:
         system.shutdown()
+
+
+class RecordingTransport(PubSubTransport):  # type: ignore[misc]  # final: a test may subclass to record
+    """The real transport, remembering each stream's ack deadline and each settlement call's ids."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__(target)
+        self.stream_deadlines: list[int] = []
+        self.modacks: list[tuple[int, tuple[str, ...]]] = []
+        self.acks: list[str] = []
+
+    def stream(self, subscription: str, settings: Any, deadline_s: int, alive: Callable[[], bool],
+               deliver: Callable[[object], None]) -> tuple[str, str]:
+        self.stream_deadlines.append(deadline_s)
+        return super().stream(subscription, settings, deadline_s, alive, deliver)
+
+    def settle(self, subscription: str, settlements: Settlements) -> frozenset[str]:
+        self.acks.extend(settlements.acks)
+        self.modacks.extend(settlements.modacks)
+        return super().settle(subscription, settlements)
+
+
+def test_conveyor_sends_no_deadline_change_at_receipt_the_stream_deadline_leases_each_delivery(
+        pubsub_server: PubSubServer, publisher: pubsub_v1.PublisherClient,
+        subscriber: pubsub_v1.SubscriberClient) -> None:
+    """Google's client modacks every message it receives; conveyor's stream asks for a deadline that covers
+    the shortest extension from receipt on (``stream_deadline_s``), so the only call per message is its ack."""
+    publisher.create_topic(name=topic("receipt"))
+    subscriber.create_subscription(request={"name": subscription("receipt-sub"), "topic": topic("receipt")})
+    for n in range(50):
+        publisher.publish(topic("receipt"), b"%d" % n)
+    recording = RecordingTransport(pubsub_server.address)
+    try:
+        seen = Seen()
+        stop = ConveyorClient(recording).subscribe(subscription("receipt-sub"), seen)
+        seen.wait(50)
+        stop()
+    finally:
+        recording.close()
+    assert recording.stream_deadlines[0] == stream_deadline_s(FlowControl()) == 15
+    assert recording.modacks == [], "no deadline change: each delivery came leased for 15 s"
+    assert len(recording.acks) == 50
+    assert pull_nothing(subscriber, subscription("receipt-sub")) == []
