@@ -14,9 +14,10 @@ Anything else takes the slow path, which walks the value and names the culprit.
 from __future__ import annotations
 
 import enum
+import inspect
 import operator
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 from attr._make import _frozen_setattrs  # attrs has no public "is frozen" test
@@ -62,17 +63,53 @@ def checked_when_built(cls: type[_T]) -> type[_T]:
     many = _FIELDS.get(cls)
     build = cls.__init__
 
+    def refuse(self: Any) -> None:
+        for name in names:
+            _walk(getattr(self, name), f"{cls.__qualname__}.{name}")  # raises, naming the field
+
     def build_and_check(self: Any, *args: Any, **kwargs: Any) -> None:
         build(self, *args, **kwargs)
         for value in (one(self),) if one is not None else many(self):  # type: ignore[misc]
             if type(value) not in _SCALARS and not _is_immutable(value):
-                for name in names:
-                    _walk(getattr(self, name), f"{cls.__qualname__}.{name}")  # raises, naming the field
+                refuse(self)
 
-    build_and_check.__doc__ = build.__doc__
-    cls.__init__ = build_and_check  # type: ignore[method-assign]
+    fused = _fused_init(build, names, refuse)
+    if fused is None:
+        build_and_check.__doc__ = build.__doc__
+        fused = build_and_check
+    cls.__init__ = fused  # type: ignore[method-assign]
     _SCALARS.add(cls)
     return cls
+
+
+def _fused_init(build: Callable[..., None], names: tuple[str, ...],
+                refuse: Callable[[Any], None]) -> Callable[..., None] | None:
+    """attrs' generated ``__init__`` with the field checks appended, as one function; None if its source is unknown.
+
+    The same checks as ``checked_when_built``'s wrapper, without the wrapper's call and argument
+    forwarding, which cost as much as the attrs ``__init__`` itself (0.94 against 0.41 us for three fields).
+    """
+    try:
+        source = inspect.getsource(build)
+    except (OSError, TypeError):
+        return None
+    if not source.startswith("def __init__(self") or not all(name.isidentifier() for name in names):
+        return None
+    checks = " or ".join(f"(type(self.{name}) not in _conveyor_scalars and not _conveyor_immutable(self.{name}))"
+                         for name in names)
+    source = f"{source.rstrip()}\n    if {checks}:\n        _conveyor_refuse(self)\n"
+    namespace: dict[str, Any] = dict(build.__globals__)
+    namespace.update(_conveyor_scalars=_SCALARS, _conveyor_immutable=_is_immutable, _conveyor_refuse=refuse)
+    try:
+        exec(compile(source, f"<checked_when_built {build.__qualname__}>", "exec"), namespace)
+    except SyntaxError:
+        return None
+    fused = namespace["__init__"]
+    fused.__doc__ = build.__doc__
+    fused.__qualname__ = build.__qualname__
+    fused.__defaults__ = build.__defaults__
+    fused.__kwdefaults__ = build.__kwdefaults__
+    return cast("Callable[..., None]", fused)
 
 
 def ensure_immutable(message: object) -> None:

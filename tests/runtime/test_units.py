@@ -255,6 +255,51 @@ def test_checked_when_built_refuses_a_mutable_field_at_construction_and_sends_sk
         checked_when_built(int)
 
 
+def _convert_pair(value: object) -> object:
+    return tuple(value) if isinstance(value, list) else value
+
+
+@given(name=st.text(max_size=5), count=st.integers() | st.floats(allow_nan=False) | st.none(),
+       items=st.lists(st.integers(), max_size=3).map(tuple) | st.lists(st.integers(), max_size=3)
+       | st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+       pair=st.lists(st.integers(), max_size=2) | st.none())
+def test_checked_when_built_builds_what_attrs_builds_and_refuses_what_the_walk_refuses(
+        name: str, count: object, items: object, pair: object) -> None:
+    """The fused ``__init__`` (attrs' own with the checks appended) keeps defaults, converters, validators and
+    post-init hooks, and refuses exactly the instances ``ensure_immutable`` refuses, naming the field."""
+    from conveyor.runtime._immutability import checked_when_built
+
+    def make(checked: bool) -> type:
+        @attrs.frozen
+        class Sample:
+            name: str = attrs.field(validator=attrs.validators.instance_of(str))
+            count: object = None
+            items: object = ()
+            pair: object = attrs.field(default=None, converter=_convert_pair)
+            size: int = attrs.field(init=False)
+
+            def __attrs_post_init__(self) -> None:
+                object.__setattr__(self, "size", len(self.name))
+
+        return checked_when_built(Sample) if checked else Sample
+
+    plain, checked = make(False), make(True)
+    assert vars(checked)["__init__"].__qualname__.endswith("Sample.__init__"), "the fused __init__, not the wrapper"
+    expected = plain(name, count, items, pair=pair)
+    try:
+        ensure_immutable(expected)
+    except MutableMessageError as error:
+        field = str(error).partition(" is ")[0].rpartition(".")[2]
+        with pytest.raises(MutableMessageError, match=rf"Sample\.{field} is "):
+            checked(name, count, items, pair=pair)
+        return
+    built = checked(name, count, items, pair=pair)
+    assert attrs.asdict(built, recurse=False) == attrs.asdict(expected, recurse=False)
+    assert checked(name).pair is None and checked(name).items == ()
+    with pytest.raises(TypeError):
+        checked(5)  # the validator still runs
+
+
 # --- quoting bad values in error messages ----------------------------------------------------------
 
 
