@@ -165,6 +165,30 @@ class Message:
         """The headers as a dict, for selectors."""
         return dict(self.headers)
 
+    @classmethod
+    def from_decoded(cls, body: bytes, attributes: Mapping[str, str], group: str | None, message_id: str) -> Message:
+        """A message built from a decoded protocol buffer (Pub/Sub's ``PubsubMessage``) without the checks.
+
+        The wire format already typed every field (bytes, a map of str to str, str), and the server
+        refused empty keys; what is left is sorting the headers. Default priority, no TTL or delay.
+        Used where every received message is built (the Pub/Sub transport), where the checks cost
+        1.4 us of 2.3.
+        """
+        message = _new_message(cls)
+        headers = tuple(sorted(attributes.items())) if attributes else ()
+        size = len(body)
+        for key, value in headers:
+            size += len(key) + len(value)
+        _set(message, "body", body)
+        _set(message, "headers", headers)
+        _set(message, "priority", DEFAULT_PRIORITY)
+        _set(message, "ttl_s", None)
+        _set(message, "delay_s", None)
+        _set(message, "group", group or None)
+        _set(message, "message_id", message_id)
+        _set(message, "size", size)
+        return message
+
     def __reduce__(self) -> tuple[type[Message], tuple[object, ...]]:
         """Pickled as its init fields, rebuilt by ``Message(*fields)`` (checked again, ``size`` recomputed).
 
@@ -174,6 +198,8 @@ class Message:
         return Message, (self.body, self.headers, self.priority, self.ttl_s, self.delay_s, self.group, self.message_id)
 
 
+_new_message = object.__new__
+_set = object.__setattr__
 _FIELD_TTL, _FIELD_DELAY, _FIELD_GROUP = (attrs.fields(Message).ttl_s, attrs.fields(Message).delay_s,
                                          attrs.fields(Message).group)
 

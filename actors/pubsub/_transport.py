@@ -297,11 +297,10 @@ class _InFlight:
 def _received_item(received: Any) -> tuple[str, Message, int]:
     """(ack id, message, delivery attempt) of one ``ReceivedMessage``; each protobuf field read once."""
     message = received.message
-    attributes = message.attributes
     return (
         received.ack_id,
-        Message(message.data, headers=tuple(attributes.items()) if attributes else (),
-                group=message.ordering_key or None, message_id=message.message_id),
+        # the wire typed every field: no checks (Message.from_decoded)
+        Message.from_decoded(message.data, message.attributes, message.ordering_key, message.message_id),
         received.delivery_attempt,  # 0 (unset) unless the subscription has a dead-letter policy
     )
 
