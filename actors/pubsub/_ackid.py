@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 from typing import Any, Final, final
 
 import attrs
@@ -142,6 +143,21 @@ class AckIdReader:
             if len(known) > self._capacity:
                 del known[next(iter(known))]
         return ack_id
+
+    def learn(self, issued: tuple[tuple[str, AckId], ...]) -> None:
+        """Remember ids this subscription's bindings just issued (``codec.issue``'s texts and what they name).
+
+        Their acks are then a lookup: an issued id verifies by construction, so what ``read`` answers is
+        still exactly ``codec.read``'s.
+        """
+        if not self._capacity:
+            return
+        known = self._known
+        known.update(issued)
+        excess = len(known) - self._capacity
+        if excess > 0:
+            for text in list(itertools.islice(known, excess)):
+                del known[text]
 
     def take(self, text: str) -> AckId | None:
         """``codec.read(text)`` for an id whose message is being settled: it is not remembered any more."""

@@ -222,6 +222,14 @@ def from_broker(message: Message) -> PubMessage:
 
 
 @final
+@attrs.frozen
+class _Issued:
+    """Binding -> its subscription: the ack ids it issued for a batch, so that their acks are a lookup, not a seal."""
+
+    ids: tuple[tuple[str, AckId], ...]
+
+
+@final
 class Binding(Actor):
     """One StreamingPull (``pull`` None) or one Pull, consuming from the subscription's queue.
 
@@ -410,11 +418,14 @@ class Binding(Actor):
         if self.pull is not None:  # one response: what fits its bytes; the rest goes back unseen (_detach)
             deliveries, self.buffer = _fitting(deliveries, self.pull.max_bytes)
         issue, subscription, generation, number = self.codec.issue, self.subscription_id, self.generation, self.number
-        received = tuple(
-            (issue(AckId(subscription, generation, number, d.tag, d.delivery_count, d.message.message_id)),
-             from_broker(d.message), d.delivery_count)
-            for d in deliveries
-        )
+        ack_ids = tuple(AckId(subscription, generation, number, d.tag, d.delivery_count, d.message.message_id)
+                        for d in deliveries)
+        texts = tuple(issue(ack_id) for ack_id in ack_ids)
+        received = tuple((text, from_broker(d.message), d.delivery_count)
+                         for text, d in zip(texts, deliveries, strict=True))
+        if texts:
+            # before the batch goes out: the subscription has them before any ack of them can come
+            self.ctx.send(self.subscription, _Issued(tuple(zip(texts, ack_ids, strict=True))))
         if deliveries and self.ack_deadline_s != self.queue_deadline_s and self.consumer is not None:
             tags = tuple(d.tag for d in deliveries)
             self.ctx.send(self.consumer, ModifyAckDeadline(0, tags, float(self.ack_deadline_s)))
@@ -726,6 +737,9 @@ class SubscriptionActor(ContainedActor):
     def handle(self, message: Any) -> None:
         """Route messages into the queue; serve the glue's requests; forward dead letters."""
         match message:
+            case _Issued(ids=ids):
+                self.reader.learn(ids)
+                return
             case Route(messages=messages, token=token):
                 self._route(messages, token)
             case Envelope(request=request, reply_to=reply_to):

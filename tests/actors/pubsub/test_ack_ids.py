@@ -220,16 +220,23 @@ def test_an_exactly_once_ack_sent_again_after_its_pull_ended_is_confirmed_again(
     subscriber.acknowledge(subscription=subscription("again-sub"), ack_ids=[received.ack_id])
 
 
-@given(st.lists(st.tuples(st.sampled_from(["read", "take"]), st.integers(0, 5), st.booleans()), max_size=40),
+@given(st.lists(st.tuples(st.sampled_from(["read", "take", "learn"]), st.integers(0, 5), st.booleans()),
+                max_size=40),
        st.integers(0, 3))
 def test_a_reader_answers_as_its_codec_and_remembers_at_most_its_capacity(
     steps: list[tuple[str, int, bool]], capacity: int
 ) -> None:
+    """Whatever it verified, took or learned at issue (``learn``, a binding's ``_Issued``), it answers as the codec."""
     codec = AckIdCodec(KEY)
-    issued = [codec.issue(AckId(1, 0, 2, tag, 1, str(tag))) for tag in range(6)]
+    delivered = [AckId(1, 0, 2, tag, 1, str(tag)) for tag in range(6)]
+    issued = [codec.issue(ack_id) for ack_id in delivered]
     reader = AckIdReader(codec, capacity)
     for action, index, forged in steps:
         text = issued[index][:-1] + ("0" if issued[index][-1] != "0" else "1") if forged else issued[index]
+        if action == "learn":  # a batch of issued ids from this one on (never a forged text: only issues)
+            reader.learn(tuple(zip(issued[index:], delivered[index:], strict=True)))
+            assert len(reader) <= capacity
+            continue
         got = reader.read(text) if action == "read" else reader.take(text)
         assert got == codec.read(text)
         assert len(reader) <= capacity
