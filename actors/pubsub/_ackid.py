@@ -14,9 +14,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import itertools
+from collections.abc import Sequence
 from typing import Any, Final, final
 
 import attrs
+
+from conveyor.runtime.lowlevel import checked_when_built
 
 SEAL_BYTES: Final = 12
 """Bytes of the keyed hash in an ack id: 96 bits, so a guess verifies with probability 2**-96."""
@@ -28,6 +31,7 @@ _FIELDS: Final = 6  # five numbers, then the message id
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class AckId:
     """The delivery an ack id names."""
@@ -144,7 +148,7 @@ class AckIdReader:
                 del known[next(iter(known))]
         return ack_id
 
-    def learn(self, issued: tuple[tuple[str, AckId], ...]) -> None:
+    def learn(self, texts: Sequence[str], ack_ids: Sequence[AckId]) -> None:
         """Remember ids this subscription's bindings just issued (``codec.issue``'s texts and what they name).
 
         Their acks are then a lookup: an issued id verifies by construction, so what ``read`` answers is
@@ -153,7 +157,7 @@ class AckIdReader:
         if not self._capacity:
             return
         known = self._known
-        known.update(issued)
+        known.update(zip(texts, ack_ids, strict=True))
         excess = len(known) - self._capacity
         if excess > 0:
             for text in list(itertools.islice(known, excess)):

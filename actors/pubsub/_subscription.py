@@ -226,7 +226,9 @@ def from_broker(message: Message) -> PubMessage:
 class _Issued:
     """Binding -> its subscription: the ack ids it issued for a batch, so that their acks are a lookup, not a seal."""
 
-    ids: tuple[tuple[str, AckId], ...]
+    texts: tuple[str, ...]
+    ack_ids: tuple[AckId, ...]
+    """What each text names (both tuples of leaves: a send checks them without a walk)."""
 
 
 @final
@@ -425,7 +427,7 @@ class Binding(Actor):
                          for text, d in zip(texts, deliveries, strict=True))
         if texts:
             # before the batch goes out: the subscription has them before any ack of them can come
-            self.ctx.send(self.subscription, _Issued(tuple(zip(texts, ack_ids, strict=True))))
+            self.ctx.send(self.subscription, _Issued(texts, ack_ids))
         if deliveries and self.ack_deadline_s != self.queue_deadline_s and self.consumer is not None:
             tags = tuple(d.tag for d in deliveries)
             self.ctx.send(self.consumer, ModifyAckDeadline(0, tags, float(self.ack_deadline_s)))
@@ -737,8 +739,8 @@ class SubscriptionActor(ContainedActor):
     def handle(self, message: Any) -> None:
         """Route messages into the queue; serve the glue's requests; forward dead letters."""
         match message:
-            case _Issued(ids=ids):
-                self.reader.learn(ids)
+            case _Issued(texts=texts, ack_ids=ack_ids):
+                self.reader.learn(texts, ack_ids)
                 return
             case Route(messages=messages, token=token):
                 self._route(messages, token)

@@ -234,7 +234,7 @@ def test_a_reader_answers_as_its_codec_and_remembers_at_most_its_capacity(
     for action, index, forged in steps:
         text = issued[index][:-1] + ("0" if issued[index][-1] != "0" else "1") if forged else issued[index]
         if action == "learn":  # a batch of issued ids from this one on (never a forged text: only issues)
-            reader.learn(tuple(zip(issued[index:], delivered[index:], strict=True)))
+            reader.learn(issued[index:], delivered[index:])
             assert len(reader) <= capacity
             continue
         got = reader.read(text) if action == "read" else reader.take(text)
