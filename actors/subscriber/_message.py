@@ -13,7 +13,7 @@ from typing import final
 from conveyor.actors.broker import Delivery, DeliveryError
 from conveyor.runtime import ConveyorError, is_finite_number, quote
 
-from ._protocol import AckResponse, AckWithResponse, Settlement, SettlementKind, ack_id_of
+from ._protocol import AckResponse, AckWithResponse, Settlement, SettlementKind, ack_id_of, settlement_of
 
 
 @final
@@ -117,7 +117,7 @@ class SubscriberMessage:
         if self._settled is not None:
             return  # the first decision stands, as in Pub/Sub
         self._settled = kind
-        self._settle(Settlement(kind, self.ack_id))
+        self._settle(settlement_of(kind, self.ack_id))  # kind is ours and ack_id a str: no check needed
 
     def __repr__(self) -> str:
         return f"<SubscriberMessage {self.ack_id} attempt={self.delivery_attempt} {len(self.data)} bytes>"

@@ -25,7 +25,6 @@ from conveyor.actors.subscriber._protocol import (
     Lapsed,
     Received,
     ReceivedBatch,
-    Run,
     RunBatch,
     RunsEnded,
     Scheduled,
@@ -46,7 +45,6 @@ HUGE = 10**5000
 HUGE_QUOTED = "10000000000000000000... (5001 digits)"
 
 _DELIVERY = Delivery("q", 1, Message(b"m"), 1, None, 1)
-_RUN = Run("1:1", None, _DELIVERY)
 
 
 class _Idle(Actor):
@@ -66,7 +64,7 @@ NOT_ITERABLE: list[tuple[Callable[[], object], str]] = [
     (lambda: Deliveries(1.5), r"Deliveries\.deliveries must be a tuple of Delivery, got 1\.5"),  # type: ignore[arg-type]
     (lambda: Deliveries(("d",)), r"Deliveries\.deliveries must be a tuple of Delivery, got \('d',\)"),  # type: ignore[arg-type]
     (lambda: ReceivedBatch(1.5), r"ReceivedBatch\.items must be a tuple of Received, got 1\.5"),  # type: ignore[arg-type]
-    (lambda: RunBatch(1.5), r"RunBatch\.runs must be a tuple of Run, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: RunBatch(1.5), r"RunBatch\.runs must be a tuple of Received, got 1\.5"),  # type: ignore[arg-type]
     (lambda: RunsEnded(1.5, ()), r"RunsEnded\.settled must be a tuple of Settle, got 1\.5"),  # type: ignore[arg-type]
     (lambda: RunsEnded((), 1.5), r"RunsEnded\.ended must be a tuple of CallbackEnded, got 1\.5"),  # type: ignore[arg-type]
     (lambda: CallbacksEnded(1.5), r"CallbacksEnded\.items must be a tuple of CallbackEnded, got 1\.5"),  # type: ignore[arg-type]
@@ -104,7 +102,7 @@ def test_the_same_messages_built_right_are_accepted() -> None:
     received = Received("1:1", 1, None, _DELIVERY)
     built = [
         Lapsed(("1:1",)), Scheduled(("1:1",)), Extend(("1:1",), 10.0), Deliveries((_DELIVERY,)),
-        ReceivedBatch((received,)), RunBatch((_RUN,)), RunsEnded((settle,), (ended,)), CallbacksEnded((ended,)),
+        ReceivedBatch((received,)), RunBatch((received,)), RunsEnded((settle,), (ended,)), CallbacksEnded((ended,)),
         Dones((Done("1:1"),)), Settles((settle,)), Flush(acks=("1:1",), modacks=((10.0, ("1:2",)),)),
         PulledBatch(_ref(), (_DELIVERY,)), SettlePulled(("1:1",)),
     ]
