@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conveyor.actors.broker import Delivery, Message
 from conveyor.actors.subscriber import FlowControl, PulledBatch
@@ -29,6 +32,9 @@ from conveyor.actors.subscriber._protocol import (
     RunsEnded,
     Scheduled,
     Settles,
+    _slot_setters,
+    callback_ended,
+    settlement_of,
 )
 from conveyor.actors.subscriber._protocol import (
     Settlement as Settle,
@@ -37,7 +43,7 @@ from conveyor.actors.subscriber._protocol import (
     SettlementKind as SettleKind,
 )
 from conveyor.actors.subscriber._pull import SettlePulled
-from conveyor.runtime import Actor, ActorRef
+from conveyor.runtime import Actor, ActorRef, ensure_immutable
 from conveyor.simulation import Simulation
 
 HUGE = 10**5000
@@ -128,3 +134,39 @@ def test_an_int_too_long_to_print_is_quoted_by_its_first_digits(build: Callable[
     assert re.search(pattern, text), text
     assert HUGE_QUOTED in text, text
     assert len(text) < 300
+
+
+_IDS = st.text(min_size=1, max_size=12)
+_KEYS = st.none() | st.text(max_size=6)
+
+
+@given(ack_id=_IDS, key=_KEYS, error=st.none() | st.text(max_size=20), nacked=st.booleans())
+def test_a_callback_end_built_unchecked_is_the_checked_one(
+    ack_id: str, key: str | None, error: str | None, nacked: bool
+) -> None:
+    """The worker pool's unchecked build of ``CallbackEnded`` makes the same frozen, immutable message."""
+    quick, checked = callback_ended(ack_id, key, error, nacked), CallbackEnded(ack_id, key, error, nacked)
+    assert type(quick) is CallbackEnded
+    assert (quick, hash(quick), repr(quick)) == (checked, hash(checked), repr(checked))
+    ensure_immutable(quick)  # what a send checks
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        quick.nacked = not nacked  # type: ignore[misc]
+
+
+@given(kind=st.sampled_from(SettleKind), ack_id=_IDS)
+def test_a_settlement_built_unchecked_is_the_checked_one(kind: SettleKind, ack_id: str) -> None:
+    """``SubscriberMessage``'s unchecked build of a ``Settlement`` makes the same frozen, immutable message."""
+    quick, checked = settlement_of(kind, ack_id), Settle(kind, ack_id)
+    assert type(quick) is Settle
+    assert (quick, hash(quick), repr(quick)) == (checked, hash(checked), repr(checked))
+    ensure_immutable(quick)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        quick.ack_id = "other"  # type: ignore[misc]
+
+
+def test_an_unchecked_builder_must_name_every_field_of_its_message_in_order() -> None:
+    """A field added to ``CallbackEnded`` or ``Settlement`` later fails at import, not as a message left half built."""
+    with pytest.raises(TypeError, match=r"CallbackEnded has the fields .*; its unchecked builder sets \('ack_id', 'k"):
+        _slot_setters(CallbackEnded, ("ack_id", "key"))
+    with pytest.raises(TypeError, match="Settlement has the fields"):
+        _slot_setters(Settle, ("ack_id", "kind", "seconds", "attempt", "error"))
