@@ -312,9 +312,16 @@ class OrderedKeyHandler(Actor):
         """Apply a batch of callbacks' ends; what they release goes to the pool as one ``RunBatch``."""
         runs: list[Received] = []
         self.batch = runs
+        finished = self.holds.finished
+        waiting = self.waiting
         try:
             for ended in items:
-                self._ended(ended)
+                if (ended.nacked and ended.key) or self.early:
+                    self._ended(ended)  # the general way: a nack sends its key back, an early copy arrives
+                    continue
+                released = finished(ended.ack_id)  # the common case inline: one core call a message
+                if released:
+                    runs.extend([waiting.pop(item) for item in released])
         finally:
             self.batch = None
         self._hand_over(runs)
