@@ -496,7 +496,7 @@ def _invoke_several(
             decisions.append(nack)
             skipped.append(index)
             continue
-        message = SubscriberMessage(run.delivery, settle_here, ask)
+        message = SubscriberMessage(run.delivery, settle_here, ask, run.ack_id)
         try:
             callback(message)
         except Exception as error:  # noqa: BLE001 - logged and nacked; the job's next callback still runs

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conveyor.actors.broker import Delivery, Message
-from conveyor.actors.subscriber import FlowControl, PulledBatch
+from conveyor.actors.subscriber import FlowControl, PulledBatch, SubscriberMessage
 from conveyor.actors.subscriber._batching import AckRequest, DropRequest, Flush, ModAckRequest, NackRequest
 from conveyor.actors.subscriber._protocol import (
     CallbackEnded,
@@ -170,3 +170,15 @@ def test_an_unchecked_builder_must_name_every_field_of_its_message_in_order() ->
         _slot_setters(CallbackEnded, ("ack_id", "key"))
     with pytest.raises(TypeError, match="Settlement has the fields"):
         _slot_setters(Settle, ("ack_id", "kind", "seconds", "attempt", "error"))
+
+
+def test_a_subscriber_message_reads_its_attributes_from_the_headers_once() -> None:
+    """``attributes`` is made on first use: the headers as a dict, the same dict on every read (a change stays)."""
+    delivery = Delivery("q", 4, Message(b"m", headers=(("color", "red"), ("n", 2))), 1, None, 3)
+    message = SubscriberMessage(delivery, lambda settlement: None)
+    assert message.attributes == {"color": "red", "n": 2}
+    message.attributes["added"] = True
+    assert message.attributes == {"color": "red", "n": 2, "added": True}
+    assert SubscriberMessage(delivery, lambda settlement: None).attributes == {"color": "red", "n": 2}
+    assert message.ack_id == "3:4"
+    assert SubscriberMessage(delivery, lambda settlement: None, None, "3:4").ack_id == "3:4"
