@@ -245,8 +245,9 @@ class OrderedKeyHandler(Actor):
 
     The shell of an ``OrderingKeyHolds``, which owns the holds and the fences and decides: this actor
     translates ``Received``, ``CallbackEnded``, ``Lapsed`` and ``Skipped`` into calls on it, keeps
-    each waiting message until the core releases it, and turns the core's answers into ``Run``,
-    nacks (``Settlement(NACK)`` to the manager) and fence timers.
+    each waiting message until the core releases it, and turns the core's answers into ``Run`` (one
+    message) or ``RunBatch`` (the ``Received`` it kept, several at once: what a batch or a key run
+    releases), nacks (``Settlement(NACK)`` to the manager) and fence timers.
 
     When a keyed message goes back to the queue before its key's later messages ran, they must
     not overtake it. That happens when its callback nacks (or raises), and when its lease lapsed
@@ -534,7 +535,7 @@ class WorkerPool(Actor):
     of them in turn and reports them (and the settlements made in it) as one ``RunsEnded``: a
     hand-over between threads costs more than a short callback. A message in such a job counts as
     started with the job, as Google's client runs what its executor queued. Keyed messages share
-    jobs too: the ``Run``s of a key here are its one running *key run* (the key handler releases the
+    jobs too: the messages of a key waiting here are its one running *key run* (the key handler releases the
     next run only once this one's ends are reported), so they stay together in one job, in order, and
     after one of them nacks the rest of its run does not start (nacked, reported ended nacked).
 
