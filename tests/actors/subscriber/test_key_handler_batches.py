@@ -95,7 +95,7 @@ def test_batches_and_single_events_run_the_same_messages_in_the_same_order(data:
         runs = one_by_one.runs()
         copied -= {ack_id for ack_id, _, count in runs if count > 1}
         running = [run for run in runs if (run[0], run[2]) not in ended]
-        if running and data.draw(st.booleans(), label="end some"):
+        if len(running) > 0 and data.draw(st.booleans(), label="end some"):
             chosen = data.draw(st.lists(st.sampled_from(running), min_size=1, max_size=8, unique_by=lambda r: r[0]))
             ended.update((ack_id, count) for ack_id, _, count in chosen)
             ends = [CallbackEnded(ack_id, key, None, data.draw(st.booleans(), label="nacked"))
@@ -105,7 +105,7 @@ def test_batches_and_single_events_run_the_same_messages_in_the_same_order(data:
         else:
             items = [_received(next(tags), key) for key in data.draw(st.lists(KEYS, min_size=1, max_size=8))]
             uncopied = [run for run in running if run[0] not in copied]
-            if uncopied and data.draw(st.booleans(), label="an early copy"):
+            if len(uncopied) > 0 and data.draw(st.booleans(), label="an early copy"):
                 ack_id, key, count = data.draw(st.sampled_from(uncopied))
                 copied.add(ack_id)  # delivered again before its run ended: it runs again once that run ends
                 items.append(_received(int(ack_id.split(":")[1]), key, count + 1))
