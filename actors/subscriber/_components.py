@@ -52,6 +52,7 @@ from ._protocol import (
     Skipped,
     StopRunning,
     Tick,
+    callback_ended,
     split_ack_id,
 )
 from ._settings import FlowControl
@@ -244,8 +245,9 @@ class OrderedKeyHandler(Actor):
 
     The shell of an ``OrderingKeyHolds``, which owns the holds and the fences and decides: this actor
     translates ``Received``, ``CallbackEnded``, ``Lapsed`` and ``Skipped`` into calls on it, keeps
-    each waiting message until the core releases it, and turns the core's answers into ``Run``,
-    nacks (``Settlement(NACK)`` to the manager) and fence timers.
+    each waiting message until the core releases it, and turns the core's answers into ``Run`` (one
+    message) or ``RunBatch`` (the ``Received`` it kept, several at once: what a batch or a key run
+    releases), nacks (``Settlement(NACK)`` to the manager) and fence timers.
 
     When a keyed message goes back to the queue before its key's later messages ran, they must
     not overtake it. That happens when its callback nacks (or raises), and when its lease lapsed
@@ -268,19 +270,18 @@ class OrderedKeyHandler(Actor):
         self.holds = OrderingKeyHolds(run_limit)
         self.waiting: dict[str, Received] = {}  # held by the core: the message to run when released
         self.early: dict[str, Received] = {}  # a new delivery of a message whose previous run has not ended here
-        self.batch: list[Run] | None = None  # while a ReceivedBatch is handled: its runs, sent together
+        self.batch: list[Received] | None = None  # while a batch is handled: the messages it releases, sent together
 
     def receive(self, message: Any) -> None:
         """Release what may run now."""
-        if type(message) is Received:
-            self._arrive(message)
-        elif type(message) is ReceivedBatch:
-            now = self.ctx.now()  # one reading for the batch: its deliveries arrived together
-            self._batched(lambda item: self._arrive(item, now), message.items)
+        if type(message) is ReceivedBatch:
+            self._arrive_all(message.items)
+        elif type(message) is CallbacksEnded:
+            self._end_all(message.items)
+        elif type(message) is Received:
+            self._arrive(message, self.ctx.now())
         elif type(message) is CallbackEnded:
             self._ended(message)
-        elif type(message) is CallbacksEnded:
-            self._batched(self._ended, message.items)
         elif type(message) is Lapsed:
             self._lapsed(message.ack_ids)
         elif type(message) is Skipped:
@@ -290,21 +291,53 @@ class OrderedKeyHandler(Actor):
         elif type(message) is FenceLifted:
             self.holds.lift(message.key, message.fence)
 
-    def _batched(self, handle: Callable[[Any], None], items: tuple[Any, ...]) -> None:
-        """Handle several items; the runs they release go to the pool as one ``RunBatch``."""
-        runs: list[Run] = []
+    def _arrive_all(self, items: tuple[Received, ...]) -> None:
+        """Admit a batch of deliveries; those that may run go to the pool as one ``RunBatch``."""
+        now = self.ctx.now()  # one reading for the batch: its deliveries arrived together
+        runs: list[Received] = []
         self.batch = runs
+        admit = self.holds.admit
         try:
-            for item in items:
-                handle(item)
+            for message in items:  # RUN, the common case, inline: with 1,000 keys nearly every message runs
+                delivery = message.delivery
+                admission = admit(message.ack_id, message.key, delivery.tag, delivery.deadline, now)
+                if admission is Admission.RUN:
+                    runs.append(message)
+                else:
+                    self._kept_or_sent_back(message, admission)
         finally:
             self.batch = None
-        keyed = tuple(run.ack_id for run in runs if run.key)
+        self._hand_over(runs)
+
+    def _end_all(self, items: tuple[CallbackEnded, ...]) -> None:
+        """Apply a batch of callbacks' ends; what they release goes to the pool as one ``RunBatch``."""
+        runs: list[Received] = []
+        self.batch = runs
+        finished = self.holds.finished
+        waiting = self.waiting
+        try:
+            for ended in items:
+                if (ended.nacked and ended.key) or self.early:
+                    self._ended(ended)  # the general way: a nack sends its key back, an early copy arrives
+                    continue
+                released = finished(ended.ack_id)  # the common case inline: one core call a message
+                if released:
+                    runs.extend([waiting.pop(item) for item in released])
+        finally:
+            self.batch = None
+        self._hand_over(runs)
+
+    def _hand_over(self, runs: list[Received]) -> None:
+        """Send released messages to the pool (one ``Run``, or a ``RunBatch``) and report the keyed ones."""
+        if not runs:
+            return
+        keyed = tuple([run.ack_id for run in runs if run.key])
         if keyed:
             self.ctx.send(self.manager, Scheduled(keyed))
         if len(runs) == 1:
-            self.ctx.send(self.workers, runs[0])
-        elif runs:
+            run = runs[0]
+            self.ctx.send(self.workers, Run(run.ack_id, run.key, run.delivery))
+        else:
             self.ctx.send(self.workers, RunBatch(tuple(runs)))
 
     def _ended(self, message: CallbackEnded) -> None:
@@ -312,38 +345,42 @@ class OrderedKeyHandler(Actor):
             self._send_back(message.key, split_ack_id(message.ack_id)[1])
         self._finished(message.ack_id)
 
-    def _arrive(self, message: Received, now: float | None = None) -> None:
-        ack_id = message.ack_id
-        key = message.key or None
+    def _arrive(self, message: Received, now: float) -> None:
         delivery = message.delivery
-        admission = self.holds.admit(ack_id, key, delivery.tag, delivery.deadline,
-                                     self.ctx.now() if now is None else now)
+        admission = self.holds.admit(message.ack_id, message.key, delivery.tag, delivery.deadline, now)
         if admission is Admission.RUN:
             self._run(message)
-        elif admission is Admission.HELD:
+        else:
+            self._kept_or_sent_back(message, admission)
+
+    def _kept_or_sent_back(self, message: Received, admission: Admission) -> None:
+        """Keep a message the core did not let run (held, or early), or send it back (lapsed, fenced)."""
+        ack_id = message.ack_id
+        if admission is Admission.HELD:
             self.waiting[ack_id] = message
         elif admission is Admission.EARLY:
             # The manager accepted a new delivery (its previous copy was settled) before that copy's
             # CallbackEnded reached us: it arrives once that copy has finished.
             self.early[ack_id] = message
         else:
-            if admission is Admission.LAPSED and key is not None:
+            if admission is Admission.LAPSED and message.key:
                 # Its lease ran out before it reached us (the process was paused): the queue has it back
                 # and will deliver it again. Forget this copy; nothing of its key may overtake it.
-                self._send_back(key, delivery.tag)
+                self._send_back(message.key, message.delivery.tag)
             self.ctx.send(self.manager, Settlement(SettlementKind.NACK, ack_id))
 
     def _finished(self, ack_id: str) -> None:
         released = self.holds.finished(ack_id)
-        if len(released) > 1 and self.batch is None:
-            # a key run: one RunBatch, so that the pool keeps it in one job
-            self._batched(lambda item: self._run(self.waiting.pop(item)), released)
-        else:
-            for item in released:
-                self._run(self.waiting.pop(item))
-        early = self.early.pop(ack_id, None)
-        if early is not None:
-            self._arrive(early)
+        if released:
+            waiting = self.waiting
+            if self.batch is not None:
+                self.batch.extend([waiting.pop(item) for item in released])
+            else:  # a key run of several goes as one RunBatch, so that the pool keeps it in one job
+                self._hand_over([waiting.pop(item) for item in released])
+        if self.early:
+            early = self.early.pop(ack_id, None)
+            if early is not None:
+                self._arrive(early, self.ctx.now())
 
     def _lapsed(self, ack_ids: tuple[str, ...]) -> None:
         """Send back the held copies whose lease lapsed, fencing their keys; the pool checks the others."""
@@ -363,13 +400,10 @@ class OrderedKeyHandler(Actor):
             self.ctx.send(self.manager, Settlement(SettlementKind.NACK, ack_id))
 
     def _run(self, received: Received) -> None:
-        run = Run(received.ack_id, received.key, received.delivery)
         if self.batch is not None:
-            self.batch.append(run)
-            return
-        if run.key:
-            self.ctx.send(self.manager, Scheduled((run.ack_id,)))
-        self.ctx.send(self.workers, run)
+            self.batch.append(received)
+        else:
+            self._hand_over([received])
 
 
 def _invoke(
@@ -398,32 +432,43 @@ def _report(delivery: Delivery, message: SubscriberMessage) -> None:
                 delivery.message.message_id, message.ack_id, delivery.delivery_count, exc_info=True)
 
 
-SKIPPED: tuple[SettlementKind | None, str | None] = (None, "skipped: an earlier message of its key nacked in this job")
-"""The outcome of a key run's message that did not run: an earlier one of its key nacked in the same job."""
+@final
+@attrs.frozen
+class _JobEnds:
+    """How a job of several callbacks ended (``_invoke_several``'s result, for the worker pool).
+
+    Attributes:
+        settled: the settlements its callbacks made on the job's thread, not handed over yet, in order.
+        decisions: per message, what its callback decided (ACK, NACK, DROP, or None if it did not
+            settle); NACK for one whose callback raised, and for one that did not run.
+        raised: (index, repr of the exception) per callback that raised, in order.
+        skipped: the indexes of the messages that did not run: an earlier message of their key nacked in
+            this job (the pool nacks them and reports them ended nacked, as for a job that died).
+    """
+
+    settled: tuple[Settlement, ...]
+    decisions: tuple[SettlementKind | None, ...]
+    raised: tuple[tuple[int, str], ...] = ()
+    skipped: tuple[int, ...] = ()
 
 
 def _invoke_several(
     callback: Callable[[SubscriberMessage], object],
-    deliveries: tuple[Delivery, ...],
+    runs: tuple[Run | Received, ...],
     settle: Callable[[object], None],
     ask: Callable[..., object],
     hand_over: int | None = SETTLES_PER_HAND_OVER,
-    keys: tuple[str | None, ...] = (),
-) -> tuple[tuple[object, ...], tuple[tuple[SettlementKind | None, str | None], ...]]:
-    """Run the callback on several deliveries in turn, in one worker: one job instead of one each.
+) -> _JobEnds:
+    """Run the callback on several messages (each ``Run`` or ``Received``) in turn, in one worker: one job
+    instead of one each.
 
     Settlements a callback makes on this thread while the job runs are collected and returned
     with the outcomes, so the pool forwards them all as one message; one made on another
     thread, or after the job, goes straight to the manager as usual (only this thread appends,
     so nothing is lost between the two paths). They are handed over ``hand_over`` at a time as
     the job goes (None: all with its end). A callback that raises nacks its message, and the
-    next callback still runs, except the rest of its key's run: given ``keys`` (one per delivery), a
-    delivery whose key nacked earlier in this job does not run (its outcome is ``SKIPPED``; the pool
-    nacks it and reports it ended nacked, as for a job that died).
-
-    Returns:
-        (the collected settlements not yet handed over, in order; (decision, error repr or
-        None) per delivery).
+    next callback still runs, except the rest of its key's run: a message whose key nacked earlier
+    in this job does not run (``skipped``).
     """
     collected: list[Settlement] = []
     owner = threading.get_ident()
@@ -441,28 +486,34 @@ def _invoke_several(
         else:
             settle(request)
 
-    outcomes: list[tuple[SettlementKind | None, str | None]] = []
+    decisions: list[SettlementKind | None] = []
+    raised: list[tuple[int, str]] = []
+    skipped: list[int] = []
     stopped: set[str] = set()  # keys whose run in this job nacked: the rest of the run goes back unstarted
-    for index, delivery in enumerate(deliveries):
-        key = keys[index] if keys else None
-        if key and key in stopped:
-            outcomes.append(SKIPPED)
+    nack = SettlementKind.NACK
+    for index, run in enumerate(runs):
+        key = run.key
+        if stopped and key in stopped:
+            decisions.append(nack)
+            skipped.append(index)
             continue
-        message = SubscriberMessage(delivery, settle_here, ask)
+        message = SubscriberMessage(run.delivery, settle_here, ask, run.ack_id)
         try:
             callback(message)
         except Exception as error:  # noqa: BLE001 - logged and nacked; the job's next callback still runs
-            _report(delivery, message)
+            _report(run.delivery, message)
             message.nack(error)
-            outcomes.append((SettlementKind.NACK, repr(error)))
+            decisions.append(nack)
+            raised.append((index, repr(error)))
             if key:
                 stopped.add(key)
         else:
-            outcomes.append((message.decision, None))
-            if key and message.decision is SettlementKind.NACK:
+            decision = message.decision
+            decisions.append(decision)
+            if key and decision is nack:
                 stopped.add(key)
     collecting = False
-    return tuple(collected), tuple(outcomes)
+    return _JobEnds(tuple(collected), tuple(decisions), tuple(raised), tuple(skipped))
 
 
 class CallbackRaised(Exception):
@@ -484,7 +535,7 @@ class WorkerPool(Actor):
     of them in turn and reports them (and the settlements made in it) as one ``RunsEnded``: a
     hand-over between threads costs more than a short callback. A message in such a job counts as
     started with the job, as Google's client runs what its executor queued. Keyed messages share
-    jobs too: the ``Run``s of a key here are its one running *key run* (the key handler releases the
+    jobs too: the messages of a key waiting here are its one running *key run* (the key handler releases the
     next run only once this one's ends are reported), so they stay together in one job, in order, and
     after one of them nacks the rest of its run does not start (nacked, reported ended nacked).
 
@@ -502,8 +553,8 @@ class WorkerPool(Actor):
         self.callback = callback
         self.workers = workers
         self.callbacks_per_job = callbacks_per_job
-        self.waiting: deque[Run] = deque()
-        self.running: dict[int, Run | tuple[Run, ...]] = {}
+        self.waiting: deque[Run | Received] = deque()  # a Run, or a Received that came in a RunBatch
+        self.running: dict[int, Run | Received | tuple[Run | Received, ...]] = {}
         self.started_at: dict[int, float] = {}  # job id -> when it was handed to a worker
         self.callback_s: float | None = None  # moving average of a job's time per callback; None before the first
         self.settle: Callable[[object], None] | None = None
@@ -524,8 +575,8 @@ class WorkerPool(Actor):
             self.waiting.append(message)
         elif type(message) is RunBatch:
             if self.stopping:
-                for run in message.runs:
-                    self.ctx.send(self.manager, Settlement(SettlementKind.NACK, run.ack_id))  # never started
+                for received in message.runs:
+                    self.ctx.send(self.manager, Settlement(SettlementKind.NACK, received.ack_id))  # never started
                 return
             self.waiting.extend(message.runs)
         elif type(message) is StopRunning:
@@ -537,14 +588,7 @@ class WorkerPool(Actor):
         elif type(message) is JobDone:
             job = self._ended(message.job_id)
             if isinstance(job, tuple):
-                settled, outcomes = message.result
-                # a key run's message skipped after its key nacked goes back (nack) as if its callback had nacked
-                skipped = tuple(Settlement(SettlementKind.NACK, run.ack_id)
-                                for run, outcome in zip(job, outcomes, strict=True) if outcome == SKIPPED)
-                ended = tuple(CallbackEnded(run.ack_id, run.key, None, True) if (decision, error) == SKIPPED
-                              else CallbackEnded(run.ack_id, run.key, error, decision is SettlementKind.NACK)
-                              for run, (decision, error) in zip(job, outcomes, strict=True))
-                self.ctx.send(self.manager, RunsEnded((*settled, *skipped) if skipped else settled, ended))
+                self.ctx.send(self.manager, _runs_ended(job, message.result))
             else:
                 nacked = message.result is SettlementKind.NACK
                 self.ctx.send(self.manager, CallbackEnded(job.ack_id, job.key, None, nacked))
@@ -584,18 +628,17 @@ class WorkerPool(Actor):
                 while waiting and runs[-1].key and waiting[0].key == runs[-1].key:
                     runs.append(waiting.popleft())
                 self._note_started(runs)
-                job = self.ctx.run_job(_invoke_several, self.callback, tuple(r.delivery for r in runs),
-                                       self.settle, self.ask,
-                                       PACKED_SETTLES_PER_HAND_OVER if pack else SETTLES_PER_HAND_OVER,
-                                       tuple(r.key for r in runs))
-                self.running[job] = tuple(runs)
+                several = tuple(runs)
+                job = self.ctx.run_job(_invoke_several, self.callback, several, self.settle, self.ask,
+                                       PACKED_SETTLES_PER_HAND_OVER if pack else SETTLES_PER_HAND_OVER)
+                self.running[job] = several
             else:
                 self._note_started((run,))
                 job = self.ctx.run_job(_invoke, self.callback, run.delivery, self.settle, self.ask)
                 self.running[job] = run
             self.started_at[job] = self.ctx.now()
 
-    def _ended(self, job_id: int) -> Run | tuple[Run, ...]:
+    def _ended(self, job_id: int) -> Run | Received | tuple[Run | Received, ...]:
         """Forget a finished job and fold its time per callback into the moving average."""
         job = self.running.pop(job_id)
         per_callback = (self.ctx.now() - self.started_at.pop(job_id)) / (len(job) if isinstance(job, tuple) else 1)
@@ -604,9 +647,9 @@ class WorkerPool(Actor):
             average + CALLBACK_TIME_WEIGHT * (per_callback - average))
         return job
 
-    def _note_started(self, runs: Sequence[Run]) -> None:
+    def _note_started(self, runs: Sequence[Run | Received]) -> None:
         if self.ctx.tracing:
-            previous: Run | None = None
+            previous: Run | Received | None = None
             for run in runs:
                 delivery = run.delivery
                 after = previous.ack_id if previous is not None and run.key and previous.key == run.key else None
@@ -617,7 +660,7 @@ class WorkerPool(Actor):
         """Take the lapsed messages that have not started off the queue: the queue redelivers them."""
         if not any(run.ack_id in lapsed for run in self.waiting):
             return
-        kept: deque[Run] = deque()
+        kept: deque[Run | Received] = deque()
         cut: set[str] = set()  # keys whose run lost a message: the rest of that run goes back too
         for run in self.waiting:
             if run.ack_id in lapsed or (run.key and run.key in cut):
@@ -627,6 +670,26 @@ class WorkerPool(Actor):
             else:
                 kept.append(run)
         self.waiting = kept
+
+
+def _runs_ended(runs: tuple[Run | Received, ...], ends: _JobEnds) -> RunsEnded:
+    """The pool's report of a job of several callbacks: its settlements, then one ``CallbackEnded`` each.
+
+    A key run's message skipped after its key nacked goes back (nack) as if its callback had nacked. The
+    ends are built unchecked (``callback_ended``): with short callbacks there is one per message.
+    """
+    nack = SettlementKind.NACK
+    if ends.raised:
+        errors = dict(ends.raised)
+        ended = tuple([callback_ended(run.ack_id, run.key, errors.get(index), decision is nack)
+                       for index, (run, decision) in enumerate(zip(runs, ends.decisions, strict=True))])
+    else:
+        ended = tuple([callback_ended(run.ack_id, run.key, None, decision is nack)
+                       for run, decision in zip(runs, ends.decisions, strict=True)])
+    settled = ends.settled
+    if ends.skipped:
+        settled = (*settled, *(Settlement(nack, runs[index].ack_id) for index in ends.skipped))
+    return RunsEnded(settled, ended)
 
 
 @final

@@ -13,7 +13,7 @@ from typing import final
 from conveyor.actors.broker import Delivery, DeliveryError
 from conveyor.runtime import ConveyorError, is_finite_number, quote
 
-from ._protocol import AckResponse, AckWithResponse, Settlement, SettlementKind, ack_id_of
+from ._protocol import AckResponse, AckWithResponse, Settlement, SettlementKind, ack_id_of, settlement_of
 
 
 @final
@@ -22,10 +22,11 @@ class SubscriberMessage:
 
     __slots__ = (
         "_ask",
+        "_attributes",
+        "_message",
         "_settle",
         "_settled",
         "ack_id",
-        "attributes",
         "data",
         "delivery_attempt",
         "ordering_key",
@@ -37,17 +38,28 @@ class SubscriberMessage:
         delivery: Delivery,
         settle: Callable[[object], None],
         ask: Callable[..., object] | None = None,
+        ack_id: str | None = None,
     ) -> None:
+        """Wrap ``delivery`` for a callback; ``ack_id`` is its ack id if the caller has it already."""
         message = delivery.message
+        self._message = message
+        self._attributes: dict[str, str | int | float | bool] | None = None
         self.data = message.body
-        self.attributes = message.header_map()
         self.ordering_key = message.group or ""
         self.delivery_attempt = delivery.delivery_count
-        self.ack_id = ack_id_of(delivery)
+        self.ack_id = ack_id_of(delivery) if ack_id is None else ack_id
         self.tag = delivery.tag
         self._settle = settle
         self._ask = ask
         self._settled: SettlementKind | None = None
+
+    @property
+    def attributes(self) -> dict[str, str | int | float | bool]:
+        """The message's attributes (its headers), as a dict made on first use: most callbacks never read it."""
+        attributes = self._attributes
+        if attributes is None:
+            attributes = self._attributes = self._message.header_map()
+        return attributes
 
     def ack(self) -> None:
         """Acknowledge: the queue forgets the message. Idempotent."""
@@ -117,7 +129,7 @@ class SubscriberMessage:
         if self._settled is not None:
             return  # the first decision stands, as in Pub/Sub
         self._settled = kind
-        self._settle(Settlement(kind, self.ack_id))
+        self._settle(settlement_of(kind, self.ack_id))  # kind is ours and ack_id a str: no check needed
 
     def __repr__(self) -> str:
         return f"<SubscriberMessage {self.ack_id} attempt={self.delivery_attempt} {len(self.data)} bytes>"

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from typing import final
+from typing import NoReturn, TypeAlias, final
 
 import attrs
 
@@ -132,22 +132,20 @@ class Lapse:
     to_pool: tuple[str, ...]
 
 
-@final
-@attrs.define(eq=False)
-class _Item:
-    """One item that arrived and has not finished: its key (``None`` if unordered), state and tag (if known)."""
+_Item: TypeAlias = "tuple[str | None, HoldState, int | None]"
+"""One item that arrived and has not finished: its key (``None`` if unordered), state and tag (if known).
 
-    key: str | None
-    state: HoldState
-    tag: int | None = None
+A plain tuple, replaced when the state changes: one is made per message, and a tuple costs a fifth of a
+slotted instance (measured: 60 against 300 ns)."""
 
 
 @final
 class _KeyLine:
     """One active ordering key: its running item (the head of its run), how many of its run have not
-    finished, and the items held behind them, oldest first.
+    finished, and the items held behind them, oldest first (None until one is held).
 
-    A plain class, not attrs: one is made each time a key becomes active, with 1,000 keys for most messages.
+    A plain class, not attrs: one is made each time a key becomes active, with 1,000 keys for most messages,
+    and most of those lines never hold anything, so the deque is made only when a second item arrives.
     """
 
     __slots__ = ("held", "running", "unfinished")
@@ -155,7 +153,7 @@ class _KeyLine:
     def __init__(self, running: str) -> None:
         self.running = running
         self.unfinished = 1
-        self.held: deque[str] = deque()
+        self.held: deque[str] | None = None
 
 
 def _check_str(name: str, value: object) -> None:
@@ -230,22 +228,29 @@ class OrderingKeyHolds:
         if existing is not None:
             msg = (
                 f"cannot accept item {quote(item_id)} with key {quote(key)}: it arrived already and is "
-                f"{existing.state.value} (key={quote(existing.key)}); finish it before it arrives again"
+                f"{existing[1].value} (key={quote(existing[0])}); finish it before it arrives again"
             )
             raise HoldError(msg)
-        if not key:
-            self._items[item_id] = _Item(None, HoldState.RUNNING, tag)
-            return (item_id,)
+        return (item_id,) if self._place(item_id, key or None, tag) else ()
+
+    def _place(self, item_id: str, key: str | None, tag: int | None) -> bool:
+        """Record a new item (checked already; ``key`` None if unordered): True if it runs now, False if held."""
+        if key is None:
+            self._items[item_id] = (None, HoldState.RUNNING, tag)
+            return True
         line = self._lines.get(key)
         if line is None:
             self._lines[key] = _KeyLine(item_id)
-            self._items[item_id] = _Item(key, HoldState.RUNNING, tag)
-            return (item_id,)
-        line.held.append(item_id)
-        self._items[item_id] = _Item(key, HoldState.HELD, tag)
+            self._items[item_id] = (key, HoldState.RUNNING, tag)
+            return True
+        held = line.held
+        if held is None:
+            held = line.held = deque()
+        held.append(item_id)
+        self._items[item_id] = (key, HoldState.HELD, tag)
         self._held += 1
         self._max_held = max(self._max_held, self._held)
-        return ()
+        return False
 
     def finished(self, item_id: str) -> tuple[str, ...]:
         """Record that a running item's callback finished, and return the next item of its key to run.
@@ -264,45 +269,52 @@ class OrderingKeyHolds:
                 held (a ``ValueError``).
         """
         item = self._items.get(item_id)
+        if item is None or item[1] is not HoldState.RUNNING:
+            self._refuse_finish(item_id, item)
+        del self._items[item_id]
+        key = item[0]
+        if key is None:
+            return ()
+        line = self._lines[key]
+        line.unfinished -= 1
+        if line.unfinished:
+            return ()
+        held = line.held
+        if not held:
+            del self._lines[key]
+            return ()
+        items = self._items
+        if self.run_limit == 1 or len(held) == 1:
+            next_id = held.popleft()
+            line.running = next_id
+            line.unfinished = 1
+            items[next_id] = (key, HoldState.RUNNING, items[next_id][2])
+            self._held -= 1
+            return (next_id,)
+        released = tuple(held.popleft() for _ in range(min(self.run_limit, len(held))))
+        for next_id in released:
+            items[next_id] = (key, HoldState.RUNNING, items[next_id][2])
+        line.running = released[0]
+        line.unfinished = len(released)
+        self._held -= len(released)
+        return released
+
+    def _refuse_finish(self, item_id: str, item: _Item | None) -> NoReturn:
+        """Raise the ``HoldError`` for finishing an item that is unknown or still held."""
         if item is None:
             msg = (
                 f"cannot finish item {quote(item_id)}: it is not known (never arrived, finished already or "
                 f"dropped; {len(self._items)} items are held or running)"
             )
             raise HoldError(msg)
-        if item.state is not HoldState.RUNNING:
-            line = self._lines[item.key] if item.key is not None else None
-            running = line.running if line is not None else None
-            msg = (
-                f"cannot finish item {quote(item_id)}: it is {item.state.value} behind {quote(running)} "
-                f"(key={quote(item.key)}) and was never handed to a worker"
-            )
-            raise HoldError(msg)
-        del self._items[item_id]
-        if item.key is None:
-            return ()
-        line = self._lines[item.key]
-        line.unfinished -= 1
-        if line.unfinished:
-            return ()
-        held = line.held
-        if not held:
-            del self._lines[item.key]
-            return ()
-        if self.run_limit == 1 or len(held) == 1:
-            next_id = held.popleft()
-            line.running = next_id
-            line.unfinished = 1
-            self._items[next_id].state = HoldState.RUNNING
-            self._held -= 1
-            return (next_id,)
-        released = tuple(held.popleft() for _ in range(min(self.run_limit, len(held))))
-        for next_id in released:
-            self._items[next_id].state = HoldState.RUNNING
-        line.running = released[0]
-        line.unfinished = len(released)
-        self._held -= len(released)
-        return released
+        key, state, _ = item
+        line = self._lines[key] if key is not None else None
+        running = line.running if line is not None else None
+        msg = (
+            f"cannot finish item {quote(item_id)}: it is {state.value} behind {quote(running)} "
+            f"(key={quote(key)}) and was never handed to a worker"
+        )
+        raise HoldError(msg)
 
     def drop_key(self, key: str) -> tuple[str, ...]:
         """Remove and return every held item of ``key``, oldest first, for shutdown or nack-all-held.
@@ -318,7 +330,7 @@ class OrderingKeyHolds:
         if line is None or not line.held:
             return ()
         dropped = tuple(line.held)
-        line.held.clear()
+        line.held = None
         for item_id in dropped:
             del self._items[item_id]
         self._held -= len(dropped)
@@ -336,7 +348,7 @@ class OrderingKeyHolds:
         """
         _check_str("key", key)
         line = self._lines.get(key)
-        held = () if line is None else tuple(line.held)
+        held = () if line is None or line.held is None else tuple(line.held)
         wanted = set(item_ids)
         missing = [item_id for item_id in item_ids if item_id not in held]
         if missing:
@@ -349,7 +361,7 @@ class OrderingKeyHolds:
             return ()
         assert line is not None
         dropped = tuple(item_id for item_id in held if item_id in wanted)
-        line.held = deque(item_id for item_id in held if item_id not in wanted)
+        line.held = deque(item_id for item_id in held if item_id not in wanted) or None
         for item_id in dropped:
             del self._items[item_id]
         self._held -= len(dropped)
@@ -378,9 +390,14 @@ class OrderingKeyHolds:
             return Admission.EARLY
         if deadline is not None and deadline <= now:
             return Admission.LAPSED
-        if type(tag) is not int:  # tested here first: every message comes this way
+        # each type tested here first (every message comes this way); the error names the field
+        if type(tag) is not int:
             _check_tag(tag)
-        if key:
+        if type(item_id) is not str:
+            _check_str("item_id", item_id)
+        if key is not None and type(key) is not str:
+            _check_str("key", key)
+        if key and self._out:
             out = self._out.get(key)
             if out:
                 if tag > min(out):
@@ -390,7 +407,7 @@ class OrderingKeyHolds:
                 if not out:  # everything came back
                     del self._out[key]
                     del self._fence_of[key]
-        return Admission.RUN if self._arrive(item_id, key, tag) else Admission.HELD
+        return Admission.RUN if self._place(item_id, key or None, tag) else Admission.HELD
 
     def send_back(self, key: str, tag: int) -> SentBack:
         """Fence ``key`` on ``tag`` and take its held items from ``tag`` on off its line, to go back to the queue.
@@ -410,8 +427,8 @@ class OrderingKeyHolds:
         _check_tag(tag)
         line = self._lines.get(key)
         tags: dict[str, int] = {}  # the key's held items, in arrival order -> their tags
-        for item_id in () if line is None else line.held:
-            item_tag = self._items[item_id].tag
+        for item_id in () if line is None else line.held or ():
+            item_tag = self._items[item_id][2]
             if item_tag is None:
                 msg = (
                     f"cannot send key {quote(key)} back from tag {tag}: its held item {quote(item_id)} arrived "
@@ -447,10 +464,10 @@ class OrderingKeyHolds:
             item = items.get(item_id)
             if item is None:
                 continue
-            if item.state is HoldState.RUNNING:
+            key, state, tag = item
+            if state is HoldState.RUNNING:
                 to_pool.append(item_id)
                 continue
-            key, tag = item.key, item.tag
             if key is None or tag is None:  # only keyed items are ever held
                 msg = f"cannot place lapsed item {quote(item_id)}: it is held without a tag (key={quote(key)})"
                 raise HoldError(msg)
@@ -482,7 +499,7 @@ class OrderingKeyHolds:
     def held_of(self, key: str) -> tuple[str, ...]:
         """Return the items held behind ``key``'s running item, in arrival order (O(those items))."""
         line = self._lines.get(key)
-        return () if line is None else tuple(line.held)
+        return () if line is None else tuple(line.held or ())
 
     def held_count(self) -> int:
         """Return how many items are held now."""
@@ -490,7 +507,7 @@ class OrderingKeyHolds:
 
     def held_ids(self) -> tuple[str, ...]:
         """Return the held ack ids in arrival order (O(items held or running))."""
-        return tuple(item_id for item_id, item in self._items.items() if item.state is HoldState.HELD)
+        return tuple(item_id for item_id, item in self._items.items() if item[1] is HoldState.HELD)
 
     def running_keys(self) -> tuple[str, ...]:
         """Return the ordering keys that have an item running, in the order they became active."""
@@ -499,12 +516,12 @@ class OrderingKeyHolds:
     def is_held(self, item_id: str) -> bool:
         """Return whether ``item_id`` is waiting behind an earlier item of its key."""
         item = self._items.get(item_id)
-        return item is not None and item.state is HoldState.HELD
+        return item is not None and item[1] is HoldState.HELD
 
     def state_of(self, item_id: str) -> HoldState | None:
         """Return the item's state, or None if it never arrived or has finished or been dropped."""
         item = self._items.get(item_id)
-        return None if item is None else item.state
+        return None if item is None else item[1]
 
     def snapshot(self) -> OrderingSnapshot:
         """Return the counts as a frozen value."""

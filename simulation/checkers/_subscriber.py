@@ -182,8 +182,8 @@ def _callbacks_ended(message: object) -> tuple[CallbackEnded, ...]:
     return ()
 
 
-def _runs(message: object) -> tuple[Run, ...]:
-    """The key handler's hand-over of callbacks to the worker pool: one ``Run``, or a ``RunBatch``."""
+def _runs(message: object) -> tuple[Run | Received, ...]:
+    """The key handler's hand-over of callbacks to the worker pool: one ``Run``, or a ``RunBatch`` (of ``Received``)."""
     if type(message) is Run:
         return (message,)
     if type(message) is RunBatch:

@@ -24,6 +24,7 @@ from conveyor.actors.subscriber._components import PACKED_SETTLES_PER_HAND_OVER,
 from conveyor.actors.subscriber._protocol import (
     CallbackEnded,
     Lapsed,
+    Received,
     RunBatch,
     RunsEnded,
     Settles,
@@ -50,9 +51,16 @@ class Recorder(Actor):
         self.log.append(message)
 
 
-def _run(tag: int, key: str | None = None) -> RunOne:
+def _run(tag: int, key: str | None = None) -> Received:
+    """A message to run, as the key handler hands it over in a ``RunBatch``."""
     delivery = Delivery("q", tag, Message(f"m{tag}".encode(), priority=DEFAULT_PRIORITY, group=key), 1, 100.0, 1)
-    return RunOne(f"1:{tag}", key, delivery)
+    return Received(f"1:{tag}", 8, key, delivery)
+
+
+def _one(tag: int) -> RunOne:
+    """A message to run, alone: a ``Run``."""
+    received = _run(tag)
+    return RunOne(received.ack_id, received.key, received.delivery)
 
 
 def _pool(callback: Any, workers: int = 2, per_job: int = 8, **sim: Any) -> tuple[Simulation, Any, list[Any]]:
@@ -129,7 +137,7 @@ def test_once_callbacks_prove_short_what_waits_is_packed_not_spread_and_acked_wi
     job_s: float, sizes: list[int], hand_overs: int
 ) -> None:
     sim, pool, log = _pool(lambda message: message.ack(), workers=4, job_duration=uniform_job_duration(job_s, job_s))
-    pool.tell(_run(1))  # the first job: the pool learns how long a callback takes
+    pool.tell(_one(1))  # the first job: the pool learns how long a callback takes
     sim.run(until=1.0)
     pool.tell(RunBatch(tuple(_run(tag, key=f"k{tag}") for tag in range(2, 2 + sum(sizes)))))
     sim.run(until=2.0)
@@ -144,7 +152,7 @@ def test_a_packed_job_hands_its_acks_over_as_it_goes_not_only_with_its_end() -> 
     size = 2 * PACKED_SETTLES_PER_HAND_OVER + 5
     sim, pool, log = _pool(lambda message: message.ack(), workers=4, per_job=128,
                            job_duration=uniform_job_duration(0.0002, 0.0002))
-    pool.tell(_run(1))  # the first job: the pool learns callbacks are short, and packs from then on
+    pool.tell(_one(1))  # the first job: the pool learns callbacks are short, and packs from then on
     sim.run(until=1.0)
     pool.tell(RunBatch(tuple(_run(tag) for tag in range(2, 2 + size))))
     sim.run(until=2.0)
@@ -224,10 +232,10 @@ def test_callbacks_per_job_must_be_a_positive_int() -> None:
 class KeyFeeder(Actor):
     """Stands in for the manager and the key handler: one run of a key at the pool at a time, the next once it ended."""
 
-    def __init__(self, runs: list[RunOne], pool: list[ActorRef], log: list[Any]) -> None:
+    def __init__(self, runs: list[Received], pool: list[ActorRef], log: list[Any]) -> None:
         self.pool = pool  # filled in once the pool is spawned, before anything runs
         self.log = log
-        self.lines: dict[str, deque[RunOne]] = {}
+        self.lines: dict[str, deque[Received]] = {}
         for run in runs:
             if run.key:
                 self.lines.setdefault(run.key, deque()).append(run)
@@ -287,7 +295,7 @@ def test_while_a_packed_job_runs_a_few_short_callbacks_wait_for_the_next_job_and
     """With many ordering keys, a job's end releases a few runs at a time: each few made a job of its own."""
     sim, pool, log = _pool(lambda message: message.ack(), workers=4, per_job=128,
                            job_duration=uniform_job_duration(0.0002, 0.0002))
-    pool.tell(_run(1))  # the first job: callbacks prove short
+    pool.tell(_one(1))  # the first job: callbacks prove short
     sim.run(until=1.0)
     tag = 2
     for size in (5, *later):  # the first batch starts a job; the later ones arrive while it runs
@@ -330,7 +338,7 @@ def test_after_a_nack_the_rest_of_its_key_run_goes_back_unstarted_and_other_keys
 
 def test_a_lapse_in_a_waiting_key_run_cuts_the_rest_of_it() -> None:
     sim, pool, log = _pool(lambda message: message.ack(), workers=1)
-    pool.tell(RunOne("1:9", None, _run(9).delivery))  # occupies the one worker
+    pool.tell(_one(9))  # occupies the one worker
     pool.tell(RunBatch((_run(1, "a"), _run(2, "a"), _run(3, "a"))))
     pool.tell(Lapsed(("1:2",)))
     sim.run(until=60.0)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conveyor.actors.broker import Delivery, Message
-from conveyor.actors.subscriber import FlowControl, PulledBatch
+from conveyor.actors.subscriber import FlowControl, PulledBatch, SubscriberMessage
 from conveyor.actors.subscriber._batching import AckRequest, DropRequest, Flush, ModAckRequest, NackRequest
 from conveyor.actors.subscriber._protocol import (
     CallbackEnded,
@@ -25,11 +28,13 @@ from conveyor.actors.subscriber._protocol import (
     Lapsed,
     Received,
     ReceivedBatch,
-    Run,
     RunBatch,
     RunsEnded,
     Scheduled,
     Settles,
+    _slot_setters,
+    callback_ended,
+    settlement_of,
 )
 from conveyor.actors.subscriber._protocol import (
     Settlement as Settle,
@@ -38,7 +43,7 @@ from conveyor.actors.subscriber._protocol import (
     SettlementKind as SettleKind,
 )
 from conveyor.actors.subscriber._pull import SettlePulled
-from conveyor.runtime import Actor, ActorRef
+from conveyor.runtime import Actor, ActorRef, ensure_immutable
 from conveyor.simulation import Simulation
 
 HUGE = 10**5000
@@ -46,7 +51,6 @@ HUGE = 10**5000
 HUGE_QUOTED = "10000000000000000000... (5001 digits)"
 
 _DELIVERY = Delivery("q", 1, Message(b"m"), 1, None, 1)
-_RUN = Run("1:1", None, _DELIVERY)
 
 
 class _Idle(Actor):
@@ -66,7 +70,7 @@ NOT_ITERABLE: list[tuple[Callable[[], object], str]] = [
     (lambda: Deliveries(1.5), r"Deliveries\.deliveries must be a tuple of Delivery, got 1\.5"),  # type: ignore[arg-type]
     (lambda: Deliveries(("d",)), r"Deliveries\.deliveries must be a tuple of Delivery, got \('d',\)"),  # type: ignore[arg-type]
     (lambda: ReceivedBatch(1.5), r"ReceivedBatch\.items must be a tuple of Received, got 1\.5"),  # type: ignore[arg-type]
-    (lambda: RunBatch(1.5), r"RunBatch\.runs must be a tuple of Run, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: RunBatch(1.5), r"RunBatch\.runs must be a tuple of Received, got 1\.5"),  # type: ignore[arg-type]
     (lambda: RunsEnded(1.5, ()), r"RunsEnded\.settled must be a tuple of Settle, got 1\.5"),  # type: ignore[arg-type]
     (lambda: RunsEnded((), 1.5), r"RunsEnded\.ended must be a tuple of CallbackEnded, got 1\.5"),  # type: ignore[arg-type]
     (lambda: CallbacksEnded(1.5), r"CallbacksEnded\.items must be a tuple of CallbackEnded, got 1\.5"),  # type: ignore[arg-type]
@@ -104,7 +108,7 @@ def test_the_same_messages_built_right_are_accepted() -> None:
     received = Received("1:1", 1, None, _DELIVERY)
     built = [
         Lapsed(("1:1",)), Scheduled(("1:1",)), Extend(("1:1",), 10.0), Deliveries((_DELIVERY,)),
-        ReceivedBatch((received,)), RunBatch((_RUN,)), RunsEnded((settle,), (ended,)), CallbacksEnded((ended,)),
+        ReceivedBatch((received,)), RunBatch((received,)), RunsEnded((settle,), (ended,)), CallbacksEnded((ended,)),
         Dones((Done("1:1"),)), Settles((settle,)), Flush(acks=("1:1",), modacks=((10.0, ("1:2",)),)),
         PulledBatch(_ref(), (_DELIVERY,)), SettlePulled(("1:1",)),
     ]
@@ -130,3 +134,51 @@ def test_an_int_too_long_to_print_is_quoted_by_its_first_digits(build: Callable[
     assert re.search(pattern, text), text
     assert HUGE_QUOTED in text, text
     assert len(text) < 300
+
+
+_IDS = st.text(min_size=1, max_size=12)
+_KEYS = st.none() | st.text(max_size=6)
+
+
+@given(ack_id=_IDS, key=_KEYS, error=st.none() | st.text(max_size=20), nacked=st.booleans())
+def test_a_callback_end_built_unchecked_is_the_checked_one(
+    ack_id: str, key: str | None, error: str | None, nacked: bool
+) -> None:
+    """The worker pool's unchecked build of ``CallbackEnded`` makes the same frozen, immutable message."""
+    quick, checked = callback_ended(ack_id, key, error, nacked), CallbackEnded(ack_id, key, error, nacked)
+    assert type(quick) is CallbackEnded
+    assert (quick, hash(quick), repr(quick)) == (checked, hash(checked), repr(checked))
+    ensure_immutable(quick)  # what a send checks
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        quick.nacked = not nacked  # type: ignore[misc]
+
+
+@given(kind=st.sampled_from(SettleKind), ack_id=_IDS)
+def test_a_settlement_built_unchecked_is_the_checked_one(kind: SettleKind, ack_id: str) -> None:
+    """``SubscriberMessage``'s unchecked build of a ``Settlement`` makes the same frozen, immutable message."""
+    quick, checked = settlement_of(kind, ack_id), Settle(kind, ack_id)
+    assert type(quick) is Settle
+    assert (quick, hash(quick), repr(quick)) == (checked, hash(checked), repr(checked))
+    ensure_immutable(quick)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        quick.ack_id = "other"  # type: ignore[misc]
+
+
+def test_an_unchecked_builder_must_name_every_field_of_its_message_in_order() -> None:
+    """A field added to ``CallbackEnded`` or ``Settlement`` later fails at import, not as a message left half built."""
+    with pytest.raises(TypeError, match=r"CallbackEnded has the fields .*; its unchecked builder sets \('ack_id', 'k"):
+        _slot_setters(CallbackEnded, ("ack_id", "key"))
+    with pytest.raises(TypeError, match="Settlement has the fields"):
+        _slot_setters(Settle, ("ack_id", "kind", "seconds", "attempt", "error"))
+
+
+def test_a_subscriber_message_reads_its_attributes_from_the_headers_once() -> None:
+    """``attributes`` is made on first use: the headers as a dict, the same dict on every read (a change stays)."""
+    delivery = Delivery("q", 4, Message(b"m", headers=(("color", "red"), ("n", 2))), 1, None, 3)
+    message = SubscriberMessage(delivery, lambda settlement: None)
+    assert message.attributes == {"color": "red", "n": 2}
+    message.attributes["added"] = True
+    assert message.attributes == {"color": "red", "n": 2, "added": True}
+    assert SubscriberMessage(delivery, lambda settlement: None).attributes == {"color": "red", "n": 2}
+    assert message.ack_id == "3:4"
+    assert SubscriberMessage(delivery, lambda settlement: None, None, "3:4").ack_id == "3:4"
