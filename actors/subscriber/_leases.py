@@ -52,23 +52,51 @@ it was already given, so the order clocks were started in is also the order they
 from __future__ import annotations
 
 import math
-from typing import final
+from collections.abc import Iterable
+from typing import NoReturn, Protocol, final
 
 import attrs
 
 from conveyor.runtime import ConveyorError, is_finite_number, quote
 
+from ._flow import Arrival, Identified
 from ._histogram import Histogram
 from ._settings import FlowControl
 
 _INF = math.inf
 
-__all__ = ["EXTENSION_FRACTION", "SAFETY_MARGIN_S", "DuplicateLease", "LeaseTable", "LeaseWork"]
+__all__ = [
+    "EXTENSION_FRACTION",
+    "SAFETY_MARGIN_S",
+    "DuplicateLease",
+    "Finished",
+    "KeyedArrival",
+    "LeaseTable",
+    "LeaseWork",
+]
 
 EXTENSION_FRACTION = 0.9
 """The next check comes after this fraction of the extension just asked for..."""
 SAFETY_MARGIN_S = 1.0
 """...minus this many seconds, to leave time for the extension to reach the server."""
+
+
+class KeyedArrival(Arrival, Protocol):
+    """A received message as ``LeaseTable.add_many`` reads it (a ``Received`` is one)."""
+
+    @property
+    def key(self) -> str | None:
+        """Its ordering key: with one (not empty), its callback may wait behind the key, so it is added on hold."""
+        ...
+
+
+class Finished(Identified, Protocol):
+    """A finished message as ``LeaseTable.remove_many`` reads it (a ``Done`` is one)."""
+
+    @property
+    def acked(self) -> bool:
+        """Whether it was acked (only then does its processing time count)."""
+        ...
 
 
 class DuplicateLease(ConveyorError, ValueError):
@@ -182,20 +210,8 @@ class LeaseTable:
         flow = self._flow
         first = flow.min_duration_per_lease_extension_s if extension_s is None else extension_s
         _check_extension(first, "add lease", ack_id)
-        if type(size) is not int:
-            msg = f"LeaseTable.add: size of lease {quote(ack_id)} must be an int, got {quote(size)}"
-            raise TypeError(msg)
-        if size < 0:
-            msg = f"LeaseTable.add: size of lease {quote(ack_id)} must be >= 0, got {quote(size)}"
-            raise ValueError(msg)
-        existing = self._leases.get(ack_id)
-        if existing is not None:
-            msg = (
-                f"cannot add lease {quote(ack_id)} at now={quote(now)}: it is already leased "
-                f"(arrived={quote(existing.arrived)}, "
-                f"{len(self._leases)} leases); remove it when the message is finished before adding it again"
-            )
-            raise DuplicateLease(msg)
+        if type(size) is not int or size < 0 or ack_id in self._leases:
+            self._refuse(ack_id, size, now)
         self._leases[ack_id] = _Lease(now, size, now + first, None if on_hold else now)
         self._bytes += size
         shortest = flow.min_duration_per_lease_extension_s
@@ -205,6 +221,64 @@ class LeaseTable:
             due = min(due, now + flow.max_lease_duration_s)
         if self._next_check_at is None or due < self._next_check_at:
             self._next_check_at = due
+
+    def add_many(self, arrivals: Iterable[KeyedArrival], now: float, extension_s: float | None = None) -> None:
+        """Lease several messages received at ``now``: the same as ``add`` of each in turn, at less cost.
+
+        Each is added under its ``ack_id`` with its ``size``, ``on_hold`` if it has a ``key``.
+        ``now`` and ``extension_s`` are checked once, even for no arrivals.
+
+        Raises:
+            DuplicateLease, ValueError, TypeError: as ``add``; for a bad arrival, those before it
+                are leased (and ``next_check_at`` covers them).
+        """
+        self._advance(now, "add leases")
+        flow = self._flow
+        first = flow.min_duration_per_lease_extension_s if extension_s is None else extension_s
+        _check_extension(first, "add leases")
+        leases = self._leases
+        clocks = self._clocks
+        until = now + first
+        count = len(leases)
+        added = 0  # bytes leased but not yet in _bytes
+        started = False
+        try:
+            for arrival in arrivals:
+                ack_id = arrival.ack_id
+                size = arrival.size
+                if type(size) is not int or size < 0 or ack_id in leases:
+                    self._refuse(ack_id, size, now)
+                if arrival.key:
+                    leases[ack_id] = _Lease(now, size, until, None)
+                else:
+                    leases[ack_id] = _Lease(now, size, until, now)
+                    clocks[ack_id] = now
+                    started = True
+                added += size
+        finally:
+            if len(leases) > count:  # as add does for each: the earliest of their checks
+                self._bytes += added
+                shortest = flow.min_duration_per_lease_extension_s
+                due = now + _lead(first if first < shortest else shortest)
+                if started:
+                    due = min(due, now + flow.max_lease_duration_s)
+                if self._next_check_at is None or due < self._next_check_at:
+                    self._next_check_at = due
+
+    def _refuse(self, ack_id: str, size: object, now: float) -> NoReturn:
+        """Raise the error for a lease ``add`` cannot take: a size not an int >= 0, or an ack id already leased."""
+        if type(size) is not int:
+            msg = f"LeaseTable.add: size of lease {quote(ack_id)} must be an int, got {quote(size)}"
+            raise TypeError(msg)
+        if size < 0:
+            msg = f"LeaseTable.add: size of lease {quote(ack_id)} must be >= 0, got {quote(size)}"
+            raise ValueError(msg)
+        msg = (
+            f"cannot add lease {quote(ack_id)} at now={quote(now)}: it is already leased "
+            f"(arrived={quote(self._leases[ack_id].arrived)}, "
+            f"{len(self._leases)} leases); remove it when the message is finished before adding it again"
+        )
+        raise DuplicateLease(msg)
 
     def start_clock(self, ack_id: str, now: float) -> bool:
         """Start the max-lease clock of a lease added ``on_hold``: its callback was scheduled at ``now``.
@@ -225,6 +299,32 @@ class LeaseTable:
         if self._next_check_at is None or due < self._next_check_at:
             self._next_check_at = due
         return True
+
+    def start_clocks(self, ack_ids: Iterable[str], now: float) -> int:
+        """Start the max-lease clocks of several leases: the same as ``start_clock`` of each in turn, at less cost.
+
+        ``now`` is checked once, even for no ack ids.
+
+        Returns:
+            How many clocks started.
+        """
+        self._advance(now, "start the clocks of leases")
+        leases = self._leases
+        clocks = self._clocks
+        started = 0
+        try:
+            for ack_id in ack_ids:
+                lease = leases.get(ack_id)
+                if lease is not None and lease.started is None:
+                    lease.started = now
+                    clocks[ack_id] = now
+                    started += 1
+        finally:
+            if started:
+                due = now + self._flow.max_lease_duration_s
+                if self._next_check_at is None or due < self._next_check_at:
+                    self._next_check_at = due
+        return started
 
     def renew(self, ack_id: str, now: float, extension_s: float) -> bool:
         """Record that the caller asked for ``extension_s`` more on a leased message, outside ``maintain``.
@@ -273,6 +373,37 @@ class LeaseTable:
         if not self._leases:
             self._next_check_at = None
         return now - lease.arrived
+
+    def remove_many(self, finished: Iterable[Finished], now: float) -> list[float]:
+        """Forget several leases, each named by its ``ack_id``: the same as ``remove`` of each in turn, at less cost.
+
+        ``now`` is checked once, even for none.
+
+        Returns:
+            The processing durations (``now - arrived``) of those leased and ``acked``, in order:
+            what to feed the ``Histogram`` (``Histogram.add_many``).
+        """
+        self._advance(now, "remove leases")
+        leases = self._leases
+        clocks = self._clocks
+        durations: list[float] = []
+        freed = 0
+        try:
+            for item in finished:
+                ack_id = item.ack_id
+                lease = leases.pop(ack_id, None)
+                if lease is None:
+                    continue
+                if lease.started is not None:
+                    del clocks[ack_id]
+                freed += lease.size
+                if item.acked:
+                    durations.append(now - lease.arrived)
+        finally:
+            self._bytes -= freed
+            if not leases:
+                self._next_check_at = None
+        return durations
 
     def deadline_for(self, histogram: Histogram) -> float:
         """Return the extension to ask for: the histogram's 99th percentile, clamped to the flow's bounds."""
