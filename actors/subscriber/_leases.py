@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import NoReturn, Protocol, final
+from typing import NoReturn, Protocol, TypeAlias, final
 
 import attrs
 
@@ -125,16 +125,11 @@ class LeaseWork:
     lapsed: tuple[str, ...] = ()
 
 
-@final
-@attrs.define(slots=True)
-class _Lease:
-    """When a lease arrived, how big its message is, until when its last requested extension runs,
-    and when its max-lease clock started (None while its message is on hold)."""
+_Lease: TypeAlias = tuple[float, int, float]
+"""A lease: when it arrived, how big its message is, and until when its last requested extension runs.
 
-    arrived: float
-    size: int
-    extended_until: float
-    started: float | None
+A tuple, not an object: one is made per message received, and a tuple costs a fraction of an
+instance to make. Its max-lease clock, once started, is in ``LeaseTable._clocks``."""
 
 
 def _check_extension(extension_s: object, action: str, ack_id: str | None = None) -> None:
@@ -176,7 +171,7 @@ class LeaseTable:
             raise TypeError(msg)
         self._flow = flow
         self._leases: dict[str, _Lease] = {}
-        self._clocks: dict[str, float] = {}  # ack id -> when its clock started, in that order
+        self._clocks: dict[str, float] = {}  # ack id -> when its clock started, in that order; none while on hold
         self._bytes = 0
         self._now = -math.inf
         self._next_check_at: float | None = None
@@ -212,7 +207,7 @@ class LeaseTable:
         _check_extension(first, "add lease", ack_id)
         if type(size) is not int or size < 0 or ack_id in self._leases:
             self._refuse(ack_id, size, now)
-        self._leases[ack_id] = _Lease(now, size, now + first, None if on_hold else now)
+        self._leases[ack_id] = (now, size, now + first)
         self._bytes += size
         shortest = flow.min_duration_per_lease_extension_s
         due = now + _lead(first if first < shortest else shortest)
@@ -248,10 +243,8 @@ class LeaseTable:
                 size = arrival.size
                 if type(size) is not int or size < 0 or ack_id in leases:
                     self._refuse(ack_id, size, now)
-                if arrival.key:
-                    leases[ack_id] = _Lease(now, size, until, None)
-                else:
-                    leases[ack_id] = _Lease(now, size, until, now)
+                leases[ack_id] = (now, size, until)
+                if not arrival.key:
                     clocks[ack_id] = now
                     started = True
                 added += size
@@ -275,7 +268,7 @@ class LeaseTable:
             raise ValueError(msg)
         msg = (
             f"cannot add lease {quote(ack_id)} at now={quote(now)}: it is already leased "
-            f"(arrived={quote(self._leases[ack_id].arrived)}, "
+            f"(arrived={quote(self._leases[ack_id][0])}, "
             f"{len(self._leases)} leases); remove it when the message is finished before adding it again"
         )
         raise DuplicateLease(msg)
@@ -290,10 +283,8 @@ class LeaseTable:
             ValueError: ``now`` is not finite or is earlier than a time already given.
         """
         self._advance(now, "start the clock of lease", ack_id)
-        lease = self._leases.get(ack_id)
-        if lease is None or lease.started is not None:
+        if ack_id not in self._leases or ack_id in self._clocks:
             return False
-        lease.started = now
         self._clocks[ack_id] = now
         due = now + self._flow.max_lease_duration_s
         if self._next_check_at is None or due < self._next_check_at:
@@ -314,9 +305,7 @@ class LeaseTable:
         started = 0
         try:
             for ack_id in ack_ids:
-                lease = leases.get(ack_id)
-                if lease is not None and lease.started is None:
-                    lease.started = now
+                if ack_id in leases and ack_id not in clocks:
                     clocks[ack_id] = now
                     started += 1
         finally:
@@ -345,10 +334,12 @@ class LeaseTable:
         lease = self._leases.get(ack_id)
         if lease is None:
             return False
-        lease.extended_until = now + extension_s
+        arrived, size, _ = lease
+        self._leases[ack_id] = (arrived, size, now + extension_s)
         due = now + _lead(extension_s)
-        if lease.started is not None:
-            due = min(due, lease.started + self._flow.max_lease_duration_s)
+        started = self._clocks.get(ack_id)
+        if started is not None:
+            due = min(due, started + self._flow.max_lease_duration_s)
         if self._next_check_at is None or due < self._next_check_at:
             self._next_check_at = due
         return True
@@ -367,12 +358,12 @@ class LeaseTable:
         lease = self._leases.pop(ack_id, None)
         if lease is None:
             return None
-        if lease.started is not None:
-            del self._clocks[ack_id]
-        self._bytes -= lease.size
+        self._clocks.pop(ack_id, None)
+        arrived, size, _ = lease
+        self._bytes -= size
         if not self._leases:
             self._next_check_at = None
-        return now - lease.arrived
+        return now - arrived
 
     def remove_many(self, finished: Iterable[Finished], now: float) -> list[float]:
         """Forget several leases, each named by its ``ack_id``: the same as ``remove`` of each in turn, at less cost.
@@ -394,11 +385,10 @@ class LeaseTable:
                 lease = leases.pop(ack_id, None)
                 if lease is None:
                     continue
-                if lease.started is not None:
-                    del clocks[ack_id]
-                freed += lease.size
+                clocks.pop(ack_id, None)
+                freed += lease[1]
                 if item.acked:
-                    durations.append(now - lease.arrived)
+                    durations.append(now - lease[0])
         finally:
             self._bytes -= freed
             if not leases:
@@ -439,14 +429,11 @@ class LeaseTable:
             if now - started < max_lease and now < started + max_lease:
                 break
             del clocks[ack_id]
-            self._bytes -= leases.pop(ack_id).size
+            self._bytes -= leases.pop(ack_id)[1]
             expired.append(ack_id)
-        lapsed: list[str] = []
+        lapsed = [ack_id for ack_id, (_, _, extended_until) in leases.items() if extended_until <= now]
         until = now + extension_s
-        for ack_id, lease in leases.items():
-            if lease.extended_until <= now:
-                lapsed.append(ack_id)
-            lease.extended_until = until
+        self._leases = leases = {ack_id: (arrived, size, until) for ack_id, (arrived, size, _) in leases.items()}
         if leases:
             next_check_at: float | None = now + _lead(extension_s)
             if clocks:
@@ -473,13 +460,12 @@ class LeaseTable:
 
     def on_hold(self, ack_id: str) -> bool:
         """Return whether ``ack_id`` is leased with its max-lease clock not started yet."""
-        lease = self._leases.get(ack_id)
-        return lease is not None and lease.started is None
+        return ack_id in self._leases and ack_id not in self._clocks
 
     def extended_until(self, ack_id: str) -> float | None:
         """Return until when the last extension asked for ``ack_id`` runs, or None if it is not leased."""
         lease = self._leases.get(ack_id)
-        return None if lease is None else lease.extended_until
+        return None if lease is None else lease[2]
 
     def oldest_age(self, now: float) -> float | None:
         """Return how long the oldest lease has been held at ``now``, or None when the table is empty.
@@ -490,7 +476,7 @@ class LeaseTable:
         self._check_now(now, "measure the oldest lease")
         if not self._leases:
             return None
-        return now - next(iter(self._leases.values())).arrived
+        return now - next(iter(self._leases.values()))[0]
 
     def ack_ids(self) -> tuple[str, ...]:
         """Return the leased ack ids in arrival order (oldest first)."""
