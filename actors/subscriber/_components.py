@@ -182,7 +182,7 @@ class Leaser(Actor):
                 self.table.add_many(message.items, now, granted)
             else:
                 self.table.add_many(message.items, now, extension)
-                self.ctx.send(self.dispatcher, Extend(tuple(item.ack_id for item in message.items), extension))
+                self.ctx.send(self.dispatcher, Extend(tuple([item.ack_id for item in message.items]), extension))
             next_check = self.table.next_check_at
             if next_check is not None:
                 self._arm(next_check)

@@ -88,7 +88,8 @@ class FlowStats:
 class LoadTracker:
     """Counts the unfinished messages and bytes against a ``FlowControl`` and decides pause and resume.
 
-    Owned by one actor, so it is unsynchronised. Every operation is O(1).
+    Owned by one actor, so it is unsynchronised. Every operation is O(1), but the batch forms
+    ``add_many`` and ``remove_many``, which are O(batch).
     """
 
     __slots__ = ("_bytes", "_flow", "_max_bytes_seen", "_max_count_seen", "_paused", "_pauses", "_sizes")
