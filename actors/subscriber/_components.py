@@ -112,14 +112,12 @@ class LoadController(Actor):
         if type(message) is Received:
             self.tracker.add(message.ack_id, message.size)
         elif type(message) is ReceivedBatch:
-            for item in message.items:  # one decision and one note for the whole batch
-                self.tracker.add(item.ack_id, item.size)
+            self.tracker.add_many(message.items)  # one decision and one note for the whole batch
         elif type(message) is Done:
             if not self.tracker.remove(message.ack_id):
                 return
         elif type(message) is Dones:
-            removed = [self.tracker.remove(done.ack_id) for done in message.items]
-            if not any(removed):
+            if not self.tracker.remove_many(message.items):
                 return
         elif type(message) is GetFlowStats:
             if message.reply_to is not None:
@@ -181,14 +179,11 @@ class Leaser(Actor):
             # As for Received, with one extension request for the whole batch.
             extension = self.table.deadline_for(self.histogram)
             granted = self.granted_s
-            add = self.table.add
             if granted is not None and granted >= extension:
-                for item in message.items:
-                    add(item.ack_id, item.size, now, granted, on_hold=bool(item.key))
+                self.table.add_many(message.items, now, granted)
             else:
-                for item in message.items:
-                    add(item.ack_id, item.size, now, extension, on_hold=bool(item.key))
-                self.ctx.send(self.dispatcher, Extend(tuple(item.ack_id for item in message.items), extension))
+                self.table.add_many(message.items, now, extension)
+                self.ctx.send(self.dispatcher, Extend(tuple([item.ack_id for item in message.items]), extension))
             next_check = self.table.next_check_at
             if next_check is not None:
                 self._arm(next_check)
@@ -201,17 +196,14 @@ class Leaser(Actor):
                 if next_check is not None:
                     self._arm(next_check)
         elif type(message) is Scheduled:
-            start = self.table.start_clock
-            for ack_id in message.ack_ids:
-                start(ack_id, now)
+            self.table.start_clocks(message.ack_ids, now)
             next_check = self.table.next_check_at
             if next_check is not None:
                 self._arm(next_check)
         elif type(message) is Done:
             self._done(message, now)
         elif type(message) is Dones:
-            for done in message.items:
-                self._done(done, now)
+            self.histogram.add_many(self.table.remove_many(message.items, now))
         elif type(message) is Tick:
             self.timer = None
             self.timer_at = None

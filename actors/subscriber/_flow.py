@@ -16,7 +16,8 @@ The class is sans-IO: callers tell it about messages and carry out the decisions
 from __future__ import annotations
 
 import enum
-from typing import final
+from collections.abc import Iterable
+from typing import NoReturn, Protocol, final
 
 import attrs
 
@@ -24,7 +25,7 @@ from conveyor.runtime import ConveyorError, quote
 
 from ._settings import FlowControl
 
-__all__ = ["DuplicateMessage", "FlowDecision", "FlowStats", "LoadTracker"]
+__all__ = ["Arrival", "DuplicateMessage", "FlowDecision", "FlowStats", "Identified", "LoadTracker"]
 
 
 class FlowDecision(enum.Enum):
@@ -34,6 +35,24 @@ class FlowDecision(enum.Enum):
     """Stop asking the server for messages: load reached 1."""
     RESUME = "resume"
     """Ask the server for messages again: load fell below the resume threshold."""
+
+
+class Identified(Protocol):
+    """A message as the batch methods name it: by its ack id (a ``Done`` is one)."""
+
+    @property
+    def ack_id(self) -> str:
+        """The id the message is counted (or leased) under."""
+        ...
+
+
+class Arrival(Identified, Protocol):
+    """A received message as ``LoadTracker.add_many`` reads it (a ``Received`` is one)."""
+
+    @property
+    def size(self) -> int:
+        """Its size in bytes."""
+        ...
 
 
 class DuplicateMessage(ConveyorError, ValueError):
@@ -69,7 +88,8 @@ class FlowStats:
 class LoadTracker:
     """Counts the unfinished messages and bytes against a ``FlowControl`` and decides pause and resume.
 
-    Owned by one actor, so it is unsynchronised. Every operation is O(1).
+    Owned by one actor, so it is unsynchronised. Every operation is O(1), but the batch forms
+    ``add_many`` and ``remove_many``, which are O(batch).
     """
 
     __slots__ = ("_bytes", "_flow", "_max_bytes_seen", "_max_count_seen", "_paused", "_pauses", "_sizes")
@@ -103,22 +123,50 @@ class LoadTracker:
             ValueError: ``size`` is negative.
             TypeError: ``size`` is not an int.
         """
+        sizes = self._sizes
+        if type(size) is not int or size < 0 or message_id in sizes:
+            self._refuse(message_id, size)
+        sizes[message_id] = size
+        self._bytes += size
+        self._max_count_seen = max(self._max_count_seen, len(sizes))
+        self._max_bytes_seen = max(self._max_bytes_seen, self._bytes)
+
+    def add_many(self, arrivals: Iterable[Arrival]) -> None:
+        """Count several messages, each under its ``ack_id``: the same as ``add`` of each in turn, at less cost.
+
+        Raises:
+            DuplicateMessage, ValueError, TypeError: as ``add``, for the first bad message (those
+                before it are counted).
+        """
+        sizes = self._sizes
+        added = 0  # bytes counted in sizes but not yet in _bytes
+        try:
+            for arrival in arrivals:
+                message_id = arrival.ack_id
+                size = arrival.size
+                if type(size) is not int or size < 0 or message_id in sizes:
+                    self._refuse(message_id, size)
+                sizes[message_id] = size
+                added += size
+        finally:
+            # Adding only grows the count and the bytes: the highest of each is where the batch ends.
+            self._bytes += added
+            self._max_count_seen = max(self._max_count_seen, len(sizes))
+            self._max_bytes_seen = max(self._max_bytes_seen, self._bytes)
+
+    def _refuse(self, message_id: str, size: object) -> NoReturn:
+        """Raise the error for a message ``add`` cannot count: a size not an int >= 0, or an id already counted."""
         if type(size) is not int:
             msg = f"LoadTracker.add: size of message {quote(message_id)} must be an int, got {quote(size)}"
             raise TypeError(msg)
         if size < 0:
             msg = f"LoadTracker.add: size of message {quote(message_id)} must be >= 0, got {quote(size)}"
             raise ValueError(msg)
-        if message_id in self._sizes:
-            msg = (
-                f"cannot add message {quote(message_id)}: it is already counted (size={self._sizes[message_id]}, "
-                f"{len(self._sizes)} unfinished); remove it when it is finished before adding it again"
-            )
-            raise DuplicateMessage(msg)
-        self._sizes[message_id] = size
-        self._bytes += size
-        self._max_count_seen = max(self._max_count_seen, len(self._sizes))
-        self._max_bytes_seen = max(self._max_bytes_seen, self._bytes)
+        msg = (
+            f"cannot add message {quote(message_id)}: it is already counted (size={self._sizes[message_id]}, "
+            f"{len(self._sizes)} unfinished); remove it when it is finished before adding it again"
+        )
+        raise DuplicateMessage(msg)
 
     def remove(self, message_id: str) -> bool:
         """Stop counting a message that was acked, nacked or dropped.
@@ -131,6 +179,25 @@ class LoadTracker:
             return False
         self._bytes -= size
         return True
+
+    def remove_many(self, finished: Iterable[Identified]) -> int:
+        """Stop counting several messages, each named by its ``ack_id``: ``remove`` of each in turn, at less cost.
+
+        Returns:
+            How many of them were counted.
+        """
+        sizes = self._sizes
+        removed = 0
+        freed = 0
+        try:
+            for item in finished:
+                size = sizes.pop(item.ack_id, None)
+                if size is not None:
+                    removed += 1
+                    freed += size
+        finally:
+            self._bytes -= freed
+        return removed
 
     def load(self) -> float:
         """Return how full the budget is: 1.0 means at a limit, and it may go above 1."""

@@ -11,6 +11,7 @@ The class is sans-IO: it is told durations, and never reads a clock.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from fractions import Fraction
 from typing import final
 
@@ -75,6 +76,39 @@ class Histogram:
         self._buckets[bucket] = self._buckets.get(bucket, 0) + 1
         self._len += 1
         if self._cache:
+            self._cache.clear()
+
+    def add_many(self, durations: Iterable[float]) -> None:
+        """Record several processing durations: the same as ``add`` of each in turn, at less cost per duration.
+
+        Raises:
+            ValueError, TypeError: as ``add``, for the first bad duration (those before it are recorded).
+        """
+        buckets = self._buckets
+        short = 0  # durations under MIN_SECONDS not counted yet: all go to its bucket
+        longer = 0  # durations counted in their own buckets but not yet in _len
+        try:
+            for seconds in durations:
+                if type(seconds) is float and 0.0 <= seconds < MAX_SECONDS:  # the common case, as in add
+                    if seconds < MIN_SECONDS:
+                        short += 1
+                    else:
+                        bucket = int(seconds)
+                        buckets[bucket] = buckets.get(bucket, 0) + 1
+                        longer += 1
+                else:  # rare: add checks it, once the counts so far are in (its error reports them)
+                    self._count(short, longer)
+                    short = longer = 0
+                    self.add(seconds)
+        finally:
+            self._count(short, longer)
+
+    def _count(self, short: int, longer: int) -> None:
+        """Put ``short`` durations in the smallest bucket and count them with ``longer`` already bucketed ones."""
+        if short:
+            self._buckets[MIN_SECONDS] = self._buckets.get(MIN_SECONDS, 0) + short
+        if short or longer:
+            self._len += short + longer
             self._cache.clear()
 
     def percentile(self, p: float) -> int:
