@@ -274,14 +274,20 @@ class StreamingPullManager(Actor):
 
     def _deliver_batch(self, deliveries: tuple[Delivery, ...]) -> None:
         """Take several deliveries in, in order: one ``ReceivedBatch`` per component for those taken."""
-        taken: list[Received] = []
-        self.taken = taken
-        try:
-            deliver = self._deliver
-            for delivery in deliveries:
-                deliver(delivery)
-        finally:
-            self.taken = None
+        if type(self)._deliver is not StreamingPullManager._deliver:  # noqa: SLF001 - overridden or not
+            taken = self._deliver_each(deliveries)  # a subclass's own _deliver (a planted bug) sees each one
+        else:
+            taken = []
+            delivered = self.ledger.delivered
+            new = Arrival.NEW
+            for delivery in deliveries:  # _deliver's, inline: this loop runs once per message
+                ack_id = f"{delivery.consumer_id}:{delivery.tag}"
+                arrival = delivered(ack_id, delivery)
+                if arrival is new:
+                    message = delivery.message  # a checked Delivery's: its size an int, its group a str or None
+                    taken.append(received_unchecked(ack_id, message.size, message.group, delivery))
+                else:
+                    self._arrived_again(ack_id, arrival)
         if len(taken) == 1:
             received: Received | ReceivedBatch = taken[0]
         elif taken:
@@ -294,6 +300,17 @@ class StreamingPullManager(Actor):
         send(parts[Part.LEASER], received)
         send(parts[Part.KEYS], received)
 
+    def _deliver_each(self, deliveries: tuple[Delivery, ...]) -> list[Received]:
+        """``_deliver`` each delivery in turn; return the ``Received`` of those taken in, not sent yet."""
+        taken: list[Received] = []
+        self.taken = taken
+        try:
+            for delivery in deliveries:
+                self._deliver(delivery)
+        finally:
+            self.taken = None
+        return taken
+
     def _deliver(self, delivery: Delivery) -> None:
         """Take a delivery in, unless it is one more copy of a message held or settled here.
 
@@ -302,14 +319,7 @@ class StreamingPullManager(Actor):
         ack_id = f"{delivery.consumer_id}:{delivery.tag}"  # ack_id_of(delivery), without the call
         arrival = self.ledger.delivered(ack_id, delivery)
         if arrival is not Arrival.NEW:
-            if arrival is Arrival.RENEW:
-                # Its lease lapsed and the queue gave it back to us while the copy here waits or runs:
-                # that copy still runs (its settlement settles this delivery); the new lease is extended.
-                self.ctx.send(self.parts[Part.LEASER], Redelivered(ack_id))
-            elif arrival is Arrival.ACK_AGAIN:
-                # Handled and acked here, but the ack reached the queue after the lease lapsed: ack it
-                # again rather than run it again (after later messages of its key, perhaps).
-                self._send_confirmed_ack(ack_id)
+            self._arrived_again(ack_id, arrival)
             return
         message = delivery.message  # a checked Delivery's: its size an int, its group a str or None
         received = received_unchecked(ack_id, message.size, message.group, delivery)
@@ -322,6 +332,17 @@ class StreamingPullManager(Actor):
         self.ctx.send(parts[Part.LEASER], received)
         self.ctx.send(parts[Part.KEYS], received)
 
+    def _arrived_again(self, ack_id: str, arrival: Arrival) -> None:
+        """One more copy of a message held or settled here (an ``arrival`` other than ``NEW``)."""
+        if arrival is Arrival.RENEW:
+            # Its lease lapsed and the queue gave it back to us while the copy here waits or runs:
+            # that copy still runs (its settlement settles this delivery); the new lease is extended.
+            self.ctx.send(self.parts[Part.LEASER], Redelivered(ack_id))
+        elif arrival is Arrival.ACK_AGAIN:
+            # Handled and acked here, but the ack reached the queue after the lease lapsed: ack it
+            # again rather than run it again (after later messages of its key, perhaps).
+            self._send_confirmed_ack(ack_id)
+
     # ------------------------------------------------------------------ settlements
 
     def _settle_all(self, settles: tuple[Settlement, ...]) -> None:
@@ -329,11 +350,13 @@ class StreamingPullManager(Actor):
         if not settles:
             return
         ack = SettlementKind.ACK
+        ack_ids: list[str] = []
         for settle in settles:
             if settle.kind is not ack:
                 break
+            ack_ids.append(settle.ack_id)
         else:
-            self._ack_all(settles)
+            self._ack_all(ack_ids)
             return
         self.gathered = ([], [])
         try:
@@ -342,14 +365,14 @@ class StreamingPullManager(Actor):
         finally:
             self._send_gathered()
 
-    def _ack_all(self, settles: tuple[Settlement, ...]) -> None:
-        """A job's settlements, all acks (the common case): as ``_settle`` each, with one ledger call.
+    def _ack_all(self, ack_ids: list[str]) -> None:
+        """A job's settlements, all acks of ``ack_ids`` (the common case): as ``_settle`` each, with one ledger call.
 
         Each part is told once, as ``_settle_all`` does: the load controller and the leaser one
         ``Dones``, the dispatcher one ``Acks`` of those settled here (an ack of a message not pending,
         settled before or dropped, does nothing).
         """
-        settled, released = self.ledger.ack_all([settle.ack_id for settle in settles])
+        settled, released = self.ledger.ack_all(ack_ids)
         parts = self.parts
         if released:
             done = dones_unchecked(released, True)
