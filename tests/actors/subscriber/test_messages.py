@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
+import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conveyor.actors.broker import Delivery, Message
 from conveyor.actors.subscriber import FlowControl, PulledBatch
 from conveyor.actors.subscriber._batching import AckRequest, DropRequest, Flush, ModAckRequest, NackRequest
 from conveyor.actors.subscriber._protocol import (
+    Acks,
     CallbackEnded,
     CallbacksEnded,
     Deliveries,
@@ -30,6 +35,11 @@ from conveyor.actors.subscriber._protocol import (
     RunsEnded,
     Scheduled,
     Settles,
+    acks_unchecked,
+    done_unchecked,
+    dones_unchecked,
+    received_batch_unchecked,
+    received_unchecked,
 )
 from conveyor.actors.subscriber._protocol import (
     Settlement as Settle,
@@ -38,7 +48,7 @@ from conveyor.actors.subscriber._protocol import (
     SettlementKind as SettleKind,
 )
 from conveyor.actors.subscriber._pull import SettlePulled
-from conveyor.runtime import Actor, ActorRef
+from conveyor.runtime import Actor, ActorRef, ensure_immutable
 from conveyor.simulation import Simulation
 
 HUGE = 10**5000
@@ -72,6 +82,8 @@ NOT_ITERABLE: list[tuple[Callable[[], object], str]] = [
     (lambda: CallbacksEnded(1.5), r"CallbacksEnded\.items must be a tuple of CallbackEnded, got 1\.5"),  # type: ignore[arg-type]
     (lambda: Dones(1.5), r"Dones\.items must be a tuple of Done, got 1\.5"),  # type: ignore[arg-type]
     (lambda: Settles(1.5), r"Settles\.items must be a tuple of Settle, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: Acks(1.5), r"Acks\.ack_ids must be a tuple of ack ids \(str\), got 1\.5"),  # type: ignore[arg-type]
+    (lambda: Acks((1,)), r"Acks\.ack_ids must be a tuple of ack ids \(str\), got \(1,\)"),  # type: ignore[arg-type]
     (lambda: Flush(acks=1.5), r"Flush\.acks must be a tuple of ack ids \(str\), got 1\.5"),  # type: ignore[arg-type]
     (lambda: Flush(nacks=(1,)), r"Flush\.nacks must be a tuple of ack ids \(str\), got \(1,\)"),  # type: ignore[arg-type]
     (lambda: Flush(drops=None), r"Flush\.drops must be a tuple of ack ids \(str\), got None"),  # type: ignore[arg-type]
@@ -106,9 +118,9 @@ def test_the_same_messages_built_right_are_accepted() -> None:
         Lapsed(("1:1",)), Scheduled(("1:1",)), Extend(("1:1",), 10.0), Deliveries((_DELIVERY,)),
         ReceivedBatch((received,)), RunBatch((_RUN,)), RunsEnded((settle,), (ended,)), CallbacksEnded((ended,)),
         Dones((Done("1:1"),)), Settles((settle,)), Flush(acks=("1:1",), modacks=((10.0, ("1:2",)),)),
-        PulledBatch(_ref(), (_DELIVERY,)), SettlePulled(("1:1",)),
+        PulledBatch(_ref(), (_DELIVERY,)), SettlePulled(("1:1",)), Acks(("1:1",)),
     ]
-    assert len(built) == 13
+    assert len(built) == 14
 
 
 @pytest.mark.parametrize(
@@ -130,3 +142,36 @@ def test_an_int_too_long_to_print_is_quoted_by_its_first_digits(build: Callable[
     assert re.search(pattern, text), text
     assert HUGE_QUOTED in text, text
     assert len(text) < 300
+
+
+# ---------------------------------------------------------------------- built without the check
+
+
+ACK_ID_TEXT = st.text(max_size=8)
+KEYS = st.one_of(st.none(), st.text(min_size=1, max_size=4))
+DELIVERIES = st.builds(
+    lambda tag, count, key: Delivery("q", tag, Message(b"m" * tag, group=key), count, None, 1),
+    st.integers(1, 50), st.integers(1, 5), KEYS,
+)
+
+
+@given(ack_id=ACK_ID_TEXT, size=st.integers(0, 10**6), key=KEYS, delivery=DELIVERIES, acked=st.booleans(),
+       ids=st.lists(ACK_ID_TEXT, max_size=5))
+def test_a_message_built_without_the_check_is_the_one_its_constructor_builds(
+    ack_id: str, size: int, key: str | None, delivery: Delivery, acked: bool, ids: list[str]
+) -> None:
+    received = Received(ack_id, size, key, delivery)
+    pairs: list[tuple[Any, Any]] = [
+        (received_unchecked(ack_id, size, key, delivery), received),
+        (done_unchecked(ack_id, acked), Done(ack_id, acked)),
+        (dones_unchecked(ids, acked), Dones(tuple(Done(each, acked) for each in ids))),
+        (received_batch_unchecked((received, received)), ReceivedBatch((received, received))),
+        (acks_unchecked(tuple(ids)), Acks(tuple(ids))),
+    ]
+    for fast, checked in pairs:
+        assert type(fast) is type(checked)
+        assert fast == checked and hash(fast) == hash(checked) and repr(fast) == repr(checked)
+        assert attrs.asdict(fast, recurse=False) == attrs.asdict(checked, recurse=False)
+        ensure_immutable(fast)
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            setattr(fast, attrs.fields(type(fast))[0].name, "changed")
