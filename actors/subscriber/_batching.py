@@ -25,6 +25,7 @@ monotonic clock), send the flushes it returns and set a timer for ``next_due_at`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TypeAlias, final
 
 import attrs
@@ -98,6 +99,11 @@ class DropRequest:
 
     ack_id: str = attrs.field(validator=_ack_id)
 
+
+_ACK = AckRequest("")
+"""What the batcher holds for each ack id acked in the batch (``add_acks``): an ack carries nothing but its id,
+which is the key it is held under."""
+_ACK_ID_FIELD = attrs.fields(AckRequest).ack_id
 
 BatchedRequest: TypeAlias = AckRequest | NackRequest | ModAckRequest | DropRequest
 """Any request the batcher accepts."""
@@ -219,7 +225,7 @@ class RequestBatcher:
         self._max_batch = max_batch
         self._max_delay_s = float(max_delay_s)
         self._pending: dict[str, BatchedRequest] = {}
-        """The deciding request of each pending ack id, in the order it was added."""
+        """The deciding request of each pending ack id, in the order it was added (an ack's may be ``_ACK``)."""
         self._due_at: float | None = None
         """When the oldest pending request is ``max_delay_s`` old; None when nothing is pending."""
 
@@ -272,6 +278,36 @@ class RequestBatcher:
         if len(pending) >= self._max_batch:
             return self.flush()
         return None
+
+    def add_acks(self, ack_ids: Iterable[str], now: float) -> list[Flush]:
+        """Queue an ack of each of ``ack_ids`` in turn: ``add(AckRequest(ack_id), now)`` each, in one call.
+
+        Returns:
+            The flushes those adds returned, in order (none unless the batch filled up).
+
+        Raises:
+            TypeError: an ack id is not a str (those before it are queued).
+        """
+        flushes: list[Flush] = []
+        pending = self._pending
+        max_batch = self._max_batch
+        for ack_id in ack_ids:
+            earlier = pending.get(ack_id)
+            if earlier is None:
+                if type(ack_id) is not str:
+                    _ack_id(_ACK, _ACK_ID_FIELD, ack_id)  # raises, naming the field
+                if not pending:
+                    self._due_at = now + self._max_delay_s
+                pending[ack_id] = _ACK
+            elif type(earlier) is not AckRequest:
+                del pending[ack_id]
+                pending[ack_id] = _ACK
+            if len(pending) >= max_batch:
+                flush = self.flush()
+                assert flush is not None  # max_batch >= 1 ids pending
+                flushes.append(flush)
+                pending = self._pending
+        return flushes
 
     def due(self, now: float) -> Flush | None:
         """Return a ``Flush`` of everything pending if the oldest request is at least ``max_delay_s`` old."""

@@ -26,6 +26,7 @@ from ._leases import LeaseTable
 from ._message import SubscriberMessage
 from ._ordering import Admission, OrderingKeyHolds
 from ._protocol import (
+    Acks,
     CallbackEnded,
     CallbacksEnded,
     CallbackStarted,
@@ -700,6 +701,9 @@ class Dispatcher(Actor):
         now = self.ctx.now()
         if type(message) is Settlement:
             self._hand_over(self.batcher.add(self._request(message), now))
+        elif type(message) is Acks:
+            for flush in self.batcher.add_acks(message.ack_ids, now):
+                self.ctx.send(self.manager, flush)
         elif type(message) is Settles:
             for settle in message.items:
                 self._hand_over(self.batcher.add(self._request(settle), now))

@@ -24,15 +24,16 @@ acked is never run twice by it:
   delivery it is for (``Settled.attempt``, the newest one held here), so the queue ignores a nack
   for an older one and the new delivery stays leased to this subscription.
 
-Every operation is O(1) except ``pending_of`` and ``leased_of`` (O(ids asked about)) and ``refuse``
-(O(refusals it forgets)). State lives in insertion-ordered dicts, so every answer is deterministic.
+Every operation is O(1) except ``pending_of``, ``leased_of``, ``ack_all`` and ``took_all`` (O(ids asked
+about)) and ``refuse`` (O(refusals it forgets)). State lives in insertion-ordered dicts, so every answer is
+deterministic.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import final
 
 import attrs
@@ -224,6 +225,29 @@ class AckLedger:
             return _RELEASED
         return _RELEASE
 
+    def ack_all(self, ack_ids: Iterable[str]) -> tuple[list[str], list[str]]:
+        """``ack`` each of ``ack_ids`` in turn, for a batch of acks in one call.
+
+        Returns:
+            (the ids it settled, in order; those of them the load controller and the leaser still
+            count, the ones ``ack`` answers ``release`` for).
+        """
+        pending, acking, redelivered, expired = self._pending, self._acking, self._redelivered, self._expired
+        settled: list[str] = []
+        released: list[str] = []
+        for ack_id in ack_ids:
+            if pending.pop(ack_id, None) is None:
+                continue
+            acking[ack_id] = False
+            settled.append(ack_id)
+            if redelivered:
+                redelivered.pop(ack_id, None)
+            if expired and ack_id in expired:
+                expired.discard(ack_id)
+            else:
+                released.append(ack_id)
+        return settled, released
+
     def nack(self, ack_id: str) -> Settled | None:
         """Settle a pending message by a nack, for its newest delivery (``Settled.attempt``).
 
@@ -270,6 +294,15 @@ class AckLedger:
         if not took:
             return Answer.REFUSED
         return Answer.CREDIT if delivered_again else Answer.TOOK
+
+    def took_all(self, ack_ids: Iterable[str]) -> list[str]:
+        """Record that the queue took the confirmed acks of ``ack_ids`` (``answered(ack_id, True)`` each).
+
+        Returns:
+            Those answered ``CREDIT``, in order: delivered again meanwhile, that delivery's credit to give back.
+        """
+        acking = self._acking
+        return [ack_id for ack_id in ack_ids if acking.pop(ack_id, False)]
 
     def refuse(self, ack_id: str, now: float) -> None:
         """Remember that the queue refused the ack of ``ack_id`` at ``now``, and forget refusals older than the memory.

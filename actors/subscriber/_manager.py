@@ -66,7 +66,10 @@ from ._protocol import (
     SourceGone,
     StopRunning,
     SubscriptionStats,
-    ack_id_of,
+    acks_unchecked,
+    dones_unchecked,
+    received_batch_unchecked,
+    received_unchecked,
     split_ack_id,
 )
 from ._settings import FlowControl, check_subscriber_settings
@@ -271,6 +274,34 @@ class StreamingPullManager(Actor):
 
     def _deliver_batch(self, deliveries: tuple[Delivery, ...]) -> None:
         """Take several deliveries in, in order: one ``ReceivedBatch`` per component for those taken."""
+        if type(self)._deliver is not StreamingPullManager._deliver:  # noqa: SLF001 - overridden or not
+            taken = self._deliver_each(deliveries)  # a subclass's own _deliver (a planted bug) sees each one
+        else:
+            taken = []
+            delivered = self.ledger.delivered
+            new = Arrival.NEW
+            for delivery in deliveries:  # _deliver's, inline: this loop runs once per message
+                ack_id = f"{delivery.consumer_id}:{delivery.tag}"
+                arrival = delivered(ack_id, delivery)
+                if arrival is new:
+                    message = delivery.message  # a checked Delivery's: its size an int, its group a str or None
+                    taken.append(received_unchecked(ack_id, message.size, message.group, delivery))
+                else:
+                    self._arrived_again(ack_id, arrival)
+        if len(taken) == 1:
+            received: Received | ReceivedBatch = taken[0]
+        elif taken:
+            received = received_batch_unchecked(tuple(taken))
+        else:
+            return
+        parts = self.parts
+        send = self.ctx.send
+        send(parts[Part.LOAD], received)
+        send(parts[Part.LEASER], received)
+        send(parts[Part.KEYS], received)
+
+    def _deliver_each(self, deliveries: tuple[Delivery, ...]) -> list[Received]:
+        """``_deliver`` each delivery in turn; return the ``Received`` of those taken in, not sent yet."""
         taken: list[Received] = []
         self.taken = taken
         try:
@@ -278,35 +309,20 @@ class StreamingPullManager(Actor):
                 self._deliver(delivery)
         finally:
             self.taken = None
-        if len(taken) == 1:
-            received: Received | ReceivedBatch = taken[0]
-        elif taken:
-            received = ReceivedBatch(tuple(taken))
-        else:
-            return
-        parts = self.parts
-        self.ctx.send(parts[Part.LOAD], received)
-        self.ctx.send(parts[Part.LEASER], received)
-        self.ctx.send(parts[Part.KEYS], received)
+        return taken
 
     def _deliver(self, delivery: Delivery) -> None:
         """Take a delivery in, unless it is one more copy of a message held or settled here.
 
         Within a batch (``taken`` is a list), a new delivery's ``Received`` is added to it, not sent.
         """
-        ack_id = ack_id_of(delivery)
+        ack_id = f"{delivery.consumer_id}:{delivery.tag}"  # ack_id_of(delivery), without the call
         arrival = self.ledger.delivered(ack_id, delivery)
         if arrival is not Arrival.NEW:
-            if arrival is Arrival.RENEW:
-                # Its lease lapsed and the queue gave it back to us while the copy here waits or runs:
-                # that copy still runs (its settlement settles this delivery); the new lease is extended.
-                self.ctx.send(self.parts[Part.LEASER], Redelivered(ack_id))
-            elif arrival is Arrival.ACK_AGAIN:
-                # Handled and acked here, but the ack reached the queue after the lease lapsed: ack it
-                # again rather than run it again (after later messages of its key, perhaps).
-                self._send_confirmed_ack(ack_id)
+            self._arrived_again(ack_id, arrival)
             return
-        received = Received(ack_id, delivery.message.size, delivery.message.group, delivery)
+        message = delivery.message  # a checked Delivery's: its size an int, its group a str or None
+        received = received_unchecked(ack_id, message.size, message.group, delivery)
         taken = self.taken
         if taken is not None:
             taken.append(received)
@@ -316,11 +332,31 @@ class StreamingPullManager(Actor):
         self.ctx.send(parts[Part.LEASER], received)
         self.ctx.send(parts[Part.KEYS], received)
 
+    def _arrived_again(self, ack_id: str, arrival: Arrival) -> None:
+        """One more copy of a message held or settled here (an ``arrival`` other than ``NEW``)."""
+        if arrival is Arrival.RENEW:
+            # Its lease lapsed and the queue gave it back to us while the copy here waits or runs:
+            # that copy still runs (its settlement settles this delivery); the new lease is extended.
+            self.ctx.send(self.parts[Part.LEASER], Redelivered(ack_id))
+        elif arrival is Arrival.ACK_AGAIN:
+            # Handled and acked here, but the ack reached the queue after the lease lapsed: ack it
+            # again rather than run it again (after later messages of its key, perhaps).
+            self._send_confirmed_ack(ack_id)
+
     # ------------------------------------------------------------------ settlements
 
     def _settle_all(self, settles: tuple[Settlement, ...]) -> None:
         """Settlements made in one worker job, in order: each part is told once for them all."""
         if not settles:
+            return
+        ack = SettlementKind.ACK
+        ack_ids: list[str] = []
+        for settle in settles:
+            if settle.kind is not ack:
+                break
+            ack_ids.append(settle.ack_id)
+        else:
+            self._ack_all(ack_ids)
             return
         self.gathered = ([], [])
         try:
@@ -328,6 +364,22 @@ class StreamingPullManager(Actor):
                 self._settle(settle)
         finally:
             self._send_gathered()
+
+    def _ack_all(self, ack_ids: list[str]) -> None:
+        """A job's settlements, all acks of ``ack_ids`` (the common case): as ``_settle`` each, with one ledger call.
+
+        Each part is told once, as ``_settle_all`` does: the load controller and the leaser one
+        ``Dones``, the dispatcher one ``Acks`` of those settled here (an ack of a message not pending,
+        settled before or dropped, does nothing).
+        """
+        settled, released = self.ledger.ack_all(ack_ids)
+        parts = self.parts
+        if released:
+            done = dones_unchecked(released, True)
+            self.ctx.send(parts[Part.LOAD], done)
+            self.ctx.send(parts[Part.LEASER], done)
+        if settled:
+            self.ctx.send(parts[Part.DISPATCHER], acks_unchecked(tuple(settled)))
 
     def _send_gathered(self) -> None:
         gathered, self.gathered = self.gathered, None
@@ -427,8 +479,12 @@ class StreamingPullManager(Actor):
     def _answered(self, result: AckResult) -> None:
         """The queue's answer to a confirmed Ack: which acks took, and which came after their lease lapsed."""
         consumer_id = self.ledger.consumer_id
-        for tag in result.acked:
-            self._ack_answered(f"{consumer_id}:{tag}", took=True)
+        if self.askers:
+            for tag in result.acked:
+                self._ack_answered(f"{consumer_id}:{tag}", took=True)
+        else:  # no ack_with_response waits: the acks that took ask for nothing, but a credit back
+            for ack_id in self.ledger.took_all([f"{consumer_id}:{tag}" for tag in result.acked]):
+                self._give_credit_back(ack_id)
         for tag in result.invalid:
             self._ack_answered(f"{consumer_id}:{tag}", took=False)
 
@@ -439,9 +495,16 @@ class StreamingPullManager(Actor):
         answer = self.ledger.answered(ack_id, took)
         if answer is Answer.REFUSED:
             self._refuse(ack_id)
-        elif answer is Answer.CREDIT and self.consumer is not None:
-            # The broker consumer counted that second delivery after it had forwarded our ack: give
-            # its credit back. The entry is gone from the queue, so this ack can hit nothing else.
+        elif answer is Answer.CREDIT:
+            self._give_credit_back(ack_id)
+
+    def _give_credit_back(self, ack_id: str) -> None:
+        """The queue took our ack of a message it had delivered again meanwhile: give that delivery's credit back.
+
+        The broker consumer counted that second delivery after it had forwarded our ack. The entry is
+        gone from the queue, so this ack can hit nothing else.
+        """
+        if self.consumer is not None:
             consumer_id, tag = split_ack_id(ack_id)
             self.ctx.send(self.consumer, Ack(consumer_id, (tag,)))
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import final
 
 import attrs
@@ -411,6 +411,33 @@ class GetFlowStats:
     reply_to: ActorRef | None = None
 
 
+@final
+@checked_when_built
+@attrs.frozen
+class Acks:
+    """Manager -> dispatcher: a worker job's acks of messages pending here, in order (one ``ACK`` each).
+
+    The same as a ``Settles`` of ``Settlement(ACK, ack_id)`` each, for the common batch: every
+    settlement of a job an ack that settled its message.
+    """
+
+    ack_ids: tuple[str, ...]
+
+    def __attrs_post_init__(self) -> None:
+        check_tuple("Acks", "ack_ids", self.ack_ids, str, ACK_IDS)
+
+
+# --- built without the check, from values known good ------------------------------------------------
+# The subscriber's own actors build some messages per delivery from values they know are good (an ack
+# id they made, a delivery's own size and key, a callback's decision). These builders fill the fields of
+# such a message straight, without the checks of its constructor (``checked_when_built`` and
+# ``check_tuple``), which cost more than the rest of its handling. The result is the same frozen value,
+# equal to the one the constructor builds: it is still immutable (every field a known immutable leaf), so
+# sends still treat it as one. Never for a value from outside the subscriber's actors.
+
+_new = object.__new__
+
+
 def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[object, object], None], ...]:
     """The slot setters of ``cls``'s fields, which must be ``names`` (all of them, in order).
 
@@ -424,10 +451,13 @@ def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[object, 
     return tuple(cls.__dict__[name].__set__ for name in names)
 
 
-_new = object.__new__
 _ENDED_SETTERS = _slot_setters(CallbackEnded, ("ack_id", "key", "error", "nacked"))
 _SETTLEMENT_SETTERS = _slot_setters(Settlement, ("kind", "ack_id", "seconds", "attempt", "error"))
-
+_RECEIVED_FIELDS = _slot_setters(Received, ("ack_id", "size", "key", "delivery"))
+_DONE_FIELDS = _slot_setters(Done, ("ack_id", "acked"))
+(_SET_RECEIVED_ITEMS,) = _slot_setters(ReceivedBatch, ("items",))
+(_SET_DONES_ITEMS,) = _slot_setters(Dones, ("items",))
+(_SET_ACK_IDS,) = _slot_setters(Acks, ("ack_ids",))
 
 def callback_ended(ack_id: str, key: str | None, error: str | None, nacked: bool) -> CallbackEnded:
     """A ``CallbackEnded`` built without ``checked_when_built``'s check, which costs half its build.
@@ -458,3 +488,51 @@ def settlement_of(kind: SettlementKind, ack_id: str) -> Settlement:
     set_attempt(settlement, 0)
     set_error(settlement, None)
     return settlement
+
+
+def received_unchecked(ack_id: str, size: int, key: str | None, delivery: Delivery) -> Received:
+    """``Received(ack_id, size, key, delivery)``, for values known good (the manager's, of a checked Delivery)."""
+    set_ack_id, set_size, set_key, set_delivery = _RECEIVED_FIELDS
+    received: Received = _new(Received)
+    set_ack_id(received, ack_id)
+    set_size(received, size)
+    set_key(received, key)
+    set_delivery(received, delivery)
+    return received
+
+
+def done_unchecked(ack_id: str, acked: bool) -> Done:
+    """``Done(ack_id, acked)``, for an ack id known to be a str and ``acked`` a bool."""
+    set_ack_id, set_acked = _DONE_FIELDS
+    done: Done = _new(Done)
+    set_ack_id(done, ack_id)
+    set_acked(done, acked)
+    return done
+
+
+def dones_unchecked(ack_ids: Iterable[str], acked: bool) -> Dones:
+    """``Dones`` of one ``Done(ack_id, acked)`` per id, for ids known to be str and ``acked`` a bool."""
+    set_ack_id, set_acked = _DONE_FIELDS
+    items = []
+    for ack_id in ack_ids:
+        done: Done = _new(Done)
+        set_ack_id(done, ack_id)
+        set_acked(done, acked)
+        items.append(done)
+    dones: Dones = _new(Dones)
+    _SET_DONES_ITEMS(dones, tuple(items))
+    return dones
+
+
+def received_batch_unchecked(items: tuple[Received, ...]) -> ReceivedBatch:
+    """``ReceivedBatch(items)``, for a tuple known to hold only ``Received``."""
+    batch: ReceivedBatch = _new(ReceivedBatch)
+    _SET_RECEIVED_ITEMS(batch, items)
+    return batch
+
+
+def acks_unchecked(ack_ids: tuple[str, ...]) -> Acks:
+    """``Acks(ack_ids)``, for a tuple known to hold only str."""
+    acks: Acks = _new(Acks)
+    _SET_ACK_IDS(acks, ack_ids)
+    return acks

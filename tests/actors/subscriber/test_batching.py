@@ -363,3 +363,51 @@ def test_broker_nacks_name_their_deliveries_per_consumer_unless_one_is_not_known
 def test_a_nack_attempt_must_be_a_delivery_count_or_zero() -> None:
     with pytest.raises(ValueError, match=r"NackRequest\.attempt must be an int >= 0 \(a delivery_count; 0: not"):
         NackRequest("1:1", -1)
+
+
+# ---------------------------------------------------------------------- a batch of acks in one call
+
+
+ACK_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), REQUESTS, TICKS),
+        st.tuples(st.just("acks"), st.lists(IDS, max_size=8), TICKS),
+        st.tuples(st.just("due"), st.none(), TICKS),
+        st.tuples(st.just("flush"), st.none(), st.just(0.0)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(max_batch=st.integers(1, 7), delay_ticks=st.integers(0, 8), ops=ACK_OPS)
+def test_add_acks_is_add_of_an_ack_request_for_each_id_in_turn(
+    max_batch: int, delay_ticks: int, ops: list[tuple[str, object, float]]
+) -> None:
+    batched = RequestBatcher(max_batch=max_batch, max_delay_s=delay_ticks / 64)
+    one_by_one = RequestBatcher(max_batch=max_batch, max_delay_s=delay_ticks / 64)
+    now = 0.0
+    for op, argument, tick in ops:
+        now += tick
+        if op == "acks":
+            assert isinstance(argument, list)
+            ids: list[str] = argument  # the ids of REQUESTS: an ack may follow a nack or modack of its id
+            expected = [flush for ack_id in ids if (flush := one_by_one.add(AckRequest(ack_id), now)) is not None]
+            assert batched.add_acks(ids, now) == expected
+        elif op == "add":
+            assert isinstance(argument, (AckRequest, NackRequest, ModAckRequest, DropRequest))
+            assert batched.add(argument, now) == one_by_one.add(argument, now)
+        elif op == "due":
+            assert batched.due(now) == one_by_one.due(now)
+        else:
+            assert batched.flush() == one_by_one.flush()
+        assert batched.pending_count == one_by_one.pending_count
+        assert batched.next_due_at() == one_by_one.next_due_at()
+    assert batched.flush() == one_by_one.flush()
+
+
+def test_add_acks_refuses_an_id_that_is_not_a_str_having_queued_those_before_it() -> None:
+    batcher = RequestBatcher(max_batch=10)
+    with pytest.raises(TypeError, match=r"AckRequest\.ack_id must be a str, got 7"):
+        batcher.add_acks(["1:1", 7, "1:2"], 0.0)  # type: ignore[list-item]
+    assert batcher.flush() == Flush(acks=("1:1",))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from conveyor.actors.subscriber import Dispatcher
 from conveyor.actors.subscriber._batching import Flush
-from conveyor.actors.subscriber._protocol import Settlement, SettlementKind
+from conveyor.actors.subscriber._protocol import Acks, Settlement, SettlementKind
 from conveyor.runtime import Actor
 from conveyor.simulation import Simulation
 
@@ -77,3 +77,12 @@ def test_without_a_delay_every_ack_goes_out_once_in_order_and_none_is_left(burst
     flushes = [message for _, message in log if type(message) is Flush]
     assert [ack for flush in flushes for ack in flush.acks] == [f"1:{n}" for n in range(1, tag + 1)]
     assert all(flush.size <= 100 for flush in flushes), "max_batch still splits a large burst"
+
+
+def test_a_jobs_acks_in_one_message_go_out_as_acks_in_order_and_an_ack_after_a_nack_wins() -> None:
+    sim, dispatcher, log = _dispatcher(max_delay_s=0.0, max_batch=3)
+    dispatcher.tell(Settlement(SettlementKind.NACK, "1:2", attempt=1))
+    dispatcher.tell(Acks(tuple(f"1:{tag}" for tag in range(1, 8))))  # the third and the sixth fill a batch
+    sim.run(until=1.0)
+    flushes = [message for _, message in log if type(message) is Flush]
+    assert flushes == [Flush(acks=("1:1", "1:2", "1:3")), Flush(acks=("1:4", "1:5", "1:6")), Flush(acks=("1:7",))]

@@ -236,6 +236,21 @@ class AckLedgerMachine(RuleBasedStateMachine):
             self.model[ack_id] = _Acking()
         assert self.ledger.ack(ack_id) == expected
 
+    @rule(tags=st.lists(TAGS, max_size=6))
+    def ack_several(self, tags: list[int]) -> None:
+        # ack_all is ack of each in turn: (those it settled, those of them still counted).
+        settled: list[str] = []
+        released: list[str] = []
+        for tag in tags:
+            ack_id = f"1:{tag}"
+            expected = self._settled(ack_id, "ack")
+            if expected is not None:
+                self.model[ack_id] = _Acking()
+                settled.append(ack_id)
+                if expected.release:
+                    released.append(ack_id)
+        assert self.ledger.ack_all([f"1:{tag}" for tag in tags]) == (settled, released)
+
     @rule(tag=TAGS)
     def nack(self, tag: int) -> None:
         ack_id = f"1:{tag}"
@@ -278,6 +293,19 @@ class AckLedgerMachine(RuleBasedStateMachine):
                 if isinstance(state, _Refused) and self.now - state.at >= self.MEMORY:
                     event("a refusal was forgotten")
                     del self.model[other]
+
+    @rule(tags=st.lists(TAGS, max_size=6))
+    def several_took(self, tags: list[int]) -> None:
+        # took_all is answered(took=True) of each in turn: those that answer CREDIT.
+        credit: list[str] = []
+        for tag in tags:
+            ack_id = f"1:{tag}"
+            state = self.model.get(ack_id)
+            if isinstance(state, _Acking):
+                del self.model[ack_id]
+                if state.again:
+                    credit.append(ack_id)
+        assert self.ledger.took_all([f"1:{tag}" for tag in tags]) == credit
 
     def _tags_in(self, kind: type) -> list[int]:
         return sorted(int(ack_id[2:]) for ack_id, state in self.model.items() if isinstance(state, kind))

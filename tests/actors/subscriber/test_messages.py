@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import pytest
@@ -19,6 +20,7 @@ from conveyor.actors.broker import Delivery, Message
 from conveyor.actors.subscriber import FlowControl, PulledBatch, SubscriberMessage
 from conveyor.actors.subscriber._batching import AckRequest, DropRequest, Flush, ModAckRequest, NackRequest
 from conveyor.actors.subscriber._protocol import (
+    Acks,
     CallbackEnded,
     CallbacksEnded,
     Deliveries,
@@ -33,7 +35,12 @@ from conveyor.actors.subscriber._protocol import (
     Scheduled,
     Settles,
     _slot_setters,
+    acks_unchecked,
     callback_ended,
+    done_unchecked,
+    dones_unchecked,
+    received_batch_unchecked,
+    received_unchecked,
     settlement_of,
 )
 from conveyor.actors.subscriber._protocol import (
@@ -76,6 +83,8 @@ NOT_ITERABLE: list[tuple[Callable[[], object], str]] = [
     (lambda: CallbacksEnded(1.5), r"CallbacksEnded\.items must be a tuple of CallbackEnded, got 1\.5"),  # type: ignore[arg-type]
     (lambda: Dones(1.5), r"Dones\.items must be a tuple of Done, got 1\.5"),  # type: ignore[arg-type]
     (lambda: Settles(1.5), r"Settles\.items must be a tuple of Settle, got 1\.5"),  # type: ignore[arg-type]
+    (lambda: Acks(1.5), r"Acks\.ack_ids must be a tuple of ack ids \(str\), got 1\.5"),  # type: ignore[arg-type]
+    (lambda: Acks((1,)), r"Acks\.ack_ids must be a tuple of ack ids \(str\), got \(1,\)"),  # type: ignore[arg-type]
     (lambda: Flush(acks=1.5), r"Flush\.acks must be a tuple of ack ids \(str\), got 1\.5"),  # type: ignore[arg-type]
     (lambda: Flush(nacks=(1,)), r"Flush\.nacks must be a tuple of ack ids \(str\), got \(1,\)"),  # type: ignore[arg-type]
     (lambda: Flush(drops=None), r"Flush\.drops must be a tuple of ack ids \(str\), got None"),  # type: ignore[arg-type]
@@ -110,9 +119,9 @@ def test_the_same_messages_built_right_are_accepted() -> None:
         Lapsed(("1:1",)), Scheduled(("1:1",)), Extend(("1:1",), 10.0), Deliveries((_DELIVERY,)),
         ReceivedBatch((received,)), RunBatch((received,)), RunsEnded((settle,), (ended,)), CallbacksEnded((ended,)),
         Dones((Done("1:1"),)), Settles((settle,)), Flush(acks=("1:1",), modacks=((10.0, ("1:2",)),)),
-        PulledBatch(_ref(), (_DELIVERY,)), SettlePulled(("1:1",)),
+        PulledBatch(_ref(), (_DELIVERY,)), SettlePulled(("1:1",)), Acks(("1:1",)),
     ]
-    assert len(built) == 13
+    assert len(built) == 14
 
 
 @pytest.mark.parametrize(
@@ -182,3 +191,36 @@ def test_a_subscriber_message_reads_its_attributes_from_the_headers_once() -> No
     assert SubscriberMessage(delivery, lambda settlement: None).attributes == {"color": "red", "n": 2}
     assert message.ack_id == "3:4"
     assert SubscriberMessage(delivery, lambda settlement: None, None, "3:4").ack_id == "3:4"
+
+
+# ---------------------------------------------------------------------- built without the check
+
+
+ACK_ID_TEXT = st.text(max_size=8)
+KEYS = st.one_of(st.none(), st.text(min_size=1, max_size=4))
+DELIVERIES = st.builds(
+    lambda tag, count, key: Delivery("q", tag, Message(b"m" * tag, group=key), count, None, 1),
+    st.integers(1, 50), st.integers(1, 5), KEYS,
+)
+
+
+@given(ack_id=ACK_ID_TEXT, size=st.integers(0, 10**6), key=KEYS, delivery=DELIVERIES, acked=st.booleans(),
+       ids=st.lists(ACK_ID_TEXT, max_size=5))
+def test_a_message_built_without_the_check_is_the_one_its_constructor_builds(
+    ack_id: str, size: int, key: str | None, delivery: Delivery, acked: bool, ids: list[str]
+) -> None:
+    received = Received(ack_id, size, key, delivery)
+    pairs: list[tuple[Any, Any]] = [
+        (received_unchecked(ack_id, size, key, delivery), received),
+        (done_unchecked(ack_id, acked), Done(ack_id, acked)),
+        (dones_unchecked(ids, acked), Dones(tuple(Done(each, acked) for each in ids))),
+        (received_batch_unchecked((received, received)), ReceivedBatch((received, received))),
+        (acks_unchecked(tuple(ids)), Acks(tuple(ids))),
+    ]
+    for fast, checked in pairs:
+        assert type(fast) is type(checked)
+        assert fast == checked and hash(fast) == hash(checked) and repr(fast) == repr(checked)
+        assert attrs.asdict(fast, recurse=False) == attrs.asdict(checked, recurse=False)
+        ensure_immutable(fast)
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            setattr(fast, attrs.fields(type(fast))[0].name, "changed")
