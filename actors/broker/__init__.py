@@ -85,6 +85,7 @@ from ._values import Overflow as Overflow
 from ._values import QueueConfig as QueueConfig
 from ._values import Reconfigure as Reconfigure
 from ._values import RetryPolicy as RetryPolicy
+from ._values import delivery_unchecked as delivery_unchecked
 
 __all__ = [
     "ENTRY_RAM_BYTES",
@@ -118,6 +119,7 @@ __all__ = [
     "ConsumerStats",
     "Delivered",
     "Delivery",
+    "delivery_unchecked",
     "DeliveryError",
     "DeltaChunk",
     "DiskBodyStore",

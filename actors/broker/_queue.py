@@ -80,12 +80,12 @@ from ._values import (
     DELIVERY_COUNT,
     LAST_ERROR,
     LAST_ERROR_TYPE,
-    Delivery,
     DeliveryError,
     Message,
     Overflow,
     QueueConfig,
     Reconfigure,
+    delivery_unchecked,
 )
 
 _WORK = WorkAvailable()
@@ -606,7 +606,7 @@ class QueueActor(Actor):
         exhausted = not limited
         record.pulling = not exhausted
         if taken or not exhausted:
-            deliveries = tuple([Delivery(name, e.seq, e.message, e.delivery_count, deadline, consumer_id)
+            deliveries = tuple([delivery_unchecked(name, e.seq, e.message, e.delivery_count, deadline, consumer_id)
                                 for e in taken])
             answer = Delivered(name, deliveries, exhausted)
         else:

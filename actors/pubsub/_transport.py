@@ -36,6 +36,7 @@ from conveyor.actors.broker import (
     Release,
     Resume,
     Suspend,
+    delivery_unchecked,
 )
 from conveyor.actors.subscriber import (
     CALLBACKS_PER_JOB,
@@ -413,7 +414,7 @@ class PubSubConsumer(Actor):
             attempt = server_attempt or attempts.get(tag, 0) + 1
             attempts[tag] = attempt
             ack_ids[tag] = ack_id
-            deliveries.append(Delivery(subscription, tag, payload, attempt, None, _CONSUMER_ID))
+            deliveries.append(delivery_unchecked(subscription, tag, payload, attempt, None, _CONSUMER_ID))
         if self.batches and len(deliveries) > 1:
             # One actor message per received batch: the manager fans it out as one message per component.
             send(client, Deliveries(tuple(deliveries)))

@@ -1,4 +1,4 @@
-"""``Message.from_decoded``: the unchecked build of a received Pub/Sub message equals the checked one."""
+"""``Message.from_decoded`` and ``delivery_unchecked``: the unchecked builds equal the checked ones."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import pickle
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conveyor.actors.broker import Message
+from conveyor.actors.broker import Delivery, Message, delivery_unchecked
+from conveyor.runtime import ensure_immutable
 
 _KEYS = st.text(min_size=1, max_size=8)
 
@@ -27,3 +28,14 @@ def test_from_decoded_equals_the_checked_message(body: bytes, attributes: dict[s
 
 def test_an_empty_ordering_key_is_no_group() -> None:
     assert Message.from_decoded(b"x", {}, "", "1").group is None
+
+
+@given(queue=st.text(max_size=5), tag=st.integers(), count=st.integers(),
+       deadline=st.none() | st.floats(allow_nan=False), consumer_id=st.integers(), body=st.binary(max_size=8))
+def test_delivery_unchecked_equals_the_checked_delivery(queue: str, tag: int, count: int, deadline: float | None,
+                                                         consumer_id: int, body: bytes) -> None:
+    message = Message(body)
+    fast = delivery_unchecked(queue, tag, message, count, deadline, consumer_id)
+    checked = Delivery(queue, tag, message, count, deadline, consumer_id)
+    assert fast == checked and hash(fast) == hash(checked) and repr(fast) == repr(checked)
+    ensure_immutable(fast)
