@@ -137,26 +137,64 @@ def test_a_nack_names_its_delivery_and_a_stale_one_returns_nothing(system: Threa
     assert transport.sent[-1] == Settlements(modacks=((0, ("b1",)),))
 
 
-def test_one_settlement_job_at_a_time_and_the_rest_gathers_behind_it(system: ThreadSystem) -> None:
+def test_two_settlement_jobs_at_a_time_and_the_rest_gathers_behind_them(system: ThreadSystem) -> None:
     transport = FakeTransport()
     consumer, got = start(system, transport)
-    receive(transport, *((f"a{n}", f"m{n}", 1) for n in range(1, 5)))
-    until(lambda: len(deliveries(got)) == 4)
+    receive(transport, *((f"a{n}", f"m{n}", 1) for n in range(1, 6)))
+    until(lambda: len(deliveries(got)) == 5)
     transport.gate.clear()
     consumer.tell(Ack(1, (1,), confirm=True))
     until(lambda: len(transport.sent) == 1)  # the first call is out, and waits
     consumer.tell(Ack(1, (2,), confirm=True))
+    until(lambda: len(transport.sent) == 2)  # a second call goes out beside it (SETTLE_CALLS)
     consumer.tell(Ack(1, (3,), confirm=True))
     consumer.tell(ModifyAckDeadline(1, (4,), 30.0))
     consumer.tell(Ack(1, (4,)))
-    receive(transport, ("a5", "m5", 1))  # delivered only once the consumer has handled the four above
-    until(lambda: len(deliveries(got)) == 5)
-    assert len(transport.sent) == 1
+    receive(transport, ("a6", "m6", 1))  # delivered only once the consumer has handled the four above
+    until(lambda: len(deliveries(got)) == 6)
+    assert len(transport.sent) == 2, "two calls out: the rest gathers for the next"
     transport.gate.set()
     until(lambda: len(results(got)) == 3)
-    assert transport.sent == [Settlements(acks=("a1",)),
-                              Settlements(acks=("a2", "a3", "a4"), modacks=((30, ("a4",)),))]
+    assert transport_module.SETTLE_CALLS == 2
+    assert transport.sent == [Settlements(acks=("a1",)), Settlements(acks=("a2",)),
+                              Settlements(acks=("a3", "a4"), modacks=((30, ("a4",)),))]
     assert results(got) == [AckResult((1,), ()), AckResult((2,), ()), AckResult((3,), ())]
+
+
+class OrderedGates(FakeTransport):
+    """A settlement call waits for its own gate (the n-th call for ``gates[n]``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gates = [threading.Event() for _ in range(4)]
+
+    def settle(self, subscription: str, settlements: Settlements) -> frozenset[str]:
+        with CHANGED:
+            self.sent.append(settlements)
+            number = len(self.sent) - 1
+            CHANGED.notify_all()
+        assert self.gates[number].wait(10)
+        return self.refuse & frozenset(settlements.acks)
+
+
+def test_answers_keep_the_order_the_calls_went_out_in_when_a_later_call_ends_first(system: ThreadSystem) -> None:
+    transport = OrderedGates()
+    transport.refuse = frozenset({"a2"})
+    consumer, got = start(system, transport)
+    receive(transport, *((f"a{n}", f"m{n}", 1) for n in range(1, 4)))
+    until(lambda: len(deliveries(got)) == 3)
+    consumer.tell(Ack(1, (1,), confirm=True))
+    until(lambda: len(transport.sent) == 1)
+    consumer.tell(Ack(1, (2,), confirm=True))
+    until(lambda: len(transport.sent) == 2)
+    consumer.tell(Ack(1, (1,), confirm=True))  # again: its tag is settled already, nothing to send
+    transport.gates[1].set()  # the second call ends first
+    with CHANGED:
+        assert not CHANGED.wait_for(lambda: results(got), 0.3), "no answer before the first call's"
+    transport.gates[0].set()
+    until(lambda: len(results(got)) == 3)
+    assert results(got) == [AckResult((1,), ()), AckResult((), (2,)), AckResult((), (1,))], (
+        "in the order asked: the first call's ack, the second's refused one, the repeat (its tag gone)")
 
 
 def test_a_refused_ack_is_reported_and_its_message_keeps_its_tag(system: ThreadSystem) -> None:
