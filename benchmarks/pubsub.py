@@ -8,25 +8,30 @@ message until the previous ack has been sent (PLATFORM.md measured about 800 msg
 What: one ``PubSubServer`` on loopback, by default in a process of its own, as an emulator runs
 (``--in-process``: in this process, sharing the GIL with the clients). For each case (unordered;
 ordered with 10, 100 and 1,000 keys: issue 21 asks that conveyor's cost per message not grow with
-the number of keys) and each subscriber, a fresh topic and subscription get
-``messages`` messages of 110 bytes from Google's publisher (publish msg/s: first publish to the
-last future resolved), then the subscriber runs a callback that only acks until every message was
-seen (receive+ack msg/s: subscribe to the last callback). Counts are checked: each message seen at
+the number of keys) and each subscriber, a fresh topic and subscription; each round gets
+``messages`` new messages of 110 bytes from Google's publisher (publish msg/s: first publish to the
+last future resolved), then the subscriber runs a callback that only acks until every message of the
+round was seen (receive+ack msg/s: subscribe to the last callback; an earlier round's message that
+comes back, given back when its subscriber stopped, is acked and not counted). Counts are checked: each message seen at
 least once, and each key's messages in publish order for the ordered cases. Both subscribers run
 with the same limits: 1,000 messages of flow control and 10 callback threads (Google's defaults;
 conveyor's on a ``ThreadSystem`` with ``workers=10``). Beside each rate: this process's CPU time
 per message over the receive run (the subscriber's own cost; with ``--in-process`` the server's
 too), the figure that bounds the rate when the GIL is the bottleneck. The load average of the
 machine is printed before and after: rates are noisy (+-35% on a shared 2-core machine, more
-under load); the ratio in one run is the figure to read.
+under load); the ratio in one run is the figure to read. Each case runs ``rounds`` (3) times, the two
+subscribers alternately, each run after a full garbage collection, and the best run of each is shown:
+a receive of 5,000 messages lasts 0.2-0.4 s, and one full collection (40-75 ms with the GIL held) or a
+neighbour's burst landing in it moved single-run ratios by 1.5x.
 
-Run: ``python benchmarks/pubsub.py [--messages N] [--in-process]`` or ``conveyor bench pubsub``.
+Run: ``python benchmarks/pubsub.py [--messages N] [--rounds R] [--in-process]`` or ``conveyor bench pubsub``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import subprocess
 import sys
@@ -57,8 +62,9 @@ Start = Callable[[Callable[[bytes, str, Any], None]], Callable[[], None]]
 class _Tally:
     """Counts callbacks from any thread; ``done`` is set once every message was seen."""
 
-    def __init__(self, expected: int) -> None:
+    def __init__(self, expected: int, first: int = 0) -> None:
         self.expected = expected
+        self.first = first  # this round's messages are numbered from here; lower numbers are earlier rounds'
         self.seen: dict[bytes, None] = {}
         self.by_key: dict[str, list[int]] = {}
         self.done = threading.Event()
@@ -67,7 +73,10 @@ class _Tally:
 
     def record(self, data: bytes, key: str) -> None:
         # dict operations are atomic under the GIL; each message is recorded by one callback at a time
-        self.by_key.setdefault(key, []).append(int(data[:10]))
+        number = int(data[:10])
+        if number < self.first:
+            return  # an earlier round's message given back when its subscriber stopped: not this round's
+        self.by_key.setdefault(key, []).append(number)
         self.seen[data[:10]] = None
         if len(self.seen) >= self.expected and not self.done.is_set():
             self.finished_at = time.perf_counter()
@@ -86,10 +95,10 @@ class _Tally:
                     raise RuntimeError(msg)
 
 
-def _publish(publisher: Any, topic: str, messages: int, keys: int) -> float:
+def _publish(publisher: Any, topic: str, messages: int, keys: int, first: int = 0) -> float:
     started = time.perf_counter()
     futures = []
-    for n in range(messages):
+    for n in range(first, first + messages):
         data = b"%010d" % n + BODY
         key = f"key-{n % keys}" if keys else ""
         futures.append(publisher.publish(topic, data, ordering_key=key))
@@ -115,13 +124,15 @@ def _receive(start: Start, tally: _Tally, timeout: float) -> tuple[float, float]
     return tally.expected / (tally.finished_at - started), (tally.cpu_at - cpu) * 1e6 / tally.expected
 
 
-def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False) -> dict[str, float]:
-    """Run every case once, print the table, return the figures by stable name.
+def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False, rounds: int = 3) -> dict[str, float]:
+    """Run every case ``rounds`` times, the two subscribers alternately; print the best of each, return the figures.
 
     Args:
-        messages: messages per case and subscriber.
+        messages: messages per case, subscriber and round.
         timeout: longest wait for one receive run.
         in_process: run the server in this process (sharing the GIL) instead of its own.
+        rounds: receive runs per case and subscriber; each figure is the best round's (its fastest
+            receive, with that round's publish rate and CPU per message).
 
     Returns:
         Per case (``unordered``, ``keys10``, ``keys100``, ``keys1000``): ``{case}_publish_{who}_msgs_per_s`` (the
@@ -131,6 +142,9 @@ def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False)
     """
     if messages < 1:
         msg = f"messages must be >= 1, got {messages}"
+        raise ValueError(msg)
+    if rounds < 1:
+        msg = f"rounds must be >= 1, got {rounds}"
         raise ValueError(msg)
     load_before = os.getloadavg()
     figures: dict[str, float] = {}
@@ -151,13 +165,21 @@ def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False)
                     publisher.create_topic(name=topic)
                     admin.create_subscription(request={"name": name, "topic": topic,
                                                        "enable_message_ordering": bool(keys)})
-                    figures[f"{case}_publish_{who}_msgs_per_s"] = _publish(publisher, topic, messages, keys)
-                    tally = _Tally(messages)
-                    start = _google(admin, name) if who == "google" else _conveyor(transport, name)
-                    rate, cpu = _receive(start, tally, timeout)
-                    tally.check(f"{case}, {who}", keys)
-                    figures[f"{case}_{who}_msgs_per_s"] = rate
-                    figures[f"{case}_{who}_cpu_us_per_msg"] = cpu
+                for round_number in range(rounds):
+                    for who in SUBSCRIBERS:  # alternately, so that a slow stretch of the machine hits both
+                        topic = f"{PROJECT}/topics/case{number}-{who}"
+                        name = f"{PROJECT}/subscriptions/case{number}-{who}"
+                        first = round_number * messages
+                        published = _publish(publisher, topic, messages, keys, first)
+                        tally = _Tally(messages, first)
+                        start = _google(admin, name) if who == "google" else _conveyor(transport, name)
+                        gc.collect()  # the garbage of the runs before is not collected in this one
+                        rate, cpu = _receive(start, tally, timeout)
+                        tally.check(f"{case}, {who}", keys)
+                        if rate > figures.get(f"{case}_{who}_msgs_per_s", 0.0):
+                            figures[f"{case}_publish_{who}_msgs_per_s"] = published
+                            figures[f"{case}_{who}_msgs_per_s"] = rate
+                            figures[f"{case}_{who}_cpu_us_per_msg"] = cpu
                 figures[f"ratio_{case}"] = figures[f"{case}_conveyor_msgs_per_s"] / figures[f"{case}_google_msgs_per_s"]
         finally:
             transport.close()
@@ -167,7 +189,7 @@ def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False)
                 del os.environ["PUBSUB_EMULATOR_HOST"]
             else:
                 os.environ["PUBSUB_EMULATOR_HOST"] = emulator
-    _print(figures, messages, in_process, load_before, os.getloadavg())
+    _print(figures, messages, in_process, rounds, load_before, os.getloadavg())
     return figures
 
 
@@ -237,10 +259,11 @@ def _conveyor(transport: PubSubTransport, name: str) -> Start:
     return start
 
 
-def _print(figures: dict[str, float], messages: int, in_process: bool, before: tuple[float, float, float],
-           after: tuple[float, float, float]) -> None:
+def _print(figures: dict[str, float], messages: int, in_process: bool, rounds: int,
+           before: tuple[float, float, float], after: tuple[float, float, float]) -> None:
     where = "in this process" if in_process else "in its own process"
-    table = Table(title=f"Pub/Sub front ({where}), {messages} messages of 110 bytes per case, one run")
+    best = "one run" if rounds == 1 else f"best of {rounds} rounds, alternated"
+    table = Table(title=f"Pub/Sub front ({where}), {messages} messages of 110 bytes per case, {best}")
     for column in ("case", "publish 1", "publish 2", "google recv", "cpu/msg", "conveyor recv", "cpu/msg",
                    "ratio", "target"):
         table.add_column(column, justify="right")
@@ -273,9 +296,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--in-process", action="store_true", help="run the server in this process")
+    parser.add_argument("--rounds", type=int, default=3, help="receive runs per case and subscriber (best kept)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server child
     arguments = parser.parse_args()
     if arguments.serve:
         _serve()
     else:
-        main(messages=arguments.messages, in_process=arguments.in_process)
+        main(messages=arguments.messages, in_process=arguments.in_process, rounds=arguments.rounds)

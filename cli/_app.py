@@ -239,12 +239,13 @@ def serve(
 @bench_app.command("pubsub")
 def bench_pubsub(
     messages: int = typer.Option(5000, min=100, help="Messages per measurement."),
+    rounds: int = typer.Option(3, min=1, help="Receive runs per case and subscriber, alternated; the best is shown."),
 ) -> None:
     """Publish and receive+ack through the Pub/Sub front: Google's subscriber beside conveyor's."""
     needs_extra("pubsub", "bench pubsub")
     from conveyor.benchmarks.pubsub import main as run
 
-    run(messages=messages)
+    run(messages=messages, rounds=rounds)
 
 
 @bench_app.command("transactions")

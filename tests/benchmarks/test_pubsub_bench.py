@@ -19,8 +19,13 @@ EXPECTED_KEYS = (
 
 @pytest.mark.parametrize("in_process", [False, True], ids=["server-process", "in-process"])
 def test_main_reports_every_figure(in_process: bool) -> None:
-    figures = main(messages=60, timeout=60.0, in_process=in_process)
+    figures = main(messages=60, timeout=60.0, in_process=in_process, rounds=2)
     assert_figures(figures, EXPECTED_KEYS, every_figure=True)
     for case in CASES:
         ratio = figures[f"ratio_{case}"]
         assert ratio == figures[f"{case}_conveyor_msgs_per_s"] / figures[f"{case}_google_msgs_per_s"]
+
+
+def test_rounds_must_be_at_least_one() -> None:
+    with pytest.raises(ValueError, match="rounds must be >= 1, got 0"):
+        main(messages=60, rounds=0)
