@@ -151,7 +151,7 @@ UNREACHABLE: dict[str, str] = {
     "actors/subscriber/_leases.py:LeaseTable.add:remove:remove `self._bytes += size`#1": (
         "LeaseTable.bytes is a query no actor calls (the load controller counts bytes in its own LoadTracker)"
     ),
-    "actors/subscriber/_ordering.py:OrderingKeyHolds._arrive:arith:+= -> -=#1": (
+    "actors/subscriber/_ordering.py:OrderingKeyHolds._place:arith:+= -> -=#1": (
         "_held feeds only held_count() and snapshot(), queries no actor calls (only unit tests and __repr__)"
     ),
     "actors/subscriber/_ordering.py:OrderingKeyHolds.state_of:remove:remove `item = self._items.get(item_id)`#1": (
