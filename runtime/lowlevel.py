@@ -12,7 +12,7 @@ the trace types live in ``conveyor.runtime``.
 
 from ._backend import Backend, StoreHook
 from ._cell import ActorCell, CellBase, PromiseCell, fail_promise_if_asked
-from ._immutability import checked_when_built, register_immutable_type
+from ._immutability import checked_when_built, register_immutable_type, slot_setters
 from ._journal import JournalStore, WriteKind
 from ._messages import TimerFired
 from ._timers import TimerQueue
@@ -79,5 +79,6 @@ __all__ = [
     "checked_when_built",
     "fail_promise_if_asked",
     "register_immutable_type",
+    "slot_setters",
     "zk_operation_problem",
 ]

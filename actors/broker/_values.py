@@ -12,13 +12,13 @@ from __future__ import annotations
 import enum
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final, final
 
 import attrs
 
 from conveyor.runtime import ActorRef
-from conveyor.runtime.lowlevel import register_immutable_type
+from conveyor.runtime.lowlevel import register_immutable_type, slot_setters
 from conveyor.runtime.validators import (
     fail,
     non_empty_str,
@@ -372,16 +372,7 @@ class Delivery:
 register_immutable_type(Delivery)
 
 
-def _delivery_setters() -> tuple[Callable[[object, object], None], ...]:
-    names = ("queue", "tag", "message", "delivery_count", "deadline", "consumer_id")
-    fields = tuple(field.name for field in attrs.fields(Delivery))
-    if fields != names:  # a field added later must be set below too
-        msg = f"Delivery has the fields {fields}; delivery_unchecked sets {names}"
-        raise TypeError(msg)
-    return tuple(Delivery.__dict__[name].__set__ for name in names)
-
-
-_DELIVERY_SETTERS = _delivery_setters()
+_DELIVERY_SETTERS = slot_setters(Delivery, ("queue", "tag", "message", "delivery_count", "deadline", "consumer_id"))
 
 
 def delivery_unchecked(queue: str, tag: int, message: Message, delivery_count: int, deadline: float | None,

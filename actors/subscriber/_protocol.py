@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import final
 
 import attrs
 
 from conveyor.actors.broker import Delivery, DeliveryError
 from conveyor.runtime import ActorRef, quote
-from conveyor.runtime.lowlevel import checked_when_built
+from conveyor.runtime.lowlevel import checked_when_built, slot_setters
 
 ACK_IDS = "ack ids (str)"
 
@@ -438,26 +438,13 @@ class Acks:
 _new = object.__new__
 
 
-def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Callable[[object, object], None], ...]:
-    """The slot setters of ``cls``'s fields, which must be ``names`` (all of them, in order).
-
-    They set a field of a frozen attrs instance as its own ``__init__`` does, a third cheaper than
-    ``object.__setattr__``; the check at import keeps a builder below from leaving a new field unset.
-    """
-    fields = tuple(field.name for field in attrs.fields(cls))
-    if fields != names:
-        msg = f"{cls.__qualname__} has the fields {fields}; its unchecked builder sets {names}"
-        raise TypeError(msg)
-    return tuple(cls.__dict__[name].__set__ for name in names)
-
-
-_ENDED_SETTERS = _slot_setters(CallbackEnded, ("ack_id", "key", "error", "nacked"))
-_SETTLEMENT_SETTERS = _slot_setters(Settlement, ("kind", "ack_id", "seconds", "attempt", "error"))
-_RECEIVED_FIELDS = _slot_setters(Received, ("ack_id", "size", "key", "delivery"))
-_DONE_FIELDS = _slot_setters(Done, ("ack_id", "acked"))
-(_SET_RECEIVED_ITEMS,) = _slot_setters(ReceivedBatch, ("items",))
-(_SET_DONES_ITEMS,) = _slot_setters(Dones, ("items",))
-(_SET_ACK_IDS,) = _slot_setters(Acks, ("ack_ids",))
+_ENDED_SETTERS = slot_setters(CallbackEnded, ("ack_id", "key", "error", "nacked"))
+_SETTLEMENT_SETTERS = slot_setters(Settlement, ("kind", "ack_id", "seconds", "attempt", "error"))
+_RECEIVED_FIELDS = slot_setters(Received, ("ack_id", "size", "key", "delivery"))
+_DONE_FIELDS = slot_setters(Done, ("ack_id", "acked"))
+(_SET_RECEIVED_ITEMS,) = slot_setters(ReceivedBatch, ("items",))
+(_SET_DONES_ITEMS,) = slot_setters(Dones, ("items",))
+(_SET_ACK_IDS,) = slot_setters(Acks, ("ack_ids",))
 
 def callback_ended(ack_id: str, key: str | None, error: str | None, nacked: bool) -> CallbackEnded:
     """A ``CallbackEnded`` built without ``checked_when_built``'s check, which costs half its build.

@@ -34,7 +34,6 @@ from conveyor.actors.subscriber._protocol import (
     RunsEnded,
     Scheduled,
     Settles,
-    _slot_setters,
     acks_unchecked,
     callback_ended,
     done_unchecked,
@@ -51,6 +50,7 @@ from conveyor.actors.subscriber._protocol import (
 )
 from conveyor.actors.subscriber._pull import SettlePulled
 from conveyor.runtime import Actor, ActorRef, ensure_immutable
+from conveyor.runtime.lowlevel import slot_setters
 from conveyor.simulation import Simulation
 
 HUGE = 10**5000
@@ -176,9 +176,9 @@ def test_a_settlement_built_unchecked_is_the_checked_one(kind: SettleKind, ack_i
 def test_an_unchecked_builder_must_name_every_field_of_its_message_in_order() -> None:
     """A field added to ``CallbackEnded`` or ``Settlement`` later fails at import, not as a message left half built."""
     with pytest.raises(TypeError, match=r"CallbackEnded has the fields .*; its unchecked builder sets \('ack_id', 'k"):
-        _slot_setters(CallbackEnded, ("ack_id", "key"))
+        slot_setters(CallbackEnded, ("ack_id", "key"))
     with pytest.raises(TypeError, match="Settlement has the fields"):
-        _slot_setters(Settle, ("ack_id", "kind", "seconds", "attempt", "error"))
+        slot_setters(Settle, ("ack_id", "kind", "seconds", "attempt", "error"))
 
 
 def test_a_subscriber_message_reads_its_attributes_from_the_headers_once() -> None:
