@@ -12,7 +12,7 @@ the trace types live in ``conveyor.runtime``.
 
 from ._backend import Backend, StoreHook
 from ._cell import ActorCell, CellBase, PromiseCell, fail_promise_if_asked
-from ._immutability import checked_when_built, register_immutable_type, slot_setters
+from ._immutability import checked_when_built, register_immutable_type, slot_setters, unchecked_builder
 from ._journal import JournalStore, WriteKind
 from ._messages import TimerFired
 from ._timers import TimerQueue
@@ -80,5 +80,6 @@ __all__ = [
     "fail_promise_if_asked",
     "register_immutable_type",
     "slot_setters",
+    "unchecked_builder",
     "zk_operation_problem",
 ]

@@ -300,6 +300,31 @@ def test_checked_when_built_builds_what_attrs_builds_and_refuses_what_the_walk_r
         checked(5)  # the validator still runs
 
 
+@given(name=st.text(max_size=5), count=st.integers(), items=st.lists(st.integers(), max_size=3).map(tuple))
+def test_unchecked_builder_builds_what_the_class_builds(name: str, count: int, items: tuple[int, ...]) -> None:
+    """Equal, same hash and repr, immutable, its slots all set; a builder naming the fields wrongly is refused."""
+    from conveyor.runtime.lowlevel import checked_when_built, unchecked_builder
+
+    @checked_when_built
+    @attrs.frozen
+    class Sample:
+        name: str
+        count: int = 0
+        items: tuple[int, ...] = ()
+
+    build = unchecked_builder(Sample, ("name", "count", "items"))
+    built, expected = build(name, count, items), Sample(name, count, items)
+    assert type(built) is Sample
+    assert built == expected and hash(built) == hash(expected) and repr(built) == repr(expected)
+    ensure_immutable(built)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        built.name = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"has the fields \('name', 'count', 'items'\)"):
+        unchecked_builder(Sample, ("name", "items", "count"))
+    with pytest.raises(TypeError, match="has the fields"):
+        unchecked_builder(Sample, ("name", "count"))
+
+
 # --- quoting bad values in error messages ----------------------------------------------------------
 
 
