@@ -94,14 +94,15 @@ if typing.TYPE_CHECKING:
     from ._transport import PubSubConsumer as PubSubConsumer
     from ._transport import PubSubTransport as PubSubTransport
     from ._transport import Settlements as Settlements
+    from ._transport import StreamHandle as StreamHandle
     from ._transport import stream_deadline_s as stream_deadline_s
     from ._transport import subscribe_remote as subscribe_remote
 else:
     __getattr__ = _lazy_exports(__name__, "pubsub", {
         "._rest": ("RestBindError",),
         "._server": ("PubSubServer",),
-        "._transport": ("PubSubConsumer", "PubSubTransport", "Settlements", "TRANSIT_ALLOWANCE_S", "stream_deadline_s",
-                         "subscribe_remote"),
+        "._transport": ("PubSubConsumer", "PubSubTransport", "Settlements", "StreamHandle", "TRANSIT_ALLOWANCE_S",
+                         "stream_deadline_s", "subscribe_remote"),
     })
 
 __all__ = [
@@ -167,6 +168,7 @@ __all__ = [
     "stored_size",
     "subscribe_remote",
     "Settlements",
+    "StreamHandle",
     "TRANSIT_ALLOWANCE_S",
     "stream_deadline_s",
     "HttpPusher",

@@ -656,6 +656,12 @@ class PubSubServer:
                     if answer.reason == DETACHED_REASON:
                         _abort(context, "FAILED_PRECONDITION", f"StreamingPull: {name}: {answer.reason}")
                     _abort(context, "UNAVAILABLE", f"StreamingPull: {answer.reason}; reconnect")
+                if answer.received and not context.is_active():
+                    # The stream ended while the batch was made: nobody reads it. Given back at once, it is
+                    # not left to wait out its lease.
+                    ack_ids = tuple(ack_id for ack_id, _, _ in answer.received)
+                    system.tell_from_thread(self.registry, Settle(name, SettleKind.MODACK, ack_ids, 0))
+                    return
                 yield from convert.stream_responses(answer)
         finally:
             self._streams.pop(stream_id, None)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Final, cast, final
@@ -66,6 +67,7 @@ _PERMANENT: Final = frozenset({"NOT_FOUND", "PERMISSION_DENIED", "INVALID_ARGUME
 """Status codes a StreamingPull is not reopened after (the others are retried every ``_REOPEN_S``)."""
 _CONSUMER_ID: Final = 1
 _CALL_TIMEOUT_S: Final = 30.0  # a settlement call waits this long for the server (restarts included)
+_CLOSE_WAIT_S: Final = 5.0  # the consumer's last job waits this long for its stream to end before it settles
 _IDS_PER_CALL: Final = 2500  # ack ids of ~40 bytes: about 100 KB per request, far under Pub/Sub's 512 KB
 _BYTES_PER_CALL: Final = ACK_REQUEST_MAX_BYTES - 4096  # and never over it, whatever the ids' length
 RELEASED_MEMORY: Final = 100_000
@@ -137,6 +139,33 @@ _SEND = _Send()
 
 
 @final
+class StreamHandle:
+    """One consumer's StreamingPull call, shared by the job that holds it open and the consumer's last job.
+
+    The last job closes the stream before it gives messages back (a nack sent while the stream is
+    open hands the message straight back on it, to nobody). The actor only creates and passes it;
+    the two jobs' threads read and write it.
+    """
+
+    __slots__ = ("call", "closing", "ended", "unread")
+
+    def __init__(self) -> None:
+        self.call: Any = None  # the gRPC call, once the stream job opened it
+        self.closing = False
+        self.ended = threading.Event()  # set when the stream job stops reading
+        self.unread: list[str] = []  # ack ids of messages that came after the consumer stopped: nobody runs them
+
+    def close(self, timeout: float = _CLOSE_WAIT_S) -> tuple[str, ...]:
+        """Cancel the call and wait for the stream job to stop reading; the ack ids it read that nobody will run."""
+        self.closing = True
+        call = self.call
+        if call is not None:
+            call.cancel()
+        self.ended.wait(timeout)
+        return tuple(self.unread)
+
+
+@final
 class PubSubTransport:
     """The gRPC channel to one endpoint and the calls the consumer makes, run in jobs.
 
@@ -166,12 +195,18 @@ class PubSubTransport:
         self.channel.close()
 
     def stream(self, subscription: str, settings: ConsumerSettings, deadline_s: int, alive: Callable[[], bool],
-               deliver: Callable[[object], None]) -> tuple[str, str]:
+               deliver: Callable[[object], None], handle: StreamHandle | None = None) -> tuple[str, str]:
         """Hold one StreamingPull open while ``alive()``, telling ``deliver`` each response. Blocks (a job).
+
+        A response that comes once ``alive()`` is false is not delivered: its ack ids are kept in
+        ``handle.unread``, for the consumer's last job to give back (``close_then_settle``), and the
+        call is cancelled.
 
         Returns:
             How it ended: the gRPC status code's name and details (``("OK", "")`` when it just closed).
         """
+        if handle is None:
+            handle = StreamHandle()
         first = _PB["StreamingPullRequest"](
             subscription=subscription, stream_ack_deadline_seconds=deadline_s,
             max_outstanding_messages=settings.prefetch_messages, max_outstanding_bytes=settings.prefetch_bytes)
@@ -186,15 +221,37 @@ class PubSubTransport:
 
         call = self._stream(requests(), wait_for_ready=True)
         calls.append(call)
+        handle.call = call
+        if handle.closing:  # closed before the call was known to it
+            call.cancel()
         try:
             for response in call:
+                if not alive():
+                    handle.unread.extend(r.ack_id for r in response.received_messages)
+                    call.cancel()
+                    continue
                 items = tuple(_received_item(r) for r in response.received_messages)
                 if items:
                     deliver(Received(items))
         except grpc.RpcError as error:
             code = error.code()
             return (code.name if code is not None else "UNKNOWN"), str(error.details() or "")
+        finally:
+            handle.ended.set()
         return "OK", ""
+
+    def close_then_settle(self, subscription: str, settlements: Settlements, stream: StreamHandle | None,
+                          ) -> frozenset[str]:
+        """A consumer's last job: close its stream, then send its last settlements and give back what the stream
+        read after the consumer stopped. Blocks (a job).
+
+        In this order, a message given back cannot be handed out again on the stream being closed,
+        where nobody reads it any more: it would wait out its lease there, 15 s or more.
+        """
+        unread = stream.close() if stream is not None else ()
+        if unread:
+            settlements = Settlements(settlements.acks, (*settlements.modacks, (0, unread)))
+        return self.settle(subscription, settlements) if not settlements.empty else frozenset()
 
     def settle(self, subscription: str, settlements: Settlements) -> frozenset[str]:
         """Make every call of ``settlements`` at once; return the ack ids whose ack was refused. Blocks (a job).
@@ -331,6 +388,7 @@ class PubSubConsumer(Actor):
         self.messages: dict[int, str] = {}  # tag -> message id
         self.released: dict[int, None] = {}  # tags given back and not delivered again, oldest first
         self.stream_job: int | None = None
+        self.stream: StreamHandle | None = None  # the running stream job's call (its jobs use it, not this actor)
         # Gathered for the next settlement job:
         self.acks: list[str] = []
         self.modacks: dict[int, list[str]] = {}  # seconds (0: nack) -> ack ids
@@ -345,15 +403,17 @@ class PubSubConsumer(Actor):
         self._open()
 
     def on_stop(self) -> None:
-        """Send what is gathered and give back every message not settled (the server redelivers them)."""
+        """Close the stream, then send what is gathered and give back every message not settled (the server
+        redelivers them at once)."""
         if self.ack_ids:
             self.modacks.setdefault(0, []).extend(self.ack_ids.values())
             self.ack_ids.clear()
         settlements = self._take_gathered()
-        if settlements.empty:
+        stream = self.stream if self.stream_job is not None else None
+        if settlements.empty and stream is None:
             return
         try:
-            self.ctx.run_job(self.transport.settle, self.subscription, settlements)
+            self.ctx.run_job(self.transport.close_then_settle, self.subscription, settlements, stream)
         except ConveyorError:  # the system is shutting down: no job runs any more
             log.warning("%s: %d acks and %d deadline changes not sent (the system shut down first); the server "
                         "redelivers those messages once their leases lapse", self.subscription,
@@ -361,8 +421,9 @@ class PubSubConsumer(Actor):
 
     def _open(self) -> None:
         me = self.ctx.self_ref
+        self.stream = StreamHandle()
         self.stream_job = self.ctx.run_job(self.transport.stream, self.subscription, self.settings, self.deadline_s,
-                                           lambda: me.is_alive, self.ctx.teller_for_threads(me))
+                                           lambda: me.is_alive, self.ctx.teller_for_threads(me), self.stream)
 
     def receive(self, message: Any) -> None:
         """Deliver what the stream brought; gather settlements into calls; reopen a stream that ended."""

@@ -51,6 +51,7 @@ from ._protocol import (
     Extend,
     GetFlowStats,
     GetSubscriptionStats,
+    GraceOver,
     Heartbeat,
     Idle,
     Lapsed,
@@ -75,6 +76,11 @@ from ._protocol import (
 from ._settings import FlowControl, check_subscriber_settings
 
 log = logging.getLogger("conveyor.subscriber")
+
+CANCEL_GRACE_S = 0.25
+"""How long ``cancel()`` without ``await_callbacks_on_shutdown`` lets running callbacks end. A job reports its
+callbacks' acks when it ends: without this, an ack made just before ``cancel()`` was given back as a nack at
+the stop, and the message delivered again. A callback running longer is not waited for; its message goes back."""
 
 CALLBACKS_PER_JOB = 128
 """Most callbacks one worker job runs in turn when many unordered messages wait (``WorkerPool``)."""
@@ -120,6 +126,7 @@ class StreamingPullManager(Actor):
         self.consumer: ActorRef | None = None
         self.parts: dict[str, ActorRef] = {}
         self.closing = False
+        self.draining = False  # the dispatcher was told to drain: the stop follows its Drained
         self.await_callbacks = await_callbacks_on_shutdown
         self.taken: list[Received] | None = None  # while a Deliveries batch is taken in: its new Received
         self.gathered: tuple[list[Done], list[Settlement]] | None = None  # while a RunsEnded is applied
@@ -137,6 +144,7 @@ class StreamingPullManager(Actor):
             Skipped: self._on_skipped,
             Drained: self._on_drained,
             Idle: self._on_idle,
+            GraceOver: self._on_grace_over,
             CallbackEnded: self._on_callback_ended,
             RunsEnded: self._on_runs_ended,
             Settles: self._on_settles,
@@ -235,7 +243,16 @@ class StreamingPullManager(Actor):
 
     def _on_idle(self, message: Idle) -> None:
         if self.closing:
-            self.ctx.send(self.parts[Part.DISPATCHER], Drain())  # every running callback has settled
+            self._drain()  # every running callback has settled
+
+    def _on_grace_over(self, message: GraceOver) -> None:
+        if self.closing:
+            self._drain()  # what still runs is not waited for: its message goes back with the rest
+
+    def _drain(self) -> None:
+        if not self.draining:
+            self.draining = True
+            self.ctx.send(self.parts[Part.DISPATCHER], Drain())
 
     def _on_callback_ended(self, message: CallbackEnded) -> None:
         self.ctx.send(self.parts[Part.KEYS], message)
@@ -533,15 +550,18 @@ class StreamingPullManager(Actor):
     def _cancel(self) -> None:
         """Stop: the queue takes back whatever is not acked.
 
-        With ``await_callbacks_on_shutdown``, first take no more work, send back what never started,
-        and let the running callbacks end (their settlements go out); otherwise stop at once, and the
-        running callbacks' messages go back to the queue like the rest.
+        First take no more work and send back what never started. With ``await_callbacks_on_shutdown``,
+        let the running callbacks end (their settlements go out); otherwise let them end for at most
+        ``CANCEL_GRACE_S``, and the messages of those still running then go back to the queue like the rest.
         """
         if self.closing:
             return
         self.closing = True
-        if self.await_callbacks and self.consumer is not None:
-            self.ctx.send(self.consumer, Suspend())
-            self.ctx.send(self.parts[Part.WORKERS], StopRunning())
-        else:
-            self.ctx.send(self.parts[Part.DISPATCHER], Drain())
+        if self.consumer is None:
+            self._drain()
+            return
+        self.ctx.send(self.consumer, Suspend())
+        self.ctx.send(self.parts[Part.WORKERS], StopRunning())
+        if not self.await_callbacks:
+            # The running callbacks get CANCEL_GRACE_S: their jobs report the acks they made when they end.
+            self.ctx.schedule(CANCEL_GRACE_S, GraceOver())

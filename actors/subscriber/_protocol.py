@@ -200,6 +200,12 @@ class Idle:
 
 
 @final
+@attrs.frozen
+class GraceOver:
+    """The manager's timer on a cancel that does not await callbacks: stop now, whatever still runs."""
+
+
+@final
 @checked_when_built
 @attrs.frozen
 class Lapsed:

@@ -16,7 +16,14 @@ import pytest
 from google.cloud import pubsub_v1
 from google.cloud.pubsub_v1.subscriber.exceptions import AcknowledgeError, AcknowledgeStatus
 
-from conveyor.actors.pubsub import PubSubServer, PubSubTransport, Settlements, stream_deadline_s, subscribe_remote
+from conveyor.actors.pubsub import (
+    PubSubServer,
+    PubSubTransport,
+    Settlements,
+    StreamHandle,
+    stream_deadline_s,
+    subscribe_remote,
+)
 from conveyor.actors.subscriber import FlowControl, SubscriptionFailed
 from conveyor.runtime import ThreadSystem
 from tests.actors.pubsub.helpers import fast_reconnect_clients, pull_exactly, pull_nothing, subscription, topic
@@ -461,9 +468,9 @@ class RecordingTransport(PubSubTransport):  # type: ignore[misc]  # final: a tes
         self.acks: list[str] = []
 
     def stream(self, subscription: str, settings: Any, deadline_s: int, alive: Callable[[], bool],
-               deliver: Callable[[object], None]) -> tuple[str, str]:
+               deliver: Callable[[object], None], handle: StreamHandle | None = None) -> tuple[str, str]:
         self.stream_deadlines.append(deadline_s)
-        return super().stream(subscription, settings, deadline_s, alive, deliver)
+        return super().stream(subscription, settings, deadline_s, alive, deliver, handle)
 
     def settle(self, subscription: str, settlements: Settlements) -> frozenset[str]:
         self.acks.extend(settlements.acks)
@@ -495,3 +502,33 @@ def test_conveyor_sends_no_deadline_change_at_receipt_the_stream_deadline_leases
     assert recording.modacks == [], "no deadline change: each delivery came leased for 15 s"
     assert sorted(recording.acks) == sorted(set(recording.acks)) and len(recording.acks) == 50
     assert pull_nothing(subscriber, subscription("receipt-sub")) == []
+
+
+@pytest.mark.parametrize("ordered", [False, True], ids=["unordered", "ordered"])
+def test_conveyor_gives_back_at_stop_what_is_unsettled_and_the_next_subscriber_gets_it_at_once(
+        transport: PubSubTransport, publisher: pubsub_v1.PublisherClient, subscriber: pubsub_v1.SubscriberClient,
+        ordered: bool) -> None:
+    """Conveyor's guarantee, not Google's: stopping gives back every message not settled, at once.
+
+    (Google's client gives back only what its callbacks never started; a message whose callback left
+    it unsettled waits out its lease.) Conveyor's consumer used to send that nack while its stream
+    was still open: the server handed the message straight back on the stream, whose responses
+    nobody read any more, and it waited out the stream's 15 s lease all the same.
+    """
+    name = f"giveback-{'ordered' if ordered else 'unordered'}"
+    publisher.create_topic(name=topic(name))
+    subscriber.create_subscription(
+        request={"name": subscription(name), "topic": topic(name), "enable_message_ordering": ordered})
+    for n in range(3):
+        publisher.publish(topic(name), b"m%d" % n, ordering_key="k" if ordered else "").result(10)
+    client = ConveyorClient(transport)
+    first = Seen(lambda message: None if message.data == b"m1" else message.ack())
+    stop = client.subscribe(subscription(name), first)
+    first.wait(3)
+    stop()
+    second = Seen()
+    stop = client.subscribe(subscription(name), second)
+    try:
+        assert [m.data for m in second.wait(1, timeout=8.0)] == [b"m1"]  # well within the lease it had
+    finally:
+        stop()

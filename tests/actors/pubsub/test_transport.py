@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from conveyor.actors.broker import Ack, AckResult, ConsumerSettings, Delivery, Message, ModifyAckDeadline, Nack
-from conveyor.actors.pubsub import PubSubConsumer
+from conveyor.actors.pubsub import PubSubConsumer, StreamHandle
 from conveyor.actors.pubsub import _transport as transport_module
 from conveyor.actors.pubsub._transport import Received, Settlements
 from conveyor.runtime import Actor, ActorRef, ThreadSystem
@@ -43,12 +43,22 @@ class FakeTransport:
         self.idle = threading.Event()  # never set: the stream's wait between checks
 
     def stream(self, subscription: str, settings: ConsumerSettings, deadline_s: int, alive: Callable[[], bool],
-               deliver: Callable[[object], None]) -> str:
+               deliver: Callable[[object], None], handle: StreamHandle | None = None) -> str:
         self.deliver = deliver
         self.opened.set()
-        while alive():
-            self.idle.wait(0.05)  # a job thread, standing in for the blocking stream
+        try:
+            while alive() and not (handle is not None and handle.closing):
+                self.idle.wait(0.05)  # a job thread, standing in for the blocking stream
+        finally:
+            if handle is not None:
+                handle.ended.set()
         return "stream ended"
+
+    def close_then_settle(self, subscription: str, settlements: Settlements, stream: StreamHandle | None,
+                          ) -> frozenset[str]:
+        if stream is not None:
+            stream.close()
+        return self.settle(subscription, settlements) if not settlements.empty else frozenset()
 
     def settle(self, subscription: str, settlements: Settlements) -> frozenset[str]:
         with CHANGED:
