@@ -12,13 +12,13 @@ from __future__ import annotations
 import enum
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final, final
 
 import attrs
 
 from conveyor.runtime import ActorRef
-from conveyor.runtime.lowlevel import register_immutable_type, slot_setters
+from conveyor.runtime.lowlevel import register_immutable_type, unchecked_builder
 from conveyor.runtime.validators import (
     fail,
     non_empty_str,
@@ -372,25 +372,11 @@ class Delivery:
 register_immutable_type(Delivery)
 
 
-_DELIVERY_SETTERS = slot_setters(Delivery, ("queue", "tag", "message", "delivery_count", "deadline", "consumer_id"))
-
-
-def delivery_unchecked(queue: str, tag: int, message: Message, delivery_count: int, deadline: float | None,
-                       consumer_id: int) -> Delivery:
-    """``Delivery(...)`` without its type checks, for values known good: a queue's own entry, a transport's count.
-
-    One is built per message delivered, on the queue's side and on a Pub/Sub subscriber's, and the
-    checks cost as much as the rest of the build. Equal to the checked ``Delivery``.
-    """
-    set_queue, set_tag, set_message, set_count, set_deadline, set_consumer = _DELIVERY_SETTERS
-    delivery = _new_message(Delivery)
-    set_queue(delivery, queue)
-    set_tag(delivery, tag)
-    set_message(delivery, message)
-    set_count(delivery, delivery_count)
-    set_deadline(delivery, deadline)
-    set_consumer(delivery, consumer_id)
-    return delivery
+delivery_unchecked: Callable[[str, int, Message, int, float | None, int], Delivery] = unchecked_builder(
+    Delivery, ("queue", "tag", "message", "delivery_count", "deadline", "consumer_id"))
+"""``Delivery(queue, tag, message, delivery_count, deadline, consumer_id)`` without its type checks, for values
+known good: a queue's own entry, a transport's count. One is built per message delivered, on the queue's side
+and on a Pub/Sub subscriber's, and the checks cost as much as the rest of the build."""
 
 
 @final

@@ -75,6 +75,7 @@ from ._model import (
     StreamClosed,
     StreamOpened,
     SubscriptionConfig,
+    pub_message_unchecked,
 )
 from ._protocol import (
     BindingCount,
@@ -218,7 +219,8 @@ def from_broker(message: Message) -> PubMessage:
             key = str(value)
         else:
             attributes.append((name, str(value)))
-    return PubMessage(message.body, tuple(attributes), key, publish_time_ns, message.message_id)
+    # the broker's message was checked when published: its headers are str and int, its body bytes
+    return pub_message_unchecked(message.body, tuple(attributes), key, publish_time_ns, message.message_id)
 
 
 @final

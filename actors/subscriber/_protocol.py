@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import final
 
 import attrs
 
 from conveyor.actors.broker import Delivery, DeliveryError
 from conveyor.runtime import ActorRef, quote
-from conveyor.runtime.lowlevel import checked_when_built, slot_setters
+from conveyor.runtime.lowlevel import checked_when_built, slot_setters, unchecked_builder
 
 ACK_IDS = "ack ids (str)"
 
@@ -444,27 +444,14 @@ class Acks:
 _new = object.__new__
 
 
-_ENDED_SETTERS = slot_setters(CallbackEnded, ("ack_id", "key", "error", "nacked"))
 _SETTLEMENT_SETTERS = slot_setters(Settlement, ("kind", "ack_id", "seconds", "attempt", "error"))
-_RECEIVED_FIELDS = slot_setters(Received, ("ack_id", "size", "key", "delivery"))
 _DONE_FIELDS = slot_setters(Done, ("ack_id", "acked"))
-(_SET_RECEIVED_ITEMS,) = slot_setters(ReceivedBatch, ("items",))
 (_SET_DONES_ITEMS,) = slot_setters(Dones, ("items",))
-(_SET_ACK_IDS,) = slot_setters(Acks, ("ack_ids",))
 
-def callback_ended(ack_id: str, key: str | None, error: str | None, nacked: bool) -> CallbackEnded:
-    """A ``CallbackEnded`` built without ``checked_when_built``'s check, which costs half its build.
-
-    For the worker pool, one per callback, from values known good (strs or None, and a bool: each
-    immutable), so the check could not fail. Equal to ``CallbackEnded(ack_id, key, error, nacked)``.
-    """
-    set_ack_id, set_key, set_error, set_nacked = _ENDED_SETTERS
-    ended = _new(CallbackEnded)
-    set_ack_id(ended, ack_id)
-    set_key(ended, key)
-    set_error(ended, error)
-    set_nacked(ended, nacked)
-    return ended
+callback_ended: Callable[[str, str | None, str | None, bool], CallbackEnded] = unchecked_builder(
+    CallbackEnded, ("ack_id", "key", "error", "nacked"))
+"""``CallbackEnded(ack_id, key, error, nacked)`` without ``checked_when_built``'s check, which costs half its
+build: for the worker pool, one per callback, from values known good (strs or None, and a bool)."""
 
 
 def settlement_of(kind: SettlementKind, ack_id: str) -> Settlement:
@@ -483,24 +470,12 @@ def settlement_of(kind: SettlementKind, ack_id: str) -> Settlement:
     return settlement
 
 
-def received_unchecked(ack_id: str, size: int, key: str | None, delivery: Delivery) -> Received:
-    """``Received(ack_id, size, key, delivery)``, for values known good (the manager's, of a checked Delivery)."""
-    set_ack_id, set_size, set_key, set_delivery = _RECEIVED_FIELDS
-    received: Received = _new(Received)
-    set_ack_id(received, ack_id)
-    set_size(received, size)
-    set_key(received, key)
-    set_delivery(received, delivery)
-    return received
+received_unchecked: Callable[[str, int, str | None, Delivery], Received] = unchecked_builder(
+    Received, ("ack_id", "size", "key", "delivery"))
+"""``Received(ack_id, size, key, delivery)``, for values known good (the manager's, of a checked Delivery)."""
 
-
-def done_unchecked(ack_id: str, acked: bool) -> Done:
-    """``Done(ack_id, acked)``, for an ack id known to be a str and ``acked`` a bool."""
-    set_ack_id, set_acked = _DONE_FIELDS
-    done: Done = _new(Done)
-    set_ack_id(done, ack_id)
-    set_acked(done, acked)
-    return done
+done_unchecked: Callable[[str, bool], Done] = unchecked_builder(Done, ("ack_id", "acked"))
+"""``Done(ack_id, acked)``, for an ack id known to be a str and ``acked`` a bool."""
 
 
 def dones_unchecked(ack_ids: Iterable[str], acked: bool) -> Dones:
@@ -517,15 +492,9 @@ def dones_unchecked(ack_ids: Iterable[str], acked: bool) -> Dones:
     return dones
 
 
-def received_batch_unchecked(items: tuple[Received, ...]) -> ReceivedBatch:
-    """``ReceivedBatch(items)``, for a tuple known to hold only ``Received``."""
-    batch: ReceivedBatch = _new(ReceivedBatch)
-    _SET_RECEIVED_ITEMS(batch, items)
-    return batch
+received_batch_unchecked: Callable[[tuple[Received, ...]], ReceivedBatch] = unchecked_builder(
+    ReceivedBatch, ("items",))
+"""``ReceivedBatch(items)``, for a tuple known to hold only ``Received``."""
 
-
-def acks_unchecked(ack_ids: tuple[str, ...]) -> Acks:
-    """``Acks(ack_ids)``, for a tuple known to hold only str."""
-    acks: Acks = _new(Acks)
-    _SET_ACK_IDS(acks, ack_ids)
-    return acks
+acks_unchecked: Callable[[tuple[str, ...]], Acks] = unchecked_builder(Acks, ("ack_ids",))
+"""``Acks(ack_ids)``, for a tuple known to hold only str."""
