@@ -82,6 +82,7 @@ from ._snapshots import SeekSnapshot as SeekSnapshot
 from ._snapshots import SnapshotConfig as SnapshotConfig
 from ._snapshots import TopicSnapshots as TopicSnapshots
 from ._subscription import IDLE_STREAM_S as IDLE_STREAM_S
+from ._subscription import STREAM_RESPONSE_MAX as STREAM_RESPONSE_MAX
 from ._subscription import Binding as Binding
 from ._subscription import SubscriptionActor as SubscriptionActor
 from ._subscription import stored_size as stored_size
@@ -110,6 +111,7 @@ __all__ = [
     "ACK_ID_MAX_BYTES",
     "ATTRIBUTES_MAX",
     "IDLE_STREAM_S",
+    "STREAM_RESPONSE_MAX",
     "ATTRIBUTE_KEY_MAX_BYTES",
     "ATTRIBUTE_VALUE_MAX_BYTES",
     "MODACK_MAX_S",

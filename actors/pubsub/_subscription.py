@@ -118,6 +118,10 @@ UNLIMITED_BYTES = 1 << 62
 _MAX_MESSAGE_BYTES = (1 << 31) - 1  # the glue enforces Pub/Sub's limits before a message gets here
 _PULL_LINGER_S = 0.005  # a Pull answers this long after its first message, so one batch fills it
 IDLE_STREAM_S = 3600.0
+STREAM_RESPONSE_MAX = 500
+"""Most messages a StreamingPull response carries; the rest of what is ready goes in the next, at once. With all
+of a 1,000-message window in one response, the client's first callback waited for the server to make and send
+the whole of it (first callback 24-34 ms after subscribe; 19-23 ms at 500, conveyor's subscriber, 1,000 keys)."""
 """A stream nobody asked a batch of for this long has lost its client: it ends (and its binding goes).
 
 A live client always has a ``NextBatch`` waiting (the gRPC glue polls every few seconds); one
@@ -421,6 +425,8 @@ class Binding(Actor):
         deliveries, self.buffer = self._unlapsed(self.buffer), []
         if self.pull is not None:  # one response: what fits its bytes; the rest goes back unseen (_detach)
             deliveries, self.buffer = _fitting(deliveries, self.pull.max_bytes)
+        elif len(deliveries) > STREAM_RESPONSE_MAX:
+            deliveries, self.buffer = deliveries[:STREAM_RESPONSE_MAX], deliveries[STREAM_RESPONSE_MAX:]
         issue, subscription, generation, number = self.codec.issue, self.subscription_id, self.generation, self.number
         ack_ids = tuple(AckId(subscription, generation, number, d.tag, d.delivery_count, d.message.message_id)
                         for d in deliveries)
