@@ -19,7 +19,7 @@ from typing import Any, Final, final
 
 import attrs
 
-from conveyor.runtime.lowlevel import checked_when_built
+from conveyor.runtime.lowlevel import checked_when_built, unchecked_builder
 
 SEAL_BYTES: Final = 12
 """Bytes of the keyed hash in an ack id: 96 bits, so a guess verifies with probability 2**-96."""
@@ -47,6 +47,12 @@ class AckId:
     attempt: int
     """The broker's delivery count: tells this delivery from a later one under the same tag."""
     message_id: str
+
+
+ack_id_unchecked = unchecked_builder(AckId, ("subscription", "generation", "binding", "tag", "attempt",
+                                             "message_id"))
+"""``AckId(...)`` without its checks, for a binding's own numbers and a message id the queue holds (one per
+delivery)."""
 
 
 def _check_key(_: object, attribute: attrs.Attribute[bytes], value: bytes) -> None:

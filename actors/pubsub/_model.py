@@ -383,11 +383,13 @@ class Confirmations:
 
 
 @final
+@checked_when_built
 @attrs.frozen
 class Batch:
     """Deliveries for one response: each is (ack id, message, delivery attempt), and the properties.
 
     ``confirmations`` (exactly-once streams only) answers acks and deadline changes sent on the stream.
+    Checked immutable once when built (a binding builds its own with ``batch_unchecked``).
     """
 
     received: tuple[tuple[str, PubMessage, int], ...]
@@ -396,6 +398,12 @@ class Batch:
     confirmations: Confirmations | None = None
     delivery_attempts: bool = False
     """Whether responses carry ``delivery_attempt``: Pub/Sub sets it only with a dead-letter policy."""
+
+
+batch_unchecked = unchecked_builder(Batch, ("received", "exactly_once", "ordering", "confirmations",
+                                            "delivery_attempts"))
+"""``Batch(...)`` without its walk over every delivery, for a binding's own: ack ids it issued (str), messages
+built by ``pub_message_unchecked``, attempts (int), and its flags."""
 
 
 @final

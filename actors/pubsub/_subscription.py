@@ -52,13 +52,12 @@ from conveyor.actors.broker import (
 )
 from conveyor.runtime import Actor, ActorRef, Journal, JournalSynced, Terminated, TimerHandle
 
-from ._ackid import AckId, AckIdCodec, AckIdReader
+from ._ackid import AckId, AckIdCodec, AckIdReader, ack_id_unchecked
 from ._containment import ContainedActor, HandlerFailed
 from ._edge import request_refusal
 from ._model import (
     ORDERING_KEY,
     PUBLISH_TIME,
-    Batch,
     Confirmations,
     Detach,
     Done,
@@ -75,6 +74,7 @@ from ._model import (
     StreamClosed,
     StreamOpened,
     SubscriptionConfig,
+    batch_unchecked,
     pub_message_unchecked,
 )
 from ._protocol import (
@@ -428,8 +428,8 @@ class Binding(Actor):
         elif len(deliveries) > STREAM_RESPONSE_MAX:
             deliveries, self.buffer = deliveries[:STREAM_RESPONSE_MAX], deliveries[STREAM_RESPONSE_MAX:]
         issue, subscription, generation, number = self.codec.issue, self.subscription_id, self.generation, self.number
-        ack_ids = tuple(AckId(subscription, generation, number, d.tag, d.delivery_count, d.message.message_id)
-                        for d in deliveries)
+        ack_ids = tuple(ack_id_unchecked(subscription, generation, number, d.tag, d.delivery_count,
+                                         d.message.message_id) for d in deliveries)
         texts = tuple(issue(ack_id) for ack_id in ack_ids)
         received = tuple((text, from_broker(d.message), d.delivery_count)
                          for text, d in zip(texts, deliveries, strict=True))
@@ -440,7 +440,8 @@ class Binding(Actor):
             tags = tuple(d.tag for d in deliveries)
             self.ctx.send(self.consumer, ModifyAckDeadline(0, tags, float(self.ack_deadline_s)))
         confirmations, self.confirmations = self.confirmations, None
-        self.ctx.send(waiter, Batch(received, self.exactly_once, self.ordering, confirmations, self.dead_letter))
+        self.ctx.send(waiter, batch_unchecked(received, self.exactly_once, self.ordering, confirmations,
+                                              self.dead_letter))
         if self.pull is not None:
             self._detach("pull answered")
         elif not self.detached:
