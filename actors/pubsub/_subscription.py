@@ -118,10 +118,6 @@ UNLIMITED_BYTES = 1 << 62
 _MAX_MESSAGE_BYTES = (1 << 31) - 1  # the glue enforces Pub/Sub's limits before a message gets here
 _PULL_LINGER_S = 0.005  # a Pull answers this long after its first message, so one batch fills it
 IDLE_STREAM_S = 3600.0
-STREAM_RESPONSE_MAX = 500
-"""Most messages a StreamingPull response carries; the rest of what is ready goes in the next, at once. With all
-of a 1,000-message window in one response, the client's first callback waited for the server to make and send
-the whole of it (first callback 24-34 ms after subscribe; 19-23 ms at 500, conveyor's subscriber, 1,000 keys)."""
 """A stream nobody asked a batch of for this long has lost its client: it ends (and its binding goes).
 
 A live client always has a ``NextBatch`` waiting (the gRPC glue polls every few seconds); one
@@ -129,6 +125,10 @@ that stopped before its ``StreamOpened`` came, or whose open timed out, never as
 without this its binding would count as a connected subscriber for ever: the subscription would
 never expire.
 """
+STREAM_RESPONSE_MAX = 500
+"""Most messages a StreamingPull response carries; the rest of what is ready goes in the next, at once. With all
+of a 1,000-message window in one response, the client's first callback waited for the server to make and send
+the whole of it (first callback 24-34 ms after subscribe; 19-23 ms at 500, conveyor's subscriber, 1,000 keys)."""
 _DEAD_LETTER_SOURCE = frozenset({"CloudPubSubDeadLetterSourceDeliveryCount", "CloudPubSubDeadLetterSourceSubscription",
                                  "CloudPubSubDeadLetterSourceSubscriptionProject"})
 """Attributes a dead letter gets from the subscription it left (a message dead-lettered twice has them already)."""
