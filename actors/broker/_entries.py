@@ -205,17 +205,22 @@ class _Level:
             head += 1
             self.dead -= 1
         self.head = head
-        if head == end or head > 1024 or (self.dead > 64 and self.dead * 2 > end - head):
-            if self.dead == 0:  # only the head was final (a queue consumed in order): cut it off in place
-                del entries[:head]  # a move of the rest, no walk over it and no new list
-                del self.seqs[:head]
-            else:
-                kept = [e for e in entries[head:] if e.state is _AVAILABLE or e.state is _ACQUIRED]
-                self.entries = kept
-                self.seqs = [e.seq for e in kept]
-            self.head = 0
+        sparse = self.dead > 64 and self.dead * 2 > end - head
+        if sparse:  # most of what is left is final: a walk over it, paid for by the removals that made it so
+            kept = [e for e in entries[head:] if e.state is _AVAILABLE or e.state is _ACQUIRED]
+            self.entries = kept
+            self.seqs = [e.seq for e in kept]
             self.dead = 0
-            self.trims += 1
+        elif head == end or head > 1024:
+            # Cut the final head off in place: a move of the rest, no walk over it. The final entries
+            # after it stay counted in ``dead`` (acks out of order: a walk here would cost the whole
+            # backlog every 1,024 acks).
+            del entries[:head]
+            del self.seqs[:head]
+        else:
+            return
+        self.head = 0
+        self.trims += 1
 
 
 @final

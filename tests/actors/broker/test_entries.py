@@ -48,6 +48,26 @@ def test_a_drained_level_lets_go_of_its_messages() -> None:
     assert [ref() for ref in kept] == [None, None, None]
 
 
+def test_acks_out_of_order_cut_the_final_head_in_place_without_a_walk_over_the_backlog() -> None:
+    # Past 1,024 final entries at a level's head the level cut them by rebuilding the list of the rest
+    # whenever a final entry lay further on (acks out of order, as ordering keys make them): a walk over
+    # the whole backlog every 1,024 acks, 0.7 -> 3.9 us an ack at 300,000 messages queued.
+    entries = fresh()
+    for n in range(3000):
+        entries.publish(msg(n), 0.0)
+    taken, _, _ = entries.take(1, 0.0, 3000, 10**9, FAR)
+    seqs = [entry.seq for entry in taken]
+    (level,) = [level for level in entries._levels if level.entries]
+    backlog = level.entries
+    entries.ack(1, seqs[1:1100] + seqs[1101:1200])  # all but the first and the 1,101st: the head stays
+    entries.ack(1, seqs[:1])  # the head walks 1,100 final entries; 99 more lie beyond the 1,101st
+    assert level.entries is backlog  # cut in place
+    assert level.head == 0 and level.dead == 99
+    assert [entry.seq for entry in level.entries[:2]] == [seqs[1100], seqs[1101]]
+    entries.ack(1, seqs[1100:1101] + seqs[1200:])
+    assert entries.snapshot().entries == ()
+
+
 def test_priority_levels_map_as_qpid_does() -> None:
     assert [priority_level(p, 10) for p in range(10)] == list(range(10))
     assert [priority_level(p, 2) for p in range(10)] == [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
