@@ -45,7 +45,7 @@ from rich.table import Table
 
 from conveyor.actors.pubsub import PubSubServer, PubSubTransport, subscribe_remote
 from conveyor.actors.subscriber import FlowControl
-from conveyor.runtime import ThreadSystem
+from conveyor.runtime import ThreadSystem, freeze_start_up_heap
 
 BODY = b"x" * 100
 PROJECT = "projects/bench"
@@ -219,8 +219,9 @@ def _server(in_process: bool) -> Iterator[str]:
 
 
 def _serve() -> None:
-    """The server process of a run: print the address, serve until stdin closes."""
+    """The server process of a run, as ``conveyor serve`` runs it: print the address, serve until stdin closes."""
     with PubSubServer() as server:
+        freeze_start_up_heap()
         print(server.address, flush=True)
         sys.stdin.read()
 

@@ -14,6 +14,7 @@ from ._errors import EscalatedError as EscalatedError
 from ._errors import MutableMessageError as MutableMessageError
 from ._errors import is_finite_number as is_finite_number
 from ._errors import quote as quote
+from ._heap import freeze_start_up_heap as freeze_start_up_heap
 from ._immutability import ensure_immutable as ensure_immutable
 from ._journal import Journal as Journal
 from ._journal import JournalSynced as JournalSynced
@@ -74,6 +75,7 @@ __all__ = [
     "TrioSystem",
     "dumps_jsonl",
     "ensure_immutable",
+    "freeze_start_up_heap",
     "is_finite_number",
     "iter_jsonl",
     "quote",

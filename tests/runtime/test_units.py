@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 import io
 import json
+import subprocess
+import sys
 from typing import Any
 
 import attrs
@@ -388,3 +390,24 @@ def test_a_recorded_event_is_the_one_the_class_builds_frozen_and_hashed_alike(er
     assert trace_hash(tracer.events) == trace_hash(built)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         tracer.events[0].time = 3.0  # type: ignore[misc]
+
+
+def test_freeze_start_up_heap_leaves_start_up_objects_out_of_collections_and_collects_what_comes_after() -> None:
+    # In a child: freezing the test process's heap would keep its garbage for the rest of the run.
+    child = """
+import gc, json, sys
+import conveyor.runtime
+from conveyor.runtime import freeze_start_up_heap
+frozen = freeze_start_up_heap()
+walked = {id(o) for o in gc.get_objects()}
+made_after = []
+made_after.append(made_after)  # a cycle, garbage once the name goes
+del made_after
+print(json.dumps({"frozen": frozen, "module_walked": id(conveyor.runtime.__dict__) in walked,
+                  "collected": gc.collect()}))
+"""
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True, timeout=60)
+    found = json.loads(out.stdout)
+    assert found["frozen"] > 1000
+    assert found["module_walked"] is False
+    assert found["collected"] >= 1
