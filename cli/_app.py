@@ -270,6 +270,21 @@ def bench_ackids(
     run(ids=ids, repeat=repeat)
 
 
+@bench_app.command("ackdepth")
+def bench_ackdepth(
+    shallow: int = typer.Option(10_000, min=1, help="Messages queued, the shallow case."),
+    deep: int = typer.Option(300_000, min=2, help="Messages queued, the deep case."),
+    repeat: int = typer.Option(3, min=1, help="Rounds per depth; the best is reported."),
+) -> None:
+    """An ack's cost in the queue's entry list, acks out of order, at a shallow and a deep backlog, in one run."""
+    from conveyor.benchmarks.ackdepth import main as run
+
+    try:
+        run(shallow=shallow, deep=deep, repeat=repeat)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--shallow / --deep") from None
+
+
 @bench_app.command("simulation")
 def bench_simulation(
     seeds: int = typer.Option(20, min=1, help="Fairness seeds per round (about 1,400 deliveries each)."),
