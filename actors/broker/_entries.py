@@ -217,6 +217,8 @@ class _Level:
             # backlog every 1,024 acks).
             del entries[:head]
             del self.seqs[:head]
+            if head == end:
+                self.dead = 0  # nothing is left to be final
         else:
             return
         self.head = 0

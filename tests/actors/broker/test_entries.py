@@ -444,6 +444,14 @@ class EntryListMachine(RuleBasedStateMachine):
         assert None not in live
 
     @invariant()
+    def each_level_counts_the_final_entries_past_its_head(self) -> None:
+        live = (EntryState.AVAILABLE, EntryState.ACQUIRED)
+        for level in self.entries._levels:
+            past_head = level.entries[level.head:]
+            assert level.dead == sum(1 for entry in past_head if entry.state not in live)
+            assert all(entry.state not in live for entry in level.entries[:level.head])
+
+    @invariant()
     def no_available_entry_hides_behind_a_pointer(self) -> None:
         for cursor in self.entries._cursors.values():
             for seq, record in self.model.items():
