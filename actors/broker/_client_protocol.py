@@ -14,7 +14,7 @@ import attrs
 
 from conveyor.runtime import ActorRef
 from conveyor.runtime.lowlevel import register_immutable_type
-from conveyor.runtime.validators import fail, optional_non_negative_seconds
+from conveyor.runtime.validators import fail, optional_non_negative_seconds, optional_positive_seconds
 
 from ._selectors import MatchAll, Selector, parse_selector
 from ._values import Delivery, DeliveryError, Message, check_id_and_flag, recorded_in_model
@@ -163,13 +163,17 @@ def _selector(value: object) -> Selector:
 @final
 @attrs.frozen
 class Subscribe:
-    """Register ``consumer`` (a ConsumerActor) with the queue; answered by ``Subscribed``."""
+    """Register ``consumer`` (a ConsumerActor) with the queue; answered by ``Subscribed``.
+
+    ``lease_s``: how long each message it takes is leased for; None: the queue's ``ack_deadline_s``.
+    """
 
     consumer: ActorRef = attrs.field(validator=attrs.validators.instance_of(ActorRef))
     priority: int = attrs.field(default=0)
     selector: Selector = attrs.field(factory=MatchAll, converter=_selector)
     acquiring: bool = True
     interested: bool = True
+    lease_s: float | None = attrs.field(default=None, validator=optional_positive_seconds)
 
     @priority.validator
     def _check_priority(self, attribute: attrs.Attribute[int], value: int) -> None:

@@ -18,7 +18,7 @@ from typing import Any, final
 import attrs
 
 from conveyor.runtime import Actor, ActorRef, JobDone, JobFailed, Terminated, TimerHandle, quote
-from conveyor.runtime.validators import positive_int
+from conveyor.runtime.validators import optional_positive_seconds, positive_int
 
 from ._client_protocol import (
     Ack,
@@ -64,6 +64,9 @@ class ConsumerSettings:
         priority: consumer priority; higher is served first.
         selector: which messages it wants (see ``parse_selector``).
         acquiring: False for a browser, which sees messages without taking them.
+        lease_s: how long each message it takes is leased for; None: the queue's ``ack_deadline_s``.
+            A client that would extend every lease at once to its own deadline (a Pub/Sub stream)
+            asks for it here instead: one lease per delivery, not a lease and a deadline change.
     """
 
     prefetch_messages: int = attrs.field(default=100, validator=positive_int)
@@ -71,6 +74,7 @@ class ConsumerSettings:
     priority: int = 0
     selector: Selector = attrs.field(factory=MatchAll, converter=parse_selector)
     acquiring: bool = True
+    lease_s: float | None = attrs.field(default=None, validator=optional_positive_seconds)
 
     def __attrs_post_init__(self) -> None:
         # Checked here, not first in on_start's Subscribe, where the consumer would already be spawned.
@@ -180,7 +184,8 @@ class ConsumerActor(Actor):
         settings = self.settings
         self.ctx.send(
             self.queue,
-            Subscribe(self.ctx.self_ref, settings.priority, settings.selector, settings.acquiring, True),
+            Subscribe(self.ctx.self_ref, settings.priority, settings.selector, settings.acquiring, True,
+                      settings.lease_s),
         )
         self.subscribe_retry = None
         if attempt < len(SUBSCRIBE_RETRIES_S):

@@ -134,8 +134,8 @@ class _Consumer:
     """A registered consumer as the queue counts it."""
 
     __slots__ = (
-        "acked", "acquiring", "delivered", "exhausted_notices", "interest_notices", "interested", "nothing", "path",
-        "priority", "pulling", "ref", "request",
+        "acked", "acquiring", "delivered", "exhausted_notices", "interest_notices", "interested", "lease_s", "nothing",
+        "path", "priority", "pulling", "ref", "request",
     )
 
     def __init__(self, request: Subscribe, interested: bool) -> None:
@@ -146,6 +146,8 @@ class _Consumer:
         self.path = ref.path
         self.priority = priority
         self.acquiring = acquiring
+        # None: the queue's ack deadline. A journal written before consumers could ask holds a Subscribe without it.
+        self.lease_s: float | None = getattr(request, "lease_s", None)
         self.interested = interested
         self.pulling = False  # between a Pull and the answer that says exhausted
         self.delivered = 0
@@ -576,7 +578,8 @@ class QueueActor(Actor):
         now = self.ctx.now()
         deadline: float | None = None
         if record.acquiring:
-            deadline = now + self.config.ack_deadline_s
+            lease_s = record.lease_s
+            deadline = now + (self.config.ack_deadline_s if lease_s is None else lease_s)
             taken, expired, limited = entries.take(consumer_id, now, max_messages, max_bytes, deadline)
             for entry in expired:
                 self._settled(entry, "expired", None)

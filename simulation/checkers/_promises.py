@@ -401,13 +401,16 @@ def publish_outcomes(trace: Iterable[TraceEvent], queue_path: str, max_message_b
 def reconfigure(
     trace: Iterable[TraceEvent], queue_path: str, ack_deadline_s: float, browsers: tuple[str, ...] = ()
 ) -> CheckResult:
-    """Every acquiring delivery is leased for the ack deadline in force when it was made.
+    """Every acquiring delivery is leased for its consumer's own lease, or else the ack deadline in force.
 
     ``Reconfigure`` takes effect when the queue receives it, for deliveries from then on; a
     delivery made before keeps its deadline (``exclusive_lease`` judges the leases themselves).
+    A consumer that subscribed with ``lease_s`` (a Pub/Sub stream's deadline) is leased that long
+    whatever the queue's deadline.
     """
     traffic = _QueueTraffic(queue_path, browsers)
     deadline_s = previous = ack_deadline_s
+    leases: dict[str, float] = {}  # consumer path -> the lease it subscribed with
     violations: list[str] = []
     judged = changes = 0
     for event in _with_failures_of(trace, queue_path):
@@ -421,6 +424,9 @@ def reconfigure(
         if event.kind is _DELIVERED and event.receiver == queue_path and cls is Reconfigure:
             previous, deadline_s = deadline_s, message.config.ack_deadline_s
             changes += 1
+        elif event.kind is _DELIVERED and event.receiver == queue_path and cls is Subscribe:
+            if message.lease_s is not None:
+                leases[message.consumer.path] = message.lease_s
         elif event.kind is _SENT and event.sender == queue_path:
             if cls is Subscribed and event.receiver is not None:
                 traffic.paths[message.consumer_id] = event.receiver
@@ -429,10 +435,12 @@ def reconfigure(
                     if traffic.is_browser(delivery.consumer_id) or delivery.deadline is None:
                         continue
                     judged += 1
-                    if abs(delivery.deadline - (event.time + deadline_s)) > 1e-9:
+                    lease_s = leases.get(traffic.paths.get(delivery.consumer_id, ""), deadline_s)
+                    if abs(delivery.deadline - (event.time + lease_s)) > 1e-9:
+                        own = "its consumer's own lease" if lease_s != deadline_s else "the ack deadline in force"
                         violations.append(
                             f"t={event.time:g}: {delivery.message.message_id!r} (tag {delivery.tag}) given to consumer "
-                            f"{delivery.consumer_id} leased until t={delivery.deadline:g}; the ack deadline in force "
-                            f"is {deadline_s:g} s ({changes} Reconfigure received)"
+                            f"{delivery.consumer_id} leased until t={delivery.deadline:g}; {own} "
+                            f"is {lease_s:g} s ({changes} Reconfigure received)"
                         )
     return CheckResult.of("reconfigure", violations, judged=judged, reconfigured=changes)

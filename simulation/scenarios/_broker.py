@@ -138,6 +138,7 @@ class BrokerScenario:
         messages: how many the publisher sends, spread over ``publish_span_s``.
         consumers: one ``ClientPolicy`` per acquiring consumer.
         consumer_priorities: per consumer (default all 0).
+        consumer_leases: per consumer, its ``ConsumerSettings.lease_s`` (default: the queue's deadline).
         selectors: per consumer, selector data (None matches everything).
         browsers: number of browsers.
         priorities: message priorities are drawn from this tuple.
@@ -179,6 +180,7 @@ class BrokerScenario:
     messages: int = 50
     consumers: tuple[ClientPolicy, ...] = (ClientPolicy(),)
     consumer_priorities: tuple[int, ...] = ()
+    consumer_leases: tuple[float | None, ...] = ()
     selectors: tuple[Any, ...] = ()
     browsers: int = 0
     priorities: tuple[int, ...] = (4,)
@@ -643,8 +645,9 @@ def _spawn_broker_actors(
         return lambda: ScenarioClient(queue, policy, settings, consumer_factory)
 
     for index, policy in enumerate(scenario.consumers):
+        lease_s = scenario.consumer_leases[index] if index < len(scenario.consumer_leases) else None
         settings = ConsumerSettings(
-            prefetch_messages=scenario.prefetch, priority=priorities[index], selector=selectors[index]
+            prefetch_messages=scenario.prefetch, priority=priorities[index], selector=selectors[index], lease_s=lease_s
         )
         system.spawn(client(policy, settings), name=f"client-{index}")
     for index in range(scenario.browsers):

@@ -245,6 +245,8 @@ def _broker_candidates(work: BrokerScenario) -> Iterator[BrokerScenario]:
         yield attrs.evolve(work, oversize=0.0)
     if work.reconfigure_at is not None:
         yield attrs.evolve(work, reconfigure_at=None)
+    if work.consumer_leases:
+        yield attrs.evolve(work, consumer_leases=())
 
 
 def _tx_candidates(work: TxScenario) -> Iterator[TxScenario]:

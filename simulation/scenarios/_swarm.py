@@ -281,6 +281,11 @@ def broker_promise_features(seed: int, scenario: BrokerScenario) -> BrokerScenar
     switch_dead_letters = reconfigure_at is not None and rng.random() < 0.5  # to a second dead-letter queue
     if switch_dead_letters:
         drawn.append("dead_letter=/dead-letters-2")
+    leases: tuple[float | None, ...] = ()
+    if rng.random() < 0.3:  # consumers leased for their own deadline (a Pub/Sub stream's), not the queue's
+        leases = tuple(round(rng.uniform(0.3, scenario.ack_deadline_s), 3) if rng.random() < 0.5 else None
+                       for _ in scenario.consumers)
+        drawn.append(f"consumer leases={leases}")
     if not drawn:
         return scenario
     consumers = tuple(attrs.evolve(policy, stale_nack=stale, confirm=confirm) for policy in scenario.consumers)
@@ -288,6 +293,6 @@ def broker_promise_features(seed: int, scenario: BrokerScenario) -> BrokerScenar
         scenario, consumers=consumers, immediate=immediate, batch=batch, max_message_bytes=limit, oversize=oversize,
         reconfigure_at=reconfigure_at, reconfigure_ack_deadline_s=deadline, reconfigure_max_message_bytes=new_limit,
         reconfigure_max_deliveries=new_deliveries, reconfigure_retry=new_retry,
-        reconfigure_dead_letter=switch_dead_letters,
+        reconfigure_dead_letter=switch_dead_letters, consumer_leases=leases,
         draws=f"{scenario.draws} {' '.join(drawn)}",
     )

@@ -276,15 +276,41 @@ async def test_modify_ack_deadline_extends_the_lease_past_the_original_deadline(
     assert (result.in_flight, result.depth, result.acked) == (0, 0, 1)
 
 
-async def test_modify_ack_deadline_can_shorten_a_lease(backend: Harness) -> None:
+@pytest.mark.parametrize("shortened_by", ["modify_ack_deadline", "consumer_lease"])
+async def test_a_lease_can_be_shorter_than_the_queues_deadline(backend: Harness, shortened_by: str) -> None:
+    """By a ``ModifyAckDeadline`` after the delivery, or by the consumer's own lease (``ConsumerSettings.lease_s``)."""
     queue = queue_of(backend, ack_deadline_s=30.0)
-    client, _ = consume(backend, queue, Action.EXTEND, Action.ACK, extend_s=0.1)
+    if shortened_by == "modify_ack_deadline":
+        client, _ = consume(backend, queue, Action.EXTEND, Action.ACK, extend_s=0.1)
+    else:
+        client, _ = consume(backend, queue, Action.IGNORE, Action.ACK, settings=ConsumerSettings(lease_s=0.1))
     await backend.quiet()
     await publish(backend, queue, msg("x"))
     assert await eventually(backend, client, [(b"x", 1), (b"x", 2)]) == [(b"x", 1), (b"x", 2)]
     await backend.quiet()
     result = await stats(backend, queue)
     assert (result.in_flight, result.acked) == (0, 1)
+
+
+async def test_a_consumer_lease_replaces_the_queues_ack_deadline_for_what_it_takes(backend: Harness) -> None:
+    """``ConsumerSettings.lease_s`` (a Pub/Sub stream's deadline): each message it takes is leased that long."""
+    queue = queue_of(backend, ack_deadline_s=0.15)
+    client, _ = consume(backend, queue, Action.IGNORE, Action.ACK,
+                        settings=ConsumerSettings(lease_s=0.6))
+    await backend.quiet()
+    await publish(backend, queue, msg("x"))
+    await backend.quiet()
+    (first,) = await seen(backend, client)
+    assert first.delivery.deadline is not None
+    assert 0.15 < first.delivery.deadline - first.at <= 0.6  # the consumer's lease, not the queue's 0.15 s
+    await backend.elapse(0.3)  # well past the queue's deadline
+    await not_yet(backend, client, [(b"x", 1)])
+    assert await eventually(backend, client, [(b"x", 1), (b"x", 2)]) == [(b"x", 1), (b"x", 2)]
+    first, second = await seen(backend, client)
+    assert second.at - first.at >= 0.6
+    assert second.delivery.deadline is not None and second.delivery.deadline - second.at > 0.15
+    result = await stats(backend, queue)
+    assert (result.in_flight, result.acked, result.redelivered) == (0, 1, 1)
 
 
 # --- 4. lease expiry ------------------------------------------------------------------------------
@@ -1172,6 +1198,14 @@ def test_a_malformed_selector_is_refused_naming_its_path(selector: object, patte
 def test_queue_config_refuses_a_missing_ack_deadline() -> None:
     with pytest.raises(ValueError, match=r"QueueConfig\.ack_deadline_s must be"):
         QueueConfig("q", ack_deadline_s=None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("lease_s", [0, -1.0, float("inf"), float("nan"), "10", True])
+def test_a_consumer_lease_must_be_none_or_a_positive_finite_number_of_seconds(lease_s: object) -> None:
+    with pytest.raises(ValueError, match=r"ConsumerSettings\.lease_s must be None or a finite number of seconds > 0"):
+        ConsumerSettings(lease_s=lease_s)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"Subscribe\.lease_s must be None or a finite number of seconds > 0"):
+        Subscribe(ActorRef.__new__(ActorRef), lease_s=lease_s)  # type: ignore[arg-type]
 
 
 def test_retry_policy_refuses_a_missing_backoff_naming_the_field() -> None:

@@ -8,10 +8,11 @@ through ``Variant(queue=...)``; the checkers of ``simulation/checkers/_promises.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
-from conveyor.actors.broker import AckResult, DeliveryError, EntryList, Message, QueueActor, QueueConfig
+from conveyor.actors.broker import AckResult, DeliveryError, EntryList, Message, QueueActor, QueueConfig, Subscribe
 from conveyor.actors.broker._entries import Returned
 
 
@@ -74,6 +75,15 @@ class ReconfigureKeepsDeadline(QueueActor):
 
     def _reconfigure(self, config: QueueConfig) -> None:
         super()._reconfigure(attrs.evolve(config, ack_deadline_s=self.config.ack_deadline_s))
+
+
+class ConsumerLeaseIgnored(QueueActor):
+    """Broken: a consumer's own lease (``ConsumerSettings.lease_s``) is dropped: it gets the queue's deadline."""
+
+    def _register(self, consumer_id: int, request: Subscribe, interested: bool) -> Any:
+        record = super()._register(consumer_id, request, interested)
+        record.lease_s = None
+        return record
 
 
 class ReconfigureKeepsDeliveryLimit(QueueActor):

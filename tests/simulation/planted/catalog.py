@@ -373,6 +373,11 @@ PLANTED: tuple[PlantedBug, ...] = (
         Variant(queue=broker_promises.ReconfigureKeepsDeadline), budget=30, checkers=frozenset({"reconfigure"}),
     ),
     PlantedBug(
+        "consumer-lease-ignored", "a consumer's own lease (ConsumerSettings.lease_s) gives way to the queue's",
+        "broker-swarm", Variant(queue=broker_promises.ConsumerLeaseIgnored), budget=30,
+        checkers=frozenset({"reconfigure"}),
+    ),
+    PlantedBug(
         "reconfigure-keeps-delivery-limit", "Reconfigure's delivery limit never reaches the entries: the old one stays",
         "broker-swarm", Variant(queue=broker_promises.ReconfigureKeepsDeliveryLimit), budget=30,
         checkers=frozenset({"delivery_limit"}),
