@@ -100,7 +100,6 @@ class Rebind:
 
     queue: ActorRef
     generation: int
-    queue_deadline_s: int
     exactly_once: bool
     ordering: bool
     dead_letter: bool = False
@@ -109,9 +108,11 @@ class Rebind:
 @final
 @attrs.frozen
 class Reconfigured:
-    """Subscription -> binding: the queue's deadline, exactly-once or dead-letter policy changed; leases stay."""
+    """Subscription -> binding: its exactly-once or dead-letter policy changed; leases stay.
 
-    queue_deadline_s: int
+    (A stream's deliveries are leased for the stream's deadline, so the subscription's does not reach it.)
+    """
+
     exactly_once: bool
     dead_letter: bool = False
 

@@ -248,8 +248,8 @@ class Binding(Actor):
         queue: the queue to consume from.
         subscription: the owning ``SubscriptionActor`` (gets ``Confirmed``).
         settings: the consumer's credit (the stream's flow control).
-        ack_deadline_s: the stream's ack deadline; each delivery's lease is set to it.
-        queue_deadline_s: the queue's own deadline (no extra modack when they agree).
+        ack_deadline_s: the stream's ack deadline: its consumer asks the queue to lease each message
+            it takes for that long (``ConsumerSettings.lease_s``), whatever the queue's own deadline.
         exactly_once / ordering: the subscription's properties, echoed on every batch.
         pull: for a Pull, the request (answered once, to ``reply_to``).
         reply_to: the Pull's asker.
@@ -265,7 +265,6 @@ class Binding(Actor):
         subscription: ActorRef,
         settings: ConsumerSettings,
         ack_deadline_s: int,
-        queue_deadline_s: int,
         exactly_once: bool,
         ordering: bool,
         pull: PullMessages | None = None,
@@ -280,7 +279,6 @@ class Binding(Actor):
         self.subscription = subscription
         self.settings = settings
         self.ack_deadline_s = ack_deadline_s
-        self.queue_deadline_s = queue_deadline_s
         self.exactly_once = exactly_once
         self.ordering = ordering
         self.pull = pull
@@ -323,7 +321,9 @@ class Binding(Actor):
         self.ctx.give_up(error)
 
     def _spawn_consumer(self) -> None:
-        queue, me, settings = self.queue, self.ctx.self_ref, self.settings
+        queue, me = self.queue, self.ctx.self_ref
+        # Leased for the stream's deadline when taken: no deadline change per batch to lengthen the queue's.
+        settings = attrs.evolve(self.settings, lease_s=float(self.ack_deadline_s))
         batches = self.pull is None  # a stream takes each pull of its consumer whole; a Pull counts one by one
         self.consumer = self.ctx.spawn(lambda: ConsumerActor(queue, me, settings, batches=batches),
                                        name=f"consumer-{self.generation}")
@@ -348,8 +348,7 @@ class Binding(Actor):
                 self._settle(message)
             case Confirmations():
                 self._confirmations(message)
-            case Reconfigured(queue_deadline_s=queue_deadline_s, exactly_once=exactly_once):
-                self.queue_deadline_s = queue_deadline_s
+            case Reconfigured(exactly_once=exactly_once):
                 self.exactly_once = exactly_once
                 self.dead_letter = message.dead_letter
             case AckResult(acked=acked, invalid=invalid):
@@ -436,9 +435,6 @@ class Binding(Actor):
         if texts:
             # before the batch goes out: the subscription has them before any ack of them can come
             self.ctx.send(self.subscription, _Issued(texts, ack_ids))
-        if deliveries and self.ack_deadline_s != self.queue_deadline_s and self.consumer is not None:
-            tags = tuple(d.tag for d in deliveries)
-            self.ctx.send(self.consumer, ModifyAckDeadline(0, tags, float(self.ack_deadline_s)))
         confirmations, self.confirmations = self.confirmations, None
         self.ctx.send(waiter, batch_unchecked(received, self.exactly_once, self.ordering, confirmations,
                                               self.dead_letter))
@@ -540,7 +536,6 @@ class Binding(Actor):
             self.ctx.stop(self.consumer)
         self.generation = request.generation
         self.queue = request.queue
-        self.queue_deadline_s = request.queue_deadline_s
         self.exactly_once = request.exactly_once
         self.ordering = request.ordering
         self.dead_letter = request.dead_letter
@@ -927,9 +922,8 @@ class SubscriptionActor(ContainedActor):
         assert queue is not None
         ack_ids = (self.codec, self.number, self.generation)
         ref = self.ctx.spawn(
-            lambda: Binding(number, ack_ids, queue, me, settings, deadline, config.ack_deadline_s,
-                            config.exactly_once, config.enable_message_ordering, pull, reply_to,
-                            dead_letter=config.dead_letter is not None),
+            lambda: Binding(number, ack_ids, queue, me, settings, deadline, config.exactly_once,
+                            config.enable_message_ordering, pull, reply_to, dead_letter=config.dead_letter is not None),
             name=f"binding-{number}",
         )
         self.bindings[number] = ref
@@ -1056,9 +1050,8 @@ class SubscriptionActor(ContainedActor):
             assert self.queue is not None
             self.ctx.send(self.queue, Reconfigure(self._queue_config()))
         dead_letter = config.dead_letter is not None
-        if (old.ack_deadline_s != config.ack_deadline_s or old.exactly_once != config.exactly_once
-                or (old.dead_letter is not None) != dead_letter):
-            reconfigured = Reconfigured(config.ack_deadline_s, config.exactly_once, dead_letter)
+        if old.exactly_once != config.exactly_once or (old.dead_letter is not None) != dead_letter:
+            reconfigured = Reconfigured(config.exactly_once, dead_letter)
             for ref in self.bindings.values():
                 self.ctx.send(ref, reconfigured)
         self._sync_push(old)
@@ -1109,7 +1102,7 @@ class SubscriptionActor(ContainedActor):
         else:
             self._record((REBUILT,))
             self.memory.rebuilt()
-        rebind = Rebind(queue, self.generation, config.ack_deadline_s, config.exactly_once,
-                        config.enable_message_ordering, config.dead_letter is not None)
+        rebind = Rebind(queue, self.generation, config.exactly_once, config.enable_message_ordering,
+                        config.dead_letter is not None)
         for ref in self.bindings.values():
             self.ctx.send(ref, rebind)
