@@ -32,7 +32,8 @@ _PER_MESSAGE: Final = 2048
 """Bytes a stored message costs beyond its data (measured: about 1 KiB with one subscription)."""
 _SLACK: Final = 2**20
 """Bytes a request's handling may add beyond its copies and messages (the interpreter's and gRPC's own
-growth: a server with 64 MiB of budget was seen 0.5 MB past it after 4 MB requests counted twice)."""
+growth: a server with 64 MiB of budget was seen 0.5 MB past it after 4 MB requests counted twice, with
+no slack; with this slack, 57 KB past it in one run of five, until the next request was counted too)."""
 _TRIM_EVERY_S: Final = 1.0
 
 
@@ -128,11 +129,12 @@ class MemoryBudget:
     def refusal(self, request_bytes: int, messages: int) -> str | None:
         """None if a publish of ``messages`` in ``request_bytes`` fits, else the error that names the budget.
 
-        Storing a request costs about its size twice at its peak (the protobuf and the stored
-        copy), some 1-2 KiB a message and up to a MiB of the process's own growth; past the budget
-        by that much, it is refused.
+        A request is counted three times: its protobuf and its stored copy, both alive at the peak,
+        and the next request of its size, which gRPC receives and parses before that one's own check
+        can refuse it (a refused request has grown the process already); then some 1-2 KiB a message
+        and up to a MiB of the process's own growth. Past the budget by that much, it is refused.
         """
-        need = 2 * request_bytes + _PER_MESSAGE * messages + _SLACK
+        need = 3 * request_bytes + _PER_MESSAGE * messages + _SLACK
         held = self.resident()
         if held + need <= self.limit:
             return None

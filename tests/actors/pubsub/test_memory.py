@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import pytest
 from google.api_core import exceptions
 from google.cloud import pubsub_v1
+from hypothesis import example, given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from conveyor.actors.pubsub import PubSubServer, parse_byte_size
@@ -44,15 +46,28 @@ def test_the_budget_refuses_what_would_pass_it_after_giving_free_memory_back() -
         resident[0] -= 5 * MB  # the allocator had 5 MB free to give back
 
     budget = MemoryBudget(100 * MB, resident=lambda: resident[0], trim=trim, clock=lambda: 0.0)
-    assert budget.refusal(request_bytes=1 * MB, messages=10) is None  # 90 + 2 + a little: fits
+    assert budget.refusal(request_bytes=1 * MB, messages=10) is None  # 90 + 3 + a little: fits
     assert trims == []
-    assert budget.refusal(request_bytes=5 * MB, messages=10) is None  # 100.02 MB: fits once 5 MB went back
+    assert budget.refusal(request_bytes=4 * MB, messages=10) is None  # 103.07 MB: fits once 5 MB went back
     assert trims == [1]
     refused = budget.refusal(request_bytes=8 * MB, messages=10)  # no second trim within a second
     assert refused is not None
     assert "max_memory = 100,000,000 bytes (100.0 MB)" in refused
     assert "85.0 MB resident" in refused
     assert trims == [1]
+
+
+@given(headroom=st.integers(0, 400).map(lambda tenths: tenths * MB // 10),
+       request_bytes=st.integers(1, 100).map(lambda tenths: tenths * MB // 10), messages=st.integers(1, 1000))
+@example(headroom=20 * MB, request_bytes=9 * MB, messages=1)  # fits counted twice, not three times
+def test_an_accepted_publish_leaves_room_for_its_copy_and_the_next_request_of_its_size(
+        headroom: int, request_bytes: int, messages: int) -> None:
+    """The next request is received and parsed (two copies) before its own check can refuse it: room is kept."""
+    held = 100 * MB - headroom
+    budget = MemoryBudget(100 * MB, resident=lambda: held, trim=None, clock=lambda: 0.0)
+    if budget.refusal(request_bytes, messages) is None:
+        stored, next_received = request_bytes, 2 * request_bytes
+        assert held + stored + next_received + 1024 * messages <= budget.limit
 
 
 def test_a_server_needs_a_sensible_budget() -> None:
