@@ -15,7 +15,9 @@ round was seen (receive+ack msg/s: subscribe to the last callback; an earlier ro
 comes back, given back when its subscriber stopped, is acked and not counted). Counts are checked: each message seen at
 least once, and each key's messages in publish order for the ordered cases. Both subscribers run
 with the same limits: 1,000 messages of flow control and 10 callback threads (Google's defaults;
-conveyor's on a ``ThreadSystem`` with ``workers=10``). Beside each rate: this process's CPU time
+conveyor's on a ``ThreadSystem`` with ``workers=10``, its actors kept on one CPU: ``ThreadSystem(cpu=...)``,
+the lowest this process may use, unless ``pin`` is off; Google's client has no such setting, and its
+threads go where the operating system puts them). Beside each rate: this process's CPU time
 per message over the receive run (the subscriber's own cost; with ``--in-process`` the server's
 too), the figure that bounds the rate when the GIL is the bottleneck. The load average of the
 machine is printed before and after: rates are noisy (+-35% on a shared 2-core machine, more
@@ -124,7 +126,8 @@ def _receive(start: Start, tally: _Tally, timeout: float) -> tuple[float, float]
     return tally.expected / (tally.finished_at - started), (tally.cpu_at - cpu) * 1e6 / tally.expected
 
 
-def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False, rounds: int = 3) -> dict[str, float]:
+def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False, rounds: int = 3,
+         pin: bool = True) -> dict[str, float]:
     """Run every case ``rounds`` times, the two subscribers alternately; print the best of each, return the figures.
 
     Args:
@@ -133,6 +136,8 @@ def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False,
         in_process: run the server in this process (sharing the GIL) instead of its own.
         rounds: receive runs per case and subscriber; each figure is the best round's (its fastest
             receive, with that round's publish rate and CPU per message).
+        pin: keep conveyor's actors on one CPU (``ThreadSystem(cpu=...)``, the lowest this process
+            may use) where the platform can; off, they go where the operating system puts them.
 
     Returns:
         Per case (``unordered``, ``keys10``, ``keys100``, ``keys1000``): ``{case}_publish_{who}_msgs_per_s`` (the
@@ -146,6 +151,7 @@ def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False,
     if rounds < 1:
         msg = f"rounds must be >= 1, got {rounds}"
         raise ValueError(msg)
+    actor_cpu = pinned_cpu() if pin else None
     load_before = os.getloadavg()
     figures: dict[str, float] = {}
     emulator = os.environ.get("PUBSUB_EMULATOR_HOST")
@@ -172,7 +178,7 @@ def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False,
                         first = round_number * messages
                         published = _publish(publisher, topic, messages, keys, first)
                         tally = _Tally(messages, first)
-                        start = _google(admin, name) if who == "google" else _conveyor(transport, name)
+                        start = _google(admin, name) if who == "google" else _conveyor(transport, name, actor_cpu)
                         gc.collect()  # the garbage of the runs before is not collected in this one
                         rate, cpu = _receive(start, tally, timeout)
                         tally.check(f"{case}, {who}", keys)
@@ -189,8 +195,15 @@ def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False,
                 del os.environ["PUBSUB_EMULATOR_HOST"]
             else:
                 os.environ["PUBSUB_EMULATOR_HOST"] = emulator
-    _print(figures, messages, in_process, rounds, load_before, os.getloadavg())
+    _print(figures, messages, in_process, rounds, load_before, os.getloadavg(), actor_cpu)
     return figures
+
+
+def pinned_cpu() -> int | None:
+    """The CPU conveyor's actors keep to here: the lowest this process may use, if the platform can pin threads."""
+    if not hasattr(os, "sched_getaffinity") or not hasattr(os, "sched_setaffinity"):
+        return None
+    return min(os.sched_getaffinity(0))
 
 
 @contextlib.contextmanager
@@ -242,9 +255,9 @@ def _google(client: Any, name: str) -> Start:
     return start
 
 
-def _conveyor(transport: PubSubTransport, name: str) -> Start:
+def _conveyor(transport: PubSubTransport, name: str, cpu: int | None = None) -> Start:
     def start(on_message: Callable[[bytes, str, Any], None]) -> Callable[[], None]:
-        system = ThreadSystem(job_workers=WORKERS + 2)  # the callbacks, the stream and the settlement calls
+        system = ThreadSystem(job_workers=WORKERS + 2, cpu=cpu)  # the callbacks, the stream and the settlement calls
         subscription = subscribe_remote(
             system, transport, name, lambda m: on_message(m.data, m.ordering_key, m),
             flow_control=FlowControl(max_messages=MAX_MESSAGES), workers=WORKERS)
@@ -261,7 +274,7 @@ def _conveyor(transport: PubSubTransport, name: str) -> Start:
 
 
 def _print(figures: dict[str, float], messages: int, in_process: bool, rounds: int,
-           before: tuple[float, float, float], after: tuple[float, float, float]) -> None:
+           before: tuple[float, float, float], after: tuple[float, float, float], cpu: int | None) -> None:
     where = "in this process" if in_process else "in its own process"
     best = "one run" if rounds == 1 else f"best of {rounds} rounds, alternated"
     table = Table(title=f"Pub/Sub front ({where}), {messages} messages of 110 bytes per case, {best}")
@@ -285,10 +298,13 @@ def _print(figures: dict[str, float], messages: int, in_process: bool, rounds: i
         )
     console = Console(width=130)
     console.print(table)
-    cpu = "server included" if in_process else "the subscriber's own: the server runs in another process"
+    pinned = cpu
+    cpu_note = "server included" if in_process else "the subscriber's own: the server runs in another process"
     console.print("msg/s; publish 1 / 2: Google's publisher before the google / conveyor receive runs; "
                   "recv: receive+ack; cpu/msg: this process's CPU time per message during that receive run "
-                  f"({cpu}); ratio: conveyor recv / google recv")
+                  f"({cpu_note}); ratio: conveyor recv / google recv")
+    console.print(f"conveyor's actors: on CPU {pinned} (ThreadSystem(cpu={pinned}))" if pinned is not None else
+                  "conveyor's actors: not pinned (--no-pin, or the platform cannot pin threads)")
     console.print(f"load average before: {before[0]:.2f} {before[1]:.2f} {before[2]:.2f}; "
                   f"after: {after[0]:.2f} {after[1]:.2f} {after[2]:.2f} ({os.cpu_count()} CPUs)")
 
@@ -298,9 +314,11 @@ if __name__ == "__main__":
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--in-process", action="store_true", help="run the server in this process")
     parser.add_argument("--rounds", type=int, default=3, help="receive runs per case and subscriber (best kept)")
+    parser.add_argument("--no-pin", action="store_true", help="leave conveyor's actors unpinned (ThreadSystem(cpu=))")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server child
     arguments = parser.parse_args()
     if arguments.serve:
         _serve()
     else:
-        main(messages=arguments.messages, in_process=arguments.in_process, rounds=arguments.rounds)
+        main(messages=arguments.messages, in_process=arguments.in_process, rounds=arguments.rounds,
+             pin=not arguments.no_pin)

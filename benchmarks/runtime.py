@@ -22,7 +22,9 @@ the true floor, costs the same everywhere):
 5. ``TrioSystem`` pipeline: outside -> A -> B -> C, end to end.
 6. ``TrioSystem`` ask round trip to an echo actor.
 7. raw pykka ``ThreadingActor``: tell throughput and ask round trip.
-8. ``ThreadSystem``: tell 1 -> 1 and ask round trip.
+8. ``ThreadSystem``: tell 1 -> 1 and ask round trip; a ping-pong rally between two actors, their
+   threads anywhere and on one CPU (``ThreadSystem(cpu=...)``, Linux): every message is a hand-over
+   between two threads that share the GIL, which costs less on one CPU than across two.
 9. ``Simulation`` (``trace=False``): deliveries per second, 4 sinks told up front and
    a ping-pong pair.
 
@@ -40,6 +42,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
+import threading
 import time
 from collections import deque
 from typing import Any
@@ -118,6 +122,23 @@ class Player(Actor):
     def receive(self, message: object) -> None:
         if type(message) is Ping:
             self.ctx.reply(Ping(message.n + 1))
+        elif type(message) is Serve:
+            self.ctx.send(message.peer, Ping(0))
+
+
+class Rally(Actor):
+    """Ping-pong on threads: returns every ``Ping`` incremented until one reaches ``last``, then sets ``done``."""
+
+    def __init__(self, last: int, done: threading.Event) -> None:
+        self.last = last
+        self.done = done
+
+    def receive(self, message: object) -> None:
+        if type(message) is Ping:
+            if message.n >= self.last:
+                self.done.set()
+            else:
+                self.ctx.reply(Ping(message.n + 1))
         elif type(message) is Serve:
             self.ctx.send(message.peer, Ping(0))
 
@@ -452,6 +473,31 @@ def bench_thread_ask(asks: int) -> float:
     return elapsed / asks * 1e6
 
 
+def bench_thread_pingpong(n: int, cpu: int | None) -> float:
+    """Hand-overs/s of a rally of ``n`` messages between two actors on a ThreadSystem (``cpu``: on that CPU)."""
+    done = threading.Event()
+    with ThreadSystem(cpu=cpu) as system:
+        left = system.spawn(lambda: Rally(n, done))
+        right = system.spawn(lambda: Rally(n, done))
+        system.wait_quiet(30)
+        gc.collect()
+        start = time.perf_counter()
+        left.tell(Serve(right))
+        finished = done.wait(120)
+        elapsed = time.perf_counter() - start
+    if not finished:
+        msg = f"ThreadSystem ping-pong (cpu={cpu}) did not reach {n} within 120 s"
+        raise RuntimeError(msg)
+    return n / elapsed
+
+
+def pinning_cpu() -> int | None:
+    """The CPU of the pinned ping-pong (the lowest this process may use); None where threads cannot be pinned."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    return min(os.sched_getaffinity(0))
+
+
 # --- 9. Simulation ----------------------------------------------------------------------
 
 
@@ -526,6 +572,8 @@ def _ratios(figures: dict[str, float]) -> dict[str, float]:
         "ratio_trio_pipeline_vs_tell": figures["trio_pipeline_msgs_per_s"] / figures["trio_tell_msgs_per_s"],
         "ratio_trio_tell_vs_bare": figures["trio_tell_msgs_per_s"] / figures["bare_loop_msgs_per_s"],
         "ratio_thread_ask_vs_pykka_ask": figures["thread_ask_us"] / figures["pykka_ask_us"],
+        **({"ratio_thread_pingpong_one_cpu_vs_any": figures["thread_pingpong_one_cpu_msgs_per_s"]
+            / figures["thread_pingpong_msgs_per_s"]} if "thread_pingpong_one_cpu_msgs_per_s" in figures else {}),
     }
 
 
@@ -543,6 +591,8 @@ def _targets(figures: dict[str, float]) -> list[_Target]:
         _Target("ThreadSystem tell / pykka tell", thread_vs_pykka >= 1 / 1.5, f"{thread_vs_pykka:.2f}x", ">= 0.67x"),
         _Target("Simulation, 4 sinks", sim >= 300_000, f"{sim:,.0f}/s", ">= 300,000/s"),
         _Target("Simulation, ping-pong", pingpong >= 300_000, f"{pingpong:,.0f}/s", ">= 300,000/s"),
+        *([_Target("ThreadSystem ping-pong, one CPU / any", one_cpu >= 1.3, f"{one_cpu:.2f}x", ">= 1.3x")]
+          if (one_cpu := figures.get("ratio_thread_pingpong_one_cpu_vs_any")) is not None else []),
     ]
 
 
@@ -595,6 +645,7 @@ def main(messages: int = 200_000, repeat: int = 3) -> dict[str, float]:
     asks = max(100, messages // 10)
     slow_asks = max(100, messages // 20)
     samples: dict[str, list[float]] = {}
+    cpu = pinning_cpu()
 
     def record(key: str, value: float) -> None:
         samples.setdefault(key, []).append(value)
@@ -616,6 +667,9 @@ def main(messages: int = 200_000, repeat: int = 3) -> dict[str, float]:
         record("thread_tell_msgs_per_s", bench_thread_tell(slow_n))
         record("pykka_ask_us", bench_pykka_ask(slow_asks))
         record("thread_ask_us", bench_thread_ask(slow_asks))
+        record("thread_pingpong_msgs_per_s", bench_thread_pingpong(slow_n, None))
+        if cpu is not None:
+            record("thread_pingpong_one_cpu_msgs_per_s", bench_thread_pingpong(slow_n, cpu))
         record("sim_deliveries_per_s", bench_sim_sinks(n))
         record("sim_pingpong_deliveries_per_s", bench_sim_pingpong(n))
     figures = _keep_best(samples)
@@ -633,6 +687,9 @@ def main(messages: int = 200_000, repeat: int = 3) -> dict[str, float]:
         _Row("pykka_ask_us", "pykka ThreadingActor ask", slow_asks, latency=True),
         _Row("thread_tell_msgs_per_s", "ThreadSystem tell 1->1", slow_n, latency=False),
         _Row("thread_ask_us", "ThreadSystem ask round trip", slow_asks, latency=True),
+        _Row("thread_pingpong_msgs_per_s", "ThreadSystem ping-pong (hand-overs)", slow_n, latency=False),
+        *([_Row("thread_pingpong_one_cpu_msgs_per_s", f"ThreadSystem(cpu={cpu}) ping-pong", slow_n, latency=False)]
+          if cpu is not None else []),
         _Row("sim_deliveries_per_s", f"Simulation {SIM_SINKS} sinks (deliveries)", sim_n, latency=False),
         _Row("sim_pingpong_deliveries_per_s", "Simulation ping-pong (deliveries)", n, latency=False),
     ]

@@ -240,12 +240,14 @@ def serve(
 def bench_pubsub(
     messages: int = typer.Option(5000, min=100, help="Messages per measurement."),
     rounds: int = typer.Option(3, min=1, help="Receive runs per case and subscriber, alternated; the best is shown."),
+    pin: bool = typer.Option(True, help="Keep conveyor's actors on one CPU (ThreadSystem(cpu=...)); "
+                             "--no-pin leaves them where the operating system puts them."),
 ) -> None:
     """Publish and receive+ack through the Pub/Sub front: Google's subscriber beside conveyor's."""
     needs_extra("pubsub", "bench pubsub")
     from conveyor.benchmarks.pubsub import main as run
 
-    run(messages=messages, rounds=rounds)
+    run(messages=messages, rounds=rounds, pin=pin)
 
 
 @bench_app.command("transactions")

@@ -5,10 +5,18 @@ behaviour, so actors act exactly as on trio and in the simulator. One timer thre
 serves every timer and a thread pool runs jobs. This backend is the one place
 where conveyor uses locks: a single condition guards liveness of inboxes and the
 count of queued messages, so no message slips into an inbox that nobody reads.
+
+``cpu`` keeps the actor threads (and the timer thread) on one CPU. They share one GIL, so they
+never run at once anyway; what one CPU saves is the hand-over: a message wakes its actor's thread,
+and on another CPU that thread and the sender pass the GIL across CPUs, which costs far more than a
+switch on one (the Pub/Sub subscriber, seven actors a message: 30% more messages a second pinned,
+docs/performance.md). Jobs stay on every CPU: they block on I/O or may run GIL-free code in parallel.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +37,45 @@ from ._supervision import SupervisorStrategy
 from ._system import ActorSystemBase
 from ._timers import TimerQueue
 from ._trace import EventKind, Tracer
+from .validators import fail
+
+log = logging.getLogger(__name__)
+
+
+def check_cpu(owner: str, cpu: object) -> int | None:
+    """Return ``cpu`` if it is None or a CPU this process may run on, else raise naming the field.
+
+    Raises:
+        ValueError: not None and not one of ``os.sched_getaffinity(0)``, or the platform cannot pin
+            threads (no ``os.sched_setaffinity``: Linux has it, macOS and Windows do not).
+    """
+    if cpu is None:
+        return None
+    if not hasattr(os, "sched_setaffinity"):
+        fail(owner, "cpu", "None on this platform (pinning threads needs os.sched_setaffinity, Linux's)", cpu)
+    allowed = sorted(os.sched_getaffinity(0))
+    if type(cpu) is not int or cpu not in allowed:
+        fail(owner, "cpu", f"None or one of the CPUs this process may run on, {allowed}", cpu)
+    return cpu
+
+
+def _free_this_thread(cpus: tuple[int, ...] | None) -> None:
+    """Let the calling thread (a job thread) run on ``cpus`` again (None: leave it)."""
+    if cpus is not None:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as error:
+            log.warning("could not let job thread %s run on CPUs %s: %s", threading.current_thread().name, cpus, error)
+
+
+def _pin_this_thread(cpu: int | None) -> None:
+    """Keep the calling thread on ``cpu`` (None: leave it); a CPU taken away since is logged, not raised."""
+    if cpu is None:
+        return
+    try:
+        os.sched_setaffinity(0, (cpu,))
+    except OSError as error:  # the process's CPUs changed after the check (a cgroup, taskset)
+        log.warning("could not keep thread %s on CPU %d: %s", threading.current_thread().name, cpu, error)
 
 
 class _ThreadPromise(PromiseCell):
@@ -97,11 +144,16 @@ class _Shell(pykka.ThreadingActor):
 
     use_daemon_thread = True
 
-    def __init__(self, local: threading.local, quiet: _Quiet, cell: _ThreadCell) -> None:
+    def __init__(self, local: threading.local, quiet: _Quiet, cell: _ThreadCell, cpu: int | None) -> None:
         super().__init__()
         self._local = local
         self._quiet = quiet
         self._cell = cell
+        self._cpu = cpu
+
+    def on_start(self) -> None:
+        """Runs first on the shell's own thread: keep it on the system's CPU, if it has one."""
+        _pin_this_thread(self._cpu)
 
     def on_receive(self, message: Any) -> None:
         sender, payload = message
@@ -133,6 +185,14 @@ class ThreadSystem(ActorSystemBase):
         seed: seed of ``ctx.random``.
         journal_store: where durable journals also persist beyond the process (a disk store);
             closed, after a last sync, at shutdown.
+        cpu: keep every actor thread and the timer thread on this CPU (None: wherever the
+            operating system puts them). They share the GIL, so one CPU takes nothing from them,
+            and each hand-over between them stays on it (see the module's docstring); jobs are
+            not pinned. Leave it None where other busy processes share that CPU.
+
+    Raises:
+        ValueError: ``cpu`` is not None and not a CPU this process may run on (or the platform
+            cannot pin threads).
     """
 
     cell_type = _ThreadCell
@@ -145,7 +205,10 @@ class ThreadSystem(ActorSystemBase):
         job_workers: int = 8,
         seed: int | str | None = None,
         journal_store: JournalStore | None = None,
+        cpu: int | None = None,
     ) -> None:
+        self.cpu = check_cpu("ThreadSystem", cpu)
+        """The CPU the actor threads and the timer thread run on, or None."""
         super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=seed, journal_store=journal_store)
         self._lock = threading.Condition()  # guards the registry, job count and quiet waiters
         self._local = threading.local()
@@ -158,7 +221,10 @@ class ThreadSystem(ActorSystemBase):
         self._timer_cond = threading.Condition()
         self._timer_thread = threading.Thread(target=self._run_timers, name="conveyor-timers", daemon=True)
         self._timer_thread.start()
-        self._executor = ThreadPoolExecutor(max_workers=job_workers, thread_name_prefix="conveyor-job")
+        # A job thread starts from the thread that submits the job, and would inherit a pinned actor's CPU.
+        free = None if self.cpu is None else tuple(os.sched_getaffinity(0))
+        self._executor = ThreadPoolExecutor(max_workers=job_workers, thread_name_prefix="conveyor-job",
+                                            initializer=_free_this_thread, initargs=(free,))
 
     def __enter__(self) -> ThreadSystem:
         return self
@@ -190,7 +256,7 @@ class ThreadSystem(ActorSystemBase):
                     msg = f"cannot spawn {cell.path}: the ThreadSystem is shut down"
                     raise ConveyorError(msg)
                 self._cells[cell.uid] = cell
-            cell.slot.shell = _Shell.start(self._local, self._quiet, cell)
+            cell.slot.shell = _Shell.start(self._local, self._quiet, cell, self.cpu)
 
     def detach(self, cell: ActorCell) -> None:
         """Close the actor's inbox to senders and stop its shell behind what is already queued."""
@@ -259,6 +325,7 @@ class ThreadSystem(ActorSystemBase):
             return self._timers.cancel(handle)
 
     def _run_timers(self) -> None:
+        _pin_this_thread(self.cpu)
         timers = self._timers
         while True:
             with self._timer_cond:

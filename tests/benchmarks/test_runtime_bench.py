@@ -17,11 +17,14 @@ EXPECTED_KEYS = (
     "pykka_ask_us",
     "thread_tell_msgs_per_s",
     "thread_ask_us",
+    "thread_pingpong_msgs_per_s",
+    "thread_pingpong_one_cpu_msgs_per_s",  # Linux, where threads can be pinned
     "sim_deliveries_per_s",
     "sim_pingpong_deliveries_per_s",
     "ratio_trio_tell_vs_pykka_tell",
     "ratio_trio_tell_vs_trio_channel",
     "ratio_thread_tell_vs_pykka_tell",
+    "ratio_thread_pingpong_one_cpu_vs_any",
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import time
 import weakref
@@ -11,7 +12,7 @@ from typing import Any
 import attrs
 import pytest
 
-from conveyor.runtime import Actor, ActorRef, ConveyorError, ThreadSystem
+from conveyor.runtime import Actor, ActorRef, ConveyorError, JobDone, ThreadSystem
 from tests.runtime.actors import Echo, Get, OrderChecker, Recorder, Seq
 
 
@@ -138,3 +139,58 @@ def test_an_actor_that_forwards_asks_does_not_keep_their_answers() -> None:
         answers = [weakref.ref(system.ask(forwarder, n)) for n in range(3)]
         gc.collect()
         assert [answer() for answer in answers] == [None, None, None]
+
+
+# --- ThreadSystem(cpu=...): the actor threads and the timer thread on one CPU --------------------------------------
+
+PROCESS_CPUS = tuple(sorted(os.sched_getaffinity(0)))
+
+
+@attrs.frozen
+class WhereAmI:
+    """Ask an ``Affinity`` actor for the CPUs its handler, a timer's handler and a job of it may run on."""
+
+
+class Affinity(Actor):
+    """Answers ``WhereAmI`` with (handler CPUs, CPUs of a job it ran, CPUs of the system's timer thread)."""
+
+    def receive(self, message: Any) -> Any:
+        if isinstance(message, WhereAmI):
+            self.asker = self.ctx.sender
+            self.here = tuple(sorted(os.sched_getaffinity(0)))
+            self.ctx.run_job(lambda: tuple(sorted(os.sched_getaffinity(0))))
+        elif isinstance(message, JobDone):
+            timers = [t for t in threading.enumerate() if t.name == "conveyor-timers"]
+            timer_cpus = tuple(sorted(os.sched_getaffinity(timers[0].native_id or 0)))
+            assert self.asker is not None
+            self.ctx.send(self.asker, (self.here, message.result, timer_cpus))
+
+
+def where(system: ThreadSystem) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(an actor's CPUs, its job's CPUs, the timer thread's CPUs) in ``system``."""
+    answer: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] = system.ask(system.spawn(Affinity), WhereAmI())
+    return answer
+
+
+@pytest.mark.parametrize("cpu", PROCESS_CPUS)
+def test_a_cpu_keeps_every_actor_thread_and_the_timer_thread_on_it_and_leaves_jobs_free(cpu: int) -> None:
+    with ThreadSystem(cpu=cpu) as system:
+        assert system.cpu == cpu
+        assert where(system) == ((cpu,), PROCESS_CPUS, (cpu,))
+        # an actor spawned later, by another actor's thread or by this one, keeps to it too
+        assert where(system)[0] == (cpu,)
+
+
+def test_without_a_cpu_the_threads_go_where_the_process_may() -> None:
+    with ThreadSystem() as system:
+        assert system.cpu is None
+        assert where(system) == (PROCESS_CPUS, PROCESS_CPUS, PROCESS_CPUS)
+
+
+@pytest.mark.parametrize("cpu", [-1, max(PROCESS_CPUS) + 1, True, "0", 0.0])
+def test_a_cpu_the_process_may_not_use_is_refused_before_a_thread_starts(cpu: object) -> None:
+    before = threading.active_count()
+    with pytest.raises(ValueError, match=rf"ThreadSystem\.cpu must be None or one of the CPUs this process may run "
+                                         rf"on, \[{', '.join(map(str, PROCESS_CPUS))}\], got"):
+        ThreadSystem(cpu=cpu)  # type: ignore[arg-type]
+    assert threading.active_count() == before
