@@ -9,7 +9,7 @@ count of queued messages, so no message slips into an inbox that nobody reads.
 ``cpu`` keeps the actor threads (and the timer thread) on one CPU. They share one GIL, so they
 never run at once anyway; what one CPU saves is the hand-over: a message wakes its actor's thread,
 and on another CPU that thread and the sender pass the GIL across CPUs, which costs far more than a
-switch on one (the Pub/Sub subscriber, seven actors a message: 30% more messages a second pinned,
+switch on one (the Pub/Sub subscriber, seven actors a message: about a third more messages a second,
 docs/performance.md). Jobs stay on every CPU: they block on I/O or may run GIL-free code in parallel.
 """
 
