@@ -42,7 +42,7 @@ from .validators import fail
 log = logging.getLogger(__name__)
 
 
-def check_cpu(owner: str, cpu: object) -> int | None:
+def _check_cpu(owner: str, cpu: object) -> int | None:
     """Return ``cpu`` if it is None or a CPU this process may run on, else raise naming the field.
 
     Raises:
@@ -207,7 +207,7 @@ class ThreadSystem(ActorSystemBase):
         journal_store: JournalStore | None = None,
         cpu: int | None = None,
     ) -> None:
-        self.cpu = check_cpu("ThreadSystem", cpu)
+        self.cpu = _check_cpu("ThreadSystem", cpu)
         """The CPU the actor threads and the timer thread run on, or None."""
         super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=seed, journal_store=journal_store)
         self._lock = threading.Condition()  # guards the registry, job count and quiet waiters
