@@ -42,18 +42,23 @@ from .validators import fail
 log = logging.getLogger(__name__)
 
 
+def _process_cpus() -> set[int]:
+    """The CPUs this process may run on: its main thread's (a pinned actor's thread may be narrower)."""
+    return os.sched_getaffinity(os.getpid())
+
+
 def _check_cpu(owner: str, cpu: object) -> int | None:
     """Return ``cpu`` if it is None or a CPU this process may run on, else raise naming the field.
 
     Raises:
-        ValueError: not None and not one of ``os.sched_getaffinity(0)``, or the platform cannot pin
+        ValueError: not None and not one of the CPUs of its main thread, or the platform cannot pin
             threads (no ``os.sched_setaffinity``: Linux has it, macOS and Windows do not).
     """
     if cpu is None:
         return None
     if not hasattr(os, "sched_setaffinity"):
         fail(owner, "cpu", "None on this platform (pinning threads needs os.sched_setaffinity, Linux's)", cpu)
-    allowed = sorted(os.sched_getaffinity(0))
+    allowed = sorted(_process_cpus())
     if type(cpu) is not int or cpu not in allowed:
         fail(owner, "cpu", f"None or one of the CPUs this process may run on, {allowed}", cpu)
     return cpu
@@ -222,7 +227,7 @@ class ThreadSystem(ActorSystemBase):
         self._timer_thread = threading.Thread(target=self._run_timers, name="conveyor-timers", daemon=True)
         self._timer_thread.start()
         # A job thread starts from the thread that submits the job, and would inherit a pinned actor's CPU.
-        free = None if self.cpu is None else tuple(os.sched_getaffinity(0))
+        free = None if self.cpu is None else tuple(sorted(_process_cpus()))
         self._executor = ThreadPoolExecutor(max_workers=job_workers, thread_name_prefix="conveyor-job",
                                             initializer=_free_this_thread, initargs=(free,))
 

@@ -160,8 +160,9 @@ class Affinity(Actor):
             self.here = tuple(sorted(os.sched_getaffinity(0)))
             self.ctx.run_job(lambda: tuple(sorted(os.sched_getaffinity(0))))
         elif isinstance(message, JobDone):
+            # the newest timer thread, this system's (``threading.enumerate`` lists threads in the order they started)
             timers = [t for t in threading.enumerate() if t.name == "conveyor-timers"]
-            timer_cpus = tuple(sorted(os.sched_getaffinity(timers[0].native_id or 0)))
+            timer_cpus = tuple(sorted(os.sched_getaffinity(timers[-1].native_id or 0)))
             assert self.asker is not None
             self.ctx.send(self.asker, (self.here, message.result, timer_cpus))
 
@@ -194,3 +195,25 @@ def test_a_cpu_the_process_may_not_use_is_refused_before_a_thread_starts(cpu: ob
                                          rf"on, \[{', '.join(map(str, PROCESS_CPUS))}\], got"):
         ThreadSystem(cpu=cpu)  # type: ignore[arg-type]
     assert threading.active_count() == before
+
+
+@attrs.frozen
+class MakeSystemOn:
+    """Ask a ``SystemMaker`` to make a ThreadSystem on ``cpu`` from its own (pinned) thread and report where."""
+
+    cpu: int
+
+
+class SystemMaker(Actor):
+    def receive(self, message: Any) -> Any:
+        if isinstance(message, MakeSystemOn):
+            with ThreadSystem(cpu=message.cpu) as inner:
+                self.ctx.reply(where(inner))
+
+
+@pytest.mark.skipif(len(PROCESS_CPUS) < 2, reason="needs two CPUs to pin one system's actors away from another's")
+def test_a_system_made_on_a_pinned_thread_may_use_every_cpu_of_the_process() -> None:
+    first, second = PROCESS_CPUS[0], PROCESS_CPUS[1]
+    with ThreadSystem(cpu=first) as outer:
+        maker = outer.spawn(SystemMaker)
+        assert outer.ask(maker, MakeSystemOn(second), timeout=10) == ((second,), PROCESS_CPUS, (second,))
