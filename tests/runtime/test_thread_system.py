@@ -148,11 +148,11 @@ PROCESS_CPUS = tuple(sorted(os.sched_getaffinity(0)))
 
 @attrs.frozen
 class WhereAmI:
-    """Ask an ``Affinity`` actor for the CPUs its handler, a timer's handler and a job of it may run on."""
+    """Ask an ``Affinity`` actor for the CPUs its handler and a job it runs may use."""
 
 
 class Affinity(Actor):
-    """Answers ``WhereAmI`` with (handler CPUs, CPUs of a job it ran, CPUs of the system's timer thread)."""
+    """Answers ``WhereAmI`` with (its handler's CPUs, the CPUs of a job it ran)."""
 
     def receive(self, message: Any) -> Any:
         if isinstance(message, WhereAmI):
@@ -160,32 +160,37 @@ class Affinity(Actor):
             self.here = tuple(sorted(os.sched_getaffinity(0)))
             self.ctx.run_job(lambda: tuple(sorted(os.sched_getaffinity(0))))
         elif isinstance(message, JobDone):
-            # the newest timer thread, this system's (``threading.enumerate`` lists threads in the order they started)
-            timers = [t for t in threading.enumerate() if t.name == "conveyor-timers"]
-            timer_cpus = tuple(sorted(os.sched_getaffinity(timers[-1].native_id or 0)))
             assert self.asker is not None
-            self.ctx.send(self.asker, (self.here, message.result, timer_cpus))
+            self.ctx.send(self.asker, (self.here, message.result))
 
 
-def where(system: ThreadSystem) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    """(an actor's CPUs, its job's CPUs, the timer thread's CPUs) in ``system``."""
-    answer: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] = system.ask(system.spawn(Affinity), WhereAmI())
-    return answer
+def timer_threads() -> set[int]:
+    """The native ids of every ThreadSystem's timer thread alive now."""
+    return {t.native_id or 0 for t in threading.enumerate() if t.name == "conveyor-timers"}
+
+
+def where(system: ThreadSystem, timers_before: set[int]) -> tuple[tuple[int, ...], ...]:
+    """(an actor's CPUs, its job's CPUs, the CPUs of the one timer thread started since ``timers_before``)."""
+    (timer,) = timer_threads() - timers_before
+    actor, job = system.ask(system.spawn(Affinity), WhereAmI())
+    return actor, job, tuple(sorted(os.sched_getaffinity(timer)))
 
 
 @pytest.mark.parametrize("cpu", PROCESS_CPUS)
 def test_a_cpu_keeps_every_actor_thread_and_the_timer_thread_on_it_and_leaves_jobs_free(cpu: int) -> None:
+    before = timer_threads()
     with ThreadSystem(cpu=cpu) as system:
         assert system.cpu == cpu
-        assert where(system) == ((cpu,), PROCESS_CPUS, (cpu,))
-        # an actor spawned later, by another actor's thread or by this one, keeps to it too
-        assert where(system)[0] == (cpu,)
+        assert where(system, before) == ((cpu,), PROCESS_CPUS, (cpu,))
+        # an actor spawned later keeps to it too
+        assert where(system, before)[0] == (cpu,)
 
 
 def test_without_a_cpu_the_threads_go_where_the_process_may() -> None:
+    before = timer_threads()
     with ThreadSystem() as system:
         assert system.cpu is None
-        assert where(system) == (PROCESS_CPUS, PROCESS_CPUS, PROCESS_CPUS)
+        assert where(system, before) == (PROCESS_CPUS, PROCESS_CPUS, PROCESS_CPUS)
 
 
 @pytest.mark.parametrize("cpu", [-1, max(PROCESS_CPUS) + 1, True, "0", 0.0])
@@ -207,8 +212,9 @@ class MakeSystemOn:
 class SystemMaker(Actor):
     def receive(self, message: Any) -> Any:
         if isinstance(message, MakeSystemOn):
+            before = timer_threads()
             with ThreadSystem(cpu=message.cpu) as inner:
-                self.ctx.reply(where(inner))
+                self.ctx.reply(where(inner, before))
 
 
 @pytest.mark.skipif(len(PROCESS_CPUS) < 2, reason="needs two CPUs to pin one system's actors away from another's")
