@@ -274,7 +274,7 @@ def _conveyor(transport: PubSubTransport, name: str, cpu: int | None = None) -> 
 
 
 def _print(figures: dict[str, float], messages: int, in_process: bool, rounds: int,
-           before: tuple[float, float, float], after: tuple[float, float, float], cpu: int | None) -> None:
+           before: tuple[float, float, float], after: tuple[float, float, float], pinned: int | None) -> None:
     where = "in this process" if in_process else "in its own process"
     best = "one run" if rounds == 1 else f"best of {rounds} rounds, alternated"
     table = Table(title=f"Pub/Sub front ({where}), {messages} messages of 110 bytes per case, {best}")
@@ -298,7 +298,6 @@ def _print(figures: dict[str, float], messages: int, in_process: bool, rounds: i
         )
     console = Console(width=130)
     console.print(table)
-    pinned = cpu
     cpu_note = "server included" if in_process else "the subscriber's own: the server runs in another process"
     console.print("msg/s; publish 1 / 2: Google's publisher before the google / conveyor receive runs; "
                   "recv: receive+ack; cpu/msg: this process's CPU time per message during that receive run "

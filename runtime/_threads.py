@@ -64,23 +64,14 @@ def _check_cpu(owner: str, cpu: object) -> int | None:
     return cpu
 
 
-def _free_this_thread(cpus: tuple[int, ...] | None) -> None:
-    """Let the calling thread (a job thread) run on ``cpus`` again (None: leave it)."""
-    if cpus is not None:
-        try:
-            os.sched_setaffinity(0, cpus)
-        except OSError as error:
-            log.warning("could not let job thread %s run on CPUs %s: %s", threading.current_thread().name, cpus, error)
-
-
-def _pin_this_thread(cpu: int | None) -> None:
-    """Keep the calling thread on ``cpu`` (None: leave it); a CPU taken away since is logged, not raised."""
-    if cpu is None:
+def _run_this_thread_on(cpus: tuple[int, ...] | None) -> None:
+    """Keep the calling thread on ``cpus`` (None: leave it); CPUs taken away since the check are logged, not raised."""
+    if cpus is None:
         return
     try:
-        os.sched_setaffinity(0, (cpu,))
+        os.sched_setaffinity(0, cpus)
     except OSError as error:  # the process's CPUs changed after the check (a cgroup, taskset)
-        log.warning("could not keep thread %s on CPU %d: %s", threading.current_thread().name, cpu, error)
+        log.warning("could not keep thread %s on CPUs %s: %s", threading.current_thread().name, cpus, error)
 
 
 class _ThreadPromise(PromiseCell):
@@ -149,16 +140,16 @@ class _Shell(pykka.ThreadingActor):
 
     use_daemon_thread = True
 
-    def __init__(self, local: threading.local, quiet: _Quiet, cell: _ThreadCell, cpu: int | None) -> None:
+    def __init__(self, local: threading.local, quiet: _Quiet, cell: _ThreadCell, cpus: tuple[int, ...] | None) -> None:
         super().__init__()
         self._local = local
         self._quiet = quiet
         self._cell = cell
-        self._cpu = cpu
+        self._cpus = cpus
 
     def on_start(self) -> None:
         """Runs first on the shell's own thread: keep it on the system's CPU, if it has one."""
-        _pin_this_thread(self._cpu)
+        _run_this_thread_on(self._cpus)
 
     def on_receive(self, message: Any) -> None:
         sender, payload = message
@@ -214,6 +205,7 @@ class ThreadSystem(ActorSystemBase):
     ) -> None:
         self.cpu = _check_cpu("ThreadSystem", cpu)
         """The CPU the actor threads and the timer thread run on, or None."""
+        self._pinned = None if self.cpu is None else (self.cpu,)
         super().__init__(supervisor_strategy=supervisor_strategy, trace=trace, seed=seed, journal_store=journal_store)
         self._lock = threading.Condition()  # guards the registry, job count and quiet waiters
         self._local = threading.local()
@@ -229,7 +221,7 @@ class ThreadSystem(ActorSystemBase):
         # A job thread starts from the thread that submits the job, and would inherit a pinned actor's CPU.
         free = None if self.cpu is None else tuple(sorted(_process_cpus()))
         self._executor = ThreadPoolExecutor(max_workers=job_workers, thread_name_prefix="conveyor-job",
-                                            initializer=_free_this_thread, initargs=(free,))
+                                            initializer=_run_this_thread_on, initargs=(free,))
 
     def __enter__(self) -> ThreadSystem:
         return self
@@ -261,7 +253,7 @@ class ThreadSystem(ActorSystemBase):
                     msg = f"cannot spawn {cell.path}: the ThreadSystem is shut down"
                     raise ConveyorError(msg)
                 self._cells[cell.uid] = cell
-            cell.slot.shell = _Shell.start(self._local, self._quiet, cell, self.cpu)
+            cell.slot.shell = _Shell.start(self._local, self._quiet, cell, self._pinned)
 
     def detach(self, cell: ActorCell) -> None:
         """Close the actor's inbox to senders and stop its shell behind what is already queued."""
@@ -330,7 +322,7 @@ class ThreadSystem(ActorSystemBase):
             return self._timers.cancel(handle)
 
     def _run_timers(self) -> None:
-        _pin_this_thread(self.cpu)
+        _run_this_thread_on(self._pinned)
         timers = self._timers
         while True:
             with self._timer_cond:
