@@ -47,6 +47,7 @@ from rich.table import Table
 
 from conveyor.actors.pubsub import PubSubServer, PubSubTransport, subscribe_remote
 from conveyor.actors.subscriber import FlowControl
+from conveyor.benchmarks._common import pinned_cpu
 from conveyor.runtime import ThreadSystem, freeze_start_up_heap
 
 BODY = b"x" * 100
@@ -198,12 +199,6 @@ def main(messages: int = 5000, timeout: float = 300.0, in_process: bool = False,
     _print(figures, messages, in_process, rounds, load_before, os.getloadavg(), actor_cpu)
     return figures
 
-
-def pinned_cpu() -> int | None:
-    """The CPU conveyor's actors keep to here: the lowest this process may use, if the platform can pin threads."""
-    if not hasattr(os, "sched_getaffinity") or not hasattr(os, "sched_setaffinity"):
-        return None
-    return min(os.sched_getaffinity(0))
 
 
 @contextlib.contextmanager

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import threading
 import time
 from collections import deque
@@ -54,6 +53,7 @@ import trio
 from rich.console import Console
 from rich.table import Table
 
+from conveyor.benchmarks._common import pinned_cpu
 from conveyor.runtime import Actor, ActorRef, ThreadSystem, TrioSystem
 from conveyor.simulation import Simulation
 
@@ -491,13 +491,6 @@ def bench_thread_pingpong(n: int, cpu: int | None) -> float:
     return n / elapsed
 
 
-def pinning_cpu() -> int | None:
-    """The CPU of the pinned ping-pong (the lowest this process may use); None where threads cannot be pinned."""
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-    return min(os.sched_getaffinity(0))
-
-
 # --- 9. Simulation ----------------------------------------------------------------------
 
 
@@ -645,7 +638,7 @@ def main(messages: int = 200_000, repeat: int = 3) -> dict[str, float]:
     asks = max(100, messages // 10)
     slow_asks = max(100, messages // 20)
     samples: dict[str, list[float]] = {}
-    cpu = pinning_cpu()
+    cpu = pinned_cpu()
 
     def record(key: str, value: float) -> None:
         samples.setdefault(key, []).append(value)

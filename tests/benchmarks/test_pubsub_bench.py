@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from conveyor.benchmarks.pubsub import main, pinned_cpu
+from conveyor.benchmarks._common import pinned_cpu
+from conveyor.benchmarks.pubsub import main
 from tests.benchmarks.figures import assert_figures
 
 CASES = ("unordered", "keys10", "keys100", "keys1000")
